@@ -1,0 +1,75 @@
+// Paged attention: scaled dot-product attention whose keys and values live in
+// fixed-size blocks of a shared pool, reached through per-sequence block
+// tables (PagedAttention, vLLM). One call covers every sequence of an engine
+// step: prompt chunks (causal inside the chunk, full over what is cached
+// before it) and single decode tokens alike — there is no separate prefill
+// and decode kernel. Grouped-query attention: query head h reads KV head
+// h / (n_head / n_kv_head).
+//
+// KV pool layout, per layer, for K and for V separately:
+//   [n_blocks, n_kv_heads, block_size, head_dim]   elements of kv.dtype
+// Token at position p of a sequence lives in block block_table[p / block_size]
+// at row p % block_size.
+//
+// Batch invariance: out for one (token, head) is computed by one thread, over
+// context positions in increasing order, with one fixed reduction order; it
+// does not depend on the other sequences in the step or on chunking.
+//
+// Thread-safety: paged_attention writes only `out`; kv_store writes only the
+// slots named by the block tables. The caller guarantees no two sequences in a
+// call write the same slot.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace omnibus {
+
+class ThreadPool;
+
+// One layer's K and V pools.
+struct PagedKvLayer {
+  DType dtype;      // F32 or F16 (quantized formats come later)
+  void* k;          // [n_blocks, n_kv_heads, block_size, head_dim]
+  void* v;          // same shape
+  int block_size;
+  int n_kv_heads;
+  int head_dim;
+};
+
+// One sequence's part of a step.
+struct AttentionSeq {
+  int32_t first_token;     // index of its first query row in the step's flat token list
+  int32_t n_tokens;        // query rows (chunk length; 1 for a decode)
+  int32_t n_past;          // tokens cached before this chunk; the chunk is positions
+                           // [n_past, n_past + n_tokens)
+  const int32_t* block_table;  // blocks covering positions [0, n_past + n_tokens)
+  int32_t sliding_window;  // 0: full attention; w > 0: query at p sees keys (p - w, p]
+};
+
+struct AttentionParams {
+  int n_head;
+  int n_kv_head;
+  int head_dim;
+  float scale;             // usually 1/sqrt(head_dim)
+  float softcap = 0.f;     // 0: off; c > 0: scores = c * tanh(scores / c)
+};
+
+// Writes the step's new keys and values into their slots.
+// k, v: [n_tok_total, n_kv_heads, head_dim] f32, rows ordered as the sequences' tokens.
+void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
+              const float* v);
+
+// q: [n_tok_total, n_head, head_dim] f32 (already rotated); out: same shape.
+// REQUIRES: kv_store for this step's tokens ran before (a chunk attends to itself).
+void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
+                     int n_seqs, const AttentionParams& p, float* out, ThreadPool& pool);
+
+// Scalar reference: gathers each sequence's keys/values to f32 and does
+// textbook attention. The definition of correct.
+void paged_attention_ref(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
+                         int n_seqs, const AttentionParams& p, float* out);
+
+}  // namespace omnibus

@@ -1,0 +1,63 @@
+// Element-wise and row-wise kernels of the transformer forward pass.
+// Shapes are row-major, innermost dimension last: `[n_rows, n]` means n_rows
+// rows of n contiguous floats. Every function has a scalar reference
+// (`*_ref`, in ops_ref.cc) and an AVX2 version chosen at run time; tests hold
+// them together. Results for one row never depend on other rows (batch
+// invariance): reductions run in one fixed order per row.
+//
+// Thread-safety: pure functions over caller-owned memory; in-place (y == x)
+// is allowed where noted.
+#pragma once
+
+#include <cstdint>
+
+namespace omnibus {
+
+// y[r, i] = x[r, i] / sqrt(mean_i(x[r, :]^2) + eps) * w[i]   (w may be null: no scale)
+// x, y: [n_rows, n]; y may alias x.
+void rms_norm(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps);
+
+enum class RopeMode {
+  kNormal,  // rotate pairs (2i, 2i+1) — llama.cpp LLAMA_ROPE_TYPE_NORM (Llama)
+  kNeox,    // rotate pairs (i, i + n_rot/2) — LLAMA_ROPE_TYPE_NEOX (Gemma, Qwen...)
+};
+
+struct RopeParams {
+  RopeMode mode = RopeMode::kNormal;
+  int n_rot = 0;            // rotated dims per head (<= head_dim, even); rest pass through
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;   // linear position scaling: theta = pos * freq_scale * base^(-2i/n_rot)
+};
+
+// Rotates, in place, every head of every token by its position.
+// x: [n_tok, n_heads, head_dim]; pos: [n_tok]. The angles are computed as
+// llama.cpp's ggml_rope does (theta_i = pos * base^(-2i/n_rot), cos/sin in
+// float) so results match it closely.
+void rope(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head_dim,
+          const RopeParams& p);
+
+// out[i] = silu(gate[i]) * up[i]; silu(x) = x / (1 + exp(-x)). out may alias gate.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = gelu(gate[i]) * up[i], gelu with the tanh approximation
+// (gelu_pytorch_tanh, as Gemma uses). out may alias gate.
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+void silu(const float* x, float* y, int64_t n);
+void gelu(const float* x, float* y, int64_t n);
+
+// In-place numerically stable softmax of x[0..n).
+void softmax(float* x, int64_t n);
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+// y[i] *= s
+void scale_inplace(float* y, float s, int64_t n);
+
+// Scalar references (the definition of correct).
+void rms_norm_ref(const float* x, const float* w, float* y, int64_t n_rows, int64_t n, float eps);
+void rope_ref(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head_dim,
+              const RopeParams& p);
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
+void softmax_ref(float* x, int64_t n);
+
+}  // namespace omnibus
