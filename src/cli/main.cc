@@ -1,1 +1,20 @@
-int main() { return 0; }
+// omnibus: an LLM inference server. See README.md; `omnibus --help` lists the
+// subcommands and `omnibus <command> --help` their flags.
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "omnibus: LLM inference on CPUs (continuous batching, paged KV cache, OpenAI API)\n"
+      "Models: -m takes a GGUF path or a bundled name (smollm2-135m, gemma3-270m)."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  int exit_code = 0;
+  omnibus::add_generate_command(app, exit_code);
+  omnibus::add_perplexity_command(app, exit_code);
+  omnibus::add_bench_command(app, exit_code);
+  omnibus::add_inspect_command(app, exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

@@ -1,0 +1,150 @@
+#include "model/llama.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/thread_pool.h"
+#include "model/forward_buffers.h"
+#include "model/weights.h"
+#include "util/check.h"
+
+namespace omnibus {
+namespace {
+
+struct LlamaLayer {
+  const float* attn_norm;  // [n_embd]
+  WeightView wq;           // [n_embd -> n_q]
+  WeightView wk;           // [n_embd -> n_kv]
+  WeightView wv;           // [n_embd -> n_kv]
+  WeightView wo;           // [n_q -> n_embd]
+  const float* ffn_norm;   // [n_embd]
+  WeightView w_gate;       // [n_embd -> n_ff]
+  WeightView w_up;         // [n_embd -> n_ff]
+  WeightView w_down;       // [n_ff -> n_embd]
+};
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(std::shared_ptr<const GgufFile> file, const ModelConfig& config, ThreadPool& pool)
+      : Model(config), file_(std::move(file)), pool_(pool) {}
+
+  Status load() {
+    const ModelConfig& c = config_;
+    WeightLoader w(*file_);
+    OMNIBUS_ASSIGN_OR_RETURN(token_embd_, w.matrix("token_embd.weight", c.n_embd, c.n_vocab));
+    if (dtype_traits(token_embd_.type).to_float == nullptr) {
+      return Status::unsupported("token_embd.weight dtype {} cannot be dequantized",
+                                 dtype_name(token_embd_.type));
+    }
+    OMNIBUS_ASSIGN_OR_RETURN(output_norm_, w.vector_f32("output_norm.weight", c.n_embd));
+    if (w.has("output.weight")) {
+      OMNIBUS_ASSIGN_OR_RETURN(output_, w.matrix("output.weight", c.n_embd, c.n_vocab));
+    } else {
+      output_ = token_embd_;  // tied embeddings
+    }
+    layers_.resize(size_t(c.n_layer));
+    for (int il = 0; il < c.n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      LlamaLayer& l = layers_[size_t(il)];
+      OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.matrix(p + "attn_q.weight", c.n_embd, c.n_q()));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.matrix(p + "attn_k.weight", c.n_embd, c.n_kv()));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.matrix(p + "attn_v.weight", c.n_embd, c.n_kv()));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wo, w.matrix(p + "attn_output.weight", c.n_q(), c.n_embd));
+      OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_down, w.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd));
+    }
+    return Status::ok();
+  }
+
+  std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
+    const ModelConfig& c = config_;
+    ForwardBuffers& b = buf_;
+    b.prepare(c, batch);
+    const int64_t n_tok = batch.n_tokens();
+    const int n_seqs = int(batch.seqs.size());
+    OMNIBUS_CHECK(kv.geometry().n_layers == c.n_layer && kv.geometry().head_dim == c.head_dim &&
+                  kv.geometry().n_kv_heads == c.n_head_kv);
+    for (const StepSeq& s : batch.seqs) {
+      OMNIBUS_CHECK(int64_t(s.n_blocks) * kv.geometry().block_size >= s.n_past + s.n_tokens);
+    }
+
+    embed(batch, b.x.data());  // x: [n_tok, n_embd]
+
+    const AttentionParams attn_params{c.n_head, c.n_head_kv, c.head_dim,
+                                      1.0f / std::sqrt(float(c.head_dim))};
+    for (int il = 0; il < c.n_layer; ++il) {
+      const LlamaLayer& l = layers_[size_t(il)];
+      // --- attention ---
+      rms_norm(b.x.data(), l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+      matmul(l.wq, b.xn.data(), n_tok, b.q.data(), pool_, b.matmul);  // [n_tok, n_q]
+      matmul(l.wk, b.xn.data(), n_tok, b.k.data(), pool_, b.matmul);  // [n_tok, n_kv]
+      matmul(l.wv, b.xn.data(), n_tok, b.v.data(), pool_, b.matmul);  // [n_tok, n_kv]
+      rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, c.rope);
+      rope(b.k.data(), b.positions.data(), n_tok, c.n_head_kv, c.head_dim, c.rope);
+      const PagedKvLayer kv_layer = kv.layer(il);
+      kv_store(kv_layer, b.attn_seqs.data(), n_seqs, b.k.data(), b.v.data());
+      paged_attention(b.q.data(), kv_layer, b.attn_seqs.data(), n_seqs, attn_params,
+                      b.attn.data(), pool_);                               // [n_tok, n_q]
+      matmul(l.wo, b.attn.data(), n_tok, b.proj.data(), pool_, b.matmul);  // [n_tok, n_embd]
+      add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
+      // --- feed-forward (SwiGLU) ---
+      rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+      matmul(l.w_gate, b.xn.data(), n_tok, b.gate.data(), pool_, b.matmul);  // [n_tok, n_ff]
+      matmul(l.w_up, b.xn.data(), n_tok, b.up.data(), pool_, b.matmul);      // [n_tok, n_ff]
+      swiglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok * c.n_ff);
+      matmul(l.w_down, b.gate.data(), n_tok, b.proj.data(), pool_, b.matmul);  // [n_tok, n_embd]
+      add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
+    }
+
+    // Only the rows that produce logits go through the output head.
+    const int64_t n_rows = int64_t(b.logit_rows.size());
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* src = b.x.data() + int64_t(b.logit_rows[size_t(r)]) * c.n_embd;
+      std::copy(src, src + c.n_embd, b.last.data() + r * c.n_embd);
+    }
+    rms_norm(b.last.data(), output_norm_, b.last.data(), n_rows, c.n_embd, c.norm_eps);
+    matmul(output_, b.last.data(), n_rows, b.logits.data(), pool_, b.matmul);  // [n_rows, n_vocab]
+    return {b.logits.data(), size_t(n_rows) * size_t(c.n_vocab)};
+  }
+
+ private:
+  // x[t, :] = dequantize(token_embd row tokens[t])
+  void embed(const StepBatch& batch, float* x) const {
+    const ModelConfig& c = config_;
+    const ToFloatFn to_float = dtype_traits(token_embd_.type).to_float;
+    const size_t row_bytes = dtype_row_size(token_embd_.type, c.n_embd);
+    const auto* base = static_cast<const uint8_t*>(token_embd_.data);
+    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+      const int32_t id = batch.tokens[size_t(t)];
+      OMNIBUS_CHECK(id >= 0 && id < c.n_vocab);
+      to_float(base + size_t(id) * row_bytes, x + t * c.n_embd, c.n_embd);
+    }
+  }
+
+  std::shared_ptr<const GgufFile> file_;  // keeps the weights' mapping alive
+  ThreadPool& pool_;
+  WeightView token_embd_{};
+  WeightView output_{};
+  const float* output_norm_ = nullptr;
+  std::vector<LlamaLayer> layers_;
+  ForwardBuffers buf_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> load_llama(std::shared_ptr<const GgufFile> file,
+                                            const ModelConfig& config, ThreadPool& pool) {
+  auto model = std::make_unique<LlamaModel>(std::move(file), config, pool);
+  OMNIBUS_RETURN_IF_ERROR(model->load());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace omnibus

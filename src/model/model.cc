@@ -1,0 +1,32 @@
+#include "model/model.h"
+
+#include "gguf/gguf_file.h"
+#include "model/llama.h"
+#include "model/weights.h"
+
+namespace omnibus {
+
+KvGeometry Model::kv_geometry(int block_size, DType dtype) const {
+  KvGeometry g;
+  g.n_layers = config_.n_layer;
+  g.n_kv_heads = config_.n_head_kv;
+  g.head_dim = config_.head_dim;
+  g.block_size = block_size;
+  g.dtype = dtype;
+  return g;
+}
+
+StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file, ThreadPool& pool,
+                                            const LoadProgressFn& progress) {
+  OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
+  StatusOr<std::unique_ptr<Model>> model =
+      config.arch == "llama" ? load_llama(file, config, pool)
+                             : StatusOr<std::unique_ptr<Model>>(Status::unsupported(
+                                   "{}: architecture '{}' is not implemented yet", file->path(),
+                                   config.arch));
+  if (!model.is_ok()) return model.status();
+  touch_weights(*file, progress);
+  return model;
+}
+
+}  // namespace omnibus

@@ -1,0 +1,56 @@
+// Model: a loaded transformer that turns one StepBatch into logits, reading
+// and writing K/V through the step's block tables. One implementation per
+// architecture (llama.cc, gemma3.cc, ...); the engine sees only this interface.
+//
+// Weights stay in the GGUF file's read-only mapping (zero copy); the model keeps
+// the file alive. Activations live in buffers owned by the model that grow to
+// the largest step seen and are then reused: a warm engine does not allocate.
+//
+// Thread-safety: forward() is called by one thread at a time (the engine
+// thread); it uses the ThreadPool given at load time for its kernels.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "kv/kv_storage.h"
+#include "model/model_config.h"
+#include "model/step_batch.h"
+#include "util/status.h"
+
+namespace omnibus {
+
+class GgufFile;
+class ThreadPool;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  const ModelConfig& config() const { return config_; }
+
+  // The KV geometry this model needs (layers, kv heads, head dim); the caller
+  // picks block size and dtype.
+  KvGeometry kv_geometry(int block_size, DType dtype) const;
+
+  // Runs one step. Returns logits, [batch.n_logit_rows(), n_vocab] row-major,
+  // rows in sequence order; the span stays valid until the next forward().
+  // REQUIRES: every block table covers n_past + n_tokens positions of `kv`.
+  virtual std::span<const float> forward(const StepBatch& batch, KvStorage& kv) = 0;
+
+ protected:
+  explicit Model(ModelConfig config) : config_(std::move(config)) {}
+  const ModelConfig config_;
+};
+
+// Called during loading with bytes done / total (for a progress bar).
+using LoadProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+// Validates that every tensor the architecture needs exists with the right
+// shape and a supported dtype, touches the weights (so the first request is
+// not slowed by page faults, and progress can be shown) and builds the model.
+StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file, ThreadPool& pool,
+                                            const LoadProgressFn& progress = {});
+
+}  // namespace omnibus

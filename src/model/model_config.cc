@@ -1,0 +1,94 @@
+#include "model/model_config.h"
+
+#include "gguf/gguf_file.h"
+
+namespace omnibus {
+namespace {
+
+// Reads "<arch>.<suffix>" as a positive int.
+Status read_positive(const GgufFile& f, const std::string& arch, const char* suffix, int* out,
+                     bool required = true) {
+  const std::string key = arch + "." + suffix;
+  const std::optional<int64_t> v = f.get_int(key);
+  if (!v) {
+    if (!required) return Status::ok();
+    return Status::corrupt("{}: missing or non-integer metadata key '{}'", f.path(), key);
+  }
+  if (*v <= 0 || *v > (int64_t(1) << 30)) {
+    return Status::corrupt("{}: metadata '{}' = {} is out of range", f.path(), key, *v);
+  }
+  *out = int(*v);
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
+  ModelConfig c;
+  const std::optional<std::string_view> arch = f.get_string("general.architecture");
+  if (!arch) return Status::corrupt("{}: missing general.architecture", f.path());
+  c.arch = std::string(*arch);
+  if (c.arch != "llama" && c.arch != "gemma3") {
+    return Status::unsupported("{}: architecture '{}' is not supported (supported: llama, gemma3)",
+                               f.path(), c.arch);
+  }
+  c.name = std::string(f.get_string("general.name").value_or(c.arch));
+
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "block_count", &c.n_layer));
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "embedding_length", &c.n_embd));
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "feed_forward_length", &c.n_ff));
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "attention.head_count", &c.n_head));
+  c.n_head_kv = c.n_head;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "attention.head_count_kv", &c.n_head_kv, false));
+  c.n_ctx_train = 2048;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "context_length", &c.n_ctx_train, false));
+  if (c.n_embd % c.n_head != 0 && !f.get_int(c.arch + ".attention.key_length")) {
+    return Status::corrupt("{}: embedding_length {} is not a multiple of head_count {}", f.path(),
+                           c.n_embd, c.n_head);
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "attention.key_length", &c.head_dim, false));
+  int value_length = c.head_dim;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "attention.value_length", &value_length, false));
+  if (value_length != c.head_dim) {
+    return Status::unsupported("{}: key_length {} != value_length {}", f.path(), c.head_dim,
+                               value_length);
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return Status::corrupt("{}: head_count {} is not a multiple of head_count_kv {}", f.path(),
+                           c.n_head, c.n_head_kv);
+  }
+  if (const auto eps = f.get_float(c.arch + ".attention.layer_norm_rms_epsilon")) {
+    c.norm_eps = float(*eps);
+  }
+
+  c.rope.mode = c.arch == "llama" ? RopeMode::kNormal : RopeMode::kNeox;
+  c.rope.n_rot = c.head_dim;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "rope.dimension_count", &c.rope.n_rot, false));
+  if (c.rope.n_rot > c.head_dim || c.rope.n_rot % 2 != 0) {
+    return Status::corrupt("{}: rope.dimension_count {} must be even and <= head dim {}", f.path(),
+                           c.rope.n_rot, c.head_dim);
+  }
+  c.rope.freq_base = float(f.get_float(c.arch + ".rope.freq_base").value_or(10000.0));
+  if (const auto factor = f.get_float(c.arch + ".rope.scaling.factor")) {
+    const std::string_view type = f.get_string(c.arch + ".rope.scaling.type").value_or("linear");
+    if (type == "linear" && *factor > 0) c.rope.freq_scale = float(1.0 / *factor);
+  }
+
+  // Vocabulary size: the token list is authoritative.
+  if (const auto tokens = f.get_string_array("tokenizer.ggml.tokens")) {
+    c.n_vocab = int(tokens->size());
+  } else {
+    OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "vocab_size", &c.n_vocab));
+  }
+  if (c.n_vocab <= 0) return Status::corrupt("{}: empty vocabulary", f.path());
+
+  if (c.arch == "gemma3") {
+    OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "attention.sliding_window", &c.sliding_window, false));
+    c.sliding_window_pattern = 6;  // Gemma 3: five local layers, then one global
+    c.rope_freq_base_local = 10000.f;
+  }
+  return c;
+}
+
+}  // namespace omnibus
