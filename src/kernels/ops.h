@@ -31,8 +31,10 @@ struct RopeParams {
 
 // Rotates, in place, every head of every token by its position.
 // x: [n_tok, n_heads, head_dim]; pos: [n_tok]. The angles are computed as
-// llama.cpp's ggml_rope does (theta_i = pos * base^(-2i/n_rot), cos/sin in
-// float) so results match it closely.
+// llama.cpp's ggml_rope does, in float: theta_i = freq_scale * pos * s^i with
+// s = powf(freq_base, -2/n_rot) and s^i formed by repeated multiplication,
+// then cosf/sinf, so results match it closely. Dims [n_rot, head_dim) pass
+// through. REQUIRES: 0 < n_rot <= head_dim, n_rot even.
 void rope(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head_dim,
           const RopeParams& p);
 
@@ -44,7 +46,7 @@ void geglu(const float* gate, const float* up, float* out, int64_t n);
 void silu(const float* x, float* y, int64_t n);
 void gelu(const float* x, float* y, int64_t n);
 
-// In-place numerically stable softmax of x[0..n).
+// In-place numerically stable softmax of x[0..n) (max subtracted; n >= 1).
 void softmax(float* x, int64_t n);
 
 // y[i] += x[i]
@@ -58,6 +60,10 @@ void rope_ref(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head
               const RopeParams& p);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
+void silu_ref(const float* x, float* y, int64_t n);
+void gelu_ref(const float* x, float* y, int64_t n);
 void softmax_ref(float* x, int64_t n);
+void add_inplace_ref(float* y, const float* x, int64_t n);
+void scale_inplace_ref(float* y, float s, int64_t n);
 
 }  // namespace omnibus
