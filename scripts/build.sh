@@ -17,4 +17,5 @@ esac
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja -DOMNIBUS_WERROR=ON "${flags[@]}" >/dev/null
 fi
+[ -z "${OMNIBUS_CONFIGURE_ONLY:-}" ] || exit 0
 cmake --build "$dir" -j "$jobs" "${@:2}"

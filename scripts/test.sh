@@ -22,11 +22,7 @@ step "ASan/UBSan tests"
    ctest --output-on-failure -j "$(nproc)" -E "${OMNIBUS_ASAN_EXCLUDE:-^$}")
 
 step "TSan build (concurrent modules)"
-tsan_targets=()
-for t in kernels_tests engine_tests server_tests; do
-  grep -q "^build $t:" build-tsan/build.ninja 2>/dev/null && tsan_targets+=("$t")
-done
-if [ ! -f build-tsan/build.ninja ]; then scripts/build.sh tsan --target help >/dev/null; fi
+OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh tsan
 tsan_targets=()
 for t in kernels_tests engine_tests server_tests; do
   grep -q "^build $t:" build-tsan/build.ninja && tsan_targets+=("$t")
