@@ -178,7 +178,8 @@ std::string GgufFile::value_to_string(const GgufKv& kv, size_t max_elements,
   if (kv.type != GgufType::kArray) return scalar_string(kv.type, kv.value);
 
   std::string out = fmt::format("[{} {}", kv.array_size,
-                                kv.array_type == GgufType::kString ? "strings" : gguf_type_name(kv.array_type));
+                                kv.array_type != GgufType::kString ? gguf_type_name(kv.array_type)
+                                : kv.array_size == 1 ? "string" : "strings");
   if (kv.array_size == 0) return out + "]";
   out += ": ";
   const uint64_t shown = std::min<uint64_t>(kv.array_size, max_elements);
