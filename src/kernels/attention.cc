@@ -1,0 +1,160 @@
+// kv_store, the task split and dispatch of paged_attention, and the portable
+// scalar per-task kernel (see attention_internal.h for the algorithm).
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/attention_internal.h"
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+namespace {
+
+void check_layer(const PagedKvLayer& kv) {
+  OMNIBUS_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16);
+  OMNIBUS_CHECK(kv.block_size > 0 && kv.n_kv_heads > 0 && kv.head_dim > 0);
+  OMNIBUS_CHECK(kv.k != nullptr && kv.v != nullptr);
+}
+
+// Element offset of (position pos, KV head h) in the pool.
+inline int64_t kv_offset(const PagedKvLayer& kv, const AttentionSeq& s, int32_t pos, int h) {
+  const int64_t block = s.block_table[pos / kv.block_size];
+  return ((block * kv.n_kv_heads + h) * kv.block_size + pos % kv.block_size) * kv.head_dim;
+}
+
+void store_row(const PagedKvLayer& kv, void* pool, int64_t off, const float* src, bool avx2) {
+  if (kv.dtype == DType::F32) {
+    std::memcpy(static_cast<float*>(pool) + off, src, kv.head_dim * sizeof(float));
+    return;
+  }
+  uint16_t* dst = static_cast<uint16_t*>(pool) + off;
+  if (avx2) return store_f16_avx2(src, dst, kv.head_dim);
+  for (int d = 0; d < kv.head_dim; ++d) dst[d] = fp32_to_fp16(src[d]);
+}
+
+// Scalar kernel, templated on the pool's element type.
+inline float load_elem(const float* p, int d) { return p[d]; }
+inline float load_elem(const uint16_t* p, int d) { return fp16_to_fp32(p[d]); }
+
+template <typename T>
+void task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                 const AttentionParams& p, const AttnTask& t, float* out) {
+  const int hd = p.head_dim;
+  const int n_rep = p.n_head / p.n_kv_head;
+  const int kvh = t.head0 / n_rep;
+  const T* kpool = static_cast<const T*>(kv.k);
+  const T* vpool = static_cast<const T*>(kv.v);
+  thread_local std::vector<float> acc;
+  acc.resize(static_cast<size_t>(hd));
+  float sc[kAttnTile];
+  for (int ti = 0; ti < t.n_tok; ++ti) {
+    const int32_t tok = t.tok0 + ti;
+    const int32_t pos = s.n_past + tok;
+    int32_t lo, hi;
+    attn_visible_range(s, pos, &lo, &hi);
+    for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
+      const int h = t.head0 + hi_;
+      const float* qh = q + (static_cast<int64_t>(s.first_token + tok) * p.n_head + h) * hd;
+      float m = -INFINITY, l = 0.f;
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int32_t base = lo / kAttnTile * kAttnTile; base < hi; base += kAttnTile) {
+        const int32_t a = std::max(lo, base), b = std::min(hi, base + kAttnTile);
+        float tmax = -INFINITY;
+        for (int32_t j = a; j < b; ++j) {
+          const T* kr = kpool + kv_offset(kv, s, j, kvh);
+          float dot = 0.f;
+          for (int d = 0; d < hd; ++d) dot += qh[d] * load_elem(kr, d);
+          float x = dot * p.scale;
+          if (p.softcap > 0.f) x = p.softcap * std::tanh(x / p.softcap);
+          sc[j - base] = x;
+          tmax = std::max(tmax, x);
+        }
+        const float m_new = std::max(m, tmax);
+        const float alpha = std::exp(m - m_new);
+        float tsum = 0.f;
+        for (int d = 0; d < hd; ++d) acc[d] *= alpha;
+        for (int32_t j = a; j < b; ++j) {
+          const float pj = std::exp(sc[j - base] - m_new);
+          tsum += pj;
+          const T* vr = vpool + kv_offset(kv, s, j, kvh);
+          for (int d = 0; d < hd; ++d) acc[d] += pj * load_elem(vr, d);
+        }
+        l = l * alpha + tsum;
+        m = m_new;
+      }
+      float* o = out + (static_cast<int64_t>(s.first_token + tok) * p.n_head + h) * hd;
+      const float inv = 1.f / l;
+      for (int d = 0; d < hd; ++d) o[d] = acc[d] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                           const AttentionParams& p, const AttnTask& t, float* out) {
+  if (kv.dtype == DType::F32) return task_scalar<float>(q, kv, s, p, t, out);
+  task_scalar<uint16_t>(q, kv, s, p, t, out);
+}
+
+void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
+              const float* v) {
+  check_layer(kv);
+  const bool avx2 = cpu_features().use_avx2() && kv.head_dim % 8 == 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttentionSeq& s = seqs[i];
+    for (int32_t t = 0; t < s.n_tokens; ++t) {
+      const int64_t row = static_cast<int64_t>(s.first_token + t) * kv.n_kv_heads;
+      for (int h = 0; h < kv.n_kv_heads; ++h) {
+        const int64_t off = kv_offset(kv, s, s.n_past + t, h);
+        store_row(kv, kv.k, off, k + (row + h) * kv.head_dim, avx2);
+        store_row(kv, kv.v, off, v + (row + h) * kv.head_dim, avx2);
+      }
+    }
+  }
+}
+
+void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
+                     int n_seqs, const AttentionParams& p, float* out, ThreadPool& pool) {
+  check_layer(kv);
+  OMNIBUS_CHECK(p.head_dim == kv.head_dim && p.n_kv_head == kv.n_kv_heads);
+  OMNIBUS_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
+  const int n_rep = p.n_head / p.n_kv_head;
+
+  // Split: tokens in tiles of kTokTile, heads by KV group; if that leaves
+  // too few tasks to keep the threads busy, one query head per task.
+  constexpr int32_t kTokTile = 4;
+  int64_t n_group_tasks = 0;
+  for (int i = 0; i < n_seqs; ++i) {
+    n_group_tasks += (seqs[i].n_tokens + kTokTile - 1) / kTokTile * p.n_kv_head;
+  }
+  const int heads_per_task = n_group_tasks >= 2 * pool.n_threads() ? n_rep : 1;
+  thread_local std::vector<AttnTask> tasks;  // the engine thread's, reused every call
+  tasks.clear();
+  for (int i = 0; i < n_seqs; ++i) {
+    for (int32_t t0 = 0; t0 < seqs[i].n_tokens; t0 += kTokTile) {
+      const int32_t nt = std::min(kTokTile, seqs[i].n_tokens - t0);
+      for (int h0 = 0; h0 < p.n_head; h0 += heads_per_task) {
+        tasks.push_back(AttnTask{i, t0, nt, h0, heads_per_task});
+      }
+    }
+  }
+  const bool avx2 = cpu_features().use_avx2() && p.head_dim % 8 == 0;
+  const AttnTask* task_data = tasks.data();
+  pool.parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
+    const AttnTask& t = task_data[i];
+    if (avx2) {
+      attention_task_avx2(q, kv, seqs[t.seq], p, t, out);
+    } else {
+      attention_task_scalar(q, kv, seqs[t.seq], p, t, out);
+    }
+  });
+}
+
+}  // namespace omnibus

@@ -1,0 +1,50 @@
+// Internal to the paged attention kernels (attention.cc, attention_avx2.cc):
+// the unit of parallel work and the per-task kernels that attention.cc
+// dispatches to. Not part of the kernels API; model code uses attention.h.
+//
+// A task is one sequence's tokens [tok0, tok0 + n_tok) of its chunk and query
+// heads [head0, head0 + n_heads), all inside one KV head's group, so every K/V
+// row a task loads is shared by all its queries. Each query's arithmetic is
+// the same whatever task it lands in (the grouping only changes loop order
+// across queries), which is what makes the output batch-invariant:
+//   for each tile of kTile context positions, aligned to absolute positions,
+//   in increasing order: scores of the query's visible keys in the tile
+//   (dot products in groups of 8, masked keys neither loaded nor counted),
+//   then one online-softmax update (running max m, sum l, accumulator acc).
+//
+// Thread-safety: a task writes only its own queries' rows of `out`.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace omnibus {
+
+constexpr int kAttnTile = 32;  // context positions per online-softmax update
+
+struct AttnTask {
+  int32_t seq;      // index into the call's AttentionSeq array
+  int32_t tok0;     // first query token, relative to the sequence's chunk
+  int32_t n_tok;
+  int32_t head0;    // first query head
+  int32_t n_heads;  // query heads, all in KV head head0 / n_rep
+};
+
+// Visible key positions [lo, hi) of a query at absolute position pos.
+inline void attn_visible_range(const AttentionSeq& s, int32_t pos, int32_t* lo, int32_t* hi) {
+  *hi = pos + 1;
+  *lo = s.sliding_window > 0 && pos + 1 - s.sliding_window > 0 ? pos + 1 - s.sliding_window : 0;
+}
+
+// REQUIRES: cpu_features().use_avx2(), head_dim % 8 == 0.
+void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                         const AttentionParams& p, const AttnTask& t, float* out);
+// Portable scalar version of the same algorithm (any head_dim).
+void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                           const AttentionParams& p, const AttnTask& t, float* out);
+
+// dst[0..n) = fp16(src[0..n)), round to nearest even. REQUIRES: use_avx2().
+void store_f16_avx2(const float* src, uint16_t* dst, int64_t n);
+
+}  // namespace omnibus

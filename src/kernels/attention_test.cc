@@ -1,0 +1,268 @@
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/thread_pool.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+namespace {
+
+struct Shape {
+  int n_head, n_kv_head, head_dim, block_size;
+  DType dtype;
+};
+
+// A KV pool filled with NaN, so a kernel that reads a slot it should not
+// (unwritten, masked, outside the window) poisons its output.
+class KvPool {
+ public:
+  KvPool(const Shape& sh, int n_blocks) : sh_(sh), n_blocks_(n_blocks) {
+    const size_t n = static_cast<size_t>(n_blocks) * sh.n_kv_head * sh.block_size * sh.head_dim;
+    const size_t bytes = n * (sh.dtype == DType::F32 ? 4 : 2);
+    k_.resize(bytes);
+    v_.resize(bytes);
+    if (sh.dtype == DType::F32) {
+      std::fill_n(reinterpret_cast<float*>(k_.data()), n, NAN);
+      std::fill_n(reinterpret_cast<float*>(v_.data()), n, NAN);
+    } else {
+      std::fill_n(reinterpret_cast<uint16_t*>(k_.data()), n, uint16_t{0x7e00});
+      std::fill_n(reinterpret_cast<uint16_t*>(v_.data()), n, uint16_t{0x7e00});
+    }
+    blocks_.resize(n_blocks);
+    std::iota(blocks_.begin(), blocks_.end(), 0);
+    std::shuffle(blocks_.begin(), blocks_.end(), std::mt19937(42));
+  }
+  PagedKvLayer layer() {
+    return PagedKvLayer{sh_.dtype, k_.data(), v_.data(), sh_.block_size, sh_.n_kv_head, sh_.head_dim};
+  }
+  // A block table for a sequence of up to n_ctx positions, from scattered blocks.
+  std::vector<int32_t> alloc(int n_ctx) {
+    const int n = (n_ctx + sh_.block_size - 1) / sh_.block_size;
+    EXPECT_LE(next_ + n, n_blocks_);
+    std::vector<int32_t> t(blocks_.begin() + next_, blocks_.begin() + next_ + n);
+    next_ += n;
+    return t;
+  }
+
+ private:
+  Shape sh_;
+  int n_blocks_;
+  std::vector<uint8_t> k_, v_;
+  std::vector<int32_t> blocks_;
+  int next_ = 0;
+};
+
+// One sequence's data for every position: q [n_ctx, n_head, hd], k/v [n_ctx, n_kv, hd].
+struct SeqData {
+  std::vector<float> q, k, v;
+  std::vector<int32_t> table;
+  int window = 0;
+};
+
+SeqData make_seq(const Shape& sh, KvPool& pool, int n_ctx, int window, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  SeqData s;
+  s.q.resize(static_cast<size_t>(n_ctx) * sh.n_head * sh.head_dim);
+  s.k.resize(static_cast<size_t>(n_ctx) * sh.n_kv_head * sh.head_dim);
+  s.v.resize(s.k.size());
+  for (auto& x : s.q) x = d(rng) * 2.f;  // sharp enough attention patterns
+  for (auto& x : s.k) x = d(rng);
+  for (auto& x : s.v) x = d(rng);
+  s.table = pool.alloc(n_ctx);
+  s.window = window;
+  return s;
+}
+
+struct Part {  // one sequence's share of a step
+  SeqData* seq;
+  int n_past, n_tokens;
+};
+
+// Runs one step: kv_store of the new tokens, then paged_attention (and the
+// reference if ref_out is given). Returns out [n_tok_total, n_head, hd].
+std::vector<float> run_step(const Shape& sh, KvPool& pool, const std::vector<Part>& parts, ThreadPool& tp,
+                            float softcap = 0.f, std::vector<float>* ref_out = nullptr) {
+  const int hd = sh.head_dim;
+  std::vector<AttentionSeq> seqs;
+  std::vector<float> q, k, v;
+  int32_t first = 0;
+  for (const Part& pt : parts) {
+    seqs.push_back(AttentionSeq{first, pt.n_tokens, pt.n_past, pt.seq->table.data(), pt.seq->window});
+    first += pt.n_tokens;
+    auto qb = pt.seq->q.begin() + static_cast<size_t>(pt.n_past) * sh.n_head * hd;
+    q.insert(q.end(), qb, qb + static_cast<size_t>(pt.n_tokens) * sh.n_head * hd);
+    auto kb = pt.seq->k.begin() + static_cast<size_t>(pt.n_past) * sh.n_kv_head * hd;
+    k.insert(k.end(), kb, kb + static_cast<size_t>(pt.n_tokens) * sh.n_kv_head * hd);
+    auto vb = pt.seq->v.begin() + static_cast<size_t>(pt.n_past) * sh.n_kv_head * hd;
+    v.insert(v.end(), vb, vb + static_cast<size_t>(pt.n_tokens) * sh.n_kv_head * hd);
+  }
+  const PagedKvLayer kv = pool.layer();
+  kv_store(kv, seqs.data(), static_cast<int>(seqs.size()), k.data(), v.data());
+  AttentionParams p{sh.n_head, sh.n_kv_head, hd, 1.f / std::sqrt(static_cast<float>(hd)), softcap};
+  std::vector<float> out(q.size(), -777.f);
+  paged_attention(q.data(), kv, seqs.data(), static_cast<int>(seqs.size()), p, out.data(), tp);
+  if (ref_out) {
+    ref_out->assign(q.size(), -777.f);
+    paged_attention_ref(q.data(), kv, seqs.data(), static_cast<int>(seqs.size()), p, ref_out->data());
+  }
+  return out;
+}
+
+// Stores a sequence's history [0, n) in one earlier step.
+void prefill_history(const Shape& sh, KvPool& pool, SeqData& s, int n) {
+  if (n == 0) return;
+  std::vector<AttentionSeq> seqs{AttentionSeq{0, n, 0, s.table.data(), s.window}};
+  kv_store(pool.layer(), seqs.data(), 1, s.k.data(), s.v.data());
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " i=" << i;
+    ASSERT_LE(std::fabs(got[i] - want[i]), tol * (1.f + std::fabs(want[i])))
+        << what << " i=" << i << " got " << got[i] << " want " << want[i];
+  }
+}
+
+struct Case {
+  const char* name;
+  std::vector<std::array<int, 3>> seqs;  // {n_past, n_tokens, window}
+};
+
+const Case kCases[] = {
+    {"decode-only", {{0, 1, 0}, {5, 1, 0}, {40, 1, 0}, {130, 1, 0}}},
+    {"prefill-first-chunk", {{0, 37, 0}}},
+    {"prefill-chunk-after-past", {{50, 23, 0}}},
+    {"mixed", {{0, 20, 0}, {70, 1, 0}, {33, 15, 0}, {1, 1, 0}, {100, 9, 0}}},
+    {"sliding-window", {{0, 40, 8}, {60, 1, 16}, {45, 12, 5}, {10, 3, 1}}},
+};
+
+class AttentionVsRef : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionVsRef, MatchesReference) {
+  const Shape sh = GetParam();
+  ThreadPool tp(3);
+  for (const Case& c : kCases) {
+    for (float softcap : {0.f, 5.f}) {
+      KvPool pool(sh, 512);
+      std::vector<SeqData> data;
+      data.reserve(c.seqs.size());
+      std::vector<Part> parts;
+      uint32_t seed = 1;
+      for (const auto& s : c.seqs) {
+        data.push_back(make_seq(sh, pool, s[0] + s[1], s[2], seed++));
+        prefill_history(sh, pool, data.back(), s[0]);
+      }
+      for (size_t i = 0; i < c.seqs.size(); ++i) parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1]});
+      std::vector<float> ref;
+      const auto out = run_step(sh, pool, parts, tp, softcap, &ref);
+      expect_close(out, ref, 2e-5f, c.name);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionVsRef,
+    ::testing::Values(Shape{9, 3, 64, 16, DType::F32}, Shape{9, 3, 64, 16, DType::F16},
+                      Shape{8, 2, 64, 1, DType::F32}, Shape{8, 2, 256, 32, DType::F32},
+                      Shape{4, 1, 256, 16, DType::F16}, Shape{6, 2, 24, 16, DType::F32},
+                      Shape{4, 4, 12, 32, DType::F16},  // head_dim not a multiple of 8: scalar path
+                      Shape{3, 1, 8, 1, DType::F16}),
+    [](const ::testing::TestParamInfo<Shape>& pi) {
+      const Shape& sh = pi.param;
+      char name[64];
+      std::snprintf(name, sizeof name, "h%dkv%dd%dbs%d%s", sh.n_head, sh.n_kv_head, sh.head_dim,
+                    sh.block_size, sh.dtype == DType::F32 ? "f32" : "f16");
+      return std::string(name);
+    });
+
+TEST(AttentionTest, SingleKeyReturnsItsValue) {
+  const Shape sh{2, 1, 16, 16, DType::F32};
+  KvPool pool(sh, 4);
+  SeqData s = make_seq(sh, pool, 1, 0, 3);
+  ThreadPool tp(1);
+  const auto out = run_step(sh, pool, {Part{&s, 0, 1}}, tp);
+  for (int h = 0; h < 2; ++h) {
+    for (int d = 0; d < 16; ++d) EXPECT_FLOAT_EQ(out[h * 16 + d], s.v[d]);
+  }
+}
+
+TEST(AttentionTest, F16StoreRoundsToNearest) {
+  const Shape sh{1, 1, 16, 4, DType::F16};
+  KvPool pool(sh, 1);
+  SeqData s = make_seq(sh, pool, 1, 0, 4);
+  prefill_history(sh, pool, s, 1);
+  const uint16_t* k = static_cast<const uint16_t*>(pool.layer().k);
+  const int block = s.table[0];
+  for (int d = 0; d < 16; ++d) EXPECT_EQ(k[block * 4 * 16 + d], fp32_to_fp16(s.k[d])) << d;
+}
+
+// Batch invariance: a sequence's output is bitwise the same alone or with
+// others, whatever the thread count, and whatever the chunking of its prompt.
+class AttentionInvariance : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionInvariance, SameBitsAloneOrInABatch) {
+  const Shape sh = GetParam();
+  const size_t row = static_cast<size_t>(sh.n_head) * sh.head_dim;
+  KvPool pool(sh, 640);
+  SeqData a = make_seq(sh, pool, 300, 0, 10);
+  SeqData b = make_seq(sh, pool, 90, 0, 11);
+  SeqData c = make_seq(sh, pool, 200, 24, 12);
+  prefill_history(sh, pool, a, 299);
+  prefill_history(sh, pool, b, 60);
+  prefill_history(sh, pool, c, 150);
+  ThreadPool one(1), many(4);
+  // a: decode at 299; c: chunk [150, 200)
+  const auto alone_a = run_step(sh, pool, {Part{&a, 299, 1}}, one);
+  const auto alone_c = run_step(sh, pool, {Part{&c, 150, 50}}, many);
+  const auto batch = run_step(sh, pool, {Part{&b, 60, 30}, Part{&a, 299, 1}, Part{&c, 150, 50}}, many);
+  const auto alone_a_many = run_step(sh, pool, {Part{&a, 299, 1}}, many);
+  EXPECT_EQ(0, std::memcmp(alone_a.data(), batch.data() + 30 * row, row * 4));
+  EXPECT_EQ(0, std::memcmp(alone_a.data(), alone_a_many.data(), row * 4));
+  EXPECT_EQ(0, std::memcmp(alone_c.data(), batch.data() + 31 * row, 50 * row * 4));
+}
+
+TEST_P(AttentionInvariance, SameBitsWhateverTheChunking) {
+  const Shape sh = GetParam();
+  const size_t row = static_cast<size_t>(sh.n_head) * sh.head_dim;
+  const int n = 120;
+  ThreadPool tp(3);
+  for (int window : {0, 20}) {
+    KvPool pool1(sh, 128), pool2(sh, 128);
+    SeqData s1 = make_seq(sh, pool1, n, window, 20);
+    SeqData s2 = make_seq(sh, pool2, n, window, 20);  // same data, other blocks
+    const auto whole = run_step(sh, pool1, {Part{&s1, 0, n}}, tp);
+    std::vector<float> chunked;
+    int done = 0;
+    for (int len : {37, 1, 50, 5, 27}) {
+      const auto part = run_step(sh, pool2, {Part{&s2, done, len}}, tp);
+      chunked.insert(chunked.end(), part.begin(), part.end());
+      done += len;
+    }
+    ASSERT_EQ(done, n);
+    ASSERT_EQ(whole.size(), chunked.size());
+    for (int t = 0; t < n; ++t) {
+      ASSERT_EQ(0, std::memcmp(whole.data() + t * row, chunked.data() + t * row, row * 4)) << "token " << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
+                         ::testing::Values(Shape{9, 3, 64, 16, DType::F32}, Shape{9, 3, 64, 16, DType::F16},
+                                           Shape{8, 2, 256, 32, DType::F32}, Shape{6, 2, 24, 1, DType::F16},
+                                           Shape{4, 2, 12, 16, DType::F32}));
+
+}  // namespace
+}  // namespace omnibus
