@@ -1,0 +1,40 @@
+#include "tokenizer/byte_level.h"
+
+#include <array>
+
+namespace omnibus::byte_level {
+namespace {
+
+bool stands_for_itself(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+struct Tables {
+  std::array<uint32_t, 256> to_cp{};
+  std::array<int16_t, 324> to_byte{};  // indexed by codepoint; 256 + 68 entries
+};
+
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables x;
+    x.to_byte.fill(-1);
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      x.to_cp[b] = stands_for_itself(b) ? static_cast<uint32_t>(b) : next++;
+      x.to_byte[x.to_cp[b]] = static_cast<int16_t>(b);
+    }
+    return x;
+  }();
+  return t;
+}
+
+}  // namespace
+
+uint32_t byte_to_cp(uint8_t b) { return tables().to_cp[b]; }
+
+int cp_to_byte(uint32_t cp) {
+  const auto& t = tables();
+  return cp < t.to_byte.size() ? t.to_byte[cp] : -1;
+}
+
+}  // namespace omnibus::byte_level

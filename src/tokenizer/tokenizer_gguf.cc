@@ -1,0 +1,91 @@
+// Tokenizer::from_gguf: TokenizerVocab from the tokenizer.ggml.* metadata.
+
+#include "gguf/gguf_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace omnibus {
+namespace {
+
+// A key that is present must have the expected type: kCorrupt otherwise.
+Status wrong_type(const GgufFile& f, std::string_view key, std::string_view expected) {
+  return Status::corrupt("{}: metadata key '{}' is not {}", f.path(), key, expected);
+}
+
+Status read_id(const GgufFile& f, std::string_view key, std::optional<int32_t>* id) {
+  if (!f.find(key)) return Status::ok();
+  const auto v = f.get_int(key);
+  if (!v) return wrong_type(f, key, "an integer");
+  // Out-of-range ids are ignored later (VocabIndex::build), as llama.cpp does.
+  if (*v >= 0 && *v <= INT32_MAX) *id = static_cast<int32_t>(*v);
+  return Status::ok();
+}
+
+Status read_flag(const GgufFile& f, std::string_view key, std::optional<bool>* flag) {
+  if (!f.find(key)) return Status::ok();
+  const auto v = f.get_bool(key);
+  if (!v) return wrong_type(f, key, "a bool");
+  *flag = *v;
+  return Status::ok();
+}
+
+Status read_strings(const GgufFile& f, std::string_view key, std::vector<std::string>* out) {
+  if (!f.find(key)) return Status::ok();
+  const auto v = f.get_string_array(key);
+  if (!v) return wrong_type(f, key, "an array of strings");
+  out->assign(v->begin(), v->end());
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
+  TokenizerVocab v;
+  const auto model = f.get_string("tokenizer.ggml.model");
+  if (!model) return Status::not_found("{}: no tokenizer (metadata key 'tokenizer.ggml.model')", f.path());
+  v.model = std::string(*model);
+  if (f.find("tokenizer.ggml.pre")) {
+    const auto pre = f.get_string("tokenizer.ggml.pre");
+    if (!pre) return wrong_type(f, "tokenizer.ggml.pre", "a string");
+    v.pre = std::string(*pre);
+  }
+  if (!f.find("tokenizer.ggml.tokens")) {
+    return Status::not_found("{}: missing metadata key 'tokenizer.ggml.tokens'", f.path());
+  }
+  OMNIBUS_RETURN_IF_ERROR(read_strings(f, "tokenizer.ggml.tokens", &v.tokens));
+  OMNIBUS_RETURN_IF_ERROR(read_strings(f, "tokenizer.ggml.merges", &v.merges));
+  if (f.find("tokenizer.ggml.token_type")) {
+    const auto types = f.get_int_array("tokenizer.ggml.token_type");
+    if (!types) return wrong_type(f, "tokenizer.ggml.token_type", "an array of integers");
+    v.token_types.reserve(types->size());
+    for (int64_t t : *types) v.token_types.push_back(static_cast<int32_t>(t));
+  }
+  if (f.find("tokenizer.ggml.scores")) {
+    auto scores = f.get_float_array("tokenizer.ggml.scores");
+    if (!scores) return wrong_type(f, "tokenizer.ggml.scores", "an array of floats");
+    v.scores = std::move(*scores);
+  }
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.bos_token_id", &v.bos_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eos_token_id", &v.eos_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eot_token_id", &v.eot_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eom_token_id", &v.eom_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.unknown_token_id", &v.unk_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.padding_token_id", &v.pad_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_pre_token_id", &v.fim_pre_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_suf_token_id", &v.fim_suf_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_mid_token_id", &v.fim_mid_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_pad_token_id", &v.fim_pad_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_rep_token_id", &v.fim_rep_id));
+  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_sep_token_id", &v.fim_sep_id));
+  // Older names of the FIM ids.
+  if (!v.fim_pre_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.prefix_token_id", &v.fim_pre_id));
+  if (!v.fim_suf_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.suffix_token_id", &v.fim_suf_id));
+  if (!v.fim_mid_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.middle_token_id", &v.fim_mid_id));
+  OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_bos_token", &v.add_bos));
+  OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_eos_token", &v.add_eos));
+  if (v.model == "gpt2" && !f.find("tokenizer.ggml.merges")) {
+    return Status::corrupt("{}: BPE tokenizer without 'tokenizer.ggml.merges'", f.path());
+  }
+  return from_vocab(std::move(v));
+}
+
+}  // namespace omnibus
