@@ -1,0 +1,73 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+
+#include "kernels/cpu_features.h"
+#include "kernels/matmul_avx2.h"
+#include "kernels/thread_pool.h"
+#include "util/check.h"
+
+namespace omnibus {
+namespace {
+
+// Rows per parallel task: a few tasks per thread for balance.
+int64_t rows_per_task(int64_t n_out, int n_threads) {
+  const int64_t tasks = int64_t(n_threads) * 4;
+  return std::max<int64_t>(16, (n_out + tasks - 1) / tasks);
+}
+
+// Any weight type: quantize x once, then one vec_dot per output element.
+// Batch invariant because every y[t, r] is the same vec_dot of the same rows.
+void matmul_generic(const WeightView& w, const float* x, int64_t n_tok, float* y,
+                    ThreadPool& pool, MatmulScratch& scratch) {
+  const DTypeTraits& wt = dtype_traits(w.type);
+  const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
+  OMNIBUS_CHECK(wt.vec_dot != nullptr && at.from_float != nullptr);
+  const size_t w_row = dtype_row_size(w.type, w.n_in);
+  const size_t a_row = dtype_row_size(at.type, w.n_in);
+  if (scratch.quantized_x.size() < size_t(n_tok) * a_row) scratch.quantized_x.resize(size_t(n_tok) * a_row);
+  uint8_t* qx = scratch.quantized_x.data();
+  pool.parallel_for(n_tok, [&](int64_t t, int) { at.from_float(x + t * w.n_in, qx + t * a_row, w.n_in); });
+
+  const int64_t rows = rows_per_task(w.n_out, pool.n_threads());
+  const int64_t n_tasks = (w.n_out + rows - 1) / rows;
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  pool.parallel_for(n_tasks, [&](int64_t task, int) {
+    const int64_t r1 = std::min(w.n_out, (task + 1) * rows);
+    for (int64_t r = task * rows; r < r1; ++r) {
+      for (int64_t t = 0; t < n_tok; ++t) {
+        y[t * w.n_out + r] = wt.vec_dot(w.n_in, wdata + r * w_row, qx + t * a_row);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+            MatmulScratch& scratch) {
+  OMNIBUS_CHECK(n_tok >= 0 && w.n_out >= 0);
+  if (n_tok == 0 || w.n_out == 0) return;
+  if (cpu_features().use_avx2() && matmul_avx2::has_tiled_kernel(w.type)) {
+    matmul_avx2::matmul_tiled(w, x, n_tok, y, pool, scratch);
+    return;
+  }
+  matmul_generic(w, x, n_tok, y, pool, scratch);
+}
+
+void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y) {
+  const DTypeTraits& wt = dtype_traits_ref(w.type);
+  const DTypeTraits& at = dtype_traits_ref(wt.vec_dot_type);
+  OMNIBUS_CHECK(wt.vec_dot != nullptr && at.from_float != nullptr);
+  const size_t w_row = dtype_row_size(w.type, w.n_in);
+  std::vector<uint8_t> qx(dtype_row_size(at.type, w.n_in));
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    at.from_float(x + t * w.n_in, qx.data(), w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      y[t * w.n_out + r] = wt.vec_dot(w.n_in, wdata + r * w_row, qx.data());
+    }
+  }
+}
+
+}  // namespace omnibus

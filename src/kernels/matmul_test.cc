@@ -1,0 +1,116 @@
+// matmul vs matmul_ref for every weight type, and bitwise batch invariance.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/quant_test_util.h"
+#include "kernels/thread_pool.h"
+
+namespace omnibus {
+namespace {
+
+using quant_testing::random_floats;
+using quant_testing::random_rows;
+
+int64_t n_in_for(DType t, int k) {
+  const int64_t bs = dtype_traits_ref(t).block_size;
+  return bs == 1 ? 32 * k + 8 : bs * k;
+}
+
+// Tolerance per output: the AVX2 paths differ from the reference only in the
+// order of float sums: |diff| <= 2e-6 * sum_k |W[r,k] x[t,k]| (dequantized W, f32 x,
+// which bounds the quantized-activation sum to within a few percent).
+void expect_matches_ref(const WeightView& w, const std::vector<float>& x, int64_t n_tok,
+                        const std::vector<float>& got) {
+  std::vector<float> want(size_t(n_tok * w.n_out));
+  matmul_ref(w, x.data(), n_tok, want.data());
+  std::vector<float> fw(size_t(w.n_in * w.n_out));
+  dtype_traits_ref(w.type).to_float(w.data, fw.data(), w.n_in * w.n_out);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      double l1 = 0;
+      for (int64_t k = 0; k < w.n_in; ++k) l1 += std::fabs(double(fw[size_t(r * w.n_in + k)]) * x[size_t(t * w.n_in + k)]);
+      const size_t i = size_t(t * w.n_out + r);
+      ASSERT_NEAR(got[i], want[i], 2.2e-6 * l1 + 1e-30) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+class MatmulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulTest, MatchesReference) {
+  const DType type = GetParam();
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (int k : {1, 3}) {
+    for (int64_t n_out : {1, 7, 33}) {
+      const int64_t n_in = n_in_for(type, k);
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      const WeightView w{type, wdata.data(), n_in, n_out};
+      for (int64_t n_tok : {1, 2, 3, 5, 8, 17, 64}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_out=" << n_out
+                                        << " n_tok=" << n_tok);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        std::vector<float> y(size_t(n_tok * n_out), NAN);
+        matmul(w, x.data(), n_tok, y.data(), pool, scratch);
+        expect_matches_ref(w, x, n_tok, y);
+      }
+    }
+  }
+}
+
+// y[t] computed alone, with 36 other tokens, at another offset, with 1 or 3
+// threads: bitwise the same.
+TEST_P(MatmulTest, BatchInvariant) {
+  const DType type = GetParam();
+  std::mt19937 rng(12);
+  const int64_t n_in = n_in_for(type, 3), n_out = 45, n_tok = 37;
+  std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+  const WeightView w{type, wdata.data(), n_in, n_out};
+  std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+  ThreadPool pool2(2), pool1(1), pool3(3);
+  MatmulScratch scratch;
+
+  std::vector<float> all(size_t(n_tok * n_out));
+  matmul(w, x.data(), n_tok, all.data(), pool2, scratch);
+  std::vector<float> one(static_cast<size_t>(n_out));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    matmul(w, x.data() + t * n_in, 1, one.data(), t % 2 ? pool1 : pool3, scratch);
+    ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0) << "t=" << t;
+  }
+  // tokens 5..19 as their own batch (different tile boundaries)
+  std::vector<float> mid(size_t(15 * n_out));
+  matmul(w, x.data() + 5 * n_in, 15, mid.data(), pool3, scratch);
+  ASSERT_EQ(std::memcmp(mid.data(), all.data() + 5 * n_out, mid.size() * 4), 0);
+  // the first rows of W as their own matrix (different row tiles)
+  const WeightView w_top{type, wdata.data(), n_in, 7};
+  std::vector<float> top(size_t(n_tok * 7));
+  matmul(w_top, x.data(), n_tok, top.data(), pool2, scratch);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    ASSERT_EQ(std::memcmp(top.data() + t * 7, all.data() + t * n_out, 7 * 4), 0) << "t=" << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTest, ::testing::ValuesIn(quant_testing::weight_types()),
+                         [](const ::testing::TestParamInfo<DType>& p) {
+                           return std::string(dtype_name(p.param));
+                         });
+
+TEST(Matmul, EmptyShapesAreNoOps) {
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  std::vector<uint8_t> wdata(dtype_row_size(DType::Q4_1, 64));
+  const WeightView w{DType::Q4_1, wdata.data(), 64, 1};
+  float y = 42.0f;
+  matmul(w, nullptr, 0, &y, pool, scratch);
+  EXPECT_EQ(y, 42.0f);
+}
+
+}  // namespace
+}  // namespace omnibus

@@ -1,0 +1,326 @@
+#include "kernels/quant_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_ref.h"
+#include "kernels/quant_simd_avx2.h"
+#include "util/fp16.h"
+
+namespace omnibus::quant_avx2 {
+namespace {
+
+using simd::half_to_float;
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+}  // namespace
+
+void to_float_f16(const void* x, float* y, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(x);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  }
+  for (; i < n; ++i) y[i] = half_to_float(h[i]);
+}
+
+void from_float_f16(const float* x, void* y, int64_t n) {
+  auto* h = static_cast<uint16_t*>(y);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i v = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), v);
+  }
+  for (; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
+}
+
+void from_float_q8_0(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<BlockQ8_0*>(y);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    const float d = simd::abs_max_32(x) / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b[i].d = fp32_to_fp16(d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), simd::quantize_32(x, id, nullptr));
+  }
+}
+
+void from_float_q8_1(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<BlockQ8_1*>(y);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    const float d = simd::abs_max_32(x) / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b[i].d = fp32_to_fp16(d);
+    __m256i sum;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), simd::quantize_32(x, id, &sum));
+    b[i].s = fp32_to_fp16(float(simd::hsum_i32(sum)) * d);
+  }
+}
+
+void from_float_q8_K(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<BlockQ8_K*>(y);
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < kQKK; k += 8) m = _mm256_max_ps(m, simd::abs_ps(_mm256_loadu_ps(x + k)));
+    const float amax = simd::hmax(m);
+    if (amax == 0.0f) {
+      std::memset(&b[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    int first = 0;  // the first element with |x| == amax gives the sign, as in the reference
+    while (first < kQKK - 1 && std::fabs(x[first]) != amax) ++first;
+    const float iscale = -127.f / x[first];
+    const __m256 vs = _mm256_set1_ps(iscale);
+    const __m256i v127 = _mm256_set1_epi32(127);
+    for (int k = 0; k < kQKK; k += 32) {
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * j), vs);
+        q[j] = _mm256_min_epi32(
+            _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+            v127);
+      }
+      const __m256i packed = simd::pack_i32_to_i8(q[0], q[1], q[2], q[3]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs + k), packed);
+      // bsums of the two groups of 16 in this 32
+      const __m256i s16 = _mm256_madd_epi16(
+          _mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
+      const __m128i lo = _mm256_castsi256_si128(s16), hi = _mm256_extracti128_si256(s16, 1);
+      const __m128i h = _mm_hadd_epi32(lo, hi);  // [lo0+lo1, lo2+lo3, hi0+hi1, hi2+hi3]
+      const __m128i g = _mm_hadd_epi32(h, h);    // [lo sum, hi sum, ...]
+      b[i].bsums[k / 16] = int16_t(_mm_cvtsi128_si32(g));
+      b[i].bsums[k / 16 + 1] = int16_t(_mm_extract_epi32(g, 1));
+    }
+    b[i].d = 1 / iscale;
+  }
+}
+
+float vec_dot_f32(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const float*>(w);
+  const auto* y = static_cast<const float*>(a);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
+  }
+  float s = simd::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) s = std::fma(x[i], y[i], s);
+  return s;
+}
+
+float vec_dot_f16(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  const auto* y = static_cast<const uint16_t*>(a);
+  auto load = [](const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  };
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] = _mm256_fmadd_ps(load(x + i + 8 * k), load(y + i + 8 * k), acc[k]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(x + i), load(y + i), acc[0]);
+  float s = simd::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) s = std::fma(half_to_float(x[i]), half_to_float(y[i]), s);
+  return s;
+}
+
+// ------------------------------------------------------- 32-element blocks
+
+float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i q = _mm256_sub_epi8(simd::nibbles_32(x[i].qs), _mm256_set1_epi8(8));
+    const __m256 p = _mm256_cvtepi32_ps(simd::dot_s8s8(q, load256(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+  }
+  return simd::hsum(acc);
+}
+
+float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ5_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    // q - 16 = nibble | 0xF0 (as int8) where the fifth bit is clear, nibble where set.
+    const __m256i hi = _mm256_andnot_si256(simd::bits_to_bytes(simd::load_u32(x[i].qh)),
+                                           _mm256_set1_epi8(int8_t(0xF0)));
+    const __m256i q = _mm256_or_si256(simd::nibbles_32(x[i].qs), hi);
+    const __m256 p = _mm256_cvtepi32_ps(simd::dot_s8s8(q, load256(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+  }
+  return simd::hsum(acc);
+}
+
+float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 p = _mm256_cvtepi32_ps(simd::dot_s8s8(load256(x[i].qs), load256(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+  }
+  return simd::hsum(acc);
+}
+
+float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ4_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256 p = _mm256_cvtepi32_ps(simd::dot_u8s8(simd::nibbles_32(x[i].qs), load256(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+    summs = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), summs);
+  }
+  return simd::hsum(acc) + summs;
+}
+
+float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ5_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i hi = _mm256_and_si256(simd::bits_to_bytes(simd::load_u32(x[i].qh)),
+                                        _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_or_si256(simd::nibbles_32(x[i].qs), hi);
+    const __m256 p = _mm256_cvtepi32_ps(simd::dot_u8s8(q, load256(y[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+    summs = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), summs);
+  }
+  return simd::hsum(acc) + summs;
+}
+
+// ------------------------------------------------------------- K-quants
+
+namespace {
+
+// Scales and mins of a Q4_K / Q5_K super-block, and the min correction
+// sum_j m_j * (bsums[2j] + bsums[2j+1]).
+inline int32_t k4_scales(const uint8_t* packed, const BlockQ8_K& y, uint8_t sc[8]) {
+  int32_t msum = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t m;
+    get_scale_min_k4(j, packed, &sc[j], &m);
+    msum += int32_t(m) * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+  }
+  return msum;
+}
+
+// One Q4_K / Q5_K super-block's integer dot (scales applied), 8 int32 lanes.
+// q(c, lo/hi) gives the 32 unsigned quants of sub-block 2c / 2c + 1.
+template <typename QuantsFn>
+inline __m256i k4_isum(const uint8_t sc[8], const int8_t* a, QuantsFn quants) {
+  __m256i sum = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    __m256i lo, hi;
+    quants(c, &lo, &hi);
+    const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(a + 64 * c));
+    const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(a + 64 * c + 32));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1])));
+  }
+  return sum;
+}
+
+}  // namespace
+
+float vec_dot_q4_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint8_t sc[8];
+    const int32_t msum = k4_scales(x[i].scales, y[i], sc);
+    const __m256i isum = k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
+      const __m256i q = load256(x[i].qs + 32 * c);
+      *lo = _mm256_and_si256(q, m4);
+      *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    });
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
+  }
+  return simd::hsum(acc) - mins;
+}
+
+float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ5_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint8_t sc[8];
+    const int32_t msum = k4_scales(x[i].scales, y[i], sc);
+    const __m256i qh = load256(x[i].qh);
+    const __m256i isum = k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
+      const __m256i q = load256(x[i].qs + 32 * c);
+      const __m256i h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+      const __m256i h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+      *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
+      *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
+    });
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
+  }
+  return simd::hsum(acc) - mins;
+}
+
+float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const int8_t* sc = x[i].scales;
+    // sum_s sc_s * sum (q - 32) a = sum_s sc_s * (sum q a - 32 * bsum_s)
+    int32_t corr = 0;
+    for (int s = 0; s < 16; ++s) corr += int32_t(sc[s]) * y[i].bsums[s];
+    __m256i isum = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = load256(x[i].ql + 64 * half);
+      const __m256i ql1 = load256(x[i].ql + 64 * half + 32);
+      const __m256i qh = load256(x[i].qh + 32 * half);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int s = 8 * half + 2 * k;  // sub-blocks s (low 128 bits) and s + 1 (high)
+        const __m256i p = _mm256_maddubs_epi16(q[k], load256(y[i].qs + 128 * half + 32 * k));
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv));
+      }
+    }
+    isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return simd::hsum(acc);
+}
+
+}  // namespace omnibus::quant_avx2
