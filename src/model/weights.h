@@ -3,6 +3,7 @@
 // Thread-safety: used only during loading.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 

@@ -1,0 +1,86 @@
+#include "model/tiny_model.h"
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gguf/gguf_writer.h"
+#include "util/check.h"
+
+namespace omnibus {
+namespace {
+
+// n values ~ U(-scale, scale), stored as `type` (quantized with the reference quantizer).
+std::vector<uint8_t> random_tensor(std::mt19937_64& rng, DType type, int64_t n, float scale) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> values(static_cast<size_t>(n));
+  for (float& v : values) v = u(rng);
+  const DTypeTraits& t = dtype_traits_ref(type);
+  OMNIBUS_CHECK(t.from_float != nullptr);
+  std::vector<uint8_t> bytes(dtype_row_size(type, n));
+  t.from_float(values.data(), bytes.data(), n);
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<uint8_t> make_tiny_llama_gguf(const TinyLlamaSpec& s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "tiny-llama");
+  w.set_u32("llama.block_count", uint32_t(s.n_layer));
+  w.set_u32("llama.context_length", uint32_t(s.n_ctx));
+  w.set_u32("llama.embedding_length", uint32_t(s.n_embd));
+  w.set_u32("llama.feed_forward_length", uint32_t(s.n_ff));
+  w.set_u32("llama.attention.head_count", uint32_t(s.n_head));
+  w.set_u32("llama.attention.head_count_kv", uint32_t(s.n_head_kv));
+  w.set_f32("llama.rope.freq_base", s.rope_base);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32("llama.rope.dimension_count", uint32_t(s.n_embd / s.n_head));
+  std::vector<std::string> tokens = {"<s>", "</s>"};
+  for (int i = 2; i < s.n_vocab; ++i) tokens.push_back(fmt::format("t{}", i));
+  std::vector<int32_t> types(size_t(s.n_vocab), 1);
+  types[0] = types[1] = 3;  // control
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "default");
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_string_array("tokenizer.ggml.merges", {});
+  w.set_u32("tokenizer.ggml.bos_token_id", 0);
+  w.set_u32("tokenizer.ggml.eos_token_id", 1);
+
+  const int64_t E = s.n_embd, F = s.n_ff, hd = s.n_embd / s.n_head;
+  const int64_t nq = s.n_head * hd, nkv = s.n_head_kv * hd;
+  auto norm = [&](const std::string& name) {
+    std::uniform_real_distribution<float> u(0.8f, 1.2f);
+    std::vector<float> v(static_cast<size_t>(E));
+    for (float& x : v) x = u(rng);
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    w.add_tensor(name, DType::F32, {E}, std::move(bytes));
+  };
+  auto mat = [&](const std::string& name, DType type, int64_t n_in, int64_t n_out, float scale) {
+    w.add_tensor(name, type, {n_in, n_out}, random_tensor(rng, type, n_in * n_out, scale));
+  };
+  mat("token_embd.weight", s.embd_type, E, s.n_vocab, 1.0f);
+  norm("output_norm.weight");
+  if (!s.tied_output) mat("output.weight", s.weight_type, E, s.n_vocab, 0.2f);
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    norm(p + "attn_norm.weight");
+    mat(p + "attn_q.weight", s.weight_type, E, nq, 0.3f);
+    mat(p + "attn_k.weight", s.weight_type, E, nkv, 0.3f);
+    mat(p + "attn_v.weight", s.weight_type, E, nkv, 0.3f);
+    mat(p + "attn_output.weight", s.weight_type, nq, E, 0.2f);
+    norm(p + "ffn_norm.weight");
+    mat(p + "ffn_gate.weight", s.weight_type, E, F, 0.3f);
+    mat(p + "ffn_up.weight", s.weight_type, E, F, 0.3f);
+    mat(p + "ffn_down.weight", s.weight_type, F, E, 0.2f);
+  }
+  return w.to_bytes(3);
+}
+
+}  // namespace omnibus
