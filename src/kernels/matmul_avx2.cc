@@ -3,8 +3,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "kernels/quant_avx2.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_simd_avx2.h"
 #include "kernels/thread_pool.h"
@@ -17,7 +19,10 @@ namespace {
 using simd::half_to_float;
 
 constexpr int kTok = 4;   // tokens per activation tile (T <= kTok)
-constexpr int kRows = 2;  // weight rows per register tile (R <= kRows)
+#ifndef OMNIBUS_MATMUL_ROWS
+#define OMNIBUS_MATMUL_ROWS 2
+#endif
+constexpr int kRows = OMNIBUS_MATMUL_ROWS;  // weight rows per register tile (R <= kRows)
 
 // Activations of kTok tokens for one 32-element block, quantized like
 // Q8_0 / Q8_1 (d and s already converted from their fp16 values to f32, so the
@@ -140,8 +145,13 @@ KernelFn pick_t(int t) {
 
 template <class W>
 KernelFn pick(int r, int t) {
-  static_assert(kRows <= 2 && kTok == 4);
-  return r == 1 ? pick_t<W, 1>(t) : pick_t<W, 2>(t);
+  static_assert(kRows <= 4 && kTok == 4);
+  switch (r) {
+    case 1: return pick_t<W, 1>(t);
+    case 2: return pick_t<W, std::min(2, kRows)>(t);
+    case 3: return pick_t<W, std::min(3, kRows)>(t);
+    default: return pick_t<W, kRows>(t);
+  }
 }
 
 // Quantizes tokens [4 * tile, 4 * tile + 4) of x into act[0..nb).
@@ -197,6 +207,210 @@ void run(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPoo
   });
 }
 
+
+// ------------------------------------------------------------- K-quants
+
+// Q8_K activations of kTok tokens for one 256-element super-block.
+struct ActBlockK {
+  int8_t qs[kTok][kQKK];
+  float d[kTok];
+  int16_t bsums[kTok][kQKK / 16];
+};
+
+// A weight super-block unpacked for the kernel: 8 chunks of 32 unsigned quants
+// and, per chunk, the int16 scale of each of its 16 madd pairs.
+struct UnpackedK {
+  __m256i q[8];
+  __m256i scale[8];
+  float d, dmin;
+  uint8_t mins[8];     // Q4_K / Q5_K
+  int8_t scales16[16]; // Q6_K
+};
+
+struct WQ4_K {
+  using Block = BlockQ4_K;
+  static constexpr bool kMins = true;
+  static void unpack(const Block& b, UnpackedK* u) {
+    uint8_t sc[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &u->mins[j]);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b.qs + 32 * c);
+      u->q[2 * c] = _mm256_and_si256(q, m4);
+      u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+    for (int j = 0; j < 8; ++j) u->scale[j] = _mm256_set1_epi16(sc[j]);
+    u->d = half_to_float(b.d);
+    u->dmin = half_to_float(b.dmin);
+  }
+};
+
+struct WQ5_K {
+  using Block = BlockQ5_K;
+  static constexpr bool kMins = true;
+  static void unpack(const Block& b, UnpackedK* u) {
+    uint8_t sc[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &u->mins[j]);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i qh = load256(b.qh);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b.qs + 32 * c);
+      const __m256i h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+      const __m256i h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+      u->q[2 * c] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
+      u->q[2 * c + 1] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
+    }
+    for (int j = 0; j < 8; ++j) u->scale[j] = _mm256_set1_epi16(sc[j]);
+    u->d = half_to_float(b.d);
+    u->dmin = half_to_float(b.dmin);
+  }
+};
+
+struct WQ6_K {
+  using Block = BlockQ6_K;
+  static constexpr bool kMins = false;
+  static void unpack(const Block& b, UnpackedK* u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = load256(b.ql + 64 * half);
+      const __m256i ql1 = load256(b.ql + 64 * half + 32);
+      const __m256i qh = load256(b.qh + 32 * half);
+      __m256i* q = u->q + 4 * half;
+      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    }
+    for (int c = 0; c < 8; ++c) {
+      u->scale[c] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * c + 1]), _mm_set1_epi16(b.scales[2 * c]));
+    }
+    std::memcpy(u->scales16, b.scales, 16);
+    u->d = half_to_float(b.d);
+    u->dmin = 0.0f;
+  }
+};
+
+// Same arithmetic per output as quant_avx2::vec_dot_q{4,5,6}_K: per super-block
+// an exact int32 sum (8 lanes), then acc = fma(d_w * d_a, float(isum), acc);
+// the min term in a scalar fma chain; result hsum(acc) - mins.
+template <class W, int R, int T>
+void kernel_k(const uint8_t* w0, size_t w_row, const ActBlockK* act, int64_t nsb, float* y,
+              int64_t y_stride) {
+  using Block = typename W::Block;
+  __m256 acc[R][T];
+  float mins[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      acc[r][t] = _mm256_setzero_ps();
+      mins[r][t] = 0.0f;
+    }
+  }
+  UnpackedK u[R];
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    for (int r = 0; r < R; ++r) W::unpack(reinterpret_cast<const Block*>(w0 + r * w_row)[sb], &u[r]);
+    for (int t = 0; t < T; ++t) {
+      __m256i isum[R];
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i av = load256(a.qs[t] + 32 * c);
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[r].q[c], av), u[r].scale[c]);
+          isum[r] = _mm256_add_epi32(isum[r], p);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        if constexpr (W::kMins) {
+          int32_t msum = 0;
+          for (int j = 0; j < 8; ++j) {
+            msum += int32_t(u[r].mins[j]) * (a.bsums[t][2 * j] + a.bsums[t][2 * j + 1]);
+          }
+          mins[r][t] = std::fma(u[r].dmin * a.d[t], float(msum), mins[r][t]);
+        } else {
+          int32_t corr = 0;
+          for (int s = 0; s < 16; ++s) corr += int32_t(u[r].scales16[s]) * a.bsums[t][s];
+          isum[r] = _mm256_sub_epi32(isum[r], _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
+        }
+        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(u[r].d * a.d[t]), _mm256_cvtepi32_ps(isum[r]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float v = simd::hsum(acc[r][t]);
+      if constexpr (W::kMins) v -= mins[r][t];
+      y[t * y_stride + r] = v;
+    }
+  }
+}
+
+using KernelKFn = void (*)(const uint8_t*, size_t, const ActBlockK*, int64_t, float*, int64_t);
+
+template <class W, int R>
+KernelKFn pick_k_t(int t) {
+  switch (t) {
+    case 1: return kernel_k<W, R, 1>;
+    case 2: return kernel_k<W, R, 2>;
+    case 3: return kernel_k<W, R, 3>;
+    default: return kernel_k<W, R, 4>;
+  }
+}
+
+constexpr int kRowsK = 2;
+
+template <class W>
+KernelKFn pick_k(int r, int t) {
+  return r == 1 ? pick_k_t<W, 1>(t) : pick_k_t<W, kRowsK>(t);
+}
+
+void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act) {
+  const int64_t nsb = n_in / kQKK;
+  std::memset(act, 0, size_t(nsb) * sizeof(ActBlockK));
+  for (int64_t lane = 0; lane < n_valid; ++lane) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      BlockQ8_K q;
+      quant_avx2::from_float_q8_K(x + lane * n_in + sb * kQKK, &q, kQKK);
+      std::memcpy(act[sb].qs[lane], q.qs, kQKK);
+      act[sb].d[lane] = q.d;
+      std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
+    }
+  }
+}
+
+template <class W>
+void run_k(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+           MatmulScratch& scratch) {
+  OMNIBUS_CHECK(w.n_in % kQKK == 0);
+  const int64_t nsb = w.n_in / kQKK;
+  const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
+  const size_t bytes = size_t(n_tiles * nsb) * sizeof(ActBlockK);
+  if (scratch.quantized_x.size() < bytes) scratch.quantized_x.resize(bytes);
+  auto* act = reinterpret_cast<ActBlockK*>(scratch.quantized_x.data());
+  pool.parallel_for(n_tiles, [&](int64_t tile, int) {
+    const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
+    quantize_tile_k(x + tile * kTok * w.n_in, w.n_in, n_valid, act + tile * nsb);
+  });
+  const size_t w_row = sizeof(typename W::Block) * size_t(nsb);
+  const int64_t tasks_wanted = int64_t(pool.n_threads()) * 4;
+  int64_t rows = std::max<int64_t>(8, (w.n_out + tasks_wanted - 1) / tasks_wanted);
+  rows = (rows + kRowsK - 1) / kRowsK * kRowsK;
+  const int64_t n_tasks = (w.n_out + rows - 1) / rows;
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  pool.parallel_for(n_tasks, [&](int64_t task, int) {
+    const int64_t r0 = task * rows, r1 = std::min(w.n_out, r0 + rows);
+    for (int64_t tile = 0; tile < n_tiles; ++tile) {
+      const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
+      float* yt = y + tile * kTok * w.n_out;
+      for (int64_t r = r0; r < r1; r += kRowsK) {
+        const int R = int(std::min<int64_t>(kRowsK, r1 - r));
+        pick_k<W>(R, T)(wdata + r * w_row, w_row, act + tile * nsb, nsb, yt + r, w.n_out);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool has_tiled_kernel(DType type) {
@@ -206,6 +420,9 @@ bool has_tiled_kernel(DType type) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
       return true;
     default:
       return false;
@@ -220,6 +437,9 @@ void matmul_tiled(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     case DType::Q5_0: return run<WQ5_0>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_1: return run<WQ5_1>(w, x, n_tok, y, pool, scratch);
     case DType::Q8_0: return run<WQ8_0>(w, x, n_tok, y, pool, scratch);
+    case DType::Q4_K: return run_k<WQ4_K>(w, x, n_tok, y, pool, scratch);
+    case DType::Q5_K: return run_k<WQ5_K>(w, x, n_tok, y, pool, scratch);
+    case DType::Q6_K: return run_k<WQ6_K>(w, x, n_tok, y, pool, scratch);
     default: OMNIBUS_CHECK(false && "no tiled kernel for this type");
   }
 }

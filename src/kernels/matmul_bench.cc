@@ -1,0 +1,97 @@
+// Micro-benchmarks of matmul on the SmolLM2-135M shapes (Q4_1 projections,
+// Q8_0 tied output) at 1..256 tokens, 2 threads. Reports GFLOP/s (2 flops per
+// multiply-add), weight GB/s and, for the whole-model sweep, tokens/s.
+//
+//   ./build/kernels_microbench --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant_test_util.h"
+#include "kernels/thread_pool.h"
+
+namespace omnibus {
+namespace {
+
+// range(1) = threads. One-thread runs report rates per CPU second of the
+// (only) working thread — stable on a loaded machine; two-thread runs use
+// wall time.
+ThreadPool& bench_pool(int64_t n_threads) {
+  static ThreadPool one(1), two(2);
+  return n_threads == 1 ? one : two;
+}
+
+void run_shape(benchmark::State& state, DType type, int64_t n_in, int64_t n_out) {
+  const int64_t n_tok = state.range(0);
+  std::mt19937 rng(1);
+  std::vector<uint8_t> wdata = quant_testing::random_rows(type, n_out, n_in, rng);
+  std::vector<float> x = quant_testing::random_floats(size_t(n_tok * n_in), rng);
+  std::vector<float> y(size_t(n_tok * n_out));
+  const WeightView w{type, wdata.data(), n_in, n_out};
+  MatmulScratch scratch;
+  for (auto _ : state) {
+    matmul(w, x.data(), n_tok, y.data(), bench_pool(state.range(1)), scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = double(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n_in * n_out * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(double(wdata.size()) * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(double(n_tok) * iters, benchmark::Counter::kIsRate);
+}
+
+void BM_Matmul_Q4_1_576x1536(benchmark::State& s) { run_shape(s, DType::Q4_1, 576, 1536); }
+void BM_Matmul_Q4_1_1536x576(benchmark::State& s) { run_shape(s, DType::Q4_1, 1536, 576); }
+void BM_Matmul_Q4_1_576x576(benchmark::State& s) { run_shape(s, DType::Q4_1, 576, 576); }
+void BM_Matmul_Q4_1_576x192(benchmark::State& s) { run_shape(s, DType::Q4_1, 576, 192); }
+void BM_Matmul_Q8_0_576x49152(benchmark::State& s) { run_shape(s, DType::Q8_0, 576, 49152); }
+// K-quants need n_in % 256 == 0: 768 stands in for 576.
+void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 768, 1536); }
+void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
+
+// {n_tok, threads}
+#define OMNIBUS_1T ->ArgsProduct({{1, 16, 64, 256}, {1}})
+#define OMNIBUS_2T ->ArgsProduct({{1, 16, 64, 256}, {2}})->UseRealTime()
+#define OMNIBUS_SHAPE(fn) BENCHMARK(fn) OMNIBUS_1T; BENCHMARK(fn) OMNIBUS_2T
+OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x1536);
+OMNIBUS_SHAPE(BM_Matmul_Q4_1_1536x576);
+OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x576);
+OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x192);
+OMNIBUS_SHAPE(BM_Matmul_Q8_0_576x49152);
+OMNIBUS_SHAPE(BM_Matmul_Q4_K_768x1536);
+OMNIBUS_SHAPE(BM_Matmul_Q6_K_768x1536);
+
+// All projection matmuls of SmolLM2-135M's 30 layers (q, k, v, o, gate, up,
+// down; distinct weights, ~66 MB of Q4_1, so decode reads from DRAM) — the
+// model's matmul throughput without attention, norms and the output head.
+void BM_Matmul_SmolLM2_Layers(benchmark::State& state) {
+  const int64_t n_tok = state.range(0);
+  struct Shape { int64_t n_in, n_out; };
+  const Shape shapes[] = {{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}};
+  std::mt19937 rng(2);
+  std::vector<std::vector<uint8_t>> weights;
+  std::vector<WeightView> views;
+  for (int layer = 0; layer < 30; ++layer) {
+    for (const Shape& s : shapes) {
+      weights.push_back(quant_testing::random_rows(DType::Q4_1, s.n_out, s.n_in, rng));
+      views.push_back({DType::Q4_1, weights.back().data(), s.n_in, s.n_out});
+    }
+  }
+  std::vector<float> x = quant_testing::random_floats(size_t(n_tok * 1536), rng);
+  std::vector<float> y(size_t(n_tok * 1536));
+  MatmulScratch scratch;
+  double macs = 0;
+  for (const WeightView& v : views) macs += double(v.n_in * v.n_out);
+  for (auto _ : state) {
+    for (const WeightView& v : views) matmul(v, x.data(), n_tok, y.data(), bench_pool(state.range(1)), scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = double(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * macs * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(double(n_tok) * iters, benchmark::Counter::kIsRate);
+}
+OMNIBUS_SHAPE(BM_Matmul_SmolLM2_Layers);
+
+}  // namespace
+}  // namespace omnibus
