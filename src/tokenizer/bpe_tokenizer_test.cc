@@ -136,9 +136,14 @@ TEST(BpeTokenizer, MetadataDefaultsForGpt2) {
   auto v = make_vocab({}, {});
   auto tok = make(v);
   ASSERT_TRUE(tok);
-  EXPECT_TRUE(tok->add_bos());  // gpt2 default
+  EXPECT_FALSE(tok->add_bos());  // gpt2 default
   EXPECT_FALSE(tok->add_eos());
   EXPECT_EQ(tok->bos_id(), 11);  // llama.cpp's gpt2 default id
+  EXPECT_EQ(tok->encode("", true, true), (std::vector<int32_t>{}));
+
+  v.add_bos = true;
+  tok = make(v);
+  ASSERT_TRUE(tok);
   EXPECT_EQ(tok->encode("", true, true), (std::vector<int32_t>{11}));
 
   v.add_bos = false;

@@ -86,7 +86,7 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
   int32_t bos = -1, eos = -1, unk = -1;
   bool add_bos = false, add_eos = false;
   if (v.model == "gpt2") {
-    bos = 11, eos = 11, add_bos = true;
+    bos = 11, eos = 11;  // add_bos stays false (some pre-tokenizers not yet supported set it)
   } else if (v.model == "llama") {
     bos = 1, eos = 2, unk = 0, add_bos = true;
   }

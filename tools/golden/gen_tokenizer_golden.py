@@ -255,15 +255,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="models/smollm2-135m.gguf")
     ap.add_argument("--out", default="tests/golden/tokenizer/smollm2-135m.json")
-    ap.add_argument("--n-random", type=int, default=60)
+    ap.add_argument("--n-random", type=int, default=60, help="random strings to add")
+    ap.add_argument("--seed", type=int, default=1234, help="seed of the random strings")
+    ap.add_argument("--extra-files", nargs="*", default=[],
+                    help="also use these files' contents as test strings (for one-off stress "
+                         "runs; point the test at the output with OMNIBUS_TOKENIZER_GOLDEN)")
     args = ap.parse_args()
 
     llm = llama_cpp.Llama(args.model, vocab_only=True, verbose=False)
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
 
-    texts = [t.encode("utf-8") for t in hand_written() + random_strings(args.n_random)]
+    texts = [t.encode("utf-8") for t in hand_written() + random_strings(args.n_random, args.seed)]
     texts += invalid_utf8()
+    for path in args.extra_files:
+        with open(path, "rb") as f:
+            texts.append(f.read())
 
     cases = []
     for i, raw in enumerate(texts):
