@@ -215,6 +215,7 @@ struct ActBlockK {
   int8_t qs[kTok][kQKK];
   float d[kTok];
   int16_t bsums[kTok][kQKK / 16];
+  int16_t bsum_pairs[kTok][8];  // bsums[2j] + bsums[2j + 1]: sums of the 32-element sub-blocks
 };
 
 // A weight super-block unpacked for the kernel: 8 chunks of 32 unsigned quants
@@ -223,16 +224,17 @@ struct UnpackedK {
   __m256i q[8];
   __m256i scale[8];
   float d, dmin;
-  uint8_t mins[8];     // Q4_K / Q5_K
-  int8_t scales16[16]; // Q6_K
+  __m128i mins16;   // Q4_K / Q5_K: the 8 mins as int16
+  __m256i scales16; // Q6_K: the 16 scales as int16
 };
 
 struct WQ4_K {
   using Block = BlockQ4_K;
   static constexpr bool kMins = true;
   static void unpack(const Block& b, UnpackedK* u) {
-    uint8_t sc[8];
-    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &u->mins[j]);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
+    u->mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(b.qs + 32 * c);
@@ -249,8 +251,9 @@ struct WQ5_K {
   using Block = BlockQ5_K;
   static constexpr bool kMins = true;
   static void unpack(const Block& b, UnpackedK* u) {
-    uint8_t sc[8];
-    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &u->mins[j]);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
+    u->mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     const __m256i qh = load256(b.qh);
     for (int c = 0; c < 4; ++c) {
@@ -286,7 +289,7 @@ struct WQ6_K {
     for (int c = 0; c < 8; ++c) {
       u->scale[c] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * c + 1]), _mm_set1_epi16(b.scales[2 * c]));
     }
-    std::memcpy(u->scales16, b.scales, 16);
+    u->scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     u->d = half_to_float(b.d);
     u->dmin = 0.0f;
   }
@@ -323,15 +326,12 @@ void kernel_k(const uint8_t* w0, size_t w_row, const ActBlockK* act, int64_t nsb
       }
       for (int r = 0; r < R; ++r) {
         if constexpr (W::kMins) {
-          int32_t msum = 0;
-          for (int j = 0; j < 8; ++j) {
-            msum += int32_t(u[r].mins[j]) * (a.bsums[t][2 * j] + a.bsums[t][2 * j + 1]);
-          }
+          const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsum_pairs[t]));
+          const int32_t msum = simd::hsum_i32_128(_mm_madd_epi16(u[r].mins16, pairs));
           mins[r][t] = std::fma(u[r].dmin * a.d[t], float(msum), mins[r][t]);
         } else {
-          int32_t corr = 0;
-          for (int s = 0; s < 16; ++s) corr += int32_t(u[r].scales16[s]) * a.bsums[t][s];
-          isum[r] = _mm256_sub_epi32(isum[r], _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
+          const __m256i bs = load256(a.bsums[t]);
+          isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(_mm256_madd_epi16(u[r].scales16, bs), 5));
         }
         acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(u[r].d * a.d[t]), _mm256_cvtepi32_ps(isum[r]), acc[r][t]);
       }
@@ -375,6 +375,7 @@ void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* a
       std::memcpy(act[sb].qs[lane], q.qs, kQKK);
       act[sb].d[lane] = q.d;
       std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
+      for (int j = 0; j < 8; ++j) act[sb].bsum_pairs[lane][j] = int16_t(q.bsums[2 * j] + q.bsums[2 * j + 1]);
     }
   }
 }

@@ -222,7 +222,7 @@ inline int32_t k4_scales(const uint8_t* packed, const BlockQ8_K& y, uint8_t sc[8
     get_scale_min_k4(j, packed, &sc[j], &m);
     msum += int32_t(m) * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
   }
-  return msum;
+  return msum;  // an exact integer: any summation order gives the same value
 }
 
 // One Q4_K / Q5_K super-block's integer dot (scales applied), 8 int32 lanes.
@@ -296,8 +296,8 @@ float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const int8_t* sc = x[i].scales;
     // sum_s sc_s * sum (q - 32) a = sum_s sc_s * (sum q a - 32 * bsum_s)
-    int32_t corr = 0;
-    for (int s = 0; s < 16; ++s) corr += int32_t(sc[s]) * y[i].bsums[s];
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i corr = _mm256_madd_epi16(sc16, load256(y[i].bsums));
     __m256i isum = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i ql0 = load256(x[i].ql + 64 * half);
@@ -317,7 +317,7 @@ float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv));
       }
     }
-    isum = _mm256_sub_epi32(isum, _mm256_setr_epi32(32 * corr, 0, 0, 0, 0, 0, 0, 0));
+    isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
   }
   return simd::hsum(acc);

@@ -26,6 +26,12 @@ inline int32_t hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+inline int32_t hsum_i32_128(__m128i s) {
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 inline uint32_t load_u32(const void* p) {
