@@ -1,0 +1,455 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "engine/logprobs.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_cache_size.h"
+#include "kv/kv_storage.h"
+#include "util/check.h"
+
+namespace omnibus {
+
+using Clock = std::chrono::steady_clock;
+
+// One submitted request; its sequences all exist from submit on, sequence 0
+// alone computes the prompt and the others fork from it when it is done.
+struct RequestState {
+  uint64_t id = 0;
+  Request req;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // [req.n]
+  bool forked = false;
+  int32_t n_finished = 0;
+  std::vector<PromptLogprob> prompt_logprobs;  // positions 1 .. size()
+};
+
+struct Engine::Impl {
+  Impl(Model& m, EngineConfig c, std::unique_ptr<KvStorage> s, int32_t n_blocks)
+      : model(m),
+        config(std::move(c)),
+        n_vocab(m.config().n_vocab),
+        storage(std::move(s)),
+        kv(n_blocks, config.block_size),
+        scheduler(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens}, kv),
+        is_eog(size_t(n_vocab), false) {
+    for (int32_t id : config.eog_ids) {
+      if (id >= 0 && id < n_vocab) is_eog[size_t(id)] = true;
+    }
+    scratch.resize(size_t(n_vocab));
+  }
+
+  void accept(std::unique_ptr<RequestState> r);
+  void abort_request(uint64_t id);
+  void abort_all();
+  void step();
+  void fork(RequestState& r);
+  void sample(Sequence& seq, const float* row, Clock::time_point now);
+  void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
+  void publish_stats();
+
+  // Constant after construction.
+  Model& model;
+  const EngineConfig config;
+  const int32_t n_vocab;
+
+  // Engine thread only.
+  std::unique_ptr<KvStorage> storage;
+  KvCacheManager kv;
+  Scheduler scheduler;
+  std::vector<bool> is_eog;  // [n_vocab]
+  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
+  std::vector<uint64_t> done_requests;
+  StepBatch batch;
+  std::vector<float> scratch;  // [n_vocab] logits row being sampled
+  EngineStats local;           // published to `stats` after each step
+  uint64_t sum_batch_seqs = 0;
+
+  // Guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<RequestState>> inbox;
+  std::vector<uint64_t> aborts;
+  uint64_t next_id = 1;
+  bool stop = false;
+
+  // Guarded by stats_mu.
+  mutable std::mutex stats_mu;
+  EngineStats stats;
+};
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig config) {
+  if (config.max_num_seqs < 1) return Status::invalid_argument("--max-num-seqs must be >= 1");
+  if (config.max_num_batched_tokens < 1) {
+    return Status::invalid_argument("--max-num-batched-tokens must be >= 1");
+  }
+  if (config.block_size < 1 || config.block_size > 1024) {
+    return Status::invalid_argument("--block-size must be in [1, 1024], got {}", config.block_size);
+  }
+  const ModelConfig& mc = model.config();
+  const KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_dtype);
+  const int64_t block_bytes = int64_t(geometry.bytes_per_block());
+  int64_t n_blocks;
+  if (config.kv_cache_bytes > 0) {
+    n_blocks = config.kv_cache_bytes / block_bytes;
+    if (n_blocks < 1) {
+      return Status::invalid_argument(
+          "--kv-cache-memory {} bytes is less than one KV block ({} bytes)", config.kv_cache_bytes,
+          block_bytes);
+    }
+  } else {
+    n_blocks = std::max<int64_t>(1, default_kv_cache_bytes() / block_bytes);
+    // More than every sequence at full context can never be used.
+    const int64_t n_ctx = mc.n_ctx_train > 0 ? mc.n_ctx_train : 4096;
+    n_blocks = std::min(n_blocks, int64_t(config.max_num_seqs) *
+                                      ((n_ctx + config.block_size - 1) / config.block_size));
+  }
+  n_blocks = std::min<int64_t>(n_blocks, std::numeric_limits<int32_t>::max() / config.block_size);
+  const int64_t pool_tokens = n_blocks * config.block_size;
+  int32_t max_model_len;
+  if (config.max_model_len > 0) {
+    if (mc.n_ctx_train > 0 && config.max_model_len > mc.n_ctx_train) {
+      return Status::invalid_argument("--max-model-len {} exceeds the model's context length {}",
+                                      config.max_model_len, mc.n_ctx_train);
+    }
+    if (config.max_model_len > pool_tokens) {
+      return Status::invalid_argument(
+          "--max-model-len {} does not fit the KV cache ({} tokens); raise --kv-cache-memory",
+          config.max_model_len, pool_tokens);
+    }
+    max_model_len = config.max_model_len;
+  } else {
+    max_model_len = int32_t(mc.n_ctx_train > 0 ? std::min<int64_t>(mc.n_ctx_train, pool_tokens)
+                                               : pool_tokens);
+  }
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage,
+                           KvStorage::create(geometry, n_blocks));
+  EngineInfo info;
+  info.n_blocks = int32_t(n_blocks);
+  info.block_size = config.block_size;
+  info.kv_cache_bytes = int64_t(storage->n_bytes());
+  info.max_model_len = max_model_len;
+  info.n_vocab = mc.n_vocab;
+  if (config.log_startup) {
+    fmt::print(stderr, "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}\n",
+               info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
+               dtype_name(config.kv_dtype), max_model_len);
+  }
+  auto impl = std::make_unique<Impl>(model, std::move(config), std::move(storage), int32_t(n_blocks));
+  impl->local.kv_blocks_total = info.n_blocks;
+  impl->stats = impl->local;
+  return std::unique_ptr<Engine>(new Engine(std::move(impl), info));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl, EngineInfo info) : info_(info), impl_(std::move(impl)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+  thread_.join();
+}
+
+StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
+  const int32_t n_vocab = info_.n_vocab;
+  if (req.prompt.empty()) return Status::invalid_argument("the prompt is empty");
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::invalid_argument("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
+    }
+  }
+  for (int32_t t : req.stop_token_ids) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::invalid_argument("stop token id {} is outside the vocabulary [0, {})", t, n_vocab);
+    }
+  }
+  if (req.max_tokens < 1) return Status::invalid_argument("max_tokens must be >= 1, got {}", req.max_tokens);
+  if (req.min_tokens < 0 || req.min_tokens > req.max_tokens) {
+    return Status::invalid_argument("min_tokens must be in [0, max_tokens = {}], got {}", req.max_tokens,
+                                    req.min_tokens);
+  }
+  if (req.n < 1 || req.n > 128) return Status::invalid_argument("n must be in [1, 128], got {}", req.n);
+  if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20) {
+    return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}", req.prompt_logprobs);
+  }
+  OMNIBUS_RETURN_IF_ERROR(validate(req.sampling, n_vocab));
+  const int64_t total = int64_t(req.prompt.size()) + req.max_tokens;
+  if (total > info_.max_model_len) {
+    return Status::invalid_argument(
+        "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the maximum context length of {} tokens",
+        req.prompt.size(), req.max_tokens, total, info_.max_model_len);
+  }
+
+  auto r = std::make_unique<RequestState>();
+  r->req = std::move(req);
+  for (int32_t i = 0; i < r->req.n; ++i) {
+    auto seq = std::make_unique<Sequence>();
+    seq->request = r.get();
+    seq->index = i;
+    seq->prompt = &r->req.prompt;
+    seq->priority = r->req.priority;
+    seq->output.reserve(size_t(r->req.max_tokens));
+    SamplingParams params = r->req.sampling;
+    if (params.has_seed) params.seed += uint64_t(i);
+    seq->sampler.emplace(std::move(params), n_vocab);
+    r->seqs.push_back(std::move(seq));
+  }
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    r->id = impl_->next_id++;
+    for (auto& seq : r->seqs) seq->arrival = r->id;
+    stream = std::make_shared<RequestStream>(r->id, r->req.n, Clock::now());
+    r->stream = stream;
+    impl_->inbox.push_back(std::move(r));
+  }
+  impl_->cv.notify_one();
+  return stream;
+}
+
+void Engine::abort(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->aborts.push_back(request_id);
+  }
+  impl_->cv.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
+  return impl_->stats;
+}
+
+void Engine::run() {
+  Impl& s = *impl_;
+  std::vector<std::unique_ptr<RequestState>> incoming;
+  std::vector<uint64_t> aborts;
+  bool checked = false;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      if (!s.scheduler.has_work() && s.inbox.empty() && s.aborts.empty() && !s.stop) {
+        if (!checked) {
+          // Idle: every block must be back in the pool.
+          lock.unlock();
+          s.kv.check_integrity();
+          OMNIBUS_CHECK(s.kv.n_seqs() == 0 && s.kv.n_used_blocks() == 0 && s.requests.empty());
+          s.publish_stats();
+          checked = true;
+          lock.lock();
+        }
+        s.cv.wait(lock, [&s] { return s.stop || !s.inbox.empty() || !s.aborts.empty(); });
+      }
+      if (s.stop) break;
+      incoming.swap(s.inbox);
+      aborts.swap(s.aborts);
+    }
+    for (auto& r : incoming) s.accept(std::move(r));
+    incoming.clear();
+    for (uint64_t id : aborts) s.abort_request(id);
+    aborts.clear();
+    if (s.scheduler.has_work()) {
+      s.step();
+      checked = false;
+    }
+    s.publish_stats();
+  }
+  // Shutting down: what was queued or running is aborted, so no consumer waits forever.
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    incoming.swap(s.inbox);
+  }
+  for (auto& r : incoming) s.accept(std::move(r));
+  s.abort_all();
+  s.publish_stats();
+}
+
+void Engine::Impl::accept(std::unique_ptr<RequestState> r) {
+  scheduler.add(r->seqs[0].get());
+  const uint64_t id = r->id;
+  requests.emplace(id, std::move(r));
+}
+
+void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event) {
+  RequestState& r = *seq.request;
+  scheduler.finish(&seq);
+  event.finish = reason;
+  if (++r.n_finished == r.req.n) {
+    event.final = true;
+    done_requests.push_back(r.id);
+    ++local.n_requests_finished;
+  }
+}
+
+void Engine::Impl::abort_request(uint64_t id) {
+  auto it = requests.find(id);
+  if (it == requests.end()) return;
+  RequestState& r = *it->second;
+  const Clock::time_point now = Clock::now();
+  for (auto& seq : r.seqs) {
+    if (seq->status == SeqStatus::kFinished) continue;
+    EngineEvent e;
+    e.seq_index = seq->index;
+    e.n_prompt_tokens = seq->num_prompt_tokens();
+    e.n_output_tokens = int32_t(seq->output.size());
+    e.time = now;
+    finish(*seq, FinishReason::kAbort, e);
+    r.stream->push(std::move(e));
+  }
+  for (uint64_t done : done_requests) requests.erase(done);
+  done_requests.clear();
+}
+
+void Engine::Impl::abort_all() {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, r] : requests) ids.push_back(id);
+  for (uint64_t id : ids) abort_request(id);
+}
+
+void Engine::Impl::fork(RequestState& r) {
+  Sequence& parent = *r.seqs[0];
+  for (size_t i = 1; i < r.seqs.size(); ++i) {
+    Sequence& child = *r.seqs[i];
+    child.kv_seq = kv.fork(parent.kv_seq);
+    child.num_computed_tokens = parent.num_computed_tokens;
+    scheduler.add_running(&child);
+  }
+  r.forked = true;
+}
+
+void Engine::Impl::sample(Sequence& seq, const float* row, Clock::time_point now) {
+  RequestState& r = *seq.request;
+  const Request& req = r.req;
+  std::copy(row, row + n_vocab, scratch.begin());
+  if (int32_t(seq.output.size()) < req.min_tokens) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    if (!req.ignore_eos) {
+      for (int32_t id : config.eog_ids) {
+        if (id >= 0 && id < n_vocab) scratch[size_t(id)] = kNegInf;
+      }
+    }
+    for (int32_t id : req.stop_token_ids) scratch[size_t(id)] = kNegInf;
+  }
+  if (config.on_logits) {
+    config.on_logits(r.id, seq.index, seq.num_tokens() - 1, std::span<const float>(row, size_t(n_vocab)));
+  }
+  SampledToken t = seq.sampler->sample(scratch.data(), *seq.prompt, seq.output);
+  seq.output.push_back(t.id);
+  ++local.n_tokens_generated;
+
+  EngineEvent e;
+  e.seq_index = seq.index;
+  e.token = t.id;
+  e.logprob = t.logprob;
+  e.top_logprobs = std::move(t.top_logprobs);
+  e.n_prompt_tokens = seq.num_prompt_tokens();
+  e.n_output_tokens = int32_t(seq.output.size());
+  e.time = now;
+  if (seq.index == 0 && seq.output.size() == 1 && req.prompt_logprobs >= 0) {
+    e.prompt_logprobs = std::move(r.prompt_logprobs);
+  }
+  const bool stop_token = std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), t.id) !=
+                          req.stop_token_ids.end();
+  if ((!req.ignore_eos && is_eog[size_t(t.id)]) || stop_token) {
+    finish(seq, FinishReason::kStop, e);
+  } else if (int32_t(seq.output.size()) >= req.max_tokens) {
+    finish(seq, FinishReason::kLength, e);
+  }
+  r.stream->push(std::move(e));
+}
+
+void Engine::Impl::step() {
+  const StepPlan& plan = scheduler.schedule();
+  if (plan.seqs.empty()) return;
+  if (kv.n_used_blocks() > local.peak_kv_blocks_used) {
+    local.peak_kv_blocks_used = kv.n_used_blocks();
+    local.kv_waste_at_peak =
+        kv.n_unfilled_slots() / (double(kv.n_used_blocks()) * double(config.block_size));
+  }
+  for (const BlockCopy& c : plan.copies) storage->copy_block(c.src, c.dst);
+
+  batch.clear();
+  for (const ScheduledSeq& ss : plan.seqs) {
+    Sequence& seq = *ss.seq;
+    const int32_t first = seq.num_computed_tokens;
+    for (int32_t i = 0; i < ss.n_tokens; ++i) batch.tokens.push_back(seq.token_at(first + i));
+    const RequestState& r = *seq.request;
+    StepSeq step_seq;
+    step_seq.n_tokens = ss.n_tokens;
+    step_seq.n_past = first;
+    const std::span<const int32_t> table = kv.block_table(seq.kv_seq);
+    step_seq.block_table = table.data();
+    step_seq.n_blocks = int32_t(table.size());
+    // Prompt logprobs need the rows of prompt positions not yet scored.
+    step_seq.all_logits = r.req.prompt_logprobs >= 0 && seq.index == 0 &&
+                          int32_t(r.prompt_logprobs.size()) < seq.num_prompt_tokens() - 1 &&
+                          first + ss.n_tokens > int32_t(r.prompt_logprobs.size());
+    batch.seqs.push_back(step_seq);
+  }
+  const std::span<const float> logits = model.forward(batch, *storage);
+  OMNIBUS_CHECK(int64_t(logits.size()) == batch.n_logit_rows() * n_vocab);
+  const Clock::time_point now = Clock::now();
+
+  ++local.n_steps;
+  local.n_tokens_processed += uint64_t(plan.n_tokens);
+  sum_batch_seqs += plan.seqs.size();
+
+  int64_t row = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    Sequence& seq = *plan.seqs[i].seq;
+    const int32_t n = plan.seqs[i].n_tokens;
+    const int32_t first = seq.num_computed_tokens;
+    seq.num_computed_tokens += n;
+    OMNIBUS_DCHECK(kv.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
+    RequestState& r = *seq.request;
+    const int64_t n_rows = batch.seqs[i].all_logits ? n : 1;
+    if (batch.seqs[i].all_logits) {
+      // Row j holds the logits at position first + j, which score token first + j + 1.
+      for (int32_t j = 0; j < n; ++j) {
+        const int32_t pos = first + j + 1;
+        if (pos != int32_t(r.prompt_logprobs.size()) + 1 || pos >= seq.num_prompt_tokens()) continue;
+        r.prompt_logprobs.push_back(token_logprob(logits.data() + (row + j) * n_vocab, n_vocab,
+                                                  seq.token_at(pos), r.req.prompt_logprobs));
+      }
+    }
+    const float* last = logits.data() + (row + n_rows - 1) * n_vocab;
+    row += n_rows;
+    if (seq.num_computed_tokens < seq.num_tokens()) continue;  // mid-prompt chunk
+    if (seq.index == 0 && !r.forked && r.req.n > 1) {
+      fork(r);
+      for (auto& s : r.seqs) sample(*s, last, now);
+    } else {
+      r.forked = true;
+      sample(seq, last, now);
+    }
+  }
+  for (uint64_t id : done_requests) requests.erase(id);
+  done_requests.clear();
+}
+
+void Engine::Impl::publish_stats() {
+  local.n_running = scheduler.n_running();
+  local.n_waiting = scheduler.n_waiting();
+  local.kv_blocks_used = kv.n_used_blocks();
+  local.n_preemptions = scheduler.n_preemptions();
+  if (local.n_steps > 0) {
+    local.mean_batch_size = double(sum_batch_seqs) / double(local.n_steps);
+    local.mean_step_tokens = double(local.n_tokens_processed) / double(local.n_steps);
+  }
+  std::lock_guard<std::mutex> lock(stats_mu);
+  stats = local;
+}
+
+}  // namespace omnibus

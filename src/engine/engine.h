@@ -1,0 +1,111 @@
+// Engine: continuous batching over a paged KV cache, on its own thread.
+//
+// The engine thread owns the KV cache (KvStorage + KvCacheManager), the
+// Scheduler, every Sequence and its Sampler, and uses the Model exclusively.
+// Each step: schedule (decodes, prompt chunks, admissions, preemptions) ->
+// copy-on-write block copies -> one Model::forward over every scheduled
+// sequence -> sample the sequences whose computed tokens caught up -> push
+// events to the requests' streams -> free finished sequences' blocks.
+// When there is nothing to do it checks the KV invariants and sleeps.
+//
+// Client side (any thread): submit() validates a Request and returns its
+// RequestStream; abort(id) ends a request, its blocks freed within one step.
+// Destroying the engine aborts what is left and joins the thread.
+//
+// Batch invariance: the engine takes the logits rows the model returns
+// unchanged; with batch-invariant kernels a sequence's tokens and logits do
+// not depend on what else shares its steps or how its prompt was chunked.
+//
+// Thread-safety: submit, abort, stats and info may be called from any thread
+// concurrently. The Model must not be used by anyone else while the engine
+// lives.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "kernels/dtype.h"
+#include "model/model.h"
+#include "util/status.h"
+
+namespace omnibus {
+
+struct EngineConfig {
+  int32_t max_num_seqs = 256;             // --max-num-seqs
+  int32_t max_num_batched_tokens = 512;   // --max-num-batched-tokens: token budget per step
+  int32_t block_size = 16;                // --block-size: token slots per KV block
+  int64_t kv_cache_bytes = 0;             // --kv-cache-memory; 0: default_kv_cache_bytes()
+  int32_t max_model_len = 0;              // --max-model-len; 0: n_ctx_train capped to the pool
+  DType kv_dtype = DType::F16;            // --kv-cache-dtype
+  std::vector<int32_t> eog_ids;           // end-of-generation ids (Tokenizer::eog_ids())
+  bool log_startup = true;                // print the pool size on stderr at creation
+
+  // Debug/test hook, called on the engine thread for every logits row the
+  // engine samples from: (request id, sequence index, position of the token
+  // whose logits these are, [n_vocab] logits).
+  std::function<void(uint64_t, int32_t, int32_t, std::span<const float>)> on_logits;
+};
+
+// Fixed at creation.
+struct EngineInfo {
+  int32_t n_blocks = 0;
+  int32_t block_size = 0;
+  int64_t kv_cache_bytes = 0;
+  int32_t max_model_len = 0;
+  int32_t n_vocab = 0;
+};
+
+struct EngineStats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t peak_kv_blocks_used = 0;
+  double kv_waste_at_peak = 0.0;   // unfilled slots / allocated slots when the peak was reached
+  uint64_t n_preemptions = 0;
+  uint64_t n_steps = 0;
+  uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
+  uint64_t n_tokens_generated = 0;  // tokens sampled
+  uint64_t n_requests_finished = 0;
+  double mean_batch_size = 0.0;     // sequences per step
+  double mean_step_tokens = 0.0;    // tokens per step
+};
+
+class Engine {
+ public:
+  // Sizes the KV pool, checks the configuration and starts the thread.
+  static StatusOr<std::unique_ptr<Engine>> create(Model& model, EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. kInvalidArgument (empty prompt, ids out of
+  // range, sampling parameters, prompt + max_tokens > max_model_len, ...).
+  StatusOr<std::shared_ptr<RequestStream>> submit(Request request);
+  // Ends the request: its unfinished sequences get a kAbort event and their
+  // blocks are freed by the next step. Unknown or finished ids are ignored.
+  void abort(uint64_t request_id);
+
+  const EngineInfo& info() const { return info_; }
+  EngineStats stats() const;
+
+  struct Impl;  // engine.cc: the engine thread's state
+
+ private:
+  Engine(std::unique_ptr<Impl> impl, EngineInfo info);
+  void run();  // the engine thread
+
+  const EngineInfo info_;
+  const std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+};
+
+}  // namespace omnibus

@@ -1,0 +1,341 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "engine/engine_test_util.h"
+#include "engine/fake_model_testing.h"
+#include "engine/logprobs.h"
+
+namespace omnibus {
+namespace {
+
+constexpr int32_t kBlock = 4;
+
+EngineConfig fake_config(FakeModel& m, int32_t n_blocks, int32_t budget = 512) {
+  EngineConfig c;
+  c.block_size = kBlock;
+  c.kv_dtype = DType::F32;
+  c.kv_cache_bytes = int64_t(m.kv_geometry(kBlock, DType::F32).bytes_per_block()) * n_blocks;
+  c.max_num_batched_tokens = budget;
+  c.log_startup = false;
+  return c;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int32_t len, int32_t n_vocab) {
+  std::uniform_int_distribution<int32_t> tok(0, n_vocab - 1);
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (int32_t& t : p) t = tok(rng);
+  return p;
+}
+
+Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, SamplingParams sp) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling = std::move(sp);
+  return r;
+}
+
+TEST(Engine, OneGreedyRequestMatchesTheSequenceRunner) {
+  FakeModel model;
+  auto engine = Engine::create(model, fake_config(model, 64));
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
+  auto stream = (*engine)->submit(make_request(prompt, 12, greedy()));
+  ASSERT_TRUE(stream.is_ok());
+  std::vector<EngineEvent> events;
+  auto out = collect(**stream, &events);
+  const SeqResult ref = reference_generate(model, prompt, 12, greedy());
+  EXPECT_EQ(out[0].tokens, ref.tokens);
+  EXPECT_EQ(out[0].finish, FinishReason::kLength);
+  ASSERT_EQ(events.size(), 12u);
+  EXPECT_TRUE(events.back().final);
+  EXPECT_EQ(events.back().n_prompt_tokens, 8);
+  EXPECT_EQ(events.back().n_output_tokens, 12);
+  EXPECT_GE(events.front().time, (*stream)->submit_time());
+}
+
+// 32 requests at once through small chunks and steps shared by many
+// sequences give the tokens and bitwise the logits of each run alone.
+TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
+  FakeModel model;
+  std::mt19937 rng(7);
+  for (int32_t budget : {16, 37, 64}) {
+    std::mutex mu;
+    std::map<std::pair<uint64_t, int32_t>, std::vector<std::vector<float>>> rows;
+    EngineConfig cfg = fake_config(model, 1024, budget);
+    cfg.on_logits = [&](uint64_t id, int32_t seq, int32_t, std::span<const float> l) {
+      std::lock_guard<std::mutex> lock(mu);
+      rows[{id, seq}].emplace_back(l.begin(), l.end());
+    };
+    auto engine = Engine::create(model, cfg);
+    ASSERT_TRUE(engine.is_ok());
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<int32_t> lens;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 32; ++i) {
+      prompts.push_back(random_prompt(rng, 1 + int32_t(rng() % 40), 64));
+      lens.push_back(1 + int32_t(rng() % 20));
+      auto s = (*engine)->submit(make_request(prompts.back(), lens.back(), greedy()));
+      ASSERT_TRUE(s.is_ok());
+      streams.push_back(*s);
+    }
+    for (int i = 0; i < 32; ++i) {
+      auto out = collect(*streams[size_t(i)]);
+      const SeqResult ref = reference_generate(model, prompts[size_t(i)], lens[size_t(i)], greedy());
+      EXPECT_EQ(out[0].tokens, ref.tokens) << "request " << i << " budget " << budget;
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(rows[std::make_pair(streams[size_t(i)]->id(), 0)], ref.logits) << "request " << i;
+    }
+    EXPECT_GT((*engine)->stats().mean_batch_size, 1.5);
+  }
+}
+
+// A pool too small for every request at once forces preemptions; recomputed
+// sequences continue exactly where they were (seeded sampling included).
+TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
+  FakeModel model;
+  EngineConfig cfg = fake_config(model, 16, 64);  // 64 slots; each request needs 24
+  auto engine = Engine::create(model, cfg);
+  ASSERT_TRUE(engine.is_ok());
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 8; ++i) {
+    prompts.push_back(random_prompt(rng, 8, 64));
+    auto s = (*engine)->submit(make_request(prompts.back(), 16, seeded(100 + uint64_t(i), 0.8f)));
+    ASSERT_TRUE(s.is_ok());
+    streams.push_back(*s);
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto out = collect(*streams[size_t(i)]);
+    const SeqResult ref = reference_generate(model, prompts[size_t(i)], 16, seeded(100 + uint64_t(i), 0.8f));
+    EXPECT_EQ(out[0].tokens, ref.tokens) << "request " << i;
+  }
+  EXPECT_GT((*engine)->stats().n_preemptions, 0u);
+}
+
+// n > 1: the completions share the prompt's blocks and diverge by
+// copy-on-write (prompt of 10 tokens: its last block is partly filled).
+TEST(Engine, ParallelSamplingMatchesIndependentSeeds) {
+  FakeModel model;
+  auto engine = Engine::create(model, fake_config(model, 64, 16));
+  ASSERT_TRUE(engine.is_ok());
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  Request req = make_request(prompt, 10, seeded(123));
+  req.n = 4;
+  auto stream = (*engine)->submit(req);
+  ASSERT_TRUE(stream.is_ok());
+  auto out = collect(**stream);
+  ASSERT_EQ(out.size(), 4u);
+  std::set<std::vector<int32_t>> distinct;
+  for (int32_t i = 0; i < 4; ++i) {
+    const SeqResult ref = reference_generate(model, prompt, 10, seeded(123 + uint64_t(i)));
+    EXPECT_EQ(out[i].tokens, ref.tokens) << "sequence " << i;
+    EXPECT_EQ(out[i].finish, FinishReason::kLength);
+    distinct.insert(out[i].tokens);
+  }
+  EXPECT_GT(distinct.size(), 1u);
+  // The prompt was computed once: 10 prompt tokens + 4 * 9 decodes.
+  EXPECT_EQ((*engine)->stats().n_tokens_processed, 10u + 4u * 9u);
+}
+
+TEST(Engine, AbortFreesBlocksWithinOneStep) {
+  FakeModel model;
+  model.set_step_delay(std::chrono::milliseconds(2));  // 4000 tokens take several seconds
+  auto engine = Engine::create(model, fake_config(model, 4096));
+  ASSERT_TRUE(engine.is_ok());
+  Request req = make_request(std::vector<int32_t>(30, 5), 4000, greedy());
+  req.n = 3;
+  auto stream = (*engine)->submit(req);
+  ASSERT_TRUE(stream.is_ok());
+  ASSERT_TRUE((*stream)->pop(std::chrono::seconds(30)).has_value());  // it is running
+  (*engine)->abort((*stream)->id());
+  std::vector<EngineEvent> events;
+  auto out = collect(**stream, &events);
+  ASSERT_EQ(out.size(), 3u);
+  for (auto& [i, r] : out) EXPECT_EQ(r.finish, FinishReason::kAbort) << i;
+  EXPECT_EQ(events.back().token, -1);
+  const uint64_t steps_at_abort = (*engine)->stats().n_steps;
+  // Blocks are freed before the abort events are pushed; the stats catch up
+  // by the end of that loop iteration.
+  EngineStats st;
+  for (int i = 0; i < 10000; ++i) {
+    st = (*engine)->stats();
+    if (st.kv_blocks_used == 0 && st.n_running == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.n_running, 0);
+  EXPECT_LE(st.n_steps, steps_at_abort + 1);
+  (*engine)->abort((*stream)->id());  // already finished: ignored
+  (*engine)->abort(987654);           // unknown: ignored
+}
+
+TEST(Engine, StopConditions) {
+  FakeModel model;
+  const std::vector<int32_t> prompt = {9, 8, 7};
+  const SeqResult ref = reference_generate(model, prompt, 12, greedy());
+  // The first token whose first appearance is at index >= 2 plays EOG.
+  size_t at = 2;
+  while (std::find(ref.tokens.begin(), ref.tokens.begin() + long(at), ref.tokens[at]) !=
+         ref.tokens.begin() + long(at)) {
+    ++at;
+  }
+  ASSERT_LT(at, ref.tokens.size());
+  const int32_t eog = ref.tokens[at];
+  EngineConfig cfg = fake_config(model, 64);
+  cfg.eog_ids = {eog};
+  auto engine = Engine::create(model, cfg);
+  ASSERT_TRUE(engine.is_ok());
+  auto run = [&](Request r) { return collect(**(*engine)->submit(std::move(r)))[0]; };
+
+  SeqResult r = run(make_request(prompt, 12, greedy()));
+  EXPECT_EQ(r.finish, FinishReason::kStop);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(ref.tokens.begin(), ref.tokens.begin() + long(at) + 1));
+
+  Request ignore = make_request(prompt, 12, greedy());
+  ignore.ignore_eos = true;
+  r = run(ignore);
+  EXPECT_EQ(r.finish, FinishReason::kLength);
+  EXPECT_EQ(r.tokens, ref.tokens);
+
+  Request min_tokens = make_request(prompt, 12, greedy());
+  min_tokens.min_tokens = int32_t(at) + 1;
+  r = run(min_tokens);
+  ASSERT_GT(r.tokens.size(), at);
+  EXPECT_NE(r.tokens[at], eog);  // suppressed until min_tokens
+  EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + long(at)),
+            std::vector<int32_t>(ref.tokens.begin(), ref.tokens.begin() + long(at)));
+
+  Request stop_ids = make_request(prompt, 12, greedy());
+  stop_ids.stop_token_ids = {ref.tokens[0]};
+  stop_ids.ignore_eos = true;
+  r = run(stop_ids);
+  EXPECT_EQ(r.finish, FinishReason::kStop);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>{ref.tokens[0]});
+}
+
+TEST(Engine, RejectsBadRequestsAtSubmit) {
+  FakeModel model(64, 100);  // n_ctx_train 100
+  auto engine = Engine::create(model, fake_config(model, 256));
+  ASSERT_TRUE(engine.is_ok());
+  EXPECT_EQ((*engine)->info().max_model_len, 100);
+  auto too_long = (*engine)->submit(make_request(std::vector<int32_t>(90, 1), 11, greedy()));
+  ASSERT_FALSE(too_long.is_ok());
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("exceeds the maximum context length of 100"),
+            std::string::npos)
+      << too_long.status().message();
+  EXPECT_TRUE((*engine)->submit(make_request(std::vector<int32_t>(90, 1), 10, greedy())).is_ok());
+  EXPECT_FALSE((*engine)->submit(make_request({}, 10, greedy())).is_ok());
+  EXPECT_FALSE((*engine)->submit(make_request({64}, 10, greedy())).is_ok());
+  EXPECT_FALSE((*engine)->submit(make_request({1}, 0, greedy())).is_ok());
+  SamplingParams bad = greedy();
+  bad.top_p = 0.0f;
+  EXPECT_FALSE((*engine)->submit(make_request({1}, 4, bad)).is_ok());
+  Request n0 = make_request({1}, 4, greedy());
+  n0.n = 0;
+  EXPECT_FALSE((*engine)->submit(n0).is_ok());
+}
+
+TEST(Engine, RejectsAPoolSmallerThanTheConfiguredContext) {
+  FakeModel model;
+  EngineConfig cfg = fake_config(model, 8);  // 32 slots
+  cfg.max_model_len = 64;
+  EXPECT_FALSE(Engine::create(model, cfg).is_ok());
+  cfg.max_model_len = 0;
+  auto engine = Engine::create(model, cfg);
+  ASSERT_TRUE(engine.is_ok());
+  EXPECT_EQ((*engine)->info().max_model_len, 32);  // capped to the pool
+}
+
+TEST(Engine, PromptLogprobs) {
+  FakeModel model;
+  auto engine = Engine::create(model, fake_config(model, 64, 8));  // the prompt takes 3 chunks
+  ASSERT_TRUE(engine.is_ok());
+  const std::vector<int32_t> prompt = {5, 4, 3, 2, 1, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13};
+  Request req = make_request(prompt, 3, greedy());
+  req.prompt_logprobs = 2;
+  std::vector<EngineEvent> events;
+  auto out = collect(**(*engine)->submit(req), &events);
+  ASSERT_EQ(events.size(), 3u);
+  const std::vector<PromptLogprob>& lp = events[0].prompt_logprobs;
+  ASSERT_EQ(lp.size(), prompt.size() - 1);
+  auto runner = SequenceRunner::create(model, 64, DType::F32);
+  auto all = (*runner)->eval(prompt, /*all_logits=*/true);
+  ASSERT_TRUE(all.is_ok());
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    const PromptLogprob want = token_logprob(all->data() + i * 64, 64, prompt[i + 1], 2);
+    EXPECT_EQ(lp[i].token, prompt[i + 1]);
+    EXPECT_EQ(lp[i].logprob, want.logprob) << i;
+    EXPECT_EQ(lp[i].top_logprobs, want.top_logprobs) << i;
+    EXPECT_LE(lp[i].logprob, 0.0f);
+  }
+  EXPECT_EQ(out[0].tokens, reference_generate(model, prompt, 3, greedy()).tokens);
+  EXPECT_TRUE(events[1].prompt_logprobs.empty());
+}
+
+TEST(Engine, SampledLogprobsAreReported) {
+  FakeModel model;
+  auto engine = Engine::create(model, fake_config(model, 64));
+  ASSERT_TRUE(engine.is_ok());
+  SamplingParams sp = greedy();
+  sp.n_logprobs = 3;
+  std::vector<EngineEvent> events;
+  collect(**(*engine)->submit(make_request({1, 2, 3}, 4, sp)), &events);
+  ASSERT_EQ(events.size(), 4u);
+  for (const EngineEvent& e : events) {
+    ASSERT_EQ(e.top_logprobs.size(), 3u);
+    EXPECT_EQ(e.top_logprobs[0].first, e.token);  // greedy: the best is the one taken
+    EXPECT_FLOAT_EQ(e.top_logprobs[0].second, e.logprob);
+  }
+}
+
+TEST(Engine, ShutdownAbortsOutstandingRequests) {
+  FakeModel model;
+  model.set_step_delay(std::chrono::milliseconds(2));
+  std::shared_ptr<RequestStream> stream;
+  {
+    auto engine = Engine::create(model, fake_config(model, 1024));
+    ASSERT_TRUE(engine.is_ok());
+    stream = *(*engine)->submit(make_request({1, 2, 3}, 4000, greedy()));
+  }
+  auto out = collect(*stream);
+  EXPECT_EQ(out[0].finish, FinishReason::kAbort);
+  EXPECT_TRUE(stream->done());
+}
+
+TEST(Engine, ManyClientThreads) {
+  FakeModel model;
+  auto engine = Engine::create(model, fake_config(model, 128, 32));
+  ASSERT_TRUE(engine.is_ok());
+  std::vector<std::thread> clients;
+  std::atomic<int> mismatches{0};
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < 6; ++i) {
+        const std::vector<int32_t> prompt = {c, i, c + i, 7};
+        auto s = (*engine)->submit(make_request(prompt, 8, greedy()));
+        if (!s.is_ok()) {
+          ++mismatches;
+          continue;
+        }
+        if (i == 5) (*engine)->abort((*s)->id());
+        auto out = collect(**s);
+        if (i < 5 && out[0].tokens.size() != 8) ++mismatches;
+        (*engine)->stats();
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+}  // namespace
+}  // namespace omnibus

@@ -1,0 +1,81 @@
+// Helpers shared by the engine tests (tests only): a reference generator that
+// runs one request alone through SequenceRunner, and a collector that drains a
+// RequestStream.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "model/sequence_runner.h"
+
+namespace omnibus {
+
+struct SeqResult {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // row each token was sampled from
+  FinishReason finish = FinishReason::kNone;
+};
+
+// One sequence, alone, through the single-sequence baseline: sampled with a
+// Sampler like the engine's, max_tokens tokens, no stop conditions.
+inline SeqResult reference_generate(Model& model, const std::vector<int32_t>& prompt,
+                                    int32_t max_tokens, const SamplingParams& params,
+                                    DType kv_dtype = DType::F32) {
+  const int32_t n_vocab = model.config().n_vocab;
+  auto runner = SequenceRunner::create(model, int(prompt.size()) + max_tokens, kv_dtype, 16);
+  EXPECT_TRUE(runner.is_ok());
+  Sampler sampler(params, n_vocab);
+  SeqResult r;
+  auto logits = (*runner)->eval(prompt);
+  for (int32_t i = 0; i < max_tokens; ++i) {
+    EXPECT_TRUE(logits.is_ok());
+    r.logits.emplace_back(logits->begin(), logits->end());
+    std::vector<float> scratch = r.logits.back();
+    const int32_t t = sampler.sample(scratch.data(), prompt, r.tokens).id;
+    r.tokens.push_back(t);
+    if (i + 1 < max_tokens) logits = (*runner)->eval(std::span<const int32_t>(&t, 1));
+  }
+  r.finish = FinishReason::kLength;
+  return r;
+}
+
+// Drains a stream until its final event; results by sequence index.
+inline std::map<int32_t, SeqResult> collect(RequestStream& stream,
+                                            std::vector<EngineEvent>* events = nullptr) {
+  std::map<int32_t, SeqResult> out;
+  for (;;) {
+    std::optional<EngineEvent> e = stream.pop(std::chrono::seconds(60));
+    if (!e) {
+      ADD_FAILURE() << "no event within 60 s";
+      return out;
+    }
+    SeqResult& r = out[e->seq_index];
+    if (e->token >= 0) r.tokens.push_back(e->token);
+    if (e->finish != FinishReason::kNone) r.finish = e->finish;
+    const bool final = e->final;
+    if (events) events->push_back(std::move(*e));
+    if (final) return out;
+  }
+}
+
+inline SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
+inline SamplingParams seeded(uint64_t seed, float temperature = 1.0f) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.seed = seed;
+  p.has_seed = true;
+  return p;
+}
+
+}  // namespace omnibus

@@ -1,0 +1,68 @@
+// Request and EngineEvent: what goes into the engine and what comes out.
+//
+// A Request is token ids plus generation rules; text, chat templates and stop
+// strings are the server's business (it detokenizes the events and calls
+// Engine::abort when a stop string appears). An EngineEvent is one sampled
+// token of one of the request's n sequences, or a sequence's end.
+//
+// Thread-safety: values.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace omnibus {
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, non-empty
+  SamplingParams sampling;      // sampling.n_logprobs: alternatives per output token
+  int32_t max_tokens = 16;      // >= 1; prompt + max_tokens <= the engine's max_model_len
+  int32_t min_tokens = 0;       // EOG and stop_token_ids are suppressed until reached
+  std::vector<int32_t> stop_token_ids;  // end the sequence (finish reason kStop)
+  bool ignore_eos = false;      // do not stop on end-of-generation tokens
+  int32_t n = 1;                // parallel completions sharing the prompt's KV blocks;
+                                // with a seed, sequence i uses seed + i
+  int32_t priority = 0;         // lower runs first (ties: first come, first served)
+  int32_t prompt_logprobs = -1;  // -1: none; k >= 0: logprob of every prompt token
+                                 // (from the second on) plus the top k alternatives
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "abort"
+
+// The logprob of one prompt token given the tokens before it.
+struct PromptLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // (id, logprob), best first
+};
+
+struct EngineEvent {
+  using Clock = std::chrono::steady_clock;
+
+  int32_t seq_index = 0;  // which of the request's n sequences
+  int32_t token = -1;     // the sampled token; -1 for an event without one (abort)
+  float logprob = 0.0f;   // raw log-softmax of the sampled token
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // [sampling.n_logprobs]
+  // kNone while the sequence goes on. kStop: `token` is the EOG or stop token
+  // that ended it (the server does not print it); kLength: max_tokens reached;
+  // kAbort: aborted (token == -1).
+  FinishReason finish = FinishReason::kNone;
+  bool final = false;  // the request's last event: every sequence has finished
+
+  int32_t n_prompt_tokens = 0;
+  int32_t n_cached_tokens = 0;  // prompt tokens served from the prefix cache (0 for now)
+  int32_t n_output_tokens = 0;  // this sequence's tokens so far, this one included
+
+  // Only in sequence 0's first token event, when the request asked for it:
+  // entries for prompt positions 1 .. n_prompt_tokens - 1.
+  std::vector<PromptLogprob> prompt_logprobs;
+
+  Clock::time_point time;  // when the engine step that produced it finished
+};
+
+}  // namespace omnibus

@@ -1,0 +1,45 @@
+#include "engine/request_stream.h"
+
+namespace omnibus {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+  }
+  return "";
+}
+
+std::optional<EngineEvent> RequestStream::pop(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return std::nullopt;
+  EngineEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+std::optional<EngineEvent> RequestStream::try_pop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (events_.empty()) return std::nullopt;
+  EngineEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+bool RequestStream::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void RequestStream::push(EngineEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = done_ || event.final;
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+}  // namespace omnibus

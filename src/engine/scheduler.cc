@@ -1,0 +1,145 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "util/check.h"
+
+namespace omnibus {
+namespace {
+
+// Waiting order: priority, then arrival, then completion index.
+bool runs_before(const Sequence* a, const Sequence* b) {
+  return std::tie(a->priority, a->arrival, a->index) < std::tie(b->priority, b->arrival, b->index);
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(config), kv_(kv) {
+  OMNIBUS_CHECK(config.max_num_seqs >= 1 && config.max_num_batched_tokens >= 1);
+  running_.reserve(size_t(config.max_num_seqs));
+  plan_.seqs.reserve(size_t(config.max_num_seqs));
+}
+
+void Scheduler::enqueue_waiting(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, runs_before), seq);
+}
+
+void Scheduler::add(Sequence* seq) {
+  OMNIBUS_CHECK(seq->kv_seq < 0 && seq->num_computed_tokens == 0);
+  enqueue_waiting(seq);
+}
+
+void Scheduler::add_running(Sequence* seq) {
+  OMNIBUS_CHECK(seq->kv_seq >= 0 && kv_.n_tokens(seq->kv_seq) == seq->num_computed_tokens);
+  seq->status = SeqStatus::kRunning;
+  seq->admitted = ++n_admitted_;
+  running_.push_back(seq);
+}
+
+void Scheduler::finish(Sequence* seq) {
+  if (seq->status == SeqStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else if (seq->status == SeqStatus::kWaiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    OMNIBUS_CHECK(it != waiting_.end());
+    waiting_.erase(it);
+  }
+  if (seq->kv_seq >= 0) kv_.free(seq->kv_seq);
+  seq->kv_seq = -1;
+  seq->status = SeqStatus::kFinished;
+}
+
+Sequence* Scheduler::pick_victim() const {
+  Sequence* victim = nullptr;
+  for (Sequence* s : running_) {
+    if (s->status != SeqStatus::kRunning || s->scheduled_step == step_) continue;
+    if (victim == nullptr ||
+        std::tie(s->priority, s->admitted) > std::tie(victim->priority, victim->admitted)) {
+      victim = s;
+    }
+  }
+  return victim;
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  kv_.free(seq->kv_seq);
+  seq->kv_seq = -1;
+  seq->num_computed_tokens = 0;
+  enqueue_waiting(seq);  // status kWaiting; removed from running_ after planning
+  ++plan_.n_preempted;
+  ++n_preemptions_;
+}
+
+bool Scheduler::allocate_or_preempt(Sequence* seq, int32_t n_new) {
+  while (!kv_.allocate_slots(seq->kv_seq, n_new, plan_.copies)) {
+    Sequence* victim = pick_victim();
+    OMNIBUS_CHECK(victim != nullptr);  // at least `seq` itself is a candidate
+    preempt(victim);
+    if (victim == seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::schedule_running(bool decodes) {
+  for (Sequence* seq : running_) {
+    if (budget_ == 0) return;
+    if (seq->status != SeqStatus::kRunning || seq->scheduled_step == step_) continue;
+    const int32_t remaining = seq->num_tokens() - seq->num_computed_tokens;
+    OMNIBUS_DCHECK(remaining >= 1);
+    if ((remaining == 1) != decodes) continue;
+    const int32_t n = std::min(remaining, budget_);
+    if (!allocate_or_preempt(seq, n)) continue;
+    seq->scheduled_step = step_;
+    plan_.seqs.push_back(ScheduledSeq{seq, n});
+    plan_.n_tokens += n;
+    budget_ -= n;
+  }
+}
+
+void Scheduler::admit_waiting() {
+  // Keep ~1% of the pool free when admitting, so that running sequences can
+  // grow for a while before anything must be preempted (vLLM's watermark).
+  const int32_t watermark = running_.empty() ? 0 : kv_.n_blocks() / 100;
+  while (!waiting_.empty() && budget_ > 0 && int32_t(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    OMNIBUS_DCHECK(seq->kv_seq < 0 && seq->num_computed_tokens == 0);
+    const int32_t n = std::min(seq->num_tokens(), budget_);
+    const int32_t kv_seq = kv_.add_seq();
+    if (kv_.num_blocks_needed(kv_seq, n) + watermark > kv_.n_free_blocks()) {
+      kv_.free(kv_seq);
+      return;
+    }
+    OMNIBUS_CHECK(kv_.allocate_slots(kv_seq, n, plan_.copies));
+    waiting_.erase(waiting_.begin());
+    seq->kv_seq = kv_seq;
+    seq->status = SeqStatus::kRunning;
+    seq->admitted = ++n_admitted_;
+    seq->scheduled_step = step_;
+    running_.push_back(seq);
+    plan_.seqs.push_back(ScheduledSeq{seq, n});
+    plan_.n_tokens += n;
+    budget_ -= n;
+  }
+}
+
+const StepPlan& Scheduler::schedule() {
+  ++step_;
+  plan_.seqs.clear();
+  plan_.copies.clear();
+  plan_.n_tokens = 0;
+  plan_.n_preempted = 0;
+  budget_ = config_.max_num_batched_tokens;
+
+  schedule_running(/*decodes=*/true);
+  schedule_running(/*decodes=*/false);
+  if (plan_.n_preempted > 0) {
+    std::erase_if(running_, [](const Sequence* s) { return s->status != SeqStatus::kRunning; });
+  } else {
+    admit_waiting();
+  }
+  return plan_;
+}
+
+}  // namespace omnibus

@@ -1,0 +1,94 @@
+// Scheduler: decides, every engine step, which sequences run and how many of
+// their tokens (iteration-level scheduling, Orca; chunked prefill, Sarathi).
+//
+// Each step has a token budget (max_num_batched_tokens) and a cap on running
+// sequences (max_num_seqs). Order within a step:
+//   1. running sequences that decode (one token left to compute), oldest first;
+//   2. running sequences in the middle of a prompt, a chunk of it each;
+//   3. waiting sequences, by (priority, arrival), admitted while the budget,
+//      the sequence cap and free blocks allow (not in a step that preempted).
+// When a running sequence cannot get blocks, the running sequence admitted
+// last (or of the lowest priority: largest `priority` value) that is not yet
+// scheduled this step is preempted: its blocks are freed, num_computed_tokens
+// reset to 0, and it waits to be recomputed. It may be the sequence itself.
+//
+// The scheduler talks to the cache only through KvCacheManager's
+// add_seq / can_allocate / allocate_slots / free / fork.
+//
+// After schedule(), the caller applies plan.copies (KvStorage::copy_block),
+// runs the model, then adds each entry's n_tokens to its sequence's
+// num_computed_tokens. finish() removes a sequence (stop, length, abort).
+//
+// Thread-safety: none; the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+
+namespace omnibus {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 512;
+};
+
+struct ScheduledSeq {
+  Sequence* seq;
+  int32_t n_tokens;  // tokens computed this step, from seq->num_computed_tokens
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;  // decodes first, then chunks, then new admissions
+  std::vector<BlockCopy> copies;   // copy-on-write to apply before the forward pass
+  int32_t n_tokens = 0;            // sum of seqs[].n_tokens <= max_num_batched_tokens
+  int32_t n_preempted = 0;         // sequences preempted while planning this step
+};
+
+class Scheduler {
+ public:
+  // REQUIRES: both limits >= 1.
+  Scheduler(SchedulerConfig config, KvCacheManager& kv);
+
+  // A new sequence without blocks joins the waiting queue.
+  void add(Sequence* seq);
+  // A forked sequence that already holds blocks (kv_seq set) and has computed
+  // its prompt joins the running set directly.
+  void add_running(Sequence* seq);
+  // Removes the sequence, frees its blocks; status becomes kFinished.
+  void finish(Sequence* seq);
+
+  // Plans the next step. The plan stays valid until the next call.
+  const StepPlan& schedule();
+
+  int32_t n_running() const { return int32_t(running_.size()); }
+  int32_t n_waiting() const { return int32_t(waiting_.size()); }
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  uint64_t n_preemptions() const { return n_preemptions_; }
+
+ private:
+  void schedule_running(bool decodes);
+  void admit_waiting();
+  // Makes room for `seq` to get n_new slots, preempting others (or itself).
+  // Returns false if `seq` itself was preempted.
+  bool allocate_or_preempt(Sequence* seq, int32_t n_new);
+  Sequence* pick_victim() const;
+  void preempt(Sequence* seq);
+  void enqueue_waiting(Sequence* seq);
+
+  // Constant after construction.
+  const SchedulerConfig config_;
+  KvCacheManager& kv_;
+
+  std::vector<Sequence*> running_;  // admission order
+  std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, index)
+  StepPlan plan_;
+  int32_t budget_ = 0;
+  uint64_t step_ = 0;
+  uint64_t n_admitted_ = 0;
+  uint64_t n_preemptions_ = 0;
+};
+
+}  // namespace omnibus

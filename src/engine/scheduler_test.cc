@@ -1,0 +1,186 @@
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+namespace omnibus {
+namespace {
+
+// Drives a Scheduler the way the engine does, without a model: after each
+// step the scheduled tokens count as computed and a sequence that caught up
+// "samples" token 7, finishing after max_tokens.
+struct Harness {
+  Harness(int32_t n_blocks, int32_t block_size, SchedulerConfig config)
+      : kv(n_blocks, block_size), scheduler(config, kv) {}
+
+  Sequence* add(int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
+    prompts.push_back(std::make_unique<std::vector<int32_t>>(size_t(prompt_len), 1));
+    auto seq = std::make_unique<Sequence>();
+    seq->prompt = prompts.back().get();
+    seq->priority = priority;
+    seq->arrival = seqs.size();
+    max_tokens_of.push_back(max_tokens);
+    seqs.push_back(std::move(seq));
+    scheduler.add(seqs.back().get());
+    return seqs.back().get();
+  }
+
+  const StepPlan& step() {
+    const StepPlan& plan = scheduler.schedule();
+    for (const ScheduledSeq& s : plan.seqs) {
+      EXPECT_EQ(kv.n_tokens(s.seq->kv_seq), s.seq->num_computed_tokens + s.n_tokens);
+    }
+    kv.check_integrity();
+    for (const ScheduledSeq& s : plan.seqs) {
+      Sequence* seq = s.seq;
+      seq->num_computed_tokens += s.n_tokens;
+      if (seq->num_computed_tokens < seq->num_tokens()) continue;
+      seq->output.push_back(7);
+      if (int32_t(seq->output.size()) >= max_tokens_of[size_t(seq->arrival)]) {
+        scheduler.finish(seq);
+        ++n_finished;
+      }
+    }
+    return plan;
+  }
+
+  KvCacheManager kv;
+  Scheduler scheduler;
+  std::vector<std::unique_ptr<std::vector<int32_t>>> prompts;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<int32_t> max_tokens_of;
+  int n_finished = 0;
+};
+
+TEST(Scheduler, ChunksPromptsWithinTheTokenBudget) {
+  Harness h(64, 4, SchedulerConfig{8, 16});
+  Sequence* a = h.add(40, 3);
+  Sequence* b = h.add(10, 3);
+  const StepPlan& p1 = h.step();
+  ASSERT_EQ(p1.seqs.size(), 1u);  // a's first chunk takes the whole budget
+  EXPECT_EQ(p1.seqs[0].seq, a);
+  EXPECT_EQ(p1.seqs[0].n_tokens, 16);
+  const StepPlan& p2 = h.step();
+  ASSERT_EQ(p2.seqs.size(), 1u);
+  EXPECT_EQ(p2.seqs[0].n_tokens, 16);
+  const StepPlan& p3 = h.step();  // a's last 8, then b's first 8
+  ASSERT_EQ(p3.seqs.size(), 2u);
+  EXPECT_EQ(p3.seqs[0].seq, a);
+  EXPECT_EQ(p3.seqs[0].n_tokens, 8);
+  EXPECT_EQ(p3.seqs[1].seq, b);
+  EXPECT_EQ(p3.seqs[1].n_tokens, 8);
+  EXPECT_EQ(a->output.size(), 1u);  // a sampled its first token
+  const StepPlan& p4 = h.step();    // a decodes first, then b's last 2
+  ASSERT_EQ(p4.seqs.size(), 2u);
+  EXPECT_EQ(p4.seqs[0].seq, a);
+  EXPECT_EQ(p4.seqs[0].n_tokens, 1);
+  EXPECT_EQ(p4.seqs[1].seq, b);
+  EXPECT_EQ(p4.seqs[1].n_tokens, 2);
+  while (h.scheduler.has_work()) h.step();
+  EXPECT_EQ(h.n_finished, 2);
+  EXPECT_EQ(h.kv.n_used_blocks(), 0);
+  h.kv.check_integrity();
+}
+
+TEST(Scheduler, DecodesRunBeforePromptChunks) {
+  Harness h(64, 4, SchedulerConfig{8, 4});
+  Sequence* a = h.add(2, 10);
+  h.step();  // a's prompt, first token
+  Sequence* b = h.add(12, 2);
+  for (int i = 0; i < 3; ++i) {
+    const StepPlan& p = h.step();
+    ASSERT_GE(p.seqs.size(), 1u);
+    EXPECT_EQ(p.seqs[0].seq, a);  // a's decode is never starved by b's prompt
+    EXPECT_EQ(p.seqs[0].n_tokens, 1);
+    EXPECT_LE(p.n_tokens, 4);
+  }
+  EXPECT_GT(b->num_computed_tokens, 0);
+}
+
+TEST(Scheduler, RespectsMaxNumSeqs) {
+  Harness h(64, 4, SchedulerConfig{2, 64});
+  for (int i = 0; i < 5; ++i) h.add(3, 4);
+  const StepPlan& p = h.step();
+  EXPECT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(h.scheduler.n_running(), 2);
+  EXPECT_EQ(h.scheduler.n_waiting(), 3);
+  while (h.scheduler.has_work()) {
+    EXPECT_LE(h.step().seqs.size(), 2u);
+  }
+  EXPECT_EQ(h.n_finished, 5);
+}
+
+TEST(Scheduler, AdmitsByPriorityThenArrival) {
+  Harness h(64, 4, SchedulerConfig{1, 64});
+  Sequence* low = h.add(3, 1, /*priority=*/5);
+  Sequence* high = h.add(3, 1, /*priority=*/-1);
+  Sequence* mid = h.add(3, 1, /*priority=*/0);
+  Sequence* mid2 = h.add(3, 1, /*priority=*/0);
+  std::vector<Sequence*> order;
+  while (h.scheduler.has_work()) order.push_back(h.step().seqs.at(0).seq);
+  EXPECT_EQ(order, (std::vector<Sequence*>{high, mid, mid2, low}));
+}
+
+TEST(Scheduler, PreemptsTheLatestAdmittedAndRecomputesIt) {
+  // 6 blocks of 4 slots = 24 slots; three sequences growing to 12 tokens each.
+  Harness h(6, 4, SchedulerConfig{8, 64});
+  Sequence* a = h.add(4, 8);
+  Sequence* b = h.add(4, 8);
+  Sequence* c = h.add(4, 8);
+  bool saw_c_preempted = false;
+  int steps = 0;
+  while (h.scheduler.has_work() && ++steps < 200) {
+    const StepPlan& p = h.step();
+    if (p.n_preempted > 0 && c->status == SeqStatus::kWaiting) {
+      saw_c_preempted = true;
+      EXPECT_EQ(c->num_computed_tokens, 0);
+      EXPECT_EQ(c->kv_seq, -1);
+      EXPECT_NE(a->status, SeqStatus::kWaiting);  // the oldest is never the victim here
+    }
+  }
+  EXPECT_TRUE(saw_c_preempted);
+  EXPECT_GT(h.scheduler.n_preemptions(), 0u);
+  EXPECT_EQ(h.n_finished, 3);
+  EXPECT_EQ(a->output.size(), 8u);
+  EXPECT_EQ(b->output.size(), 8u);
+  EXPECT_EQ(c->output.size(), 8u);
+  EXPECT_EQ(h.kv.n_used_blocks(), 0);
+}
+
+TEST(Scheduler, PreemptsLowestPriorityFirst) {
+  Harness h(6, 4, SchedulerConfig{8, 64});
+  Sequence* urgent = h.add(4, 8, /*priority=*/-1);
+  Sequence* relaxed = h.add(4, 8, /*priority=*/3);
+  Sequence* normal = h.add(4, 8, /*priority=*/0);
+  std::vector<Sequence*> preempted;
+  while (h.scheduler.has_work()) {
+    h.step();
+    for (Sequence* s : {urgent, relaxed, normal}) {
+      if (s->status == SeqStatus::kWaiting && s->output.size() > 0 &&
+          (preempted.empty() || preempted.back() != s)) {
+        preempted.push_back(s);
+      }
+    }
+  }
+  ASSERT_FALSE(preempted.empty());
+  EXPECT_EQ(preempted.front(), relaxed);
+  EXPECT_EQ(h.n_finished, 3);
+}
+
+TEST(Scheduler, FinishReturnsBlocksImmediately) {
+  Harness h(16, 4, SchedulerConfig{8, 64});
+  Sequence* a = h.add(10, 100);
+  h.step();
+  EXPECT_EQ(h.kv.n_used_blocks(), 3);
+  h.scheduler.finish(a);  // abort
+  EXPECT_EQ(h.kv.n_used_blocks(), 0);
+  EXPECT_FALSE(h.scheduler.has_work());
+  Sequence* b = h.add(10, 100);
+  h.scheduler.finish(b);  // abort while waiting
+  EXPECT_FALSE(h.scheduler.has_work());
+  h.kv.check_integrity();
+}
+
+}  // namespace
+}  // namespace omnibus

@@ -1,0 +1,61 @@
+// Sequence: the state of one completion stream — pure data, no behaviour
+// beyond token lookup (nano-vllm's sequence.py). A request with n > 1 has n
+// sequences sharing its prompt.
+//
+// Token ranges of a sequence, as the scheduler sees them (vLLM v1: there is no
+// prefill or decode phase, num_computed_tokens just catches up with num_tokens):
+//
+//   |<------------------- num_tokens() = prompt + output ------------------->|
+//   |<-------- num_computed_tokens: K/V in the cache -------->|<- to compute ->|
+//   |<----- this step: chunk of n_new ----->|   (n_new <= budget)
+//
+//   - after schedule(): the KV table covers num_computed_tokens + n_new slots;
+//   - after the step:   num_computed_tokens += n_new; when it reaches
+//     num_tokens(), the last row's logits give the next token, which is
+//     appended to `output` (so num_tokens() - num_computed_tokens == 1: a
+//     "decode" is a chunk of one);
+//   - preemption frees every block and sets num_computed_tokens = 0; prompt and
+//     output so far are recomputed later, as one long "prompt".
+//
+// Thread-safety: owned and touched by the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace omnibus {
+
+struct RequestState;  // engine.cc: the request a sequence belongs to
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  // Constant after construction.
+  RequestState* request = nullptr;
+  int32_t index = 0;                           // which of the request's n completions
+  const std::vector<int32_t>* prompt = nullptr;  // shared by the request's sequences
+  int32_t priority = 0;                        // lower runs first
+  uint64_t arrival = 0;                        // submit order (FCFS)
+
+  // Scheduler state.
+  SeqStatus status = SeqStatus::kWaiting;
+  int32_t num_computed_tokens = 0;
+  int32_t kv_seq = -1;          // KvCacheManager id while it holds blocks, else -1
+  uint64_t admitted = 0;        // admission order; the latest admitted is preempted first
+  uint64_t scheduled_step = 0;  // last step that scheduled it
+
+  // Generation state.
+  std::vector<int32_t> output;
+  std::optional<Sampler> sampler;
+
+  int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
+  int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }
+  int32_t token_at(int32_t i) const {
+    return i < num_prompt_tokens() ? (*prompt)[size_t(i)] : output[size_t(i - num_prompt_tokens())];
+  }
+};
+
+}  // namespace omnibus
