@@ -20,6 +20,9 @@ namespace {
 // long the caller spins for stragglers before it starts yielding its core.
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 
+constexpr uint64_t kClosed = uint64_t{1} << 31;
+constexpr uint64_t kJoinedMask = kClosed - 1;
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -40,13 +43,18 @@ struct ThreadPool::Impl {
   std::vector<std::thread> workers;  // n_threads - 1 OS threads (ids 1..n-1)
 
   // The current job. Written by the caller only while no worker is inside a
-  // job (pending == 0), published by the release increment of `generation`.
+  // job (see members), published by the release store of `generation`.
   const std::function<void(int64_t, int)>* fn = nullptr;
   int64_t n_tasks = 0;
 
   alignas(64) std::atomic<int64_t> next_task{0};
   alignas(64) std::atomic<uint64_t> generation{0};
-  alignas(64) std::atomic<int> pending{0};  // workers yet to finish this job
+  // Who is inside the current job: generation << 32 | kClosed | n_joined.
+  // A worker joins (n_joined + 1) only while the job is open and current; the
+  // caller closes it once every task has been claimed and then waits for the
+  // joined workers alone, so a worker that is asleep or descheduled never
+  // delays a job it did not take part in.
+  alignas(64) std::atomic<uint64_t> members{0};
   alignas(64) std::atomic<bool> busy{false};  // a parallel_for is in progress
   std::atomic<bool> stop{false};
 
@@ -93,8 +101,19 @@ struct ThreadPool::Impl {
       const uint64_t g = wait_for_job(seen);
       if (g == seen) return;  // stop
       seen = g;
+      if (!try_join(g)) continue;  // the caller already finished this job
       run_tasks(thread);
-      pending.fetch_sub(1, std::memory_order_acq_rel);
+      members.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  bool try_join(uint64_t g) {
+    uint64_t m = members.load(std::memory_order_acquire);
+    for (;;) {
+      if ((m >> 32) != (g & 0xffffffffu) || (m & kClosed)) return false;
+      if (members.compare_exchange_weak(m, m + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        return true;
+      }
     }
   }
 
@@ -144,15 +163,18 @@ void ThreadPool::parallel_for(int64_t n_tasks,
   s.fn = &fn;
   s.n_tasks = n_tasks;
   s.next_task.store(0, std::memory_order_relaxed);
-  s.pending.store(s.n_threads - 1, std::memory_order_relaxed);
-  s.generation.fetch_add(1, std::memory_order_seq_cst);  // publishes the job
+  const uint64_t g = s.generation.load(std::memory_order_relaxed) + 1;
+  s.members.store((g & 0xffffffffu) << 32, std::memory_order_relaxed);
+  s.generation.store(g, std::memory_order_seq_cst);  // publishes the job
   s.wake_sleepers();
 
   s.run_tasks(0);
 
-  // Join: wait until every worker has left the job.
+  // Every task is claimed: close the job to late workers, then wait for the
+  // ones that joined to finish their last task.
+  s.members.fetch_or(kClosed, std::memory_order_acq_rel);
   const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
-  for (int i = 0; s.pending.load(std::memory_order_acquire) != 0; ++i) {
+  for (int i = 0; (s.members.load(std::memory_order_acquire) & kJoinedMask) != 0; ++i) {
     if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) {
       std::this_thread::yield();
     } else {

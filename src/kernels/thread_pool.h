@@ -5,9 +5,12 @@
 // variable, so an idle server burns no CPU.
 //
 // Protocol (thread_pool.cc): a job is published by bumping a generation
-// counter; every worker (and the caller) takes task indices from one atomic
-// counter until it runs past n_tasks, then reports done. parallel_for returns
-// once every worker has reported, so nothing of the job outlives the call.
+// counter; a worker that sees it joins the job (unless the caller has already
+// closed it) and takes task indices from one atomic counter until it runs
+// past n_tasks. The caller runs tasks too; once all are claimed it closes the
+// job and waits only for the workers that joined. So a descheduled or sleeping
+// worker never delays a job it took no part in, and nothing of the job
+// outlives the call.
 //
 // Thread-safety: parallel_for may be called from one thread at a time (the
 // engine thread owns the pool; a concurrent call from a second thread is an
