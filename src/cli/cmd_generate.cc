@@ -83,7 +83,7 @@ int run_generate(GenerateOptions& o) {
   Sampler sampler(o.sampling, n_vocab);
   StreamDecoder decoder(*m->tokenizer, o.show_special);
   std::vector<int32_t> output;
-  std::vector<float> logits(size_t(n_vocab));
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
 
   const auto t0 = Clock::now();
   StatusOr<std::span<const float>> l = (*runner)->eval(prompt);

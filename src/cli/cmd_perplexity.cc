@@ -79,7 +79,7 @@ int run_perplexity(const PerplexityOptions& o) {
   double nll = 0;
   int64_t count = 0;
   ProgressBar bar("evaluating", uint64_t(n_chunks), "chunks");
-  std::vector<int32_t> chunk(size_t(n_ctx));
+  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
   for (int c = 0; c < n_chunks; ++c) {
     std::copy(tokens.begin() + int64_t(c) * n_ctx, tokens.begin() + int64_t(c + 1) * n_ctx,
               chunk.begin());
