@@ -6,7 +6,7 @@
 #
 # Idempotent: reconfigures only when build-fuzz has no CMake cache, rebuilds
 # incrementally. Exits non-zero when the fuzzer finds a crash, leak, sanitizer
-# report or timeout; the reproducer is left in fuzz/crashes/ (copy it into
+# report or timeout; the reproducer is left in fuzz/corpus-run/crashes/ (copy it into
 # fuzz/corpus/gguf/ once fixed, so src/gguf/gguf_corpus_test.cc keeps it).
 # Env: JOBS (build parallelism, default 2), FUZZ_EXTRA_ARGS (extra libFuzzer flags).
 set -euo pipefail
@@ -16,7 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
 seeds="$root/fuzz/corpus/gguf"
 work="$root/fuzz/corpus-run/gguf"      # git-ignored working corpus
-crashes="$root/fuzz/crashes"
+crashes="$root/fuzz/corpus-run/crashes"  # git-ignored
 
 command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ not found" >&2; exit 2; }
 
