@@ -75,6 +75,74 @@ struct QueryState {
   int32_t lo, hi;  // visible positions [lo, hi)
 };
 
+// dot8 for two queries at once, sharing each K load: lane r of out0/out1 is
+// bit-identical to dot8(q0 / q1, rows). Rows in two halves of 4 to keep the
+// accumulators in registers.
+template <typename T>
+inline void dot8x2(const float* q0, const float* q1, const T* const rows[8], int hd, float* out0, float* out1) {
+  __m256 acc0[8], acc1[8];
+  for (int half = 0; half < 8; half += 4) {
+    __m256 a0[4], a1[4];
+    for (int r = 0; r < 4; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 qv0 = _mm256_loadu_ps(q0 + d);
+      const __m256 qv1 = _mm256_loadu_ps(q1 + d);
+      for (int r = 0; r < 4; ++r) {
+        const __m256 kv = load8(rows[half + r] + d);
+        a0[r] = _mm256_fmadd_ps(qv0, kv, a0[r]);
+        a1[r] = _mm256_fmadd_ps(qv1, kv, a1[r]);
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      acc0[half + r] = a0[r];
+      acc1[half + r] = a1[r];
+    }
+  }
+  _mm256_store_ps(out0, transpose_sum8(acc0));
+  _mm256_store_ps(out1, transpose_sum8(acc1));
+}
+
+// One online-softmax step of a query over the tile's visible keys [a, b):
+// dots holds their raw q.k (other lanes are ignored).
+template <typename T>
+inline void softmax_update(QueryState& st, float* dots, int a, int b, const AttentionParams& p, float* acc,
+                           const T* const* vrows, int hd) {
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  const __m256 vscale = _mm256_set1_ps(p.scale);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 vmax = neg_inf;
+  for (int g = 0; g < kAttnTile; g += 8) {
+    __m256 x = neg_inf;
+    if (!(g + 8 <= a || g >= b)) {
+      x = _mm256_mul_ps(_mm256_load_ps(dots + g), vscale);
+      if (p.softcap > 0.f) {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, x);
+        for (float& v : tmp) v = p.softcap * std::tanh(v / p.softcap);
+        x = _mm256_load_ps(tmp);
+      }
+      // keep lanes g + r in [a, b)
+      const __m256i in = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(a - g), lane),
+                                             _mm256_cmpgt_epi32(_mm256_set1_epi32(b - g), lane));
+      x = _mm256_blendv_ps(neg_inf, x, _mm256_castsi256_ps(in));
+    }
+    _mm256_store_ps(dots + g, x);
+    vmax = _mm256_max_ps(vmax, x);
+  }
+  const float m_new = std::max(st.m, avx2::hmax_ps(vmax));
+  const float alpha = std::exp(st.m - m_new);
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int g = 0; g < kAttnTile; g += 8) {
+    const __m256 e = avx2::exp_ps(_mm256_sub_ps(_mm256_load_ps(dots + g), vm));  // masked: 0
+    _mm256_store_ps(dots + g, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  st.l = st.l * alpha + avx2::hsum_ps(vsum);
+  st.m = m_new;
+  pv_update(acc, alpha, dots, vrows, a, b, hd);
+}
+
 template <typename T>
 void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
                const AttnTask& t, float* out) {
@@ -106,9 +174,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
 
   const T* krows[kAttnTile];
   const T* vrows[kAttnTile];
-  alignas(32) float sc[kAttnTile];
-  const __m256 vscale = _mm256_set1_ps(p.scale);
-  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  alignas(32) float dots[2][kAttnTile];
   const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
   const int64_t block_stride = kv.n_kv_heads * head_stride;
 
@@ -120,45 +186,31 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
       krows[j - base] = kpool + off;
       vrows[j - base] = vpool + off;
     }
-    for (int qi = 0; qi < n_q; ++qi) {
-      QueryState& st = qs[qi];
-      const int a = std::max(st.lo, base) - base, b = std::min(st.hi, base + kAttnTile) - base;
-      if (a >= b) continue;
-      // scores; lanes outside [a, b) are -inf
-      __m256 vmax = neg_inf;
+    // Queries with the same visible range in this tile (the heads of one
+    // token, always) share their K loads in pairs; each query's arithmetic
+    // is the same either way.
+    for (int qi = 0; qi < n_q;) {
+      const int a = std::max(qs[qi].lo, base) - base, b = std::min(qs[qi].hi, base + kAttnTile) - base;
+      if (a >= b) {
+        ++qi;
+        continue;
+      }
+      const bool pair = qi + 1 < n_q && std::max(qs[qi + 1].lo, base) - base == a &&
+                        std::min(qs[qi + 1].hi, base + kAttnTile) - base == b;
       for (int g = 0; g < kAttnTile; g += 8) {
-        __m256 x;
-        if (g + 8 <= a || g >= b) {
-          x = neg_inf;
+        if (g + 8 <= a || g >= b) continue;
+        const T* rows[8];
+        for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? krows[g + r] : zero_row.data();
+        if (pair) {
+          dot8x2(qs[qi].q, qs[qi + 1].q, rows, hd, dots[0] + g, dots[1] + g);
         } else {
-          const T* rows[8];
-          for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? krows[g + r] : zero_row.data();
-          x = _mm256_mul_ps(dot8(st.q, rows, hd), vscale);
-          if (p.softcap > 0.f) {
-            alignas(32) float tmp[8];
-            _mm256_store_ps(tmp, x);
-            for (float& v : tmp) v = p.softcap * std::tanh(v / p.softcap);
-            x = _mm256_load_ps(tmp);
-          }
-          const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(b - g), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                                              _mm256_cmpgt_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32(a - g)));
-          x = _mm256_blendv_ps(neg_inf, x, _mm256_castsi256_ps(in));
+          _mm256_store_ps(dots[0] + g, dot8(qs[qi].q, rows, hd));
         }
-        _mm256_store_ps(sc + g, x);
-        vmax = _mm256_max_ps(vmax, x);
       }
-      const float m_new = std::max(st.m, avx2::hmax_ps(vmax));
-      const float alpha = std::exp(st.m - m_new);
-      const __m256 vm = _mm256_set1_ps(m_new);
-      __m256 vsum = _mm256_setzero_ps();
-      for (int g = 0; g < kAttnTile; g += 8) {
-        const __m256 e = avx2::exp_ps(_mm256_sub_ps(_mm256_load_ps(sc + g), vm));  // masked: 0
-        _mm256_store_ps(sc + g, e);
-        vsum = _mm256_add_ps(vsum, e);
+      for (int k = 0; k <= int{pair}; ++k) {
+        softmax_update(qs[qi + k], dots[k], a, b, p, &acc_buf[static_cast<size_t>(qi + k) * hd], vrows, hd);
       }
-      st.l = st.l * alpha + avx2::hsum_ps(vsum);
-      st.m = m_new;
-      pv_update(&acc_buf[static_cast<size_t>(qi) * hd], alpha, sc, vrows, a, b, hd);
+      qi += 1 + int{pair};
     }
   }
 
