@@ -191,6 +191,14 @@ TEST(GgufCorrupt, DuplicateKeysAndTensorNames) {
   expect_error(t.bytes(), StatusCode::kCorrupt, "tensor 1 ('w'): duplicate tensor name (first used by tensor 0)");
 }
 
+TEST(GgufCorrupt, EmptyKeysAndTensorNames) {
+  expect_error(RawGguf().header(3, 0, 1).kv_u32("", 1).bytes(), StatusCode::kCorrupt,
+               "metadata 0: empty key (at byte 24)");
+  RawGguf t;
+  t.header(3, 1, 0).tensor("", {8}, kF32, 0).pad(32).zeros(32);
+  expect_error(t.bytes(), StatusCode::kCorrupt, "tensor 0: empty tensor name (at byte 24)");
+}
+
 TEST(GgufCorrupt, NamesWithControlBytesAreEscaped) {
   RawGguf k;
   k.header(3, 0, 1).str(std::string_view("a\n\x01", 3)).u32(99);

@@ -205,6 +205,8 @@ TEST(GgufFile, SettingAKeyTwiceReplacesIt) {
   EXPECT_EQ((*r)->metadata().size(), 1u);
   EXPECT_EQ((*r)->get_string("k"), "two");
   EXPECT_TRUE((*r)->tensors().empty());
+  // Without tensors the data section is not padded (as in ggml): 24 + 8+1 + 4 + 8+3.
+  EXPECT_EQ((*r)->data_offset(), 48u);
 }
 
 TEST(GgufFile, OpenMapsTheSameBytesAsFromBytes) {

@@ -21,6 +21,7 @@ TEST(GgufModel, SmolLM2) {
   EXPECT_EQ(f.get_string("general.architecture"), "llama");
   EXPECT_EQ(f.get_int("llama.block_count"), 30);
   EXPECT_EQ(f.get_int("llama.embedding_length"), 576);
+  EXPECT_EQ(f.data_offset(), 1785664u);  // as llama.cpp's gguf_get_data_offset reports
   const GgufTensor* emb = f.find_tensor("token_embd.weight");
   ASSERT_NE(emb, nullptr);
   EXPECT_EQ(emb->type, DType::Q8_0);

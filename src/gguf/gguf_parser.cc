@@ -111,6 +111,7 @@ Status GgufParser::parse_kv(uint64_t i) {
   item_ = fmt::format("metadata {}: ", i);
   std::string_view key;
   OMNIBUS_RETURN_IF_ERROR(read_string(&key, "key"));
+  if (key.empty()) return corrupt(start, "empty key");
   item_ = fmt::format("metadata {} ({}): ", i, name_for_message(key));
   auto [it, inserted] = f_->kv_index_.emplace(key, i);
   if (!inserted) return corrupt(start, "duplicate key (first defined by metadata {})", it->second);
@@ -194,6 +195,7 @@ Status GgufParser::parse_tensor_info(uint64_t i) {
   item_ = fmt::format("tensor {}: ", i);
   std::string_view name;
   OMNIBUS_RETURN_IF_ERROR(read_string(&name, "name"));
+  if (name.empty()) return corrupt(start, "empty tensor name");
   item_ = fmt::format("tensor {} ({}): ", i, name_for_message(name));
   auto [it, inserted] = f_->tensor_index_.emplace(name, i);
   if (!inserted) return corrupt(start, "duplicate tensor name (first used by tensor {})", it->second);
@@ -257,11 +259,14 @@ Status GgufParser::parse_tensor_info(uint64_t i) {
 
 Status GgufParser::place_tensors() {
   const uint64_t a = f_->alignment_;
+  // Like ggml, a file without tensors has its (empty) data section right after
+  // the tensor infos, unpadded; otherwise it starts at the next multiple of a.
+  f_->data_offset_ = pos_;
+  if (f_->tensors_.empty()) return Status::ok();
   // pos_ <= size, so pos_ + a - 1 overflows only for absurd alignments; check anyway.
   uint64_t padded = 0;
   if (__builtin_add_overflow(pos_, a - 1, &padded)) padded = std::numeric_limits<uint64_t>::max();
   f_->data_offset_ = padded / a * a;
-  if (f_->tensors_.empty()) return Status::ok();
   if (f_->data_offset_ > f_->size_) {
     item_ = "data section: ";
     return corrupt(pos_, "starts at byte {} (tensor infos padded to alignment {}), beyond end of file (size {})",
