@@ -4,6 +4,16 @@
 //   omnibus bench -m MODEL --pp 512 --tg 128 --repetitions 3 --json out.json
 //   pp: one prompt of N random tokens from an empty cache, tokens/s;
 //   tg: N tokens generated one decode step at a time from an empty cache, tokens/s.
+//
+// Engine mode (selected by --num-requests): a synthetic serving workload
+// through the same Engine::submit + RequestStream path the server uses:
+//   omnibus bench -m MODEL --num-requests 64 --concurrency 64 --input-len 128
+//                 --output-len 128 --json out.json
+//   --input-len / --output-len: N, or A:B for uniform in [A, B]; random prompt
+//   tokens (seeded), ignore_eos so output lengths are exact. Arrivals: at most
+//   --concurrency in flight (default: all), and/or Poisson at --request-rate
+//   req/s. Reports throughput, TTFT / TPOT / ITL / E2E percentiles, peak KV
+//   usage and waste, preemptions, mean batch size.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +21,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,7 +30,10 @@
 
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
+#include "engine/engine.h"
+#include "kv/kv_cache_size.h"
 #include "model/sequence_runner.h"
+#include "util/progress.h"
 
 namespace omnibus {
 namespace {
@@ -32,6 +47,18 @@ struct BenchOptions {
   std::string kv_dtype = "f16";
   std::string json_path;
   uint64_t seed = 42;
+
+  // Engine mode.
+  int num_requests = 0;  // 0: single-stream mode
+  std::string input_len = "128";
+  std::string output_len = "128";
+  int concurrency = 0;       // 0: no cap
+  double request_rate = 0;   // 0: all at once (subject to concurrency)
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 512;
+  int block_size = 16;
+  int max_model_len = 0;
+  std::string kv_cache_memory;  // empty: derived from available memory
 };
 
 double median(std::vector<double> v) {
@@ -112,11 +139,233 @@ int run_single_stream(const BenchOptions& o) {
   return 0;
 }
 
+// "128" or "64:256" -> [lo, hi].
+StatusOr<std::pair<int, int>> parse_len_range(const std::string& flag, const std::string& text) {
+  int lo = 0, hi = 0;
+  char extra = 0;
+  const int n = std::sscanf(text.c_str(), "%d:%d%c", &lo, &hi, &extra);
+  if (n == 1 && text.find(':') == std::string::npos) hi = lo;
+  if (!((n == 1 && text.find(':') == std::string::npos) || n == 2) || lo < 1 || hi < lo) {
+    return Status::invalid_argument("{} '{}' must be N or A:B with 1 <= A <= B", flag, text);
+  }
+  return std::make_pair(lo, hi);
+}
+
+// Linear-interpolated percentiles (numpy's default) and the mean, in ms.
+nlohmann::json summarize_ms(std::vector<double> v) {
+  nlohmann::json j;
+  if (v.empty()) {
+    for (const char* k : {"p50", "p90", "p99", "mean"}) j[k] = 0.0;
+    return j;
+  }
+  std::sort(v.begin(), v.end());
+  auto pct = [&v](double p) {
+    const double x = p / 100.0 * double(v.size() - 1);
+    const size_t i = size_t(x);
+    const double f = x - double(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+  };
+  double sum = 0;
+  for (double x : v) sum += x;
+  j["p50"] = pct(50) * 1e3;
+  j["p90"] = pct(90) * 1e3;
+  j["p99"] = pct(99) * 1e3;
+  j["mean"] = sum / double(v.size()) * 1e3;
+  return j;
+}
+
+int run_engine_workload(const BenchOptions& o) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "omnibus bench: %s\n", s.to_string().c_str());
+    return 1;
+  };
+  using Clock = std::chrono::steady_clock;
+  using Seconds = std::chrono::duration<double>;
+  StatusOr<std::pair<int, int>> in_len = parse_len_range("--input-len", o.input_len);
+  if (!in_len.is_ok()) return fail(in_len.status());
+  StatusOr<std::pair<int, int>> out_len = parse_len_range("--output-len", o.output_len);
+  if (!out_len.is_ok()) return fail(out_len.status());
+  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
+  EngineConfig cfg;
+  cfg.max_num_seqs = o.max_num_seqs;
+  cfg.max_num_batched_tokens = o.max_num_batched_tokens;
+  cfg.block_size = o.block_size;
+  cfg.max_model_len = o.max_model_len;
+  cfg.kv_dtype = *kv_dtype;
+  if (!o.kv_cache_memory.empty()) {
+    StatusOr<int64_t> bytes = parse_byte_size(o.kv_cache_memory);
+    if (!bytes.is_ok()) return fail(bytes.status());
+    cfg.kv_cache_bytes = *bytes;
+  }
+  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
+  if (!m.is_ok()) return fail(m.status());
+  cfg.eog_ids = m->tokenizer->eog_ids();
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, cfg);
+  if (!engine.is_ok()) return fail(engine.status());
+  Engine& e = **engine;
+
+  // The workload, all drawn up front from the seed.
+  const int n = o.num_requests;
+  const int n_vocab = m->model->config().n_vocab;
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<int32_t> any_token(0, n_vocab - 1);
+  std::vector<Request> requests(static_cast<size_t>(n));
+  std::vector<double> arrival(size_t(n), 0.0);  // seconds after start
+  std::exponential_distribution<double> gap(o.request_rate > 0 ? o.request_rate : 1.0);
+  double t = 0;
+  for (int i = 0; i < n; ++i) {
+    Request& r = requests[size_t(i)];
+    r.prompt.resize(size_t(std::uniform_int_distribution<int>(in_len->first, in_len->second)(rng)));
+    for (int32_t& tok : r.prompt) tok = any_token(rng);
+    r.max_tokens = std::uniform_int_distribution<int>(out_len->first, out_len->second)(rng);
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.0f;
+    if (o.request_rate > 0) {
+      t += gap(rng);
+      arrival[size_t(i)] = t;
+    }
+  }
+  // Warm-up: one short request, so buffers have grown before timing.
+  {
+    Request w = requests[0];
+    w.max_tokens = std::min(4, w.max_tokens);
+    StatusOr<std::shared_ptr<RequestStream>> s = e.submit(w);
+    if (!s.is_ok()) return fail(s.status());
+    while (!(*s)->pop(std::chrono::seconds(600)).value_or(EngineEvent{}).final) {
+    }
+  }
+  const EngineStats before = e.stats();
+
+  struct InFlight {
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point first, last;
+    int n_tokens = 0;
+  };
+  std::vector<InFlight> active;
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t n_output_tokens = 0, n_input_tokens = 0;
+  const int concurrency = o.concurrency > 0 ? o.concurrency : n;
+  int next = 0, done = 0;
+  ProgressBar bar("bench", uint64_t(n), "requests");
+  const Clock::time_point start = Clock::now();
+  Clock::time_point end = start;
+  while (done < n) {
+    const double now_s = Seconds(Clock::now() - start).count();
+    while (next < n && int(active.size()) < concurrency && arrival[size_t(next)] <= now_s) {
+      n_input_tokens += int64_t(requests[size_t(next)].prompt.size());
+      StatusOr<std::shared_ptr<RequestStream>> s = e.submit(std::move(requests[size_t(next)]));
+      if (!s.is_ok()) return fail(s.status());
+      active.push_back(InFlight{*s, {}, {}, 0});
+      ++next;
+    }
+    bool progressed = false;
+    for (size_t i = 0; i < active.size();) {
+      InFlight& f = active[i];
+      bool final = false;
+      while (std::optional<EngineEvent> ev = f.stream->try_pop()) {
+        progressed = true;
+        if (ev->token >= 0) {
+          if (f.n_tokens == 0) {
+            f.first = ev->time;
+          } else {
+            itl.push_back(Seconds(ev->time - f.last).count());
+          }
+          f.last = ev->time;
+          ++f.n_tokens;
+        }
+        if (ev->finish == FinishReason::kAbort) return fail(Status::internal("request aborted"));
+        if (ev->final) {
+          final = true;
+          break;
+        }
+      }
+      if (!final) {
+        ++i;
+        continue;
+      }
+      const double first = Seconds(f.first - f.stream->submit_time()).count();
+      ttft.push_back(first);
+      const double total = Seconds(f.last - f.stream->submit_time()).count();
+      e2e.push_back(total);
+      if (f.n_tokens > 1) tpot.push_back((total - first) / double(f.n_tokens - 1));
+      n_output_tokens += f.n_tokens;
+      end = std::max(end, f.last);
+      active[i] = std::move(active.back());
+      active.pop_back();
+      bar.update(uint64_t(++done));
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  bar.finish();
+  const EngineStats after = e.stats();
+  const double duration = Seconds(end - start).count();
+  const uint64_t steps = after.n_steps - before.n_steps;
+
+  nlohmann::json j;
+  j["model"] = m->path;
+  j["threads"] = m->pool->n_threads();
+  j["num_requests"] = n;
+  j["input_len"] = o.input_len;
+  j["output_len"] = o.output_len;
+  j["concurrency"] = o.concurrency;
+  j["request_rate"] = o.request_rate;
+  j["max_num_seqs"] = cfg.max_num_seqs;
+  j["max_num_batched_tokens"] = cfg.max_num_batched_tokens;
+  j["block_size"] = e.info().block_size;
+  j["kv_cache_blocks"] = e.info().n_blocks;
+  j["kv_cache_bytes"] = e.info().kv_cache_bytes;
+  j["duration_s"] = duration;
+  j["total_input_tokens"] = n_input_tokens;
+  j["total_output_tokens"] = n_output_tokens;
+  j["request_throughput"] = n / duration;
+  j["output_throughput"] = double(n_output_tokens) / duration;
+  j["total_token_throughput"] = double(n_output_tokens + n_input_tokens) / duration;
+  j["ttft_ms"] = summarize_ms(ttft);
+  j["tpot_ms"] = summarize_ms(tpot);
+  j["itl_ms"] = summarize_ms(itl);
+  j["e2e_ms"] = summarize_ms(e2e);
+  j["peak_kv_usage"] = double(after.peak_kv_blocks_used) / double(after.kv_blocks_total);
+  j["kv_waste"] = after.kv_waste_at_peak;
+  j["preemptions"] = after.n_preemptions - before.n_preemptions;
+  j["steps"] = steps;
+  j["mean_batch_size"] =
+      steps ? double(after.n_seqs_scheduled - before.n_seqs_scheduled) / double(steps) : 0.0;
+  j["mean_step_tokens"] =
+      steps ? double(after.n_tokens_processed - before.n_tokens_processed) / double(steps) : 0.0;
+
+  fmt::print("requests            {}\n", n);
+  fmt::print("duration            {:.2f} s\n", duration);
+  fmt::print("request throughput  {:.2f} req/s\n", double(j["request_throughput"]));
+  fmt::print("output throughput   {:.1f} tok/s\n", double(j["output_throughput"]));
+  fmt::print("total throughput    {:.1f} tok/s (prompt + output)\n", double(j["total_token_throughput"]));
+  fmt::print("{:<8} {:>10} {:>10} {:>10} {:>10}\n", "ms", "p50", "p90", "p99", "mean");
+  for (const char* k : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) {
+    const nlohmann::json& s = j[k];
+    fmt::print("{:<8} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}\n", std::string(k).substr(0, 4),
+               double(s["p50"]), double(s["p90"]), double(s["p99"]), double(s["mean"]));
+  }
+  fmt::print("peak kv usage       {:.1f}% of {} blocks, waste at peak {:.2f}%\n",
+             100 * double(j["peak_kv_usage"]), e.info().n_blocks, 100 * double(j["kv_waste"]));
+  fmt::print("preemptions         {}\n", uint64_t(j["preemptions"]));
+  fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",
+             double(j["mean_batch_size"]), double(j["mean_step_tokens"]), steps);
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << j.dump(2) << "\n";
+    if (!out) return fail(Status::io("cannot write '{}'", o.json_path));
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "Offline benchmark (single-stream prompt and generation speed)");
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Offline benchmark: single-stream prompt/generation speed, or with --num-requests a "
+      "synthetic serving workload through the engine");
   cmd->add_option("-m,--model", o->model, "GGUF path or bundled model name")->capture_default_str();
   cmd->add_option("--pp", o->pp, "Prompt tokens processed in one go (0 = skip)")->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
@@ -129,7 +378,35 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
-  cmd->callback([o, &exit_code] { exit_code = run_single_stream(*o); });
+  // Engine workload mode.
+  cmd->add_option("--num-requests", o->num_requests,
+                  "Engine mode: number of requests (without it: single-stream mode)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--input-len", o->input_len, "Engine mode: prompt tokens, N or A:B")
+      ->capture_default_str();
+  cmd->add_option("--output-len", o->output_len, "Engine mode: generated tokens, N or A:B")
+      ->capture_default_str();
+  cmd->add_option("--concurrency", o->concurrency,
+                  "Engine mode: most requests in flight (0 = no limit)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--request-rate", o->request_rate,
+                  "Engine mode: Poisson arrivals, requests/s (0 = all at once)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one engine step")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
+                  "Token budget of one engine step (prompt chunks + decodes)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory,
+                  "KV cache pool size, e.g. 2GiB, 512MiB or bytes (default: from available memory)");
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "Longest prompt + output (0 = the model's context, capped to the pool)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  cmd->callback([o, &exit_code] {
+    exit_code = o->num_requests > 0 ? run_engine_workload(*o) : run_single_stream(*o);
+  });
 }
 
 }  // namespace omnibus

@@ -71,7 +71,8 @@ struct Engine::Impl {
   StepBatch batch;
   std::vector<float> scratch;  // [n_vocab] logits row being sampled
   EngineStats local;           // published to `stats` after each step
-  uint64_t sum_batch_seqs = 0;
+  double peak_waste_sum = 0;   // over the steps at peak KV usage
+  int64_t n_peak_steps = 0;
 
   // Guarded by mu.
   std::mutex mu;
@@ -373,10 +374,18 @@ void Engine::Impl::sample(Sequence& seq, const float* row, Clock::time_point now
 void Engine::Impl::step() {
   const StepPlan& plan = scheduler.schedule();
   if (plan.seqs.empty()) return;
-  if (kv.n_used_blocks() > local.peak_kv_blocks_used) {
-    local.peak_kv_blocks_used = kv.n_used_blocks();
-    local.kv_waste_at_peak =
-        kv.n_unfilled_slots() / (double(kv.n_used_blocks()) * double(config.block_size));
+  // Waste at peak usage: the mean over the steps that hold the peak number of
+  // blocks (the first such step has just opened fresh blocks, the last has
+  // nearly filled them).
+  const int32_t used = kv.n_used_blocks();
+  if (used >= local.peak_kv_blocks_used) {
+    if (used > local.peak_kv_blocks_used) {
+      local.peak_kv_blocks_used = used;
+      peak_waste_sum = 0;
+      n_peak_steps = 0;
+    }
+    peak_waste_sum += kv.n_unfilled_slots() / (double(used) * double(config.block_size));
+    local.kv_waste_at_peak = peak_waste_sum / double(++n_peak_steps);
   }
   for (const BlockCopy& c : plan.copies) storage->copy_block(c.src, c.dst);
 
@@ -404,7 +413,7 @@ void Engine::Impl::step() {
 
   ++local.n_steps;
   local.n_tokens_processed += uint64_t(plan.n_tokens);
-  sum_batch_seqs += plan.seqs.size();
+  local.n_seqs_scheduled += plan.seqs.size();
 
   int64_t row = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -445,7 +454,7 @@ void Engine::Impl::publish_stats() {
   local.kv_blocks_used = kv.n_used_blocks();
   local.n_preemptions = scheduler.n_preemptions();
   if (local.n_steps > 0) {
-    local.mean_batch_size = double(sum_batch_seqs) / double(local.n_steps);
+    local.mean_batch_size = double(local.n_seqs_scheduled) / double(local.n_steps);
     local.mean_step_tokens = double(local.n_tokens_processed) / double(local.n_steps);
   }
   std::lock_guard<std::mutex> lock(stats_mu);

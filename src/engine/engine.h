@@ -69,12 +69,14 @@ struct EngineStats {
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_total = 0;
   int32_t peak_kv_blocks_used = 0;
-  double kv_waste_at_peak = 0.0;   // unfilled slots / allocated slots when the peak was reached
+  double kv_waste_at_peak = 0.0;   // unfilled slots / allocated slots, mean over the steps
+                                   // at which the most blocks were in use
   uint64_t n_preemptions = 0;
   uint64_t n_steps = 0;
   uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
   uint64_t n_tokens_generated = 0;  // tokens sampled
   uint64_t n_requests_finished = 0;
+  uint64_t n_seqs_scheduled = 0;    // sum over steps of the sequences in the step
   double mean_batch_size = 0.0;     // sequences per step
   double mean_step_tokens = 0.0;    // tokens per step
 };

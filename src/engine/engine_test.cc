@@ -43,6 +43,7 @@ Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, SamplingPa
 
 TEST(Engine, OneGreedyRequestMatchesTheSequenceRunner) {
   FakeModel model;
+  FakeModel ref_model;  // the engine's model belongs to its thread
   auto engine = Engine::create(model, fake_config(model, 64));
   ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
@@ -50,7 +51,7 @@ TEST(Engine, OneGreedyRequestMatchesTheSequenceRunner) {
   ASSERT_TRUE(stream.is_ok());
   std::vector<EngineEvent> events;
   auto out = collect(**stream, &events);
-  const SeqResult ref = reference_generate(model, prompt, 12, greedy());
+  const SeqResult ref = reference_generate(ref_model, prompt, 12, greedy());
   EXPECT_EQ(out[0].tokens, ref.tokens);
   EXPECT_EQ(out[0].finish, FinishReason::kLength);
   ASSERT_EQ(events.size(), 12u);
@@ -64,6 +65,7 @@ TEST(Engine, OneGreedyRequestMatchesTheSequenceRunner) {
 // sequences give the tokens and bitwise the logits of each run alone.
 TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
   FakeModel model;
+  FakeModel ref_model;  // the engine's model belongs to its thread
   std::mt19937 rng(7);
   for (int32_t budget : {16, 37, 64}) {
     std::mutex mu;
@@ -87,7 +89,7 @@ TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
     }
     for (int i = 0; i < 32; ++i) {
       auto out = collect(*streams[size_t(i)]);
-      const SeqResult ref = reference_generate(model, prompts[size_t(i)], lens[size_t(i)], greedy());
+      const SeqResult ref = reference_generate(ref_model, prompts[size_t(i)], lens[size_t(i)], greedy());
       EXPECT_EQ(out[0].tokens, ref.tokens) << "request " << i << " budget " << budget;
       std::lock_guard<std::mutex> lock(mu);
       EXPECT_EQ(rows[std::make_pair(streams[size_t(i)]->id(), 0)], ref.logits) << "request " << i;
@@ -100,6 +102,7 @@ TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
 // sequences continue exactly where they were (seeded sampling included).
 TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
   FakeModel model;
+  FakeModel ref_model;  // the engine's model belongs to its thread
   EngineConfig cfg = fake_config(model, 16, 64);  // 64 slots; each request needs 24
   auto engine = Engine::create(model, cfg);
   ASSERT_TRUE(engine.is_ok());
@@ -114,7 +117,7 @@ TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
   }
   for (int i = 0; i < 8; ++i) {
     auto out = collect(*streams[size_t(i)]);
-    const SeqResult ref = reference_generate(model, prompts[size_t(i)], 16, seeded(100 + uint64_t(i), 0.8f));
+    const SeqResult ref = reference_generate(ref_model, prompts[size_t(i)], 16, seeded(100 + uint64_t(i), 0.8f));
     EXPECT_EQ(out[0].tokens, ref.tokens) << "request " << i;
   }
   EXPECT_GT((*engine)->stats().n_preemptions, 0u);
@@ -124,6 +127,7 @@ TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
 // copy-on-write (prompt of 10 tokens: its last block is partly filled).
 TEST(Engine, ParallelSamplingMatchesIndependentSeeds) {
   FakeModel model;
+  FakeModel ref_model;  // the engine's model belongs to its thread
   auto engine = Engine::create(model, fake_config(model, 64, 16));
   ASSERT_TRUE(engine.is_ok());
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -135,7 +139,7 @@ TEST(Engine, ParallelSamplingMatchesIndependentSeeds) {
   ASSERT_EQ(out.size(), 4u);
   std::set<std::vector<int32_t>> distinct;
   for (int32_t i = 0; i < 4; ++i) {
-    const SeqResult ref = reference_generate(model, prompt, 10, seeded(123 + uint64_t(i)));
+    const SeqResult ref = reference_generate(ref_model, prompt, 10, seeded(123 + uint64_t(i)));
     EXPECT_EQ(out[i].tokens, ref.tokens) << "sequence " << i;
     EXPECT_EQ(out[i].finish, FinishReason::kLength);
     distinct.insert(out[i].tokens);
@@ -179,8 +183,9 @@ TEST(Engine, AbortFreesBlocksWithinOneStep) {
 
 TEST(Engine, StopConditions) {
   FakeModel model;
+  FakeModel ref_model;  // the engine's model belongs to its thread
   const std::vector<int32_t> prompt = {9, 8, 7};
-  const SeqResult ref = reference_generate(model, prompt, 12, greedy());
+  const SeqResult ref = reference_generate(ref_model, prompt, 12, greedy());
   // The first token whose first appearance is at index >= 2 plays EOG.
   size_t at = 2;
   while (std::find(ref.tokens.begin(), ref.tokens.begin() + long(at), ref.tokens[at]) !=
@@ -257,6 +262,7 @@ TEST(Engine, RejectsAPoolSmallerThanTheConfiguredContext) {
 
 TEST(Engine, PromptLogprobs) {
   FakeModel model;
+  FakeModel ref_model;  // the engine's model belongs to its thread
   auto engine = Engine::create(model, fake_config(model, 64, 8));  // the prompt takes 3 chunks
   ASSERT_TRUE(engine.is_ok());
   const std::vector<int32_t> prompt = {5, 4, 3, 2, 1, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13};
@@ -267,7 +273,7 @@ TEST(Engine, PromptLogprobs) {
   ASSERT_EQ(events.size(), 3u);
   const std::vector<PromptLogprob>& lp = events[0].prompt_logprobs;
   ASSERT_EQ(lp.size(), prompt.size() - 1);
-  auto runner = SequenceRunner::create(model, 64, DType::F32);
+  auto runner = SequenceRunner::create(ref_model, 64, DType::F32);
   auto all = (*runner)->eval(prompt, /*all_logits=*/true);
   ASSERT_TRUE(all.is_ok());
   for (size_t i = 0; i + 1 < prompt.size(); ++i) {
@@ -277,7 +283,7 @@ TEST(Engine, PromptLogprobs) {
     EXPECT_EQ(lp[i].top_logprobs, want.top_logprobs) << i;
     EXPECT_LE(lp[i].logprob, 0.0f);
   }
-  EXPECT_EQ(out[0].tokens, reference_generate(model, prompt, 3, greedy()).tokens);
+  EXPECT_EQ(out[0].tokens, reference_generate(ref_model, prompt, 3, greedy()).tokens);
   EXPECT_TRUE(events[1].prompt_logprobs.empty());
 }
 
