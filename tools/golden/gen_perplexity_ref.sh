@@ -5,8 +5,9 @@
 #   llama-perplexity -m MODEL -f tests/data/perplexity.txt -c CTX -t 2
 # and writes tests/golden/perplexity/<name>.json:
 #   {"model", "model_sha256", "text", "llama_cpp_version", "method",
-#    "ctx_size", "perplexity", "command",            <- the first run
-#    "runs": [{"ctx_size", "perplexity", "command"}, ...]}
+#    "ctx_size", "perplexity", "n_chunks", "command",      <- the first run
+#    "runs": [{"ctx_size", "perplexity", "n_chunks", "n_scored_tokens",
+#              "command"}, ...]}
 # (the "Final estimate: PPL = x" line of each run). llama-perplexity scores
 # the second half of every ctx-sized chunk ("method" spells it out);
 # `omnibus perplexity` must do the same to be comparable.
@@ -45,8 +46,9 @@ for ctx in "${ctx_sizes[@]}"; do
   fi
   ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' "$log" | tail -n 1)
   [ -n "$ppl" ] || { tail -n 20 "$log" >&2; echo "gen_perplexity_ref: no Final estimate" >&2; exit 1; }
-  echo "gen_perplexity_ref: ctx $ctx: PPL = $ppl" >&2
-  runs+=("$ctx" "$ppl" "${cmd[*]}")
+  chunks=$(sed -n 's/.*calculating perplexity over \([0-9]*\) chunks.*/\1/p' "$log" | tail -n 1)
+  echo "gen_perplexity_ref: ctx $ctx: PPL = $ppl over ${chunks:-?} chunks" >&2
+  runs+=("$ctx" "$ppl" "${chunks:-0}" "${cmd[*]}")
 done
 
 # The version of the build, as the forward golden data records it.
@@ -58,8 +60,11 @@ h = hashlib.sha256()
 with open(model, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
         h.update(block)
-runs = [{"ctx_size": int(flat[i]), "perplexity": float(flat[i + 1]), "command": flat[i + 2]}
-        for i in range(0, len(flat), 3)]
+runs = []
+for i in range(0, len(flat), 4):
+    ctx, chunks = int(flat[i]), int(flat[i + 2])
+    runs.append({"ctx_size": ctx, "perplexity": float(flat[i + 1]), "n_chunks": chunks,
+                 "n_scored_tokens": chunks * (ctx - ctx // 2 - 1), "command": flat[i + 3]})
 doc = {
     "model": name,
     "model_sha256": h.hexdigest(),
@@ -73,6 +78,7 @@ doc = {
     # The first run also at the top level, for consumers that want one number.
     "ctx_size": runs[0]["ctx_size"],
     "perplexity": runs[0]["perplexity"],
+    "n_chunks": runs[0]["n_chunks"],
     "command": runs[0]["command"],
     "runs": runs,
 }
