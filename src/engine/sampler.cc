@@ -117,6 +117,8 @@ struct Scratch {
   std::vector<std::pair<int32_t, float>> saved;  // (id, original logit)
   std::vector<uint8_t> saved_mark;               // [n_vocab] id already in saved
   std::vector<Candidate> top_raw;                // heap of the best raw logits
+  std::vector<double> bin_mass;                  // top-p histogram
+  std::vector<Candidate> edge;                   // top-p crossing bin
 
   void reserve(int32_t n_vocab) {
     const size_t n = static_cast<size_t>(n_vocab);
@@ -128,6 +130,8 @@ struct Scratch {
     window_ids.reserve(std::min<size_t>(n, 4096));
     saved.reserve(std::min<size_t>(n, 4096));
     top_raw.reserve(32);
+    bin_mass.reserve(1024);
+    edge.reserve(n);
   }
 };
 
@@ -208,6 +212,63 @@ int32_t argmax(const float* logits, int32_t n_vocab) {
   return best;
 }
 
+// Candidate sets up to this size are sorted outright for top-p.
+constexpr size_t kSortDirectlyBelow = 2048;
+
+// Top-p over the unsorted candidates c[0, n) (logits within 40 nats of
+// max_scaled) without sorting them all: histogram the mass by distance from
+// the top logit (1/25.6 nat per bin), find the bin where the cumulative mass
+// crosses top_p, and sort only that bin's members. Keeps every candidate of
+// the bins above it plus the sorted prefix of the crossing bin that reaches the
+// target, the same set a full sort would keep (up to summation rounding).
+// Survivors are compacted to c[0, returned n) in id order, then the kept part
+// of the crossing bin in `better` order: a fixed order for the draw.
+size_t top_p_by_histogram(Scratch& s, size_t n, float max_scaled, float top_p) {
+  constexpr int kBins = 1024;
+  constexpr float kBinsPerNat = kBins / 40.0f;
+  std::vector<Candidate>& c = s.candidates;
+  auto bin_of = [&](const Candidate& cand) {
+    return std::min(kBins - 1, static_cast<int>((max_scaled - cand.logit) * kBinsPerNat));
+  };
+  s.bin_mass.assign(kBins, 0.0);
+  double mass = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    s.bin_mass[bin_of(c[i])] += c[i].weight;
+    mass += c[i].weight;
+  }
+  const double target = static_cast<double>(top_p) * mass;
+  double before = 0.0;  // mass of the bins above the crossing one
+  int crossing = -1;
+  for (int b = 0; b < kBins; ++b) {
+    if (before + s.bin_mass[b] >= target) {
+      crossing = b;
+      break;
+    }
+    before += s.bin_mass[b];
+  }
+  if (crossing < 0) return n;  // rounding: keep everything
+
+  std::vector<Candidate>& edge = s.edge;
+  edge.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int b = bin_of(c[i]);
+    if (b < crossing) {
+      c[kept++] = c[i];
+    } else if (b == crossing) {
+      edge.push_back(c[i]);
+    }
+  }
+  std::sort(edge.begin(), edge.end(), better);
+  double cum = before;
+  for (const Candidate& cand : edge) {
+    c[kept++] = cand;
+    cum += cand.weight;
+    if (cum >= target) break;
+  }
+  return kept;
+}
+
 // Stages 3-7 of the pipeline (see sampler.h) for temperature > 0.
 int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
                         const float* logits, SamplerRng& rng) {
@@ -216,53 +277,56 @@ int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
   const float max_scaled = logits[top] * inv_t;
   if (!std::isfinite(max_scaled)) return top;  // all -inf, or a +inf logit: nothing to draw
 
-  // Candidates in id order, without the negligible tail (weight < e^-40).
   std::vector<Candidate>& c = s.candidates;
   c.clear();
-  const float floor = max_scaled - 40.0f;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    const float l = logits[i] * inv_t;
-    if (l >= floor) c.push_back({i, l, std::exp(l - max_scaled)});
+  const float floor = max_scaled - 40.0f;  // drop the negligible tail (weight < e^-40)
+  bool sorted = false;
+  if (p.top_k > 0 && p.top_k < n_vocab) {
+    // Top-k in the same pass: a heap of the k best with the worst at the front,
+    // so most tokens cost one comparison and only k weights are computed.
+    const size_t k = static_cast<size_t>(p.top_k);
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      const Candidate cand{i, logits[i] * inv_t, 0.0f};
+      if (!(cand.logit >= floor)) continue;
+      if (c.size() < k) {
+        c.push_back(cand);
+        std::push_heap(c.begin(), c.end(), better);
+      } else if (better(cand, c.front())) {
+        std::pop_heap(c.begin(), c.end(), better);
+        c.back() = cand;
+        std::push_heap(c.begin(), c.end(), better);
+      }
+    }
+    std::sort_heap(c.begin(), c.end(), better);  // best first: a fixed draw order
+    for (Candidate& cand : c) cand.weight = std::exp(cand.logit - max_scaled);
+    sorted = true;
+  } else {
+    // All candidates, in id order.
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      const float l = logits[i] * inv_t;
+      if (l >= floor) c.push_back({i, l, std::exp(l - max_scaled)});
+    }
   }
   size_t n = c.size();  // survivors are c[0, n)
-  bool sorted = false;
-
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
-    n = static_cast<size_t>(p.top_k);
-    std::nth_element(c.begin(), c.begin() + n, c.end(), better);
-    std::sort(c.begin(), c.begin() + n, better);  // fixes the draw order across platforms
-    sorted = true;
-  }
 
   if (p.top_p < 1.0f && n > 1) {
-    double mass = 0.0;
-    for (size_t i = 0; i < n; ++i) mass += c[i].weight;
-    const double target = static_cast<double>(p.top_p) * mass;
-    // Sort a growing prefix until it holds the target mass.
-    size_t sorted_end = sorted ? n : 0;
-    size_t chunk = 256;
-    double cum = 0.0;
-    size_t i = 0;
-    bool done = false;
-    while (!done) {
-      if (sorted_end < n && i == sorted_end) {
-        const size_t next = std::min(n, sorted_end + chunk);
-        if (next < n) std::nth_element(c.begin() + sorted_end, c.begin() + next, c.begin() + n, better);
-        std::sort(c.begin() + sorted_end, c.begin() + next, better);
-        sorted_end = next;
-        chunk *= 8;
-      }
-      for (; i < sorted_end; ++i) {
+    if (!sorted && n > kSortDirectlyBelow) {
+      n = top_p_by_histogram(s, n, max_scaled, p.top_p);  // survivors stay unsorted
+    } else {
+      if (!sorted) std::sort(c.begin(), c.begin() + n, better);
+      sorted = true;
+      double mass = 0.0;
+      for (size_t i = 0; i < n; ++i) mass += c[i].weight;
+      const double target = static_cast<double>(p.top_p) * mass;
+      double cum = 0.0;
+      for (size_t i = 0; i < n; ++i) {
         cum += c[i].weight;
         if (cum >= target) {
           n = i + 1;
-          done = true;
           break;
         }
-      }
-      if (sorted_end == n) done = true;  // rounding: the whole set is kept
+      }  // rounding may leave cum < target: then the whole set is kept
     }
-    sorted = true;
   }
 
   if (p.min_p > 0.0f) {

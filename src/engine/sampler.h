@@ -34,9 +34,10 @@
 // u64 -> double conversion, so a seed gives the same stream on every platform.
 // Without a seed the state is drawn from std::random_device at construction.
 //
-// Cost: greedy and min-p-only are one pass over the vocabulary; top-k uses
-// nth_element + a sort of k entries; top-p without top-k sorts a growing prefix
-// (256, 2048, ... entries), never the whole vocabulary unless the mass needs it.
+// Cost: greedy and min-p-only are one pass over the vocabulary; top-k keeps a
+// k-entry heap during that pass (exp() only for the k kept); top-p without top-k over a large set
+// histograms the mass by logit and sorts only the bin where the cumulative
+// mass crosses p (small sets are sorted outright).
 // Tokens whose probability is below e^-40 of the top token's are dropped up
 // front (together they hold < 1e-12 of the mass). Scratch buffers are
 // thread_local and shared by every Sampler on a thread (the engine thread

@@ -116,9 +116,9 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingP) {
   EXPECT_GT(seen[1], 0);
 }
 
-TEST(SamplerTest, TopPOnALargeVocabularyNeedsMoreThanOneChunk) {
+TEST(SamplerTest, TopPOnALargeFlatVocabulary) {
   // 3000 equally likely tokens plus a low tail: top_p 0.9 must keep ~2700 of
-  // the flat ones (more than the first 256-entry sorted chunk) and none of the tail.
+  // the flat ones (all in one histogram bin) and none of the tail.
   const int32_t n = 6000;
   std::vector<float> logits(n, -10.0f);
   for (int32_t i = 0; i < n; i += 2) logits[i] = 5.0f;
@@ -130,9 +130,44 @@ TEST(SamplerTest, TopPOnALargeVocabularyNeedsMoreThanOneChunk) {
     ASSERT_EQ(id % 2, 0) << id;
     ++seen[id];
   }
-  EXPECT_GT(seen.size(), 800u);  // spread far beyond the first chunk
+  EXPECT_GT(seen.size(), 800u);  // spread over the kept set
   // Ties are broken by id, so the kept set is the lowest ~2700 even ids.
   EXPECT_LT(seen.rbegin()->first, 2 * 2701 + 2);
+}
+
+TEST(SamplerTest, TopPHistogramKeepsTheSameSetAsAFullSort) {
+  const int32_t n = 20000;  // large enough for the histogram path
+  const std::vector<float> logits = make_logits(n, 31);
+  const float top_p = 0.6f;
+  // Reference: full sort by (logit desc, id asc), smallest prefix reaching p.
+  std::vector<int32_t> order(n);
+  for (int32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const float max_logit = logits[order[0]];
+  double mass = 0.0;
+  for (float l : logits) mass += std::exp(static_cast<double>(l - max_logit));
+  size_t kept = 0;
+  double cum = 0.0;
+  while (kept < order.size()) {
+    cum += std::exp(static_cast<double>(logits[order[kept]] - max_logit));
+    ++kept;
+    if (cum >= top_p * mass) break;
+  }
+  ASSERT_GT(kept, 100u);
+  std::vector<uint8_t> in_set(n, 0);
+  for (size_t i = 0; i < kept; ++i) in_set[order[i]] = 1;
+
+  SamplingParams p = seeded(6);
+  p.top_p = top_p;
+  Sampler s(p, n);
+  int near_edge = 0;
+  for (int32_t id : draw(s, logits, 600)) {
+    ASSERT_TRUE(in_set[id]) << "id " << id << " is outside the top-p set";
+    near_edge += in_set[id] && logits[id] < logits[order[kept - 1]] + 0.05f;
+  }
+  EXPECT_GT(near_edge, 0);  // the boundary region is reachable, not cut short
 }
 
 TEST(SamplerTest, MinPFiltersRelativeToTheTopToken) {
