@@ -182,7 +182,7 @@ TEST(BpeTokenizer, EndOfGeneration) {
 
 TEST(BpeTokenizer, RejectsWhatItCannotRead) {
   auto v = make_vocab({}, {});
-  v.model = "llama";
+  v.model = "ugm";  // "llama" (SentencePiece) is supported since spm_tokenizer.cc
   EXPECT_EQ(Tokenizer::from_vocab(v).status().code(), StatusCode::kUnsupported);
   v.model = "wordpiece";
   EXPECT_EQ(Tokenizer::from_vocab(v).status().code(), StatusCode::kUnsupported);

@@ -1,18 +1,17 @@
 #include "tokenizer/tokenizer.h"
 
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/spm_tokenizer.h"
 
 namespace omnibus {
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(TokenizerVocab vocab) {
   const std::string model = vocab.model;
-  if (model != "gpt2") {
-    if (model == "llama") {
-      return Status::unsupported("SentencePiece tokenizer (tokenizer.ggml.model 'llama') is not implemented yet");
-    }
+  if (model != "gpt2" && model != "llama") {
     return Status::unsupported("tokenizer model '{}' (tokenizer.ggml.model) is not supported", model);
   }
   OMNIBUS_ASSIGN_OR_RETURN(VocabIndex index, VocabIndex::build(std::move(vocab)));
+  if (model == "llama") return SpmTokenizer::create(std::move(index));
   return BpeTokenizer::create(std::move(index));
 }
 

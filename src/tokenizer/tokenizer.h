@@ -4,7 +4,7 @@
 // A Tokenizer is built from the GGUF tokenizer.ggml.* metadata (from_gguf) or
 // from plain data (from_vocab, for tests and tools). tokenizer.ggml.model
 // chooses the algorithm: "gpt2" is byte-level BPE (bpe_tokenizer.h);
-// "llama" (SentencePiece) is not implemented yet and reports kUnsupported.
+// "llama" is SentencePiece (spm_tokenizer.h).
 // Ids, special-token handling and the EOG set follow llama.cpp so that
 // omnibus and llama.cpp read the same prompt as the same tokens
 // (tests/golden/tokenizer/ holds llama.cpp's answers for many strings).

@@ -82,6 +82,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
   if (!v.fim_mid_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.middle_token_id", &v.fim_mid_id));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_bos_token", &v.add_bos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_eos_token", &v.add_eos));
+  OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
   if (v.model == "gpt2" && !f.find("tokenizer.ggml.merges")) {
     return Status::corrupt("{}: BPE tokenizer without 'tokenizer.ggml.merges'", f.path());
   }

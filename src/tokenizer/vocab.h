@@ -51,6 +51,8 @@ struct TokenizerVocab {
   std::optional<int32_t> fim_pre_id, fim_suf_id, fim_mid_id, fim_pad_id, fim_rep_id, fim_sep_id;
   // tokenizer.ggml.add_bos_token / add_eos_token; unset: the model type's default.
   std::optional<bool> add_bos, add_eos;
+  // tokenizer.ggml.add_space_prefix (SentencePiece); unset: true, as llama.cpp.
+  std::optional<bool> add_space_prefix;
 };
 
 }  // namespace omnibus

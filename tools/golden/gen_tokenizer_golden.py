@@ -215,6 +215,36 @@ def hand_written():
     return s
 
 
+# Chat-format and special-token strings of the Gemma family (--extra-strings gemma3).
+GEMMA3_STRINGS = [
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<bos>",
+    "<eos>",
+    "<pad>",
+    "<unk>",
+    "<mask>",
+    "[multimodal]",
+    "<start_of_image>",
+    "<end_of_image>",
+    "<unused0><unused17>",
+    "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n",
+    " <start_of_turn> spaced <end_of_turn> ",
+    "text<end_of_turn>text",
+    "<start_of_turn",
+    "end_of_turn>",
+    "<start_of_turn><start_of_turn>model",
+    "\u2581already\u2581escaped \u2581marker",
+    "\u2581",
+    "<0x41> <0xFF> literal byte-token text",
+    "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
+    " " * 40 + "x",
+    "\t" * 35 + "y",
+    "a  b\n\nc\t\td   e",
+]
+
+
 def random_strings(n, seed=1234):
     rng = random.Random(seed)
     pool = (
@@ -257,6 +287,8 @@ def main():
     ap.add_argument("--out", default="tests/golden/tokenizer/smollm2-135m.json")
     ap.add_argument("--n-random", type=int, default=60, help="random strings to add")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the random strings")
+    ap.add_argument("--extra-strings", choices=["gemma3"], default=None,
+                    help="add a model family's special/chat strings to the hand-written ones")
     ap.add_argument("--extra-files", nargs="*", default=[],
                     help="also use these files' contents as test strings (for one-off stress "
                          "runs; point the test at the output with OMNIBUS_TOKENIZER_GOLDEN)")
@@ -266,7 +298,10 @@ def main():
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
 
-    texts = [t.encode("utf-8") for t in hand_written() + random_strings(args.n_random, args.seed)]
+    strings = hand_written()
+    if args.extra_strings == "gemma3":
+        strings += GEMMA3_STRINGS
+    texts = [t.encode("utf-8") for t in strings + random_strings(args.n_random, args.seed)]
     texts += invalid_utf8()
     for path in args.extra_files:
         with open(path, "rb") as f:
