@@ -1,0 +1,62 @@
+// ChatTemplate: turns a conversation (system / user / assistant messages)
+// into the prompt text a model was trained on, by rendering the model's
+// Jinja chat template (GGUF key tokenizer.chat_template) the way Hugging
+// Face's apply_chat_template does: variables `messages` (a list of
+// {"role", "content"} maps), `add_generation_prompt`, `bos_token`,
+// `eos_token`, `tools` and `documents` (none), and the globals
+// raise_exception(msg) and strftime_now(fmt). The output equals Python
+// jinja2's byte for byte for the templates in tests/golden/chat/templates/
+// (docs/chat-templates.md says how that is checked and which Jinja subset is
+// supported).
+//
+// Thread-safety: immutable after parse(); render() is const and may run on
+// many threads at once. Copies are cheap and share the parsed template.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/jinja_template.h"
+#include "util/status.h"
+
+namespace omnibus {
+
+class GgufFile;
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" (templates decide what they accept)
+  std::string content;
+};
+
+class ChatTemplate {
+ public:
+  // Parses the template text; kInvalidArgument / kUnsupported (with line and
+  // column) for syntax it does not support.
+  static StatusOr<ChatTemplate> parse(std::string_view source);
+
+  // The rendered prompt, or an error: the template's raise_exception (e.g.
+  // "Conversation roles must alternate user/assistant/user/assistant/..."),
+  // type errors, or exceeded render limits. Never crashes.
+  StatusOr<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                               const std::string& bos_token, const std::string& eos_token) const;
+
+  // The template text (normalised line endings).
+  const std::string& source() const { return template_.source(); }
+
+ private:
+  explicit ChatTemplate(jinja::Template t) : template_(std::move(t)) {}
+  jinja::Template template_;
+};
+
+// Built-in templates for GGUF files that carry none.
+std::string_view chatml_template_source();
+std::string_view gemma_template_source();  // Gemma 3 instruction-tuned models
+
+// The template of a GGUF file: tokenizer.chat_template when present (its
+// parse error when it does not parse); otherwise a built-in one chosen by
+// general.architecture: the Gemma template for gemma, gemma2 and gemma3
+// (whose GGUFs often ship without one), else ChatML.
+StatusOr<ChatTemplate> chat_template_from_gguf(const GgufFile& f);
+
+}  // namespace omnibus
