@@ -53,6 +53,7 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
   ASSERT_GE(golden.size(), 100u);
   std::map<std::string, ChatTemplate> parsed;
   std::set<std::string> seen_templates;
+  std::set<std::string> unparsable;
   int n_checked = 0;
   for (const auto& c : golden) {
     const std::string name = c["template"].get<std::string>();
@@ -60,7 +61,13 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
     auto it = parsed.find(name);
     if (it == parsed.end()) {
       StatusOr<ChatTemplate> t = ChatTemplate::parse(read_file(templates_dir() + "/" + name));
-      ASSERT_TRUE(t.is_ok()) << name << ": " << t.status().to_string();
+      if (!unparsable.count(name)) {
+        EXPECT_TRUE(t.is_ok()) << name << ": " << t.status().to_string();
+      }
+      if (!t.is_ok()) {
+        unparsable.insert(name);
+        continue;
+      }
       it = parsed.emplace(name, *t).first;
     }
     const std::string what = name + " / " + c["conversation"].get<std::string>() +
@@ -76,8 +83,10 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
             << what << ": " << out.status().message();
       }
     } else {
-      ASSERT_TRUE(out.is_ok()) << what << ": " << out.status().to_string();
-      EXPECT_EQ(*out, c["output"].get<std::string>()) << what;
+      EXPECT_TRUE(out.is_ok()) << what << ": " << out.status().to_string();
+      if (out.is_ok()) {
+        EXPECT_EQ(*out, c["output"].get<std::string>()) << what;
+      }
     }
     ++n_checked;
   }
@@ -86,6 +95,7 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
     EXPECT_TRUE(seen_templates.count(need)) << need;
   }
   EXPECT_EQ(n_checked, int(golden.size()));
+  EXPECT_TRUE(unparsable.empty());
 }
 
 TEST(ChatTemplateGolden, EveryTemplateFileHasGoldenCases) {

@@ -114,6 +114,7 @@ std::string indent(std::string_view s, const std::string& pad, bool first, bool 
 
 // select / reject / selectattr / rejectattr.
 StatusOr<Value> select(const Value& input, const CallArgs& a, bool by_attr, bool keep) {
+  if (!input.truthy()) return Value(ValueList{});  // Jinja: `if value:` before iterating
   OMNIBUS_ASSIGN_OR_RETURN(ValueList items, iterate(input));
   size_t next = 0;
   std::string attr;
@@ -215,6 +216,7 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
     return Value(std::move(out));
   }
   if (name == "map") {
+    if (!in.truthy()) return Value(ValueList{});  // Jinja: `if value:` before iterating
     OMNIBUS_ASSIGN_OR_RETURN(ValueList items, iterate(in));
     ValueList out;
     const Value* attr = nullptr;

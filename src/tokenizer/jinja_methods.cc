@@ -153,6 +153,47 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
     for (size_t at = s.find(*sub); at != std::string::npos; at = s.find(*sub, at + sub->size())) ++n;
     return Value(n);
   }
+  if (name == "format") {  // "{}", "{0}", "{name}" and "{{" / "}}"; no format specs
+    std::string out;
+    size_t next_auto = 0;
+    bool used_auto = false, used_manual = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if ((c == '{' || c == '}') && i + 1 < s.size() && s[i + 1] == c) {
+        out += c;
+        ++i;
+        continue;
+      }
+      if (c == '}') return Status::invalid_argument("Single '}}' encountered in format string");
+      if (c != '{') {
+        out += c;
+        continue;
+      }
+      const size_t close = s.find('}', i);
+      if (close == std::string::npos) return Status::invalid_argument("Single '{{' encountered in format string");
+      const std::string field = s.substr(i + 1, close - i - 1);
+      if (field.find_first_of(":!.[") != std::string::npos) {
+        return Status::unsupported("str.format: format specs and attribute fields are not supported");
+      }
+      const Value* v = nullptr;
+      if (field.empty() || (field.find_first_not_of("0123456789") == std::string::npos && field.size() < 6)) {
+        (field.empty() ? used_auto : used_manual) = true;
+        if (used_auto && used_manual) {
+          return Status::invalid_argument("cannot switch from manual field specification to automatic field numbering");
+        }
+        const size_t idx = field.empty() ? next_auto++ : size_t(std::stoul(field));
+        if (idx < a.args.size()) v = &a.args[idx];
+      } else {
+        for (const auto& [k, x] : a.kwargs) {
+          if (k == field) v = &x;
+        }
+      }
+      if (v == nullptr) return Status::invalid_argument("str.format: no argument for field '{{{}}}'", field);
+      out += v->to_str();
+      i = close;
+    }
+    return Value(std::move(out));
+  }
   return Status::not_found("no such method");
 }
 

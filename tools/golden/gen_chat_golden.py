@@ -163,6 +163,8 @@ JINJA_CASES = [
     ("{{ (1 if false).x }}", {}),
     ("{{ d.items() | list }}{{ (1,) }}{{ () }}{{ d | dictsort if false else 'ok' }}", {"d": {"a": 1}}),
     ("{% for x in 5 %}{% endfor %}", {}),
+    ("{{ none | selectattr('type', 'equalto', 'x') | list }}{{ none | map(attribute='a') | list }}{{ '<{}|{}|{name}>{{}}'.format('a', 1, name='n') }}{{ '{1}{0}'.format('a', 'b') }}", {}),
+    ("{{ '<{}|{0}>'.format('a') }}", {}),
     ("{{ 'a' < 1 }}", {}),
     ("{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }}{% endfor %}", {}),
     ("{{ n is none }}{{ n == none }}{{ [] is defined }}{{ x.y is defined }}", {"x": {}}),
@@ -207,7 +209,11 @@ def main():
             continue
         with open(os.path.join(args.templates, name), encoding="utf-8", newline="") as f:
             source = f.read()
-        template = env.from_string(source)
+        try:
+            template = env.from_string(source)
+        except jinja2.exceptions.TemplateSyntaxError as e:
+            print(f"skipping {name}: jinja2 cannot parse it ({e})", file=sys.stderr)
+            continue
         bos, eos = TOKENS.get(name, DEFAULT_TOKENS)
         for conv_name, messages in CONVERSATIONS.items():
             for add_gen in (True, False):
