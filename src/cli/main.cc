@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   int exit_code = 0;
+  omnibus::add_serve_command(app, exit_code);
   omnibus::add_generate_command(app, exit_code);
   omnibus::add_perplexity_command(app, exit_code);
   omnibus::add_bench_command(app, exit_code);

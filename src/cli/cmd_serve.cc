@@ -1,0 +1,230 @@
+// `omnibus serve`: the OpenAI-compatible HTTP server with the web chat page.
+//
+// Startup: listen first (so /health answers 503 while loading), load the model
+// with a progress bar, start the engine, then report ready. SIGINT/SIGTERM:
+// stop accepting, let running generations finish for up to --grace-period
+// seconds, abort the rest, exit 0. A signal while the model loads, or a second
+// signal, exits at once.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/loaded_model.h"
+#include "engine/engine.h"
+#include "kv/kv_cache_size.h"
+#include "kv/kv_storage.h"
+#include "server/api_server.h"
+#include "server/http_transport.h"
+
+namespace omnibus {
+namespace {
+
+struct ServeOptions {
+  std::string model = "smollm2-135m";
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::string served_model_name;  // "": the -m argument
+  int threads = 0;
+  int http_threads = 2;
+  int64_t max_body_bytes = 8 << 20;
+  int64_t max_waiting = 1024;
+  double grace_period_s = 30.0;
+  // Engine.
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 512;
+  int block_size = 16;
+  int max_model_len = 0;
+  std::string kv_cache_memory;
+  std::string kv_dtype = "f16";
+};
+
+// Signals are blocked in every thread; this thread takes them with sigwait.
+class SignalWaiter {
+ public:
+  SignalWaiter() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] { run(); });
+    thread_.detach();  // it ends with the process
+  }
+  void set_loading(bool loading) {
+    std::lock_guard<std::mutex> lock(mu_);
+    loading_ = loading;
+  }
+  // Waits for the first signal; returns its number.
+  int wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return signal_ != 0; });
+    return signal_;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (loading_ || signal_ != 0) {
+        fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        std::fflush(stderr);
+        std::_Exit(signal_ != 0 ? 1 : 0);
+      }
+      signal_ = sig;
+      cv_.notify_all();
+    }
+  }
+
+  sigset_t set_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool loading_ = true;  // guarded by mu_
+  int signal_ = 0;       // guarded by mu_
+};
+
+int run_serve(const ServeOptions& o) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "omnibus serve: %s\n", s.to_string().c_str());
+    return 1;
+  };
+  // First, so that every thread started below inherits the mask; never freed
+  // (its thread lives until the process ends).
+  SignalWaiter& signals = *new SignalWaiter();
+
+  EngineConfig cfg;
+  cfg.max_num_seqs = o.max_num_seqs;
+  cfg.max_num_batched_tokens = o.max_num_batched_tokens;
+  cfg.block_size = o.block_size;
+  cfg.max_model_len = o.max_model_len;
+  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
+  cfg.kv_dtype = *kv_dtype;
+  if (!o.kv_cache_memory.empty()) {
+    StatusOr<int64_t> bytes = parse_byte_size(o.kv_cache_memory);
+    if (!bytes.is_ok()) return fail(bytes.status());
+    cfg.kv_cache_bytes = *bytes;
+  }
+
+  server::ApiConfig api_cfg;
+  api_cfg.served_model_name = o.served_model_name.empty() ? o.model : o.served_model_name;
+  api_cfg.api_key = o.api_key;
+  api_cfg.max_waiting = o.max_waiting;
+  auto api = std::make_unique<server::ApiServer>(api_cfg);
+  server::TransportConfig tcfg{o.host, o.port, o.http_threads, o.max_body_bytes};
+  StatusOr<std::unique_ptr<server::HttpTransport>> transport = server::HttpTransport::create(
+      tcfg, [a = api.get()](server::HttpRequest req, std::shared_ptr<server::ResponseSink> sink) {
+        a->handle(std::move(req), std::move(sink));
+      });
+  if (!transport.is_ok()) return fail(transport.status());
+  (*transport)->start();
+  fmt::print(stderr, "omnibus serve: listening on http://{}:{} (model '{}' loading; /health is 503 until ready)\n",
+             o.host, (*transport)->port(), api_cfg.served_model_name);
+
+  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
+  if (!m.is_ok()) return fail(m.status());
+  cfg.eog_ids = m->tokenizer->eog_ids();
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, cfg);
+  if (!engine.is_ok()) return fail(engine.status());
+
+  server::Backend backend;
+  backend.engine = engine->get();
+  backend.tokenizer = m->tokenizer.get();
+  backend.chat_renderer = server::chatml_renderer();
+  backend.chat_template = std::string(m->file->get_string("tokenizer.chat_template").value_or(""));
+  backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
+  backend.model_path = m->path;
+  api->set_backend(std::move(backend));
+  signals.set_loading(false);
+  const EngineInfo& info = (*engine)->info();
+  fmt::print(stderr,
+             "omnibus serve: ready on http://{}:{} — model '{}', max_model_len {}, KV cache {} blocks of {} tokens "
+             "({:.0f} MiB); chat page at /, API at /v1\n",
+             o.host, (*transport)->port(), api_cfg.served_model_name, info.max_model_len, info.n_blocks,
+             info.block_size, double(info.kv_cache_bytes) / double(1 << 20));
+
+  const int sig = signals.wait();
+  fmt::print(stderr, "omnibus serve: {}: no new requests; waiting up to {:.0f} s for {} running\n",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", o.grace_period_s, api->n_active_generations());
+  (*transport)->stop_accepting();
+  api->begin_drain();
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(o.grace_period_s));
+  while (api->n_active_generations() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (api->n_active_generations() > 0) {
+    fmt::print(stderr, "omnibus serve: grace period over; aborting {} requests\n", api->n_active_generations());
+    api->abort_all();
+    const auto hard = Clock::now() + std::chrono::seconds(5);
+    while (api->n_active_generations() > 0 && Clock::now() < hard) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // Give the last responses a moment to flush before the I/O threads stop.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  (*transport)->stop();
+  api.reset();        // the pump and every Generation (they use the engine)
+  engine->reset();    // aborts whatever is left, joins the engine thread
+  transport->reset();  // sessions are gone with the API; now the io_context
+  fmt::print(stderr, "omnibus serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /metrics) with a chat page at /");
+  cmd->add_option("-m,--model", o->model, "GGUF path or bundled model name")->capture_default_str();
+  cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port to listen on (0 = any free port)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' (every route but /health, /metrics and the page)")
+      ->envname("OMNIBUS_API_KEY");
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "Model name in the API (default: the -m argument)");
+  cmd->add_option("-t,--threads", o->threads, "Compute threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "I/O threads for HTTP connections")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413")
+      ->capture_default_str()->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
+  cmd->add_option("--max-waiting", o->max_waiting,
+                  "Most requests accepted but not yet started; beyond it requests get 503 (0 = no bound)")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  cmd->add_option("--grace-period", o->grace_period_s,
+                  "Seconds running requests may take to finish after SIGINT/SIGTERM")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one engine step")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
+                  "Token budget of one engine step (prompt chunks + decodes)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory,
+                  "KV cache pool size, e.g. 512MiB (default: from the available memory)");
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "Longest prompt + completion in tokens (0 = the model's, capped to the pool)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type (f16, f32)")->capture_default_str();
+  cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
+}
+
+}  // namespace omnibus

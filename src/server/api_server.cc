@@ -1,0 +1,326 @@
+#include "server/api_server.h"
+
+#include <ctime>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/json_fields.h"
+#include "server/sse.h"
+#include "server/web_assets.h"
+
+namespace omnibus::server {
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+void respond_error(ResponseSink& sink, const ApiError& e) { sink.respond(e.status, kJson, e.to_json()); }
+
+// Constant-time comparison of the presented and the expected key.
+bool key_matches(const std::string& header, const std::string& key) {
+  const std::string expected = "Bearer " + key;
+  if (header.size() != expected.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < header.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ expected[i]);
+  return diff == 0;
+}
+
+ApiResult<nlohmann::json> parse_body(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON", "invalid_json");
+  if (!j.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+ApiServer::ApiServer(ApiConfig config)
+    : config_(std::move(config)),
+      metrics_(config_.served_model_name),
+      pump_(std::make_unique<StreamPump>()),
+      created_(int64_t(std::time(nullptr))) {}
+
+ApiServer::~ApiServer() { pump_.reset(); }
+
+void ApiServer::set_backend(Backend backend) {
+  backend_ = std::move(backend);
+  if (!backend_.chat_renderer) backend_.chat_renderer = chatml_renderer();
+  State expected = State::kLoading;
+  state_.compare_exchange_strong(expected, State::kReady);
+}
+
+void ApiServer::begin_drain() { state_ = State::kDraining; }
+
+void ApiServer::abort_all() {
+  std::vector<std::shared_ptr<Generation>> live;
+  {
+    std::lock_guard<std::mutex> lock(gens_mu_);
+    for (const auto& w : gens_) {
+      if (auto g = w.lock()) live.push_back(std::move(g));
+    }
+  }
+  for (const auto& g : live) g->cancel();
+}
+
+void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
+  std::string path = req.target.substr(0, req.target.find('?'));
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  const State state = state_.load();
+  const bool ready = state != State::kLoading;
+
+  if (path == "/health") {
+    if (state == State::kReady) return sink->respond(200, kJson, R"({"status":"ok"})");
+    return respond_error(*sink, ApiError::unavailable(state == State::kLoading ? "the model is loading"
+                                                                                 : "the server is shutting down"));
+  }
+  if (path == "/") path = "/index.html";
+  if (const WebAsset* a = find_web_asset(path); a && get) {
+    return sink->respond(200, std::string(a->content_type), std::string(a->body));
+  }
+  if (path == "/metrics" && get) {
+    EngineStats st;
+    if (ready) st = backend_.engine->stats();
+    return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(st));
+  }
+
+  struct Route {
+    const char* path;
+    bool post;
+  };
+  static const Route kRoutes[] = {{"/v1/models", false},      {"/v1/completions", true}, {"/v1/chat/completions", true},
+                                  {"/tokenize", true},        {"/detokenize", true},     {"/tokenizer_info", false},
+                                  {"/v1/engine/state", false}};
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (path == r.path) route = &r;
+  }
+  if (!route) return respond_error(*sink, ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
+  if (route->post ? !post : !get) {
+    ApiError e{405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "",
+               "method_not_allowed"};
+    return respond_error(*sink, e);
+  }
+  if (!config_.api_key.empty() && !key_matches(req.authorization, config_.api_key)) {
+    return respond_error(*sink, ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)"));
+  }
+  if (path == "/v1/engine/state") return sink->respond(200, kJson, engine_state());
+  if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
+
+  if (path == "/v1/models") return sink->respond(200, kJson, models());
+  if (path == "/tokenizer_info") return sink->respond(200, kJson, tokenizer_info());
+  if (path == "/tokenize" || path == "/detokenize") {
+    ApiResult<std::string> r = path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);
+    if (!r.ok()) return respond_error(*sink, r.error());
+    return sink->respond(200, kJson, std::move(*r));
+  }
+  handle_generation(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat, req, sink);
+}
+
+void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
+                                  const std::shared_ptr<ResponseSink>& sink) {
+  ApiResult<nlohmann::json> body = parse_body(req.body);
+  if (!body.ok()) return respond_error(*sink, body.error());
+  const Tokenizer& tok = *backend_.tokenizer;
+  Engine& engine = *backend_.engine;
+  const int32_t max_model_len = engine.info().max_model_len;
+  ParseLimits limits;
+  limits.n_vocab = tok.n_vocab();
+  ApiResult<GenerationSpec> spec =
+      endpoint == Endpoint::kChat ? parse_chat_request(*body, limits) : parse_completion_request(*body, limits);
+  if (!spec.ok()) return respond_error(*sink, spec.error());
+  if (!spec->model.empty() && spec->model != config_.served_model_name) {
+    return respond_error(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves "
+                                                                "'{}')", spec->model, config_.served_model_name),
+                                                    "model_not_found"));
+  }
+
+  // Prompts -> token ids.
+  std::vector<PreparedPrompt> prompts;
+  const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (endpoint == Endpoint::kChat) {
+    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt);
+    if (!text.is_ok()) {
+      return respond_error(*sink, ApiError::invalid("messages", "cannot apply the chat template: " +
+                                                                    text.status().message()));
+    }
+    prompts.push_back(PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
+  } else {
+    for (const PromptInput& in : spec->prompts) {
+      PreparedPrompt p;
+      if (in.is_text) {
+        p.ids = tok.encode(in.text, spec->add_special_tokens, /*parse_special=*/true);
+        p.echo_text = in.text;
+      } else {
+        p.ids = in.ids;
+        if (spec->echo) p.echo_text = tok.decode(in.ids);
+      }
+      prompts.push_back(std::move(p));
+    }
+  }
+  int32_t longest = 0;
+  for (const PreparedPrompt& p : prompts) {
+    if (p.ids.empty()) return respond_error(*sink, ApiError::invalid(param, "the prompt is empty after tokenization"));
+    longest = std::max(longest, int32_t(p.ids.size()));
+  }
+  if (!spec->max_tokens_set) spec->base.max_tokens = std::max(1, max_model_len - longest);
+  if (int64_t(longest) + spec->base.max_tokens > max_model_len) {
+    return respond_error(
+        *sink, ApiError::invalid(param,
+                                 fmt::format("this model's maximum context length is {} tokens, but {} tokens were "
+                                             "requested ({} in the prompt, {} for the completion); shorten the "
+                                             "prompt or lower max_tokens",
+                                             max_model_len, int64_t(longest) + spec->base.max_tokens, longest,
+                                             spec->base.max_tokens),
+                                 "context_length_exceeded"));
+  }
+  if (spec->base.min_tokens > spec->base.max_tokens) {
+    return respond_error(*sink, ApiError::invalid("min_tokens", "'min_tokens' must not exceed the tokens the context "
+                                                                "leaves for the completion"));
+  }
+
+  if (state_.load() == State::kDraining) {
+    return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
+  }
+  const int64_t n_new = int64_t(prompts.size());
+  if (config_.max_waiting > 0 && counters_.n_pending.load() + n_new > config_.max_waiting) {
+    return respond_error(*sink, ApiError::unavailable(fmt::format("the server is overloaded: {} requests are waiting "
+                                                                  "(bound {}); retry later",
+                                                                  counters_.n_pending.load(), config_.max_waiting),
+                                                      "server_overloaded"));
+  }
+
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const PreparedPrompt& p : prompts) {
+    Request r = spec->base;
+    r.prompt = p.ids;
+    StatusOr<std::shared_ptr<RequestStream>> s = engine.submit(std::move(r));
+    if (!s.is_ok()) {
+      for (const auto& done : streams) engine.abort(done->id());
+      return respond_error(*sink, ApiError::invalid("", s.status().message()));
+    }
+    streams.push_back(std::move(*s));
+  }
+  counters_.n_pending.fetch_add(n_new);
+
+  GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name};
+  auto gen = std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
+  {
+    std::lock_guard<std::mutex> lock(gens_mu_);
+    std::erase_if(gens_, [](const std::weak_ptr<Generation>& w) { return w.expired(); });
+    gens_.push_back(gen);
+  }
+  std::weak_ptr<Generation> weak = gen;
+  sink->on_disconnect([weak] {
+    if (auto g = weak.lock()) g->cancel();
+  });
+  gen->start(streams);
+  for (size_t k = 0; k < streams.size(); ++k) {
+    pump_->add(streams[k], [gen, k](std::vector<EngineEvent>& events) { gen->on_events(k, events); });
+  }
+}
+
+ApiResult<std::string> ApiServer::tokenize(const std::string& body_text) const {
+  ApiResult<nlohmann::json> body = parse_body(body_text);
+  if (!body.ok()) return body.error();
+  JsonFields f(*body);
+  std::string prompt;
+  bool add_special = true;
+  if (!f.find("prompt")) f.fail(ApiError::invalid("prompt", "'prompt' is required"));
+  f.get_string("prompt", prompt);
+  f.get_bool("add_special_tokens", add_special);
+  if (!f.ok()) return *f.error();
+  const std::vector<int32_t> ids = backend_.tokenizer->encode(prompt, add_special, /*parse_special=*/true);
+  nlohmann::json r;
+  r["tokens"] = ids;
+  r["count"] = ids.size();
+  r["max_model_len"] = backend_.engine->info().max_model_len;
+  return json_dump(r);
+}
+
+ApiResult<std::string> ApiServer::detokenize(const std::string& body_text) const {
+  ApiResult<nlohmann::json> body = parse_body(body_text);
+  if (!body.ok()) return body.error();
+  const int32_t n_vocab = backend_.tokenizer->n_vocab();
+  auto it = body->find("tokens");
+  if (it == body->end() || !it->is_array()) return ApiError::invalid("tokens", "'tokens' must be a list of token ids");
+  std::vector<int32_t> ids;
+  for (const nlohmann::json& x : *it) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= n_vocab) {
+      return ApiError::invalid("tokens", fmt::format("'tokens' must be token ids in [0, {})", n_vocab));
+    }
+    ids.push_back(x.get<int32_t>());
+  }
+  return json_dump({{"prompt", backend_.tokenizer->decode(ids)}});
+}
+
+std::string ApiServer::tokenizer_info() const {
+  const Tokenizer& tok = *backend_.tokenizer;
+  auto token_text = [&tok](int32_t id) -> nlohmann::json {
+    if (id < 0 || id >= tok.n_vocab()) return nullptr;
+    return tok.token_to_piece(id, /*render_special=*/true);
+  };
+  nlohmann::json r;
+  r["bos_token"] = token_text(tok.bos_id());
+  r["eos_token"] = token_text(tok.eos_id());
+  r["pad_token"] = token_text(backend_.pad_id);
+  r["chat_template"] = backend_.chat_template.empty() ? nlohmann::json(nullptr) : nlohmann::json(backend_.chat_template);
+  r["vocab_size"] = tok.n_vocab();
+  r["add_bos_token"] = tok.add_bos();
+  return json_dump(r);
+}
+
+std::string ApiServer::models() const {
+  nlohmann::json m;
+  m["id"] = config_.served_model_name;
+  m["object"] = "model";
+  m["created"] = created_;
+  m["owned_by"] = "omnibus";
+  m["root"] = backend_.model_path;
+  m["max_model_len"] = backend_.engine->info().max_model_len;
+  return json_dump({{"object", "list"}, {"data", nlohmann::json::array({m})}});
+}
+
+std::string ApiServer::engine_state() {
+  const State state = state_.load();
+  nlohmann::json r;
+  r["state"] = state == State::kLoading ? "loading" : state == State::kReady ? "ready" : "draining";
+  r["model"] = config_.served_model_name;
+  if (state == State::kLoading) return json_dump(r);
+  const EngineStats st = backend_.engine->stats();
+  const EngineInfo& info = backend_.engine->info();
+  const uint64_t tokens = metrics_.generation_tokens();
+  double rate = 0;
+  {
+    // Generated tokens per second over the last >= 1 s window.
+    std::lock_guard<std::mutex> lock(rate_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - rate_time_).count();
+    if (rate_time_ == std::chrono::steady_clock::time_point{} || dt > 10.0) {
+      rate_time_ = now;
+      rate_tokens_ = tokens;
+      rate_ = 0;
+    } else if (dt >= 1.0) {
+      rate_ = double(tokens - rate_tokens_) / dt;
+      rate_time_ = now;
+      rate_tokens_ = tokens;
+    }
+    rate = rate_;
+  }
+  r["num_requests_running"] = st.n_running;
+  r["num_requests_waiting"] = st.n_waiting;
+  r["kv_blocks_used"] = st.kv_blocks_used;
+  r["kv_blocks_total"] = st.kv_blocks_total;
+  r["kv_cache_usage"] = st.kv_blocks_total > 0 ? double(st.kv_blocks_used) / double(st.kv_blocks_total) : 0.0;
+  r["block_size"] = info.block_size;
+  r["max_model_len"] = info.max_model_len;
+  r["num_preemptions"] = st.n_preemptions;
+  r["engine_steps"] = st.n_steps;
+  r["generation_tokens_total"] = tokens;
+  r["generation_tokens_per_s"] = rate;
+  r["mean_batch_size"] = st.mean_batch_size;
+  r["http_generations_active"] = counters_.n_active.load();
+  return json_dump(r);
+}
+
+}  // namespace omnibus::server

@@ -1,0 +1,94 @@
+// ApiServer: the OpenAI-compatible API behind the HTTP transport — routing,
+// API-key checks, the plain endpoints, and generation calls handed to
+// Generation + StreamPump. It knows nothing of sockets (see http_types.h).
+//
+// Routes (docs/server.md has the details):
+//   GET  /health                 200 when ready, 503 while loading or draining   (no key)
+//   GET  /metrics                Prometheus text                                 (no key)
+//   GET  /  /index.html /app.js /style.css   the chat page                       (no key)
+//   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
+//   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
+//
+// States: loading (from construction until set_backend), ready, draining
+// (after begin_drain: generation calls get 503, running ones go on).
+//
+// Thread-safety: handle() from any number of I/O threads at once;
+// set_backend() once, from any thread; the rest from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/chat_renderer.h"
+#include "server/generation.h"
+#include "server/http_types.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/stream_pump.h"
+#include "tokenizer/tokenizer.h"
+
+namespace omnibus::server {
+
+struct ApiConfig {
+  std::string served_model_name = "omnibus";
+  std::string api_key;            // "" = no authentication
+  int64_t max_waiting = 1024;     // engine requests accepted but not started; beyond: 503 (0 = no bound)
+};
+
+// What the API needs once the model is loaded. The pointers must outlive the ApiServer.
+struct Backend {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ChatRenderer chat_renderer;
+  std::string chat_template;  // the model's template source, for /tokenizer_info ("" if none)
+  int32_t pad_id = -1;
+  std::string model_path;
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiConfig config);
+  ~ApiServer();  // stops the pump: call after the transport has stopped
+
+  void set_backend(Backend backend);
+  void begin_drain();
+  // Aborts every generation in flight (their final events still drain).
+  void abort_all();
+  int64_t n_active_generations() const { return counters_.n_active.load(); }
+
+  // REQUIRES: the response is completed through `sink`, now or later.
+  void handle(HttpRequest req, std::shared_ptr<ResponseSink> sink);
+
+ private:
+  enum class State { kLoading, kReady, kDraining };
+
+  void handle_generation(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  ApiResult<std::string> tokenize(const std::string& body) const;
+  ApiResult<std::string> detokenize(const std::string& body) const;
+  std::string tokenizer_info() const;
+  std::string models() const;
+  std::string engine_state();
+
+  const ApiConfig config_;
+  std::atomic<State> state_{State::kLoading};
+  Backend backend_;  // written once before state_ becomes kReady
+  ServerMetrics metrics_;
+  GenerationCounters counters_;
+  std::unique_ptr<StreamPump> pump_;
+  const int64_t created_;
+
+  std::mutex gens_mu_;
+  std::vector<std::weak_ptr<Generation>> gens_;  // guarded by gens_mu_: for abort_all
+
+  std::mutex rate_mu_;  // guarded: generation-rate samples for /v1/engine/state
+  std::chrono::steady_clock::time_point rate_time_;
+  uint64_t rate_tokens_ = 0;
+  double rate_ = 0;
+};
+
+}  // namespace omnibus::server

@@ -1,0 +1,71 @@
+// ChoiceOutput: one choice (one engine sequence) turned from token events into
+// the text and logprobs a response carries.
+//
+// Per sampled token: StreamDecoder (UTF-8-safe pieces) -> StopMatcher (stop
+// strings never cut in half) -> the released text. A token that ends the
+// sequence by kStop (EOG or a stop_token_id) is not printed and has no
+// logprobs entry. A stop string ends the choice with finish_reason "stop";
+// the engine request is aborted by the caller once every choice of it is done.
+//
+// Thread-safety: one choice, one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace omnibus::server {
+
+// One token's logprob entry, as both response formats need it.
+struct TokenLogprob {
+  int32_t token = -1;
+  bool has_logprob = true;  // false for the first echoed prompt token
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), best first
+  size_t text_offset = 0;  // where its text starts in the choice's text (completions)
+};
+
+// What one event adds to a choice.
+struct ChoiceDelta {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;  // set by the event that ends the choice, else ""
+};
+
+class ChoiceOutput {
+ public:
+  // REQUIRES: tok outlives this. text_base: bytes already in the choice's text
+  // before the completion (the echoed prompt), for text_offset.
+  ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs, size_t text_base);
+
+  // One of this sequence's events. Ignored (empty delta) once finished().
+  ChoiceDelta on_event(const EngineEvent& e);
+
+  bool finished() const { return !finish_reason_.empty(); }
+  const std::string& finish_reason() const { return finish_reason_; }
+  // Completion tokens for usage: tokens sampled up to the end of the choice.
+  int32_t n_tokens() const { return n_tokens_; }
+
+ private:
+  const Tokenizer& tok_;
+  StreamDecoder decoder_;
+  StopMatcher stop_;
+  const bool want_logprobs_;
+  size_t piece_bytes_;  // text_base + raw bytes of the pieces so far
+  int32_t n_tokens_ = 0;
+  std::string finish_reason_;
+};
+
+// A token's text for logprob listings: its bytes when they are valid UTF-8,
+// else "bytes:\xNN..." (vLLM's convention for partial characters).
+std::string token_display(const Tokenizer& tok, int32_t id);
+
+// True when `s` is valid UTF-8.
+bool is_valid_utf8(const std::string& s);
+
+}  // namespace omnibus::server

@@ -1,0 +1,259 @@
+#include "server/generation.h"
+
+#include <ctime>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "server/openai_response.h"
+#include "server/sse.h"
+#include "util/check.h"
+
+namespace omnibus::server {
+namespace {
+
+std::string new_id(Endpoint endpoint) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  return fmt::format("{}-{:08x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", uint32_t(salt),
+                     uint32_t(counter.fetch_add(1) + 1));
+}
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<PreparedPrompt> prompts,
+                       std::shared_ptr<ResponseSink> sink)
+    : ctx_(std::move(ctx)),
+      spec_(std::move(spec)),
+      prompts_(std::move(prompts)),
+      sink_(std::move(sink)),
+      id_(new_id(spec_.endpoint)),
+      created_(int64_t(std::time(nullptr))) {
+  const size_t n = size_t(spec_.base.n);
+  parts_.resize(prompts_.size());
+  choices_.resize(prompts_.size() * n);
+  for (size_t k = 0; k < prompts_.size(); ++k) {
+    const size_t base = spec_.echo ? prompts_[k].echo_text.size() : 0;
+    for (size_t j = 0; j < n; ++j) {
+      choices_[k * n + j].out =
+          std::make_unique<ChoiceOutput>(*ctx_.tokenizer, spec_.stop, spec_.logprobs >= 0, base);
+    }
+  }
+}
+
+nlohmann::json Generation::chunk_base() const {
+  nlohmann::json j;
+  j["id"] = id_;
+  j["object"] = spec_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = created_;
+  j["model"] = ctx_.model_name;
+  return j;
+}
+
+void Generation::start(std::vector<std::shared_ptr<RequestStream>> streams) {
+  OMNIBUS_CHECK(streams.size() == parts_.size());
+  for (size_t k = 0; k < streams.size(); ++k) parts_[k].stream = std::move(streams[k]);
+  ctx_.counters->n_active.fetch_add(1);
+  if (!spec_.stream) return;
+  sink_->begin_stream("text/event-stream");
+  if (spec_.endpoint == Endpoint::kChat) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      nlohmann::json c = chunk_base();
+      c["choices"] = nlohmann::json::array(
+          {{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+            {"finish_reason", nullptr}}});
+      if (spec_.include_usage) c["usage"] = nullptr;
+      sink_->write(sse_event(c));
+    }
+  }
+}
+
+void Generation::cancel() {
+  if (cancelled_.exchange(true)) return;
+  for (const Part& p : parts_) ctx_.engine->abort(p.stream->id());
+}
+
+void Generation::on_events(size_t k, std::vector<EngineEvent>& events) {
+  for (const EngineEvent& e : events) handle_event(k, e);
+}
+
+void Generation::add_echo(size_t k, ChoiceDelta& d) {
+  const PreparedPrompt& p = prompts_[k];
+  d.text = p.echo_text + d.text;
+  if (spec_.logprobs < 0) return;
+  // Prompt entries: the first token has no logprob; the others come from the engine.
+  std::vector<TokenLogprob> entries;
+  size_t offset = 0;
+  const Part& part = parts_[k];
+  for (size_t i = 0; i < p.ids.size(); ++i) {
+    TokenLogprob t;
+    t.token = p.ids[i];
+    t.text_offset = offset;
+    if (i == 0) {
+      t.has_logprob = false;
+    } else if (i - 1 < part.prompt_logprobs.size()) {
+      t.logprob = part.prompt_logprobs[i - 1].logprob;
+      t.top = part.prompt_logprobs[i - 1].top_logprobs;
+    }
+    offset += ctx_.tokenizer->token_to_piece(p.ids[i]).size();
+    entries.push_back(std::move(t));
+  }
+  entries.insert(entries.end(), std::make_move_iterator(d.logprobs.begin()),
+                 std::make_move_iterator(d.logprobs.end()));
+  d.logprobs = std::move(entries);
+}
+
+void Generation::handle_event(size_t k, const EngineEvent& e) {
+  Part& part = parts_[k];
+  const size_t n = size_t(spec_.base.n);
+  if (!part.started) {
+    part.started = true;
+    ctx_.counters->n_pending.fetch_sub(1);
+    part.n_prompt_tokens = e.n_prompt_tokens;
+    part.n_cached_tokens = e.n_cached_tokens;
+    ctx_.metrics->add_prompt_tokens(e.n_prompt_tokens);
+    if (e.token >= 0) {
+      part.first_token = e.time;
+      ctx_.metrics->observe_ttft(seconds(e.time - part.stream->submit_time()));
+    }
+  }
+  if (!e.prompt_logprobs.empty()) part.prompt_logprobs = e.prompt_logprobs;
+  if (e.token >= 0) {
+    ctx_.metrics->add_generation_tokens(1);
+    part.last_token = e.time;
+    part.max_tokens_seen = std::max(part.max_tokens_seen, e.n_output_tokens);
+  }
+
+  const size_t ci = k * n + size_t(e.seq_index);
+  OMNIBUS_CHECK(ci < choices_.size());
+  Choice& choice = choices_[ci];
+  const bool was_finished = choice.out->finished();
+  ChoiceDelta d;
+  if (spec_.echo_only && !was_finished) {
+    // Scoring a prompt: the one generated token is dropped.
+    EngineEvent end = e;
+    end.token = -1;
+    if (end.finish == FinishReason::kNone || end.finish == FinishReason::kStop) end.finish = FinishReason::kLength;
+    d = choice.out->on_event(end);
+  } else {
+    d = choice.out->on_event(e);
+  }
+  if (!was_finished && spec_.echo && !choice.echoed) {
+    choice.echoed = true;
+    add_echo(k, d);
+  }
+  if (!d.finish_reason.empty()) ctx_.metrics->count_finished(cancelled_ ? "abort" : d.finish_reason);
+  if (!was_finished) emit(ci, d);
+
+  // Every choice of this request ended on a stop string: stop its sequences in the engine.
+  if (!e.final && !part.aborted_after_stop) {
+    bool all_done = true;
+    for (size_t j = 0; j < n; ++j) all_done = all_done && choices_[k * n + j].out->finished();
+    if (all_done) {
+      part.aborted_after_stop = true;
+      ctx_.engine->abort(part.stream->id());
+    }
+  }
+  if (e.final) {
+    part.final = true;
+    if (part.max_tokens_seen > 0) {
+      const auto submit = part.stream->submit_time();
+      ctx_.metrics->observe_e2e(seconds(part.last_token - submit));
+      if (part.max_tokens_seen > 1) {
+        ctx_.metrics->observe_tpot(seconds(part.last_token - part.first_token) / double(part.max_tokens_seen - 1));
+      }
+    }
+    if (++n_final_ == parts_.size()) finish();
+  }
+}
+
+void Generation::emit(size_t ci, ChoiceDelta& d) {
+  const bool chat = spec_.endpoint == Endpoint::kChat;
+  Choice& choice = choices_[ci];
+  if (!spec_.stream) {
+    choice.text += d.text;
+    if (spec_.logprobs >= 0) {
+      if (chat) {
+        append_chat_logprobs(*ctx_.tokenizer, d.logprobs, choice.logprobs);
+      } else {
+        append_completion_logprobs(*ctx_.tokenizer, d.logprobs, choice.logprobs);
+      }
+    }
+    return;
+  }
+  if (d.text.empty() && d.logprobs.empty() && d.finish_reason.empty()) return;
+  if (cancelled_) return;
+  nlohmann::json c = chunk_base();
+  nlohmann::json ch;
+  ch["index"] = ci;
+  nlohmann::json lp = nullptr;
+  if (spec_.logprobs >= 0 && !d.logprobs.empty()) {
+    if (chat) {
+      append_chat_logprobs(*ctx_.tokenizer, d.logprobs, lp);
+    } else {
+      append_completion_logprobs(*ctx_.tokenizer, d.logprobs, lp);
+    }
+  }
+  if (chat) {
+    ch["delta"] = d.text.empty() ? nlohmann::json::object() : nlohmann::json{{"content", d.text}};
+  } else {
+    ch["text"] = d.text;
+  }
+  ch["logprobs"] = std::move(lp);
+  ch["finish_reason"] = d.finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.finish_reason);
+  c["choices"] = nlohmann::json::array({std::move(ch)});
+  if (spec_.include_usage) c["usage"] = nullptr;
+  sink_->write(sse_event(c));
+}
+
+void Generation::finish() {
+  int64_t prompt_tokens = 0, cached = 0, completion_tokens = 0;
+  for (const Part& p : parts_) {
+    prompt_tokens += p.n_prompt_tokens;
+    cached += p.n_cached_tokens;
+  }
+  for (const Choice& c : choices_) completion_tokens += c.out->n_tokens();
+  if (spec_.echo_only) completion_tokens = 0;
+  const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, cached);
+  const bool chat = spec_.endpoint == Endpoint::kChat;
+  if (spec_.stream) {
+    if (!cancelled_) {
+      if (spec_.include_usage) {
+        nlohmann::json c = chunk_base();
+        c["choices"] = nlohmann::json::array();
+        c["usage"] = usage;
+        sink_->write(sse_event(c));
+      }
+      sink_->write(sse_done());
+      sink_->end_stream();
+    }
+  } else if (!cancelled_) {
+    nlohmann::json r;
+    r["id"] = id_;
+    r["object"] = chat ? "chat.completion" : "text_completion";
+    r["created"] = created_;
+    r["model"] = ctx_.model_name;
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const Choice& c = choices_[i];
+      nlohmann::json ch;
+      ch["index"] = i;
+      if (chat) {
+        ch["message"] = {{"role", "assistant"}, {"content", c.text}};
+      } else {
+        ch["text"] = c.text;
+      }
+      ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : c.logprobs;
+      ch["finish_reason"] = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
+      list.push_back(std::move(ch));
+    }
+    r["choices"] = std::move(list);
+    r["usage"] = usage;
+    sink_->respond(200, "application/json", json_dump(r));
+  }
+  ctx_.counters->n_active.fetch_sub(1);
+}
+
+}  // namespace omnibus::server

@@ -1,0 +1,106 @@
+// Generation: one /v1/completions or /v1/chat/completions call in flight —
+// the engine requests it submitted (one per prompt, each with n sequences),
+// the choices they feed (choice index = prompt index * n + sequence index),
+// and the response it writes to its ResponseSink: SSE chunks as events
+// arrive, or one JSON body at the end.
+//
+// Lifecycle: the API handler builds it and calls start(); the StreamPump then
+// calls on_events() for each engine request until every one has delivered
+// its final event, and the response is finished. cancel() (client gone)
+// aborts every engine request; their blocks return to the pool within one
+// engine step and the final abort events still drain through on_events().
+// When every choice of an engine request has ended on a stop string, that
+// request is aborted as well (the engine can only abort whole requests).
+//
+// Thread-safety: start() on the handler's thread before the pump sees it;
+// on_events() on the pump thread only; cancel() from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "server/choice_output.h"
+#include "server/http_types.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace omnibus::server {
+
+// Server-wide counters a Generation updates.
+struct GenerationCounters {
+  std::atomic<int64_t> n_pending{0};  // engine requests submitted, no event yet
+  std::atomic<int64_t> n_active{0};   // Generations not finished
+};
+
+struct GenerationContext {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ServerMetrics* metrics = nullptr;
+  GenerationCounters* counters = nullptr;
+  std::string model_name;
+};
+
+// One prompt of the call, tokenized.
+struct PreparedPrompt {
+  std::vector<int32_t> ids;
+  std::string echo_text;  // the prompt's text, when echoing
+};
+
+class Generation {
+ public:
+  Generation(GenerationContext ctx, GenerationSpec spec, std::vector<PreparedPrompt> prompts,
+             std::shared_ptr<ResponseSink> sink);
+
+  // Takes the submitted streams (one per prompt, in order), counts the call as
+  // active and, when streaming, sends the headers (and chat role chunks).
+  void start(std::vector<std::shared_ptr<RequestStream>> streams);
+  void on_events(size_t k, std::vector<EngineEvent>& events);
+  void cancel();
+
+ private:
+  struct Part {  // one engine request
+    std::shared_ptr<RequestStream> stream;
+    bool started = false;
+    bool final = false;
+    bool aborted_after_stop = false;
+    int32_t n_prompt_tokens = 0;
+    int32_t n_cached_tokens = 0;
+    std::vector<PromptLogprob> prompt_logprobs;
+    std::chrono::steady_clock::time_point first_token, last_token;
+    int32_t max_tokens_seen = 0;
+  };
+  struct Choice {
+    std::unique_ptr<ChoiceOutput> out;
+    bool echoed = false;
+    std::string text;       // non-streaming: the whole text
+    nlohmann::json logprobs;  // non-streaming: accumulated logprobs
+  };
+
+  void handle_event(size_t k, const EngineEvent& e);
+  // The echo prefix (text and prompt logprob entries) of a completions choice.
+  void add_echo(size_t k, ChoiceDelta& d);
+  void emit(size_t choice_index, ChoiceDelta& d);
+  void finish();
+  nlohmann::json chunk_base() const;
+
+  const GenerationContext ctx_;
+  const GenerationSpec spec_;
+  const std::vector<PreparedPrompt> prompts_;
+  const std::shared_ptr<ResponseSink> sink_;
+  const std::string id_;
+  const int64_t created_;
+
+  std::vector<Part> parts_;      // [prompts]
+  std::vector<Choice> choices_;  // [prompts * n]
+  size_t n_final_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace omnibus::server

@@ -1,0 +1,55 @@
+// HttpTransport: the HTTP/1.1 server (Boost.Beast on Asio) that feeds
+// ApiServer. A few I/O threads run every connection asynchronously; a
+// connection waiting for tokens holds no thread. Each connection is a strand:
+//
+//   read request (body limit -> 413) -> handler(HttpRequest, sink)
+//     plain:      sink.respond -> write -> next request (keep-alive)
+//     streaming:  sink.begin_stream -> write* (chunked, coalesced) -> end_stream
+//   while a response is pending, a read watches the socket: EOF or an error
+//   means the client left, and the sink's on_disconnect callback runs.
+//
+// Thread-safety: create/start/stop_accepting/stop from one controlling thread;
+// sinks from any thread (their calls are posted onto the connection's strand).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/http_types.h"
+#include "util/status.h"
+
+namespace omnibus::server {
+
+struct TransportConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                      // 0: any free port (see port())
+  int threads = 2;                      // I/O threads
+  int64_t max_body_bytes = 8 << 20;     // larger bodies get 413
+};
+
+class HttpTransport {
+ public:
+  using Handler = std::function<void(HttpRequest, std::shared_ptr<ResponseSink>)>;
+
+  // Binds and listens (kIo when the address is taken or invalid); accepts
+  // nothing until start().
+  static StatusOr<std::unique_ptr<HttpTransport>> create(TransportConfig config, Handler handler);
+  ~HttpTransport();  // stop()
+
+  int port() const;  // the bound port
+  void start();
+  void stop_accepting();
+  // Stops the I/O threads and joins them. Sessions still referenced elsewhere
+  // (sinks) stay valid objects until released; destroy the transport last.
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit HttpTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace omnibus::server

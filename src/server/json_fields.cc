@@ -1,0 +1,101 @@
+#include "server/json_fields.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace omnibus::server {
+
+const char* json_type_name(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::boolean: return "boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return "integer";
+    case nlohmann::json::value_t::number_float: return "number";
+    case nlohmann::json::value_t::string: return "string";
+    case nlohmann::json::value_t::array: return "array";
+    case nlohmann::json::value_t::object: return "object";
+    default: return "value";
+  }
+}
+
+const nlohmann::json* JsonFields::find(const char* key) const {
+  auto it = obj_.find(key);
+  if (it == obj_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool JsonFields::fail(ApiError e) {
+  if (!error_) error_ = std::move(e);
+  return false;
+}
+
+void JsonFields::get_bool(const char* key, bool& out) {
+  if (error_) return;
+  const nlohmann::json* v = find(key);
+  if (!v) return;
+  if (!v->is_boolean()) {
+    fail(ApiError::invalid(key, fmt::format("'{}' must be a boolean, got {}", key, json_type_name(*v))));
+    return;
+  }
+  out = v->get<bool>();
+}
+
+void JsonFields::get_int(const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  if (error_) return;
+  const nlohmann::json* v = find(key);
+  if (!v) return;
+  if (!v->is_number_integer()) {
+    fail(ApiError::invalid(key, fmt::format("'{}' must be an integer, got {}", key, json_type_name(*v))));
+    return;
+  }
+  int64_t x = 0;
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    x = u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(u);
+  } else {
+    x = v->get<int64_t>();
+  }
+  if (x < lo || x > hi) {
+    fail(ApiError::invalid(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x)));
+    return;
+  }
+  out = x;
+}
+
+void JsonFields::get_int(const char* key, int32_t lo, int32_t hi, int32_t& out) {
+  int64_t x = out;
+  get_int(key, int64_t(lo), int64_t(hi), x);
+  if (!error_) out = int32_t(x);
+}
+
+void JsonFields::get_number(const char* key, double lo, double hi, float& out, bool lo_open) {
+  if (error_) return;
+  const nlohmann::json* v = find(key);
+  if (!v) return;
+  if (!v->is_number()) {
+    fail(ApiError::invalid(key, fmt::format("'{}' must be a number, got {}", key, json_type_name(*v))));
+    return;
+  }
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
+    fail(ApiError::invalid(key, fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[",
+                                            lo, hi, x)));
+    return;
+  }
+  out = float(x);
+}
+
+void JsonFields::get_string(const char* key, std::string& out) {
+  if (error_) return;
+  const nlohmann::json* v = find(key);
+  if (!v) return;
+  if (!v->is_string()) {
+    fail(ApiError::invalid(key, fmt::format("'{}' must be a string, got {}", key, json_type_name(*v))));
+    return;
+  }
+  out = v->get<std::string>();
+}
+
+}  // namespace omnibus::server

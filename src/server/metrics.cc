@@ -1,0 +1,154 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace omnibus::server {
+namespace {
+
+// vLLM's bucket bounds, in seconds.
+std::vector<double> ttft_bounds() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> tpot_bounds() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> latency_bounds() {
+  return {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,    10.0,   15.0,  20.0,
+          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+void header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string prometheus_escape(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double x) {
+  const size_t i = size_t(std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin());
+  ++counts_[i];
+  sum_ += x;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& labels, std::string& out) const {
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, bounds_[i], cum);
+  }
+  cum += counts_.back();
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, cum);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, sum_);
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, count_);
+}
+
+ServerMetrics::ServerMetrics(std::string model_name)
+    : labels_(fmt::format("model_name=\"{}\"", prometheus_escape(model_name))),
+      ttft_(ttft_bounds()),
+      tpot_(tpot_bounds()),
+      e2e_(latency_bounds()),
+      queue_(latency_bounds()) {}
+
+void ServerMetrics::observe_ttft(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ttft_.observe(s);
+}
+void ServerMetrics::observe_tpot(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tpot_.observe(s);
+}
+void ServerMetrics::observe_e2e(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e2e_.observe(s);
+}
+void ServerMetrics::observe_queue_time(double s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.observe(s);
+}
+void ServerMetrics::add_prompt_tokens(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_tokens_ += uint64_t(n);
+}
+void ServerMetrics::add_generation_tokens(int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  generation_tokens_ += uint64_t(n);
+}
+uint64_t ServerMetrics::generation_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_tokens_;
+}
+void ServerMetrics::count_finished(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reason == "stop") {
+    ++finished_stop_;
+  } else if (reason == "length") {
+    ++finished_length_;
+  } else {
+    ++finished_abort_;
+  }
+}
+
+std::string ServerMetrics::render(const EngineStats& st) const {
+  std::string out;
+  const std::string& l = labels_;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    header(out, name, "gauge", help);
+    out += fmt::format("{}{{{}}} {}\n", name, l, v);
+  };
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    header(out, name, "counter", help);
+    out += fmt::format("{}{{{}}} {}\n", name, l, v);
+  };
+  gauge("omnibus:num_requests_running", "Sequences in the engine's running batch.", st.n_running);
+  gauge("omnibus:num_requests_waiting", "Sequences waiting to be scheduled.", st.n_waiting);
+  gauge("omnibus:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 = full).",
+        st.kv_blocks_total > 0 ? double(st.kv_blocks_used) / double(st.kv_blocks_total) : 0.0);
+  gauge("omnibus:kv_cache_blocks_used", "KV-cache blocks in use.", st.kv_blocks_used);
+  gauge("omnibus:kv_cache_blocks_total", "KV-cache blocks in the pool.", st.kv_blocks_total);
+  counter("omnibus:num_preemptions_total", "Sequences preempted (their KV blocks freed, recomputed later).",
+          st.n_preemptions);
+  counter("omnibus:engine_steps_total", "Engine steps run.", st.n_steps);
+
+  std::lock_guard<std::mutex> lock(mu_);
+  counter("omnibus:prompt_tokens_total", "Prompt tokens of the requests served.", prompt_tokens_);
+  counter("omnibus:generation_tokens_total", "Tokens generated.", generation_tokens_);
+  header(out, "omnibus:request_success_total", "counter", "Finished sequences by finish reason.");
+  out += fmt::format("omnibus:request_success_total{{{},finished_reason=\"stop\"}} {}\n", l, finished_stop_);
+  out += fmt::format("omnibus:request_success_total{{{},finished_reason=\"length\"}} {}\n", l, finished_length_);
+  out += fmt::format("omnibus:request_success_total{{{},finished_reason=\"abort\"}} {}\n", l, finished_abort_);
+  header(out, "omnibus:time_to_first_token_seconds", "histogram", "Time from arrival to the first token.");
+  ttft_.render("omnibus:time_to_first_token_seconds", l, out);
+  header(out, "omnibus:time_per_output_token_seconds", "histogram",
+         "Mean time between a request's output tokens after the first.");
+  tpot_.render("omnibus:time_per_output_token_seconds", l, out);
+  header(out, "omnibus:e2e_request_latency_seconds", "histogram", "Time from arrival to the last token.");
+  e2e_.render("omnibus:e2e_request_latency_seconds", l, out);
+  header(out, "omnibus:request_queue_time_seconds", "histogram",
+         "Time from arrival until the engine first scheduled the request.");
+  queue_.render("omnibus:request_queue_time_seconds", l, out);
+  return out;
+}
+
+}  // namespace omnibus::server

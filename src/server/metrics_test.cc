@@ -1,0 +1,64 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace omnibus::server {
+namespace {
+
+TEST(Histogram, BucketsAreCumulativeWithInf) {
+  Histogram h({0.25, 1.0});
+  h.observe(0.125);
+  h.observe(0.25);  // le is inclusive
+  h.observe(0.5);
+  h.observe(8.0);
+  std::string out;
+  h.render("x", "m=\"a\"", out);
+  EXPECT_EQ(out,
+            "x_bucket{m=\"a\",le=\"0.25\"} 2\n"
+            "x_bucket{m=\"a\",le=\"1\"} 3\n"
+            "x_bucket{m=\"a\",le=\"+Inf\"} 4\n"
+            "x_sum{m=\"a\"} 8.875\n"
+            "x_count{m=\"a\"} 4\n");
+}
+
+TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
+  ServerMetrics m("smol\"lm");
+  m.add_prompt_tokens(10);
+  m.add_generation_tokens(3);
+  m.add_generation_tokens(2);
+  m.count_finished("stop");
+  m.count_finished("length");
+  m.count_finished("length");
+  m.observe_ttft(0.2);
+  EngineStats st;
+  st.n_running = 3;
+  st.n_waiting = 1;
+  st.kv_blocks_used = 25;
+  st.kv_blocks_total = 100;
+  st.n_preemptions = 7;
+  const std::string t = m.render(st);
+  const std::string l = "{model_name=\"smol\\\"lm\"}";
+  EXPECT_NE(t.find("# TYPE omnibus:num_requests_running gauge\nomnibus:num_requests_running" + l + " 3\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("omnibus:num_requests_waiting" + l + " 1\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_cache_usage_perc" + l + " 0.25\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:num_preemptions_total" + l + " 7\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:prompt_tokens_total" + l + " 10\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:generation_tokens_total" + l + " 5\n"), std::string::npos);
+  EXPECT_NE(t.find("finished_reason=\"length\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("# TYPE omnibus:time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:time_to_first_token_seconds_count{model_name=\"smol\\\"lm\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:e2e_request_latency_seconds_count"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:request_queue_time_seconds_bucket"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:time_per_output_token_seconds_sum"), std::string::npos);
+  EXPECT_EQ(m.generation_tokens(), 5u);
+}
+
+TEST(ServerMetrics, EmptyPoolReportsZeroUsage) {
+  ServerMetrics m("x");
+  EXPECT_NE(m.render(EngineStats{}).find("omnibus:kv_cache_usage_perc{model_name=\"x\"} 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace omnibus::server

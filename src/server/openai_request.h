@@ -1,0 +1,71 @@
+// Parsing and validating the bodies of POST /v1/completions and
+// POST /v1/chat/completions into a GenerationSpec: prompts (text or token ids)
+// or chat messages, the engine Request fields shared by every prompt
+// (sampling, max_tokens, stop token ids, n, ...), and what the response must
+// carry (stream, usage chunk, echo, logprobs, stop strings).
+//
+// Validation is strict on types and ranges (see json_fields.h) and names the
+// offending field; unknown fields are ignored, as OpenAI's API does. What
+// needs the tokenizer (token counts, the context limit) is checked later, when
+// the prompts are tokenized (see generation.h).
+//
+// Field mapping (OpenAI -> omnibus Request):
+//   max_tokens | max_completion_tokens -> max_tokens (chat default: what the context leaves)
+//   temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty,
+//   repetition_penalty, logit_bias, seed -> sampling (penalties over the whole history)
+//   stop -> stop strings (server side); stop_token_ids, ignore_eos, min_tokens, n -> Request
+//   logprobs (completions: int k) | logprobs + top_logprobs (chat) -> sampling.n_logprobs
+//   echo + logprobs (completions) -> prompt_logprobs
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+#include "server/chat_renderer.h"
+
+namespace omnibus::server {
+
+enum class Endpoint { kCompletions, kChat };
+
+struct PromptInput {
+  bool is_text = true;
+  std::string text;          // when is_text
+  std::vector<int32_t> ids;  // when !is_text
+};
+
+struct GenerationSpec {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;                  // "" when not given
+  std::vector<PromptInput> prompts;   // completions: one or more; chat: empty
+  std::vector<ChatMessage> messages;  // chat: non-empty
+  bool add_generation_prompt = true;  // chat
+
+  Request base;                    // prompt left empty; max_tokens valid when max_tokens_set
+  bool max_tokens_set = false;     // chat without a limit: the rest of the context
+  std::vector<std::string> stop;   // stop strings, non-empty each
+  bool stream = false;
+  bool include_usage = false;      // stream_options.include_usage
+  bool echo = false;               // completions: prompt text before the completion
+  bool echo_only = false;          // completions: echo with max_tokens 0 (scoring a prompt)
+  int32_t logprobs = -1;           // -1: none; k: the sampled token's logprob plus top k
+  bool add_special_tokens = true;  // completions: BOS/EOS as the model asks; chat: false
+};
+
+struct ParseLimits {
+  int32_t n_vocab = 0;
+  int32_t max_n = 128;      // most choices per prompt
+  int32_t max_stop = 16;    // most stop strings
+  int32_t max_prompts = 256;  // most prompts in one completions request
+};
+
+ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, const ParseLimits& limits);
+ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const ParseLimits& limits);
+
+}  // namespace omnibus::server

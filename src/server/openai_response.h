@@ -1,0 +1,33 @@
+// JSON pieces of OpenAI responses that do not depend on the transport:
+// usage, and the two logprobs formats.
+//
+//   completions: {"tokens": [str], "token_logprobs": [num|null],
+//                 "top_logprobs": [{str: num}|null], "text_offset": [int]}
+//   chat:        {"content": [{"token", "logprob", "bytes": [int],
+//                              "top_logprobs": [{"token", "logprob", "bytes"}]}]}
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/choice_output.h"
+#include "tokenizer/tokenizer.h"
+
+namespace omnibus::server {
+
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+
+// Appends entries to a completions logprobs object (created on first use).
+void append_completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries,
+                                nlohmann::json& out);
+// Appends entries to a chat logprobs object's "content" (created on first use).
+void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries, nlohmann::json& out);
+
+// Logprobs are finite in JSON: -inf becomes -9999.0 (as OpenAI reports it).
+double json_logprob(float lp);
+
+}  // namespace omnibus::server

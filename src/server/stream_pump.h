@@ -1,0 +1,58 @@
+// StreamPump: moves engine events from many RequestStreams to their HTTP
+// handlers on one thread, so that no connection has a thread of its own and
+// the engine thread never touches a socket.
+//
+//   engine thread --push--> RequestStream --(pump thread: try_pop sweep)--> Handler
+//                                                         |-> ResponseSink::write -> asio post -> socket
+//
+// RequestStream has no wake-up hook yet, so the pump sweeps its streams and,
+// when a sweep finds nothing, sleeps `idle_sleep` (default 1 ms, far below an
+// engine step) before the next; with no streams it blocks on a condition
+// variable. One sweep costs a mutex per stream. Handlers run on the pump
+// thread, one at a time, in event order per stream; an entry is dropped after
+// its final event has been handled.
+//
+// Thread-safety: add() and size() from any thread. Handlers must not block.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/request_stream.h"
+
+namespace omnibus::server {
+
+class StreamPump {
+ public:
+  using Handler = std::function<void(std::vector<EngineEvent>& events)>;
+
+  explicit StreamPump(std::chrono::microseconds idle_sleep = std::chrono::milliseconds(1));
+  ~StreamPump();  // stops the thread; entries still registered are dropped unhandled
+  StreamPump(const StreamPump&) = delete;
+  StreamPump& operator=(const StreamPump&) = delete;
+
+  void add(std::shared_ptr<RequestStream> stream, Handler handler);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<RequestStream> stream;
+    Handler handler;
+  };
+  void run();
+
+  const std::chrono::microseconds idle_sleep_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Entry> incoming_;  // guarded by mu_
+  size_t n_entries_ = 0;         // guarded by mu_: incoming + active
+  bool stop_ = false;            // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace omnibus::server
