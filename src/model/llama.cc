@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
 #include "model/forward_buffers.h"
+#include "model/transformer_common.h"
 #include "model/weights.h"
 #include "util/check.h"
 
@@ -36,17 +37,7 @@ class LlamaModel final : public Model {
   Status load() {
     const ModelConfig& c = config_;
     WeightLoader w(*file_);
-    OMNIBUS_ASSIGN_OR_RETURN(token_embd_, w.matrix("token_embd.weight", c.n_embd, c.n_vocab));
-    if (dtype_traits(token_embd_.type).to_float == nullptr) {
-      return Status::unsupported("token_embd.weight dtype {} cannot be dequantized",
-                                 dtype_name(token_embd_.type));
-    }
-    OMNIBUS_ASSIGN_OR_RETURN(output_norm_, w.vector_f32("output_norm.weight", c.n_embd));
-    if (w.has("output.weight")) {
-      OMNIBUS_ASSIGN_OR_RETURN(output_, w.matrix("output.weight", c.n_embd, c.n_vocab));
-    } else {
-      output_ = token_embd_;  // tied embeddings
-    }
+    OMNIBUS_ASSIGN_OR_RETURN(embd_, load_embedding_weights(w, c));
     layers_.resize(size_t(c.n_layer));
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
@@ -70,13 +61,9 @@ class LlamaModel final : public Model {
     b.prepare(c, batch);
     const int64_t n_tok = batch.n_tokens();
     const int n_seqs = int(batch.seqs.size());
-    OMNIBUS_CHECK(kv.geometry().n_layers == c.n_layer && kv.geometry().head_dim == c.head_dim &&
-                  kv.geometry().n_kv_heads == c.n_head_kv);
-    for (const StepSeq& s : batch.seqs) {
-      OMNIBUS_CHECK(int64_t(s.n_blocks) * kv.geometry().block_size >= s.n_past + s.n_tokens);
-    }
+    check_step(c, batch, kv);
 
-    embed(batch, b.x.data());  // x: [n_tok, n_embd]
+    embed_tokens(embd_, c, batch, b.x.data());  // x: [n_tok, n_embd]
 
     const AttentionParams attn_params{c.n_head, c.n_head_kv, c.head_dim,
                                       1.0f / std::sqrt(float(c.head_dim))};
@@ -105,35 +92,13 @@ class LlamaModel final : public Model {
     }
 
     // Only the rows that produce logits go through the output head.
-    const int64_t n_rows = int64_t(b.logit_rows.size());
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const float* src = b.x.data() + int64_t(b.logit_rows[size_t(r)]) * c.n_embd;
-      std::copy(src, src + c.n_embd, b.last.data() + r * c.n_embd);
-    }
-    rms_norm(b.last.data(), output_norm_, b.last.data(), n_rows, c.n_embd, c.norm_eps);
-    matmul(output_, b.last.data(), n_rows, b.logits.data(), pool_, b.matmul);  // [n_rows, n_vocab]
-    return {b.logits.data(), size_t(n_rows) * size_t(c.n_vocab)};
+    return output_logits(embd_, c, b.x.data(), b, pool_);  // [n_rows, n_vocab]
   }
 
  private:
-  // x[t, :] = dequantize(token_embd row tokens[t])
-  void embed(const StepBatch& batch, float* x) const {
-    const ModelConfig& c = config_;
-    const ToFloatFn to_float = dtype_traits(token_embd_.type).to_float;
-    const size_t row_bytes = dtype_row_size(token_embd_.type, c.n_embd);
-    const auto* base = static_cast<const uint8_t*>(token_embd_.data);
-    for (int64_t t = 0; t < batch.n_tokens(); ++t) {
-      const int32_t id = batch.tokens[size_t(t)];
-      OMNIBUS_CHECK(id >= 0 && id < c.n_vocab);
-      to_float(base + size_t(id) * row_bytes, x + t * c.n_embd, c.n_embd);
-    }
-  }
-
   std::shared_ptr<const GgufFile> file_;  // keeps the weights' mapping alive
   ThreadPool& pool_;
-  WeightView token_embd_{};
-  WeightView output_{};
-  const float* output_norm_ = nullptr;
+  EmbeddingWeights embd_;
   std::vector<LlamaLayer> layers_;
   ForwardBuffers buf_;
 };

@@ -15,56 +15,22 @@
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
+#include "model/reference_testing.h"
 #include "model/sequence_runner.h"
 #include "model/tiny_model.h"
 
 namespace omnibus {
 namespace {
 
-struct Loaded {
-  std::shared_ptr<const GgufFile> file;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Model> model;
-};
+using reference::dequant;
+using reference::Loaded;
+using reference::matvec;
+using reference::max_abs_diff;
+using reference::random_tokens;
+using reference::rms_norm;
 
 Loaded load_tiny(const TinyLlamaSpec& spec, uint64_t seed, int threads = 2) {
-  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, seed);
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
-  EXPECT_TRUE(file.is_ok()) << file.status().to_string();
-  Loaded l;
-  l.file = std::move(file).value();
-  l.pool = std::make_unique<ThreadPool>(threads);
-  auto model = load_model(l.file, *l.pool);
-  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
-  l.model = std::move(model).value();
-  return l;
-}
-
-// Dequantized copy of a [n_in, n_out] tensor as n_out rows of n_in doubles.
-std::vector<double> dequant(const GgufFile& f, const std::string& name) {
-  const GgufTensor* t = f.find_tensor(name);
-  EXPECT_NE(t, nullptr) << name;
-  std::vector<float> tmp(size_t(t->n_elements));
-  dtype_traits_ref(t->type).to_float(t->data, tmp.data(), t->n_elements);
-  return std::vector<double>(tmp.begin(), tmp.end());
-}
-
-// y[r] = sum_k W[r, k] x[k]
-std::vector<double> matvec(const std::vector<double>& w, const std::vector<double>& x, size_t n_out) {
-  const size_t n_in = x.size();
-  std::vector<double> y(n_out, 0.0);
-  for (size_t r = 0; r < n_out; ++r)
-    for (size_t k = 0; k < n_in; ++k) y[r] += w[r * n_in + k] * x[k];
-  return y;
-}
-
-std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w, double eps) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  const double s = 1.0 / std::sqrt(ss / double(x.size()) + eps);
-  std::vector<double> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
-  return y;
+  return reference::load_bytes(make_tiny_llama_gguf(spec, seed), threads);
 }
 
 // Normal (interleaved-pair) RoPE of one head, in place.
@@ -138,22 +104,6 @@ std::vector<std::vector<double>> reference_forward(const GgufFile& f, const Tiny
   std::vector<std::vector<double>> logits;
   for (int t = 0; t < T; ++t) logits.push_back(matvec(out, rms_norm(x[size_t(t)], on, eps), size_t(s.n_vocab)));
   return logits;
-}
-
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t& v : t) v = int32_t(rng() % uint64_t(n_vocab));
-  return t;
-}
-
-// Max |a - b| over all positions.
-double max_abs_diff(std::span<const float> got, const std::vector<std::vector<double>>& want) {
-  double m = 0;
-  const size_t V = want[0].size();
-  for (size_t t = 0; t < want.size(); ++t)
-    for (size_t i = 0; i < V; ++i) m = std::max(m, std::abs(double(got[t * V + i]) - want[t][i]));
-  return m;
 }
 
 TEST(LlamaForward, MatchesReferenceWithF32Weights) {

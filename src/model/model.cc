@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include "gguf/gguf_file.h"
+#include "model/gemma3.h"
 #include "model/llama.h"
 #include "model/weights.h"
 
@@ -20,10 +21,11 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
                                             const LoadProgressFn& progress) {
   OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
   StatusOr<std::unique_ptr<Model>> model =
-      config.arch == "llama" ? load_llama(file, config, pool)
-                             : StatusOr<std::unique_ptr<Model>>(Status::unsupported(
-                                   "{}: architecture '{}' is not implemented yet", file->path(),
-                                   config.arch));
+      config.arch == "llama"    ? load_llama(file, config, pool)
+      : config.arch == "gemma3" ? load_gemma3(file, config, pool)
+                                : StatusOr<std::unique_ptr<Model>>(Status::unsupported(
+                                      "{}: architecture '{}' is not implemented yet",
+                                      file->path(), config.arch));
   if (!model.is_ok()) return model.status();
   touch_weights(*file, progress);
   return model;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "util/status.h"
@@ -30,12 +31,23 @@ struct ModelConfig {
   RopeParams rope;         // mode from the architecture, base/n_rot from metadata
 
   // Gemma 3 style extras (defaults mean "not used").
-  int sliding_window = 0;          // <arch>.attention.sliding_window
-  int sliding_window_pattern = 0;  // every Nth layer is global, the rest sliding
+  int sliding_window = 0;          // <arch>.attention.sliding_window: a query at p sees
+                                   // keys (p - sliding_window, p] on sliding layers
+  std::vector<bool> layer_is_swa;  // [n_layer] sliding-window layers; empty: none.
+                                   // <arch>.attention.sliding_window_pattern (N: every
+                                   // Nth layer global, or a per-layer array), Gemma 3: 6
   float rope_freq_base_local = 0;  // RoPE base of sliding-window layers
+                                   // (<arch>.rope.freq_base_swa, Gemma 3: 10000)
+  float attn_scale = 0;            // query scale; 0: 1/sqrt(head_dim)
+  float final_logit_softcap = 0;   // <arch>.final_logit_softcapping; 0: off
 
   int n_q() const { return n_head * head_dim; }    // width of the query projection
   int n_kv() const { return n_head_kv * head_dim; } // width of the key/value projections
+  bool is_swa_layer(int il) const {
+    return sliding_window > 0 && size_t(il) < layer_is_swa.size() && layer_is_swa[size_t(il)];
+  }
+  // Query scaling applied in attention.
+  float query_scale() const;
 };
 
 // Reads and validates the config (positive sizes, heads dividing evenly, ...).

@@ -1,0 +1,58 @@
+#include "model/transformer_common.h"
+
+#include <algorithm>
+
+#include "kernels/ops.h"
+#include "util/check.h"
+
+namespace omnibus {
+
+StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c) {
+  EmbeddingWeights e;
+  OMNIBUS_ASSIGN_OR_RETURN(e.token_embd, w.matrix("token_embd.weight", c.n_embd, c.n_vocab));
+  if (dtype_traits(e.token_embd.type).to_float == nullptr) {
+    return Status::unsupported("token_embd.weight dtype {} cannot be dequantized",
+                               dtype_name(e.token_embd.type));
+  }
+  OMNIBUS_ASSIGN_OR_RETURN(e.output_norm, w.vector_f32("output_norm.weight", c.n_embd));
+  if (w.has("output.weight")) {
+    OMNIBUS_ASSIGN_OR_RETURN(e.output, w.matrix("output.weight", c.n_embd, c.n_vocab));
+  } else {
+    e.output = e.token_embd;  // tied embeddings
+  }
+  return e;
+}
+
+void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {
+  OMNIBUS_CHECK(kv.geometry().n_layers == c.n_layer && kv.geometry().head_dim == c.head_dim &&
+                kv.geometry().n_kv_heads == c.n_head_kv);
+  for (const StepSeq& s : batch.seqs) {
+    OMNIBUS_CHECK(int64_t(s.n_blocks) * kv.geometry().block_size >= s.n_past + s.n_tokens);
+  }
+}
+
+void embed_tokens(const EmbeddingWeights& e, const ModelConfig& c, const StepBatch& batch,
+                  float* x) {
+  const ToFloatFn to_float = dtype_traits(e.token_embd.type).to_float;
+  const size_t row_bytes = dtype_row_size(e.token_embd.type, c.n_embd);
+  const auto* base = static_cast<const uint8_t*>(e.token_embd.data);
+  for (int64_t t = 0; t < batch.n_tokens(); ++t) {
+    const int32_t id = batch.tokens[size_t(t)];
+    OMNIBUS_CHECK(id >= 0 && id < c.n_vocab);
+    to_float(base + size_t(id) * row_bytes, x + t * c.n_embd, c.n_embd);
+  }
+}
+
+std::span<float> output_logits(const EmbeddingWeights& e, const ModelConfig& c, const float* x,
+                               ForwardBuffers& b, ThreadPool& pool) {
+  const int64_t n_rows = int64_t(b.logit_rows.size());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* src = x + int64_t(b.logit_rows[size_t(r)]) * c.n_embd;
+    std::copy(src, src + c.n_embd, b.last.data() + r * c.n_embd);
+  }
+  rms_norm(b.last.data(), e.output_norm, b.last.data(), n_rows, c.n_embd, c.norm_eps);
+  matmul(e.output, b.last.data(), n_rows, b.logits.data(), pool, b.matmul);  // [n_rows, n_vocab]
+  return {b.logits.data(), size_t(n_rows) * size_t(c.n_vocab)};
+}
+
+}  // namespace omnibus
