@@ -31,6 +31,7 @@
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 #include "model/sequence_runner.h"
+#include "util/sanitizers.h"
 
 namespace omnibus {
 namespace {
@@ -66,6 +67,7 @@ int32_t argmax(std::span<const float> logits) {
 }
 
 void check_model_against_golden(const std::string& name) {
+  if (kUnderSanitizer) GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
   const fs::path model = model_path(name);
   if (!fs::exists(model)) GTEST_SKIP() << model << " not installed (scripts/fetch_models.sh)";
   const fs::path golden = source_dir() / "tests/golden/forward" / (name + ".json");
