@@ -1,7 +1,14 @@
-// `omnibus generate`: one prompt from the terminal, streamed, with timings.
+// `omnibus generate`: one prompt from the terminal, streamed, with timings;
+// with --chat, a conversation: user lines from stdin, each answer rendered
+// through the model's chat template (tokenizer/chat_template.h) and streamed
+// until an end-of-generation token.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -13,6 +20,7 @@
 #include "cli/loaded_model.h"
 #include "engine/sampler.h"
 #include "model/sequence_runner.h"
+#include "tokenizer/chat_template.h"
 
 namespace omnibus {
 namespace {
@@ -29,11 +37,172 @@ struct GenerateOptions {
   bool show_special = false;
   SamplingParams sampling;
   int64_t seed = -1;
+  bool chat = false;
+  std::string system;
+  std::string chat_template_file;
 };
 
 void fail(const Status& s, int& exit_code) {
   std::fprintf(stderr, "omnibus generate: %s\n", s.to_string().c_str());
   exit_code = 1;
+}
+
+
+using Clock = std::chrono::steady_clock;
+
+// One interactive conversation. The KV cache keeps the evaluated tokens;
+// each turn feeds only what the re-rendered conversation adds after them
+// (or starts over when the template re-renders earlier turns differently).
+class ChatSession {
+ public:
+  ChatSession(const GenerateOptions& o, LoadedModel& m, ChatTemplate tmpl, SequenceRunner& runner)
+      : o_(o), m_(m), tmpl_(std::move(tmpl)), runner_(runner), n_vocab_(m.model->config().n_vocab),
+        sampler_(o.sampling, n_vocab_), logits_(size_t(n_vocab_)) {
+    const Tokenizer& tok = *m.tokenizer;
+    if (tok.bos_id() >= 0) bos_ = tok.token_to_piece(tok.bos_id(), /*render_special=*/true);
+    if (tok.eos_id() >= 0) eos_ = tok.token_to_piece(tok.eos_id(), /*render_special=*/true);
+    if (!o.system.empty()) messages_.push_back({"system", o.system});
+  }
+
+  // Answers one user message (streamed to stdout); timings to stderr.
+  Status turn(const std::string& user) {
+    messages_.push_back({"user", user});
+    OMNIBUS_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, render_prompt());
+    // Reuse the cached prefix when the new prompt extends what was evaluated.
+    size_t keep = 0;
+    while (keep < evaluated_.size() && keep < prompt.size() && evaluated_[keep] == prompt[keep]) ++keep;
+    if (keep < evaluated_.size() || keep == prompt.size()) {
+      runner_.reset();
+      evaluated_.clear();
+      keep = 0;
+    }
+    const auto t0 = Clock::now();
+    StatusOr<std::span<const float>> l =
+        runner_.eval(std::span<const int32_t>(prompt.data() + keep, prompt.size() - keep));
+    if (!l.is_ok()) return l.status();
+    evaluated_ = prompt;
+    const auto t1 = Clock::now();
+
+    StreamDecoder decoder(*m_.tokenizer, o_.show_special);
+    std::vector<int32_t> output;
+    std::string reply;
+    std::string stop_reason = "length";
+    for (int i = 0; i < o_.n_predict; ++i) {
+      std::copy(l->begin(), l->end(), logits_.begin());
+      const SampledToken tok = sampler_.sample(logits_.data(), prompt, output);
+      output.push_back(tok.id);
+      if (m_.tokenizer->is_eog(tok.id)) {
+        stop_reason = "end of generation token";
+        break;
+      }
+      const std::string text = decoder.push(tok.id);
+      reply += text;
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      if (runner_.n_past() >= runner_.n_ctx()) {
+        stop_reason = "context full";
+        break;
+      }
+      if (i + 1 == o_.n_predict) break;
+      const int32_t next = tok.id;
+      l = runner_.eval(std::span<const int32_t>(&next, 1));
+      if (!l.is_ok()) return l.status();
+      evaluated_.push_back(next);
+    }
+    const std::string rest = decoder.flush();
+    reply += rest;
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    const auto t2 = Clock::now();
+    messages_.push_back({"assistant", reply});
+
+    const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
+    const double gen_s = std::chrono::duration<double>(t2 - t1).count();
+    const size_t n_new = prompt.size() - keep;
+    const size_t n_decode = output.empty() ? 0 : output.size() - 1;
+    fmt::print(stderr,
+               "[prompt: {} new tokens ({} cached) in {:.1f} ms ({:.1f} tok/s); generated: {} tokens in "
+               "{:.1f} ms ({:.1f} tok/s), stopped by {}]\n",
+               n_new, keep, prompt_s * 1e3, n_new > 0 ? double(n_new) / prompt_s : 0.0, output.size(),
+               gen_s * 1e3, n_decode > 0 ? double(n_decode) / gen_s : 0.0, stop_reason);
+    return Status::ok();
+  }
+
+ private:
+  // The conversation as tokens, with the generation prompt; drops the oldest
+  // exchanges (never the system message) until it leaves room for n_predict.
+  StatusOr<std::vector<int32_t>> render_prompt() {
+    while (true) {
+      OMNIBUS_ASSIGN_OR_RETURN(std::string text, tmpl_.render(messages_, /*add_generation_prompt=*/true, bos_, eos_));
+      // The template may write the BOS text itself; then the tokenizer must not add another.
+      const bool has_bos = !bos_.empty() && text.compare(0, bos_.size(), bos_) == 0;
+      std::vector<int32_t> ids = m_.tokenizer->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+      if (int64_t(ids.size()) + o_.n_predict <= runner_.n_ctx()) return ids;
+      const size_t first = !messages_.empty() && messages_[0].role == "system" ? 1 : 0;
+      if (messages_.size() <= first + 1) {
+        return Status::invalid_argument(
+            "the message ({} tokens) plus {} tokens to generate exceeds the context size {} (raise --ctx-size)",
+            ids.size(), o_.n_predict, runner_.n_ctx());
+      }
+      // Drop the oldest user message and the replies up to the next user message.
+      auto end = messages_.begin() + std::ptrdiff_t(first) + 1;
+      while (end != messages_.end() && end->role != "user") ++end;
+      messages_.erase(messages_.begin() + std::ptrdiff_t(first), end);
+    }
+  }
+
+  const GenerateOptions& o_;
+  LoadedModel& m_;
+  const ChatTemplate tmpl_;
+  SequenceRunner& runner_;
+  const int32_t n_vocab_;
+  Sampler sampler_;
+  std::vector<float> logits_;
+  std::string bos_, eos_;
+  std::vector<ChatMessage> messages_;
+  std::vector<int32_t> evaluated_;  // the tokens in the KV cache, in order
+};
+
+int run_chat(GenerateOptions& o, LoadedModel& m, DType kv_dtype) {
+  int exit_code = 0;
+  StatusOr<ChatTemplate> tmpl = Status::internal("unset");
+  if (!o.chat_template_file.empty()) {
+    std::ifstream in(o.chat_template_file, std::ios::binary);
+    if (!in) return fail(Status::not_found("cannot read chat template '{}'", o.chat_template_file), exit_code), exit_code;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    tmpl = ChatTemplate::parse(ss.str());
+  } else {
+    tmpl = chat_template_from_gguf(*m.file);
+  }
+  if (!tmpl.is_ok()) return fail(tmpl.status(), exit_code), exit_code;
+  StatusOr<std::unique_ptr<SequenceRunner>> runner = SequenceRunner::create(*m.model, o.ctx_size, kv_dtype);
+  if (!runner.is_ok()) return fail(runner.status(), exit_code), exit_code;
+  ChatSession session(o, m, *tmpl, **runner);
+
+  const bool interactive = isatty(STDIN_FILENO);
+  if (interactive) fmt::print(stderr, "chat with {} (end with Ctrl-D)\n", m.path);
+  std::vector<std::string> pending;
+  if (!o.prompt.empty()) pending.push_back(o.prompt);
+  std::string line;
+  while (true) {
+    if (pending.empty()) {
+      if (interactive) {
+        std::fputs("> ", stdout);
+        std::fflush(stdout);
+      }
+      if (!std::getline(std::cin, line)) break;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty()) continue;
+      pending.push_back(line);
+    }
+    const std::string user = std::move(pending.front());
+    pending.erase(pending.begin());
+    if (Status s = session.turn(user); !s.is_ok()) return fail(s, exit_code), exit_code;
+  }
+  if (interactive) std::fputc('\n', stdout);
+  return exit_code;
 }
 
 int run_generate(GenerateOptions& o) {
@@ -58,6 +227,7 @@ int run_generate(GenerateOptions& o) {
   if (!m.is_ok()) return fail(m.status(), exit_code), exit_code;
   const int32_t n_vocab = m->model->config().n_vocab;
   if (Status s = validate(o.sampling, n_vocab); !s.is_ok()) return fail(s, exit_code), exit_code;
+  if (o.chat) return run_chat(o, *m, *kv_dtype);
 
   std::vector<int32_t> prompt = m->tokenizer->encode(o.prompt, /*add_special=*/true,
                                                      /*parse_special=*/true);
@@ -79,7 +249,6 @@ int run_generate(GenerateOptions& o) {
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
 
-  using Clock = std::chrono::steady_clock;
   Sampler sampler(o.sampling, n_vocab);
   StreamDecoder decoder(*m->tokenizer, o.show_special);
   std::vector<int32_t> output;
@@ -156,6 +325,12 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--show-special", o->show_special, "Print special tokens' text");
+  cmd->add_flag("--chat", o->chat,
+                "Interactive chat: read user messages from stdin (one per line, until EOF), answer each "
+                "with the model's chat template; -p gives a first message");
+  cmd->add_option("--system", o->system, "System prompt for --chat");
+  cmd->add_option("--chat-template-file", o->chat_template_file,
+                  "Jinja chat template to use instead of the model's (tokenizer.chat_template)");
   cmd->callback([o, &exit_code] { exit_code = run_generate(*o); });
 }
 
