@@ -26,6 +26,7 @@
 #include "kv/kv_storage.h"
 #include "server/api_server.h"
 #include "server/http_transport.h"
+#include "tokenizer/chat_template.h"
 
 namespace omnibus {
 namespace {
@@ -143,8 +144,17 @@ int run_serve(const ServeOptions& o) {
   server::Backend backend;
   backend.engine = engine->get();
   backend.tokenizer = m->tokenizer.get();
-  backend.chat_renderer = server::chatml_renderer();
-  backend.chat_template = std::string(m->file->get_string("tokenizer.chat_template").value_or(""));
+  const Tokenizer& tok = *m->tokenizer;
+  auto token_text = [&tok](int32_t id) { return id >= 0 ? tok.token_to_piece(id, /*render_special=*/true) : ""; };
+  if (StatusOr<ChatTemplate> t = chat_template_from_gguf(*m->file); t.is_ok()) {
+    backend.chat_template = t->source();
+    backend.chat_renderer = server::template_renderer(std::move(t).value(), token_text(tok.bos_id()),
+                                                      token_text(tok.eos_id()));
+  } else {
+    fmt::print(stderr, "omnibus serve: the model's chat template is not usable ({}); using ChatML\n",
+               t.status().to_string());
+    backend.chat_renderer = server::chatml_renderer();
+  }
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   backend.model_path = m->path;
   api->set_backend(std::move(backend));

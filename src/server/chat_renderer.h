@@ -1,31 +1,31 @@
 // ChatRenderer: turns a chat conversation into the prompt text the model was
-// trained on (its chat template). The server depends only on this function
-// type; cmd_serve wires in the model's template renderer. chatml_renderer() is
-// a fixed ChatML formatter (SmolLM2's format), used when the model has no
-// template the renderer can handle.
+// trained on. The API depends only on this function type; cmd_serve builds
+// one from the model's Jinja chat template (tokenizer/chat_template.h) with
+// template_renderer(). chatml_renderer() renders the built-in ChatML
+// template, for tests and as the fallback when a model's template does not parse.
 //
-// Thread-safety: a ChatRenderer must be safe to call from several threads.
+// Thread-safety: a ChatRenderer is safe to call from several threads.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "tokenizer/chat_template.h"
 #include "util/status.h"
 
 namespace omnibus::server {
 
-struct ChatMessage {
-  std::string role;     // system, developer, user, assistant, tool
-  std::string content;  // text parts joined
-};
+using ChatMessage = omnibus::ChatMessage;
 
 // add_generation_prompt: end with the opening of an assistant turn.
 using ChatRenderer =
     std::function<StatusOr<std::string>(const std::vector<ChatMessage>& messages, bool add_generation_prompt)>;
 
-// "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
-// "<|im_start|>assistant\n" when add_generation_prompt.
+// Renders with `tmpl`; bos/eos are the tokenizer's BOS/EOS token text.
+ChatRenderer template_renderer(ChatTemplate tmpl, std::string bos_token, std::string eos_token);
+
+// The built-in ChatML template ("<|im_start|>{role}\n{content}<|im_end|>\n").
 ChatRenderer chatml_renderer();
 
 }  // namespace omnibus::server

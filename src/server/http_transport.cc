@@ -206,11 +206,17 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return close();
       return linger_read();
     }
+    if (resume_read_) {  // cancelled by finish_response (or completed just before)
+      resume_read_ = false;
+      if (ec && ec != net::error::operation_aborted) return close();
+      if (!ec) buffer_.commit(n);
+      return do_read();
+    }
     if (ec) {
       if (in_response_) return client_gone();
       return close();
     }
-    buffer_.commit(n);  // a pipelined next request: parsed after this response
+    buffer_.commit(n);  // the next request, sent before this response's end was processed
     if (in_response_) return monitor();
     do_read();
   }
@@ -246,7 +252,11 @@ class Session : public std::enable_shared_from_this<Session> {
     head_sr_.reset();
     head_.reset();
     if (!keep_alive_) return graceful_close();
-    if (!monitoring_) do_read();  // else the watching read continues into the next request
+    if (!monitoring_) return do_read();
+    // Stop the watching read; its completion starts the next request's read.
+    resume_read_ = true;
+    beast::error_code ec;
+    stream_.socket().cancel(ec);
   }
 
   void client_gone() {
@@ -277,6 +287,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool stream_ended_ = false;
   bool writing_ = false;
   bool monitoring_ = false;
+  bool resume_read_ = false;
   std::shared_ptr<http::response<http::empty_body>> head_;
   std::optional<http::response_serializer<http::empty_body>> head_sr_;
   std::deque<std::string> queue_;

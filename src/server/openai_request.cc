@@ -214,6 +214,7 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
       break;
     }
     msg.role = role->get<std::string>();
+    if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name; templates know "system"
     auto content = x.find("content");
     if (content == x.end() || content->is_null()) {
       if (msg.role != "assistant") {

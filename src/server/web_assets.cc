@@ -33,18 +33,6 @@ constexpr std::string_view kFile0 = R"omnibus_web(<!doctype html>
     </form>
   </section>
   <aside>
-    <details open>
-      <summary>Sampling</summary>
-      <label>System prompt <textarea id="system" rows="2"></textarea></label>
-      <label>Temperature <input id="temperature" type="number" min="0" max="2" step="0.05" value="0.7"></label>
-      <label>Top-p <input id="top_p" type="number" min="0.01" max="1" step="0.01" value="0.95"></label>
-      <label>Top-k <input id="top_k" type="number" min="-1" step="1" value="40"></label>
-      <label>Max tokens <input id="max_tokens" type="number" min="1" step="1" value="256"></label>
-      <label>Repetition penalty <input id="repetition_penalty" type="number" min="0.01" max="2" step="0.01" value="1.1"></label>
-      <label>Seed (empty = random) <input id="seed" type="number" step="1"></label>
-      <label>Stop strings (one per line) <textarea id="stop_strings" rows="2"></textarea></label>
-      <label>API key <input id="api_key" type="password" placeholder="only if --api-key is set"></label>
-    </details>
     <section class="state" id="state-panel">
       <h2>Engine <span id="state-updated" class="muted"></span></h2>
       <dl>
@@ -58,6 +46,20 @@ constexpr std::string_view kFile0 = R"omnibus_web(<!doctype html>
       </dl>
       <div class="bar" title="KV cache usage"><div id="state-kv-bar"></div></div>
     </section>
+    <details open>
+      <summary>Sampling</summary>
+      <label>System prompt <textarea id="system" rows="2"></textarea></label>
+      <div class="grid">
+      <label>Temperature <input id="temperature" type="number" min="0" max="2" step="0.05" value="0.7"></label>
+      <label>Top-p <input id="top_p" type="number" min="0.01" max="1" step="0.01" value="0.95"></label>
+      <label>Top-k <input id="top_k" type="number" min="-1" step="1" value="40"></label>
+      <label>Max tokens <input id="max_tokens" type="number" min="1" step="1" value="256"></label>
+      <label>Rep. penalty <input id="repetition_penalty" type="number" min="0.01" max="2" step="0.01" value="1.1"></label>
+      <label>Seed <input id="seed" type="number" step="1" placeholder="random"></label>
+      </div>
+      <label>Stop strings (one per line) <textarea id="stop_strings" rows="2"></textarea></label>
+      <label>API key <input id="api_key" type="password" placeholder="only if --api-key is set"></label>
+    </details>
   </aside>
 </main>
 <script src="/app.js"></script>
@@ -291,7 +293,10 @@ aside label { display: block; font-size: 13px; color: var(--muted); margin: 8px 
 aside input, aside textarea { display: block; width: 100%; margin-top: 3px; font: inherit; font-size: 14px;
                               padding: 4px 6px; border: 1px solid var(--line); border-radius: 6px; color: var(--ink); }
 summary { cursor: pointer; font-weight: 600; }
-.state h2 { font-size: 15px; margin: 18px 0 6px; }
+.state h2 { font-size: 15px; margin: 4px 0 6px; }
+.state { margin-bottom: 18px; }
+.grid { display: grid; grid-template-columns: 1fr 1fr; gap: 0 10px; }
+.grid label { margin: 5px 0; }
 .state dl { display: grid; grid-template-columns: 1fr auto; gap: 3px 10px; margin: 0; font-size: 14px; }
 .state dt { color: var(--muted); }
 .state dd { margin: 0; font-family: ui-monospace, monospace; text-align: right; }

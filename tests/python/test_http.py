@@ -208,3 +208,38 @@ def test_503_when_the_queue_is_full(guarded):
     guarded.wait_idle()  # the streams were dropped: their requests were aborted
     with httpx.Client(base_url=guarded.base_url, headers=auth, timeout=120) as c3:
         assert c3.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
+
+
+def raw_request(body):
+    b = json.dumps(body).encode()
+    return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(b)) + b
+
+
+def test_next_request_right_after_a_generation_response(server):
+    """A keep-alive client may send its next request before the server has
+    finished handling the previous response's completion (a race that once hung)."""
+    for _ in range(10):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+            s.sendall(raw_request({"prompt": "Hi", "max_tokens": 2}))
+            data = b""
+            while b'"usage"' not in data:
+                data += s.recv(65536)
+            s.sendall(raw_request({"prompt": "Hi", "max_tokens": 2, "stream": True}))
+            data = b""
+            while not data.endswith(b"0\r\n\r\n"):
+                chunk = s.recv(65536)
+                assert chunk, "connection closed"
+                data += chunk
+            assert b"data: [DONE]" in data
+
+
+def test_pipelined_requests(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(raw_request({"prompt": "Hi", "max_tokens": 2}) + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while b'{"status":"ok"}' not in data:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed"
+            data += chunk
+        assert data.count(b"HTTP/1.1 200 OK") == 2
