@@ -109,7 +109,7 @@ TEST(BatchInvariance, TinyLlama) {
 }
 
 TEST(BatchInvariance, SmolLM2) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)  // see util/sanitizers.h
   GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
 #endif
   const std::string path = std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf";
