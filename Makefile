@@ -6,7 +6,7 @@
 MODEL ?= smollm2-135m
 
 run: setup build
-	./build/omnibus generate -m $(MODEL) -p "The capital of France is" -n 64 --temp 0
+	./build/omnibus serve -m $(MODEL)
 
 test: setup
 	scripts/test.sh
