@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Batched generation throughput: omnibus's engine against llama-batched-bench,
+# same GGUF, same threads, in one run (A B per batch size).
+#
+# For each N in NPL (default "16 32 64"):
+#   A: llama-batched-bench -m MODEL -c CTX -b 2048 -ub 512 -npp PP -ntg TG -npl N -t THREADS --output-format jsonl
+#   B: omnibus bench -m MODEL --num-requests N --concurrency N --input-len PP --output-len TG --threads THREADS --json FILE
+# and prints a markdown table: llama.cpp's generation speed S_TG (N*TG / time of
+# the generation phase) and total speed S ((PP+TG)*N / total time), omnibus's
+# output tokens/s over the whole run (prefill included, so it is the stricter
+# number) and its total tokens/s, and the ratios.
+#
+# Usage: tools/bench/batched.sh MODEL OUT
+# Environment: OMNIBUS_LLAMA_CPP_DIR (default .ref/build), OMNIBUS_BIN (default
+# build/omnibus), NPL, PP (128), TG (128), THREADS (2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -ge 2 ] || { sed -n '2,18p' "$0"; exit 2; }
+model=$1
+out=$2
+npl=${NPL:-16 32 64}
+pp=${PP:-128}
+tg=${TG:-128}
+threads=${THREADS:-2}
+batched=${OMNIBUS_LLAMA_CPP_DIR:-.ref/build}/bin/llama-batched-bench
+omnibus=${OMNIBUS_BIN:-build/omnibus}
+for exe in "$batched" "$omnibus"; do
+  [ -x "$exe" ] || { echo "batched: $exe not found (see docs/reference.md)" >&2; exit 1; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+{
+  echo "| sequences | llama.cpp S_TG tok/s | llama.cpp total tok/s | omnibus output tok/s | omnibus total tok/s | output ratio (omnibus / llama S_TG) | total ratio |"
+  echo "|---|---|---|---|---|---|---|"
+} > "$work/table.md"
+for n in $npl; do
+  ctx=$(( n * (pp + tg) + 256 ))
+  echo "batched: N=$n llama-batched-bench" >&2
+  "$batched" -m "$model" -c "$ctx" -b 2048 -ub 512 -npp "$pp" -ntg "$tg" -npl "$n" -t "$threads" \
+    --output-format jsonl > "$work/llama-$n.txt" 2> "$work/llama-$n.err"
+  echo "batched: N=$n omnibus bench" >&2
+  "$omnibus" bench -m "$model" --num-requests "$n" --concurrency "$n" --input-len "$pp" \
+    --output-len "$tg" --threads "$threads" --json "$work/omnibus-$n.json" > /dev/null 2> "$work/omnibus-$n.err"
+  python3 - "$work/llama-$n.txt" "$work/omnibus-$n.json" "$n" "$pp" "$tg" >> "$work/table.md" <<'PY'
+import json, sys
+llama_path, omni_path, n, pp, tg = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+rows = [json.loads(l) for l in open(llama_path) if l.startswith("{")]
+l = rows[-1]
+o = json.load(open(omni_path))
+out = o["output_throughput"]
+total = n * (pp + tg) / o["duration_s"]
+print(f"| {n} | {l['speed_tg']:.1f} | {l['speed']:.1f} | {out:.1f} | {total:.1f} | "
+      f"{out / l['speed_tg']:.2f}x | {total / l['speed']:.2f}x |")
+PY
+done
+{
+  echo
+  echo "Commands: \`$batched -m $model -c <N*(PP+TG)+256> -b 2048 -ub 512 -npp $pp -ntg $tg -npl N -t $threads\`"
+  echo "and \`$omnibus bench -m $model --num-requests N --concurrency N --input-len $pp --output-len $tg --threads $threads\`."
+} >> "$work/table.md"
+cat "$work/table.md" | tee "$out"
