@@ -15,8 +15,10 @@ scripts/build.sh release
 step "release tests"
 (cd build && ctest --output-on-failure -j "$(nproc)")
 
-step "ASan/UBSan build"
-scripts/build.sh asan
+step "ASan/UBSan build (test binaries)"
+OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh asan
+mapfile -t asan_targets < <(grep -o '^build [a-z0-9_]*_tests:' build-asan/build.ninja | sed 's/^build //; s/:$//')
+scripts/build.sh asan --target "${asan_targets[@]}"
 step "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
    ctest --output-on-failure -j "$(nproc)" -E "${OMNIBUS_ASAN_EXCLUDE:-^$}")
