@@ -54,7 +54,7 @@ constexpr std::string_view kFile0 = R"omnibus_web(<!doctype html>
       <label>Top-p <input id="top_p" type="number" min="0.01" max="1" step="0.01" value="0.95"></label>
       <label>Top-k <input id="top_k" type="number" min="-1" step="1" value="40"></label>
       <label>Max tokens <input id="max_tokens" type="number" min="1" step="1" value="256"></label>
-      <label>Rep. penalty <input id="repetition_penalty" type="number" min="0.01" max="2" step="0.01" value="1.1"></label>
+      <label>Rep. penalty <input id="repetition_penalty" type="number" min="0.01" max="2" step="0.01" value="1"></label>
       <label>Seed <input id="seed" type="number" step="1" placeholder="random"></label>
       </div>
       <label>Stop strings (one per line) <textarea id="stop_strings" rows="2"></textarea></label>
