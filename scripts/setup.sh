@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 debs=(build-essential cmake ninja-build pkg-config git python3 python3-venv
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libxxhash-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev clang libclang-rt-14-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev clang libclang-rt-14-dev
+      chromium chromium-driver)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
