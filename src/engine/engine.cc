@@ -38,13 +38,16 @@ struct Engine::Impl {
         config(std::move(c)),
         n_vocab(m.config().n_vocab),
         storage(std::move(s)),
-        kv(n_blocks, config.block_size),
-        scheduler(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens}, kv),
+        kv(n_blocks, config.block_size, config.enable_prefix_caching),
+        scheduler(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
+                                  config.scheduling_policy, config.max_wait_steps},
+                  kv),
         is_eog(size_t(n_vocab), false) {
     for (int32_t id : config.eog_ids) {
       if (id >= 0 && id < n_vocab) is_eog[size_t(id)] = true;
     }
     scratch.resize(size_t(n_vocab));
+    kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
   }
 
   void accept(std::unique_ptr<RequestState> r);
@@ -92,6 +95,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   if (config.max_num_batched_tokens < 1) {
     return Status::invalid_argument("--max-num-batched-tokens must be >= 1");
   }
+  if (config.max_wait_steps < 1) return Status::invalid_argument("max_wait_steps must be >= 1");
   if (config.block_size < 1 || config.block_size > 1024) {
     return Status::invalid_argument("--block-size must be in [1, 1024], got {}", config.block_size);
   }
@@ -139,10 +143,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.kv_cache_bytes = int64_t(storage->n_bytes());
   info.max_model_len = max_model_len;
   info.n_vocab = mc.n_vocab;
+  info.prefix_caching = config.enable_prefix_caching;
+  info.scheduling_policy = config.scheduling_policy;
   if (config.log_startup) {
-    fmt::print(stderr, "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}\n",
+    fmt::print(stderr,
+               "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}; "
+               "prefix caching {}, scheduling {}\n",
                info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
-               dtype_name(config.kv_dtype), max_model_len);
+               dtype_name(config.kv_dtype), max_model_len, info.prefix_caching ? "on" : "off",
+               scheduling_policy_name(info.scheduling_policy));
   }
   auto impl = std::make_unique<Impl>(model, std::move(config), std::move(storage), int32_t(n_blocks));
   impl->local.kv_blocks_total = info.n_blocks;
@@ -201,6 +210,8 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     seq->index = i;
     seq->prompt = &r->req.prompt;
     seq->priority = r->req.priority;
+    // Prompt logprobs need the logits of every prompt position: compute them all.
+    seq->may_use_cached_prefix = r->req.prompt_logprobs < 0;
     seq->output.reserve(size_t(r->req.max_tokens));
     SamplingParams params = r->req.sampling;
     if (params.has_seed) params.seed += uint64_t(i);
@@ -304,6 +315,7 @@ void Engine::Impl::abort_request(uint64_t id) {
     EngineEvent e;
     e.seq_index = seq->index;
     e.n_prompt_tokens = seq->num_prompt_tokens();
+    e.n_cached_tokens = seq->num_cached_tokens;
     e.n_output_tokens = int32_t(seq->output.size());
     e.time = now;
     finish(*seq, FinishReason::kAbort, e);
@@ -325,6 +337,7 @@ void Engine::Impl::fork(RequestState& r) {
     Sequence& child = *r.seqs[i];
     child.kv_seq = kv.fork(parent.kv_seq);
     child.num_computed_tokens = parent.num_computed_tokens;
+    child.num_cached_tokens = parent.num_cached_tokens;
     scheduler.add_running(&child);
   }
   r.forked = true;
@@ -356,6 +369,7 @@ void Engine::Impl::sample(Sequence& seq, const float* row, Clock::time_point now
   e.logprob = t.logprob;
   e.top_logprobs = std::move(t.top_logprobs);
   e.n_prompt_tokens = seq.num_prompt_tokens();
+  e.n_cached_tokens = seq.num_cached_tokens;
   e.n_output_tokens = int32_t(seq.output.size());
   e.time = now;
   if (seq.index == 0 && seq.output.size() == 1 && req.prompt_logprobs >= 0) {
@@ -422,6 +436,8 @@ void Engine::Impl::step() {
     const int32_t first = seq.num_computed_tokens;
     seq.num_computed_tokens += n;
     OMNIBUS_DCHECK(kv.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
+    // Blocks that just became full (K/V written) join the prefix cache.
+    kv.cache_full_blocks(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
     RequestState& r = *seq.request;
     const int64_t n_rows = batch.seqs[i].all_logits ? n : 1;
     if (batch.seqs[i].all_logits) {
@@ -453,6 +469,12 @@ void Engine::Impl::publish_stats() {
   local.n_waiting = scheduler.n_waiting();
   local.kv_blocks_used = kv.n_used_blocks();
   local.n_preemptions = scheduler.n_preemptions();
+  local.prefix_cache_queries = scheduler.n_prefix_cache_queries();
+  local.prefix_cache_hits = scheduler.n_prefix_cache_hits();
+  local.prefix_cache_hit_rate = local.prefix_cache_queries == 0
+                                    ? 0.0
+                                    : double(local.prefix_cache_hits) / double(local.prefix_cache_queries);
+  local.kv_blocks_cached = kv.n_cached_blocks();
   if (local.n_steps > 0) {
     local.mean_batch_size = double(local.n_seqs_scheduled) / double(local.n_steps);
     local.mean_step_tokens = double(local.n_tokens_processed) / double(local.n_steps);

@@ -32,6 +32,7 @@
 
 #include "engine/request.h"
 #include "engine/request_stream.h"
+#include "engine/scheduler_policy.h"
 #include "kernels/dtype.h"
 #include "model/model.h"
 #include "util/status.h"
@@ -47,6 +48,11 @@ struct EngineConfig {
   DType kv_dtype = DType::F16;            // --kv-cache-dtype
   std::vector<int32_t> eog_ids;           // end-of-generation ids (Tokenizer::eog_ids())
   bool log_startup = true;                // print the pool size on stderr at creation
+  bool enable_prefix_caching = true;      // --no-prefix-caching turns it off
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kCacheAware;  // --scheduling-policy
+  int32_t max_wait_steps = 64;            // cache-aware: aging, in engine steps
+  // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
+  uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
 
   // Debug/test hook, called on the engine thread for every logits row the
   // engine samples from: (request id, sequence index, position of the token
@@ -61,6 +67,8 @@ struct EngineInfo {
   int64_t kv_cache_bytes = 0;
   int32_t max_model_len = 0;
   int32_t n_vocab = 0;
+  bool prefix_caching = false;
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
 };
 
 struct EngineStats {
@@ -79,6 +87,13 @@ struct EngineStats {
   uint64_t n_seqs_scheduled = 0;    // sum over steps of the sequences in the step
   double mean_batch_size = 0.0;     // sequences per step
   double mean_step_tokens = 0.0;    // tokens per step
+  // Prefix cache, counted at admission (a resumed preempted sequence counts
+  // again): tokens looked up and tokens found cached. Requests that bypass the
+  // cache (prompt logprobs) are not counted.
+  uint64_t prefix_cache_queries = 0;
+  uint64_t prefix_cache_hits = 0;
+  double prefix_cache_hit_rate = 0.0;  // hits / queries (0 without queries)
+  int32_t kv_blocks_cached = 0;        // full blocks registered in the cache (held or free)
 };
 
 class Engine {

@@ -55,7 +55,10 @@ struct EngineEvent {
   bool final = false;  // the request's last event: every sequence has finished
 
   int32_t n_prompt_tokens = 0;
-  int32_t n_cached_tokens = 0;  // prompt tokens served from the prefix cache (0 for now)
+  int32_t n_cached_tokens = 0;  // prompt tokens served from the prefix cache at the
+                                // sequence's first admission (OpenAI's
+                                // usage.prompt_tokens_details.cached_tokens); the
+                                // same in every event of the sequence
   int32_t n_output_tokens = 0;  // this sequence's tokens so far, this one included
 
   // Only in sequence 0's first token event, when the request asked for it:

@@ -28,6 +28,7 @@ void Scheduler::enqueue_waiting(Sequence* seq) {
 
 void Scheduler::add(Sequence* seq) {
   OMNIBUS_CHECK(seq->kv_seq < 0 && seq->num_computed_tokens == 0);
+  seq->arrival_step = step_;
   enqueue_waiting(seq);
 }
 
@@ -98,29 +99,90 @@ void Scheduler::schedule_running(bool decodes) {
   }
 }
 
+void Scheduler::match(Sequence* seq) {
+  if (!seq->may_use_cached_prefix) {
+    match_.blocks.clear();
+    match_.n_free = 0;
+    return;
+  }
+  // At most up to the last token: its logits are needed, so it is computed.
+  const int32_t max_blocks = (seq->num_tokens() - 1) / kv_.block_size();
+  kv_.match_prefix(seq->tokens(), max_blocks, seq->block_keys, match_);
+}
+
+void Scheduler::order_waiting() {
+  order_.assign(waiting_.begin(), waiting_.end());
+  if (config_.policy == SchedulingPolicy::kFcfs || !kv_.prefix_caching()) return;
+  // Rank the head of the queue only, so a long queue costs a bounded number of
+  // lookups per step; the rest follow in FCFS order.
+  constexpr size_t kMaxRanked = 512;
+  const size_t n_ranked = std::min(order_.size(), kMaxRanked);
+  struct Key {
+    int32_t priority;
+    bool fresh;        // not aged: waits behind the aged ones
+    int64_t rank;      // aged: arrival; fresh: -(cached tokens)
+    uint64_t arrival;
+    int32_t index;
+    auto tie() const { return std::tie(priority, fresh, rank, arrival, index); }
+  };
+  std::vector<std::pair<Key, Sequence*>> keyed;
+  keyed.reserve(n_ranked);
+  for (size_t i = 0; i < n_ranked; ++i) {
+    Sequence* seq = order_[i];
+    const bool fresh = step_ - seq->arrival_step < uint64_t(config_.max_wait_steps);
+    int64_t rank = int64_t(seq->arrival);
+    if (fresh) {
+      match(seq);
+      rank = -int64_t(match_.n_blocks());
+    }
+    keyed.push_back({Key{seq->priority, fresh, rank, seq->arrival, seq->index}, seq});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first.tie() < b.first.tie(); });
+  for (size_t i = 0; i < keyed.size(); ++i) order_[i] = keyed[i].second;
+}
+
+bool Scheduler::try_admit(Sequence* seq, int32_t watermark) {
+  OMNIBUS_DCHECK(seq->kv_seq < 0 && seq->num_computed_tokens == 0);
+  match(seq);  // again: admissions before this one may have evicted blocks
+  const int32_t n_cached = match_.n_blocks() * kv_.block_size();
+  const int32_t n = std::min(seq->num_tokens() - n_cached, budget_);
+  OMNIBUS_DCHECK(n >= 1);
+  if (kv_.num_blocks_needed(match_, n) + watermark > kv_.n_free_blocks()) return false;
+  const int32_t kv_seq = kv_.add_seq();
+  kv_.attach_prefix(kv_seq, match_);
+  OMNIBUS_CHECK(kv_.allocate_slots(kv_seq, n, plan_.copies));
+  if (kv_.prefix_caching() && seq->may_use_cached_prefix) {
+    n_prefix_queries_ += uint64_t(seq->num_tokens());
+    n_prefix_hits_ += uint64_t(n_cached);
+  }
+  if (seq->admitted == 0) seq->num_cached_tokens = std::min(n_cached, seq->num_prompt_tokens());
+  seq->num_computed_tokens = n_cached;
+  seq->kv_seq = kv_seq;
+  seq->status = SeqStatus::kRunning;
+  seq->admitted = ++n_admitted_;
+  seq->scheduled_step = step_;
+  running_.push_back(seq);
+  plan_.seqs.push_back(ScheduledSeq{seq, n});
+  plan_.n_tokens += n;
+  budget_ -= n;
+  return true;
+}
+
 void Scheduler::admit_waiting() {
+  if (waiting_.empty() || budget_ == 0 || int32_t(running_.size()) >= config_.max_num_seqs) return;
   // Keep ~1% of the pool free when admitting, so that running sequences can
   // grow for a while before anything must be preempted (vLLM's watermark).
   const int32_t watermark = running_.empty() ? 0 : kv_.n_blocks() / 100;
-  while (!waiting_.empty() && budget_ > 0 && int32_t(running_.size()) < config_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
-    OMNIBUS_DCHECK(seq->kv_seq < 0 && seq->num_computed_tokens == 0);
-    const int32_t n = std::min(seq->num_tokens(), budget_);
-    const int32_t kv_seq = kv_.add_seq();
-    if (kv_.num_blocks_needed(kv_seq, n) + watermark > kv_.n_free_blocks()) {
-      kv_.free(kv_seq);
-      return;
-    }
-    OMNIBUS_CHECK(kv_.allocate_slots(kv_seq, n, plan_.copies));
-    waiting_.erase(waiting_.begin());
-    seq->kv_seq = kv_seq;
-    seq->status = SeqStatus::kRunning;
-    seq->admitted = ++n_admitted_;
-    seq->scheduled_step = step_;
-    running_.push_back(seq);
-    plan_.seqs.push_back(ScheduledSeq{seq, n});
-    plan_.n_tokens += n;
-    budget_ -= n;
+  order_waiting();
+  bool admitted = false;
+  for (Sequence* seq : order_) {
+    if (budget_ == 0 || int32_t(running_.size()) >= config_.max_num_seqs) break;
+    if (!try_admit(seq, watermark)) break;
+    admitted = true;
+  }
+  if (admitted) {
+    std::erase_if(waiting_, [](const Sequence* s) { return s->status == SeqStatus::kRunning; });
   }
 }
 

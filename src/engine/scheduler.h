@@ -5,15 +5,21 @@
 // sequences (max_num_seqs). Order within a step:
 //   1. running sequences that decode (one token left to compute), oldest first;
 //   2. running sequences in the middle of a prompt, a chunk of it each;
-//   3. waiting sequences, by (priority, arrival), admitted while the budget,
-//      the sequence cap and free blocks allow (not in a step that preempted).
+//   3. waiting sequences, in SchedulingPolicy order (fcfs: priority, arrival;
+//      cache-aware: longest cached prefix first, with aging), admitted while
+//      the budget, the sequence cap and free blocks allow (not in a step that
+//      preempted; admission stops at the first one that does not fit, so a
+//      large request is not overtaken forever). An admitted sequence starts
+//      after its cached prefix (KvCacheManager::match_prefix), so only the
+//      rest of its tokens count against the budget.
 // When a running sequence cannot get blocks, the running sequence admitted
 // last (or of the lowest priority: largest `priority` value) that is not yet
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
 // reset to 0, and it waits to be recomputed. It may be the sequence itself.
 //
 // The scheduler talks to the cache only through KvCacheManager's
-// add_seq / can_allocate / allocate_slots / free / fork.
+// add_seq / match_prefix / attach_prefix / can_allocate / allocate_slots /
+// free / fork; it counts prefix-cache queries and hits (tokens) at admission.
 //
 // After schedule(), the caller applies plan.copies (KvStorage::copy_block),
 // runs the model, then adds each entry's n_tokens to its sequence's
@@ -25,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/scheduler_policy.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"
 
@@ -33,6 +40,8 @@ namespace omnibus {
 struct SchedulerConfig {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 512;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  int32_t max_wait_steps = 64;  // cache-aware: steps after which a waiting sequence is aged
 };
 
 struct ScheduledSeq {
@@ -67,10 +76,19 @@ class Scheduler {
   int32_t n_waiting() const { return int32_t(waiting_.size()); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   uint64_t n_preemptions() const { return n_preemptions_; }
+  // Over admissions: tokens looked up in the prefix cache, and tokens found.
+  uint64_t n_prefix_cache_queries() const { return n_prefix_queries_; }
+  uint64_t n_prefix_cache_hits() const { return n_prefix_hits_; }
 
  private:
   void schedule_running(bool decodes);
   void admit_waiting();
+  // Tries to admit `seq` into this step; false when it does not fit.
+  bool try_admit(Sequence* seq, int32_t watermark);
+  // The longest cached prefix of `seq` usable now, into match_ (may be empty).
+  void match(Sequence* seq);
+  // Waiting sequences in the order the policy admits them, into order_.
+  void order_waiting();
   // Makes room for `seq` to get n_new slots, preempting others (or itself).
   // Returns false if `seq` itself was preempted.
   bool allocate_or_preempt(Sequence* seq, int32_t n_new);
@@ -84,11 +102,15 @@ class Scheduler {
 
   std::vector<Sequence*> running_;  // admission order
   std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, index)
+  std::vector<Sequence*> order_;    // admission order of this step (cache-aware)
+  PrefixMatch match_;               // scratch
   StepPlan plan_;
   int32_t budget_ = 0;
   uint64_t step_ = 0;
   uint64_t n_admitted_ = 0;
   uint64_t n_preemptions_ = 0;
+  uint64_t n_prefix_queries_ = 0;
+  uint64_t n_prefix_hits_ = 0;
 };
 
 }  // namespace omnibus

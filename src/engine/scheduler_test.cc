@@ -11,11 +11,15 @@ namespace {
 // step the scheduled tokens count as computed and a sequence that caught up
 // "samples" token 7, finishing after max_tokens.
 struct Harness {
-  Harness(int32_t n_blocks, int32_t block_size, SchedulerConfig config)
-      : kv(n_blocks, block_size), scheduler(config, kv) {}
+  Harness(int32_t n_blocks, int32_t block_size, SchedulerConfig config, bool prefix_caching = false)
+      : kv(n_blocks, block_size, prefix_caching), scheduler(config, kv) {}
 
   Sequence* add(int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
-    prompts.push_back(std::make_unique<std::vector<int32_t>>(size_t(prompt_len), 1));
+    return add_tokens(std::vector<int32_t>(size_t(prompt_len), 1), max_tokens, priority);
+  }
+
+  Sequence* add_tokens(std::vector<int32_t> prompt, int32_t max_tokens, int32_t priority = 0) {
+    prompts.push_back(std::make_unique<std::vector<int32_t>>(std::move(prompt)));
     auto seq = std::make_unique<Sequence>();
     seq->prompt = prompts.back().get();
     seq->priority = priority;
@@ -35,6 +39,7 @@ struct Harness {
     for (const ScheduledSeq& s : plan.seqs) {
       Sequence* seq = s.seq;
       seq->num_computed_tokens += s.n_tokens;
+      kv.cache_full_blocks(seq->kv_seq, seq->tokens(), seq->num_computed_tokens, seq->block_keys);
       if (seq->num_computed_tokens < seq->num_tokens()) continue;
       seq->output.push_back(7);
       if (int32_t(seq->output.size()) >= max_tokens_of[size_t(seq->arrival)]) {
@@ -180,6 +185,84 @@ TEST(Scheduler, FinishReturnsBlocksImmediately) {
   h.scheduler.finish(b);  // abort while waiting
   EXPECT_FALSE(h.scheduler.has_work());
   h.kv.check_integrity();
+}
+
+std::vector<int32_t> tokens_from(int32_t start, int32_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) t[size_t(i)] = start + i;
+  return t;
+}
+
+std::vector<int32_t> with_suffix(std::vector<int32_t> t, std::vector<int32_t> suffix) {
+  t.insert(t.end(), suffix.begin(), suffix.end());
+  return t;
+}
+
+TEST(Scheduler, AdmissionStartsAfterTheCachedPrefix) {
+  Harness h(64, 4, SchedulerConfig{8, 64}, /*prefix_caching=*/true);
+  const std::vector<int32_t> prefix = tokens_from(100, 16);
+  h.add_tokens(with_suffix(prefix, {1}), 1);
+  while (h.scheduler.has_work()) h.step();
+  Sequence* b = h.add_tokens(with_suffix(prefix, {2, 3}), 1);
+  const StepPlan& p = h.step();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0].n_tokens, 2);  // 16 cached, 2 computed
+  EXPECT_EQ(b->num_cached_tokens, 16);
+  EXPECT_EQ(h.scheduler.n_prefix_cache_queries(), 17u + 18u);
+  EXPECT_EQ(h.scheduler.n_prefix_cache_hits(), 16u);
+  // A fully cached prompt still computes its last token (one block's worth here).
+  Sequence* c = h.add_tokens(prefix, 1);
+  EXPECT_EQ(h.step().seqs.at(0).n_tokens, 4);
+  EXPECT_EQ(c->num_cached_tokens, 12);
+}
+
+// Cache-aware: a later request whose prefix is cached goes before an earlier
+// one without; FCFS keeps arrival order.
+TEST(Scheduler, CacheAwarePrefersTheLongestCachedPrefix) {
+  for (SchedulingPolicy policy : {SchedulingPolicy::kFcfs, SchedulingPolicy::kCacheAware}) {
+    Harness h(64, 4, SchedulerConfig{8, 8, policy, 100}, /*prefix_caching=*/true);
+    const std::vector<int32_t> prefix = tokens_from(100, 16);
+    h.add_tokens(with_suffix(prefix, {1}), 1);
+    while (h.scheduler.has_work()) h.step();
+    Sequence* cold = h.add_tokens(tokens_from(500, 12), 1);
+    Sequence* short_hit = h.add_tokens(with_suffix(tokens_from(100, 8), {9, 9, 9}), 1);
+    Sequence* long_hit = h.add_tokens(with_suffix(prefix, {2, 3}), 1);
+    const StepPlan& p = h.step();
+    ASSERT_FALSE(p.seqs.empty());
+    if (policy == SchedulingPolicy::kFcfs) {
+      EXPECT_EQ(p.seqs[0].seq, cold);
+    } else {
+      ASSERT_EQ(p.seqs.size(), 3u);
+      EXPECT_EQ(p.seqs[0].seq, long_hit);   // 16 cached, computes 2
+      EXPECT_EQ(p.seqs[1].seq, short_hit);  // 8 cached, computes 3
+      EXPECT_EQ(p.seqs[2].seq, cold);       // the budget's last 3 tokens
+      EXPECT_EQ(p.seqs[2].n_tokens, 3);
+    }
+    while (h.scheduler.has_work()) h.step();
+    h.kv.check_integrity();
+  }
+}
+
+// Aging: a request that has waited max_wait_steps goes before fresh ones,
+// however much of theirs is cached.
+TEST(Scheduler, CacheAwareAgingPreventsStarvation) {
+  for (int32_t max_wait : {3, 1000}) {
+    Harness h(64, 4, SchedulerConfig{1, 64, SchedulingPolicy::kCacheAware, max_wait},
+              /*prefix_caching=*/true);
+    const std::vector<int32_t> prefix = tokens_from(100, 16);
+    h.add_tokens(with_suffix(prefix, {1}), 1);
+    h.step();
+    Sequence* busy = h.add_tokens(tokens_from(300, 3), 6);  // holds the only slot for 6 steps
+    h.step();
+    Sequence* cold = h.add_tokens(tokens_from(500, 5), 1);
+    for (int i = 0; i < 4; ++i) h.step();
+    Sequence* hit = h.add_tokens(with_suffix(prefix, {2}), 1);
+    while (busy->status != SeqStatus::kFinished) h.step();
+    const StepPlan& p = h.step();
+    ASSERT_EQ(p.seqs.size(), 1u);
+    EXPECT_EQ(p.seqs[0].seq, max_wait == 3 ? cold : hit) << max_wait;
+    while (h.scheduler.has_work()) h.step();
+  }
 }
 
 }  // namespace

@@ -15,7 +15,14 @@
 //     appended to `output` (so num_tokens() - num_computed_tokens == 1: a
 //     "decode" is a chunk of one);
 //   - preemption frees every block and sets num_computed_tokens = 0; prompt and
-//     output so far are recomputed later, as one long "prompt".
+//     output so far are recomputed later, as one long "prompt";
+//   - with prefix caching, admission starts num_computed_tokens at the cached
+//     run of full blocks (always < num_tokens(): the last token is computed):
+//
+//   |<-- cached: full blocks matched -->|<------- computed here ------->|
+//   |  b7  |  b2  |  b9  |  (shared)    |  b4  | ...
+//
+//     block_keys memoizes the chain keys of the full blocks (tokens only).
 //
 // Thread-safety: owned and touched by the engine thread only.
 #pragma once
@@ -25,6 +32,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "kv/prefix_cache.h"
 
 namespace omnibus {
 
@@ -39,6 +47,7 @@ struct Sequence {
   const std::vector<int32_t>* prompt = nullptr;  // shared by the request's sequences
   int32_t priority = 0;                        // lower runs first
   uint64_t arrival = 0;                        // submit order (FCFS)
+  bool may_use_cached_prefix = true;           // false: compute every token (prompt logprobs)
 
   // Scheduler state.
   SeqStatus status = SeqStatus::kWaiting;
@@ -46,6 +55,10 @@ struct Sequence {
   int32_t kv_seq = -1;          // KvCacheManager id while it holds blocks, else -1
   uint64_t admitted = 0;        // admission order; the latest admitted is preempted first
   uint64_t scheduled_step = 0;  // last step that scheduled it
+  uint64_t arrival_step = 0;    // scheduler step at which it first waited (aging)
+  int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at
+                                  // its first admission (EngineEvent::n_cached_tokens)
+  std::vector<uint64_t> block_keys;  // prefix-cache keys of full blocks, memoized
 
   // Generation state.
   std::vector<int32_t> output;
@@ -53,6 +66,7 @@ struct Sequence {
 
   int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
   int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }
+  TokenView tokens() const { return TokenView{*prompt, output}; }
   int32_t token_at(int32_t i) const {
     return i < num_prompt_tokens() ? (*prompt)[size_t(i)] : output[size_t(i - num_prompt_tokens())];
   }

@@ -8,10 +8,10 @@
 // The free list is intrusive and doubly linked (prev/next indices stored in
 // the block itself): O(1) pop from the front, push to the back and removal
 // from the middle. That last operation is the seam for prefix caching
-// (vLLM v1 style, not built yet): a freed full block will keep a hash of its
-// token prefix and stay in the free list as a cache entry; a later request
-// with the same prefix takes it back out of the middle (take_free(id)), and
-// allocate() evicts the hash of whatever cached block it pops from the front.
+// (vLLM v1 style, see PrefixCache): a freed full block keeps its prefix key
+// and stays in the free list as a cache entry; a later request with the same
+// prefix takes it back out of the middle (take_free(id)), and the manager
+// evicts the entry of whatever cached block allocate() pops from the front.
 //
 //   invariant: n_free() + #{blocks with ref_count > 0} == n_blocks(),
 //              a block is in the free list  <=>  ref_count == 0.
@@ -57,8 +57,6 @@ class BlockPool {
     int32_t ref_count = 0;
     int32_t prev = -1;  // free-list neighbours (kNil when at an end / not free)
     int32_t next = -1;
-    // Prefix caching will add here: uint64_t hash (0 = none) of the full
-    // block's tokens chained with its predecessor's hash.
   };
   static constexpr int32_t kNil = -1;
 

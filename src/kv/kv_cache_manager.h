@@ -17,11 +17,25 @@
 // Invariants (check_integrity):
 //   free blocks + referenced blocks == pool size;
 //   every block's ref count == the number of tables holding it;
-//   a table of n_tokens slots has exactly ceil(n_tokens / block_size) blocks.
+//   a table of n_tokens slots has exactly ceil(n_tokens / block_size) blocks;
+//   a table's cached blocks are full: n_cached_blocks * block_size <= n_tokens;
+//   PrefixCache::check_integrity (map <-> registered blocks).
 //
-// Like vLLM v1's KVCacheManager, the scheduler sees only can_allocate /
-// allocate_slots / free; allocation failure is what triggers preemption.
-// (Prefix caching will add get_computed_blocks(tokens) here.)
+// Prefix caching (when enabled; see PrefixCache and docs/prefix-caching.md):
+// a new sequence asks match_prefix() for the longest cached run of full
+// blocks of its tokens, attaches them (attach_prefix: ref + 1, or taken back
+// out of the free list) and computes only the rest. After each step the
+// engine registers the blocks that became full (cache_full_blocks). Freed
+// blocks keep their registration and double as the cache: the free list is
+// in LRU order and a block leaves the cache only when allocation reuses it.
+//
+//   a sequence's table:  [ b7 | b2 | b9 | b4 ]    n_tokens 14, block size 4
+//                          ^^^^^^^^^^^^^           n_cached_blocks = 3 (registered
+//                                                  or verified duplicates)
+//
+// Like vLLM v1's KVCacheManager, the scheduler sees only match_prefix /
+// can_allocate / allocate_slots / free; allocation failure is what triggers
+// preemption.
 //
 // Thread-safety: none; the engine thread owns it.
 #pragma once
@@ -32,6 +46,7 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/prefix_cache.h"
 
 namespace omnibus {
 
@@ -40,16 +55,27 @@ struct BlockCopy {
   int32_t dst;
 };
 
+// The longest cached run of full blocks of some tokens (match_prefix).
+struct PrefixMatch {
+  std::vector<int32_t> blocks;  // block ids for blocks 0 .. size() - 1
+  int32_t n_free = 0;           // of them, blocks in the free list (ref count 0)
+
+  int32_t n_blocks() const { return int32_t(blocks.size()); }
+};
+
 class KvCacheManager {
  public:
   // REQUIRES: n_blocks >= 1, block_size >= 1.
-  KvCacheManager(int32_t n_blocks, int32_t block_size);
+  KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching = false);
 
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
   int32_t n_free_blocks() const { return pool_.n_free(); }
   int32_t n_used_blocks() const { return pool_.n_used(); }
   int32_t n_seqs() const { return n_live_; }
+  bool prefix_caching() const { return prefix_caching_; }
+  // Registered blocks (held by tables or free), i.e. the prefix cache's size.
+  int32_t n_cached_blocks() const { return cache_.n_cached(); }
 
   // A new sequence with an empty table. Reuses the storage of removed ones,
   // so a warm manager does not allocate.
@@ -58,6 +84,27 @@ class KvCacheManager {
   void free(int32_t seq);
   // A new sequence sharing every block of `parent` (ref counts + 1).
   int32_t fork(int32_t parent);
+
+  // The longest run of t's full blocks that is cached, at most max_blocks
+  // long, into `out`. `keys` memoizes t's block keys (kept by the caller
+  // with its tokens; extended here as needed). Empty when caching is off.
+  void match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
+                    PrefixMatch& out) const;
+  // Free blocks that attaching `m` and then appending n_new slots would take.
+  int32_t num_blocks_needed(const PrefixMatch& m, int32_t n_new) const {
+    return blocks_for(m.n_blocks() * block_size_ + n_new) - m.n_blocks() + m.n_free;
+  }
+  // Makes the matched blocks the start of an empty table: it then covers
+  // m.n_blocks() * block_size slots. REQUIRES: n_tokens(seq) == 0, `m` fresh
+  // from match_prefix with no pool change since.
+  void attach_prefix(int32_t seq, const PrefixMatch& m);
+  // Registers the table's blocks that are full within the first n_computed
+  // tokens of t (their K/V written). No-op when caching is off.
+  // REQUIRES: t is the sequence's tokens, n_computed <= n_tokens(seq).
+  void cache_full_blocks(int32_t seq, const TokenView& t, int32_t n_computed,
+                         std::vector<uint64_t>& keys);
+  // Test hook: see PrefixCache::set_key_mask_for_testing.
+  void set_key_mask_for_testing(uint64_t mask) { cache_.set_key_mask_for_testing(mask); }
 
   // Token slots the table covers (written, or being written this step).
   int32_t n_tokens(int32_t seq) const { return seqs_[size_t(seq)].n_tokens; }
@@ -85,13 +132,23 @@ class KvCacheManager {
     bool live = false;
     int32_t n_tokens = 0;
     std::vector<int32_t> blocks;
+    // Prefix caching: blocks [0, n_cached_blocks) are registered (or verified
+    // duplicates of registered ones); `last` is the canonical block of the
+    // last of them, the parent of the next. stop_caching after a collision.
+    int32_t n_cached_blocks = 0;
+    PrefixCache::BlockRef last;
+    bool stop_caching = false;
   };
   int32_t blocks_for(int32_t n_tokens) const { return (n_tokens + block_size_ - 1) / block_size_; }
   // The last block is shared with another table and has free slots.
   bool needs_copy_on_write(const Seq& s) const;
+  // Takes the least recently used free block, dropping its cache entry.
+  int32_t take_block();
 
   const int32_t block_size_;
+  const bool prefix_caching_;
   BlockPool pool_;
+  PrefixCache cache_;
   std::vector<Seq> seqs_;
   std::vector<int32_t> free_ids_;
   int32_t n_live_ = 0;

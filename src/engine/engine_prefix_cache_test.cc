@@ -1,0 +1,354 @@
+// Prefix caching through the Engine: outputs with the cache on equal outputs
+// with it off — tokens, and bitwise the logits they were sampled from — for
+// shared prefixes, after eviction and preemption, with forced hash
+// collisions, n > 1, aborts and multi-turn resubmission; on the fake model, a
+// tiny random Llama (real kernels) and SmolLM2 when its file exists.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "engine/fake_model_testing.h"
+#include "gguf/gguf_file.h"
+#include "kernels/thread_pool.h"
+#include "model/tiny_model.h"
+#include "util/sanitizers.h"
+
+namespace omnibus {
+namespace {
+
+// Everything one engine run produced, by request (submission order).
+struct Outcome {
+  std::vector<std::map<int32_t, SeqResult>> results;                     // [request][seq]
+  std::map<std::pair<size_t, int32_t>, std::vector<std::vector<float>>> logits;  // (request, seq)
+  std::vector<int32_t> n_cached;                                         // [request]
+  EngineStats stats;
+};
+
+EngineConfig base_config(Model& model, int32_t block_size, int32_t n_blocks, int32_t budget,
+                         DType kv_dtype) {
+  EngineConfig c;
+  c.block_size = block_size;
+  c.kv_dtype = kv_dtype;
+  c.kv_cache_bytes = int64_t(model.kv_geometry(block_size, kv_dtype).bytes_per_block()) * n_blocks;
+  c.max_num_batched_tokens = budget;
+  c.log_startup = false;
+  return c;
+}
+
+// sequential: each request runs to completion before the next is submitted.
+Outcome run_all(Model& model, EngineConfig cfg, const std::vector<Request>& reqs, bool sequential) {
+  std::mutex mu;
+  std::map<uint64_t, size_t> index_of;
+  Outcome out;
+  cfg.on_logits = [&](uint64_t id, int32_t seq, int32_t, std::span<const float> l) {
+    std::lock_guard<std::mutex> lock(mu);
+    out.logits[{index_of.at(id), seq}].emplace_back(l.begin(), l.end());
+  };
+  auto engine = Engine::create(model, cfg);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  out.results.resize(reqs.size());
+  out.n_cached.resize(reqs.size());
+  auto drain = [&](size_t i) {
+    std::vector<EngineEvent> events;
+    out.results[i] = collect(*streams[i], &events);
+    out.n_cached[i] = events.empty() ? -1 : events.front().n_cached_tokens;
+    for (const EngineEvent& e : events) EXPECT_EQ(e.n_cached_tokens, out.n_cached[i]);
+  };
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::unique_lock<std::mutex> lock(mu);  // on_logits must find the id
+    auto s = (*engine)->submit(reqs[i]);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    index_of[(*s)->id()] = i;
+    lock.unlock();
+    streams.push_back(*s);
+    if (sequential) drain(i);
+  }
+  if (!sequential) {
+    for (size_t i = 0; i < reqs.size(); ++i) drain(i);
+  }
+  // The stats are published after the step whose events finished the requests.
+  for (int i = 0; i < 10000; ++i) {
+    out.stats = (*engine)->stats();
+    if (out.stats.n_requests_finished >= reqs.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(out.stats.n_requests_finished, reqs.size());
+  return out;
+}
+
+void expect_same_outputs(const Outcome& on, const Outcome& off) {
+  ASSERT_EQ(on.results.size(), off.results.size());
+  for (size_t i = 0; i < on.results.size(); ++i) {
+    ASSERT_EQ(on.results[i].size(), off.results[i].size()) << "request " << i;
+    for (const auto& [seq, r] : off.results[i]) {
+      EXPECT_EQ(on.results[i].at(seq).tokens, r.tokens) << "request " << i << " seq " << seq;
+      EXPECT_EQ(on.results[i].at(seq).finish, r.finish) << "request " << i << " seq " << seq;
+    }
+  }
+  ASSERT_EQ(on.logits.size(), off.logits.size());
+  for (const auto& [key, rows] : off.logits) {
+    const auto& other = on.logits.at(key);
+    ASSERT_EQ(other.size(), rows.size());
+    for (size_t t = 0; t < rows.size(); ++t) {
+      ASSERT_TRUE(other[t] == rows[t]) << "request " << key.first << " seq " << key.second
+                                       << " token " << t << ": logits differ";
+    }
+  }
+}
+
+Outcome run_off(Model& model, EngineConfig cfg, const std::vector<Request>& reqs, bool sequential) {
+  cfg.enable_prefix_caching = false;
+  return run_all(model, std::move(cfg), reqs, sequential);
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n, int32_t n_vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = int32_t(rng() % uint32_t(n_vocab));
+  return t;
+}
+
+// n_groups prefixes of prefix_len tokens; each request = a prefix + unique tokens.
+std::vector<Request> shared_prefix_requests(std::mt19937& rng, int32_t n_vocab, int32_t n_groups,
+                                            int32_t n_per_group, int32_t prefix_len,
+                                            int32_t max_unique, int32_t max_tokens, bool seeded_sampling) {
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int32_t g = 0; g < n_groups; ++g) prefixes.push_back(random_tokens(rng, prefix_len, n_vocab));
+  std::vector<Request> reqs;
+  for (int32_t i = 0; i < n_groups * n_per_group; ++i) {
+    Request r;
+    r.prompt = prefixes[size_t(i % n_groups)];
+    const std::vector<int32_t> own = random_tokens(rng, 1 + int32_t(rng() % uint32_t(max_unique)), n_vocab);
+    r.prompt.insert(r.prompt.end(), own.begin(), own.end());
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    r.sampling = seeded_sampling ? seeded(1000 + uint64_t(i), 0.9f) : greedy();
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+TEST(EnginePrefixCache, SharedPrefixesHitAndMatchTheUncachedRun) {
+  FakeModel model;
+  std::mt19937 rng(5);
+  const std::vector<Request> reqs = shared_prefix_requests(rng, 64, 3, 6, 37, 9, 6, false);
+  const EngineConfig cfg = base_config(model, 4, 512, 64, DType::F32);
+  for (bool sequential : {true, false}) {
+    const Outcome on = run_all(model, cfg, reqs, sequential);
+    const Outcome off = run_off(model, cfg, reqs, sequential);
+    expect_same_outputs(on, off);
+    EXPECT_GT(on.stats.prefix_cache_hits, 0u);
+    EXPECT_EQ(off.stats.prefix_cache_queries, 0u);
+    EXPECT_LT(on.stats.n_tokens_processed, off.stats.n_tokens_processed);
+    if (sequential) {
+      // Each group's first request misses; the others get the 36-token prefix (9 blocks).
+      for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(on.n_cached[i], i < 3 ? 0 : 36) << i;
+      uint64_t queries = 0;
+      for (const Request& r : reqs) queries += r.prompt.size();
+      EXPECT_EQ(on.stats.prefix_cache_queries, queries);
+      EXPECT_EQ(on.stats.prefix_cache_hits, 15u * 36u);
+      EXPECT_NEAR(on.stats.prefix_cache_hit_rate, double(15 * 36) / double(queries), 1e-12);
+    }
+  }
+}
+
+// A pool far smaller than the working set: cached blocks are evicted and
+// running sequences preempted and resumed (hitting their own freed blocks
+// when still cached); seeded sampling continues exactly. Forced collisions
+// (key masks) only cost hits.
+TEST(EnginePrefixCache, EvictionPreemptionAndCollisionsKeepOutputsExact) {
+  FakeModel model;
+  std::mt19937 rng(9);
+  const std::vector<Request> reqs = shared_prefix_requests(rng, 64, 4, 5, 13, 6, 20, true);
+  EngineConfig cfg = base_config(model, 4, 24, 32, DType::F32);  // 96 slots; a request needs <= 39
+  const Outcome off = run_off(model, cfg, reqs, false);
+  EXPECT_GT(off.stats.n_preemptions, 0u);
+  for (uint64_t mask : {~uint64_t(0), uint64_t(0), uint64_t(7)}) {
+    cfg.prefix_cache_key_mask_for_testing = mask;
+    for (SchedulingPolicy policy : {SchedulingPolicy::kFcfs, SchedulingPolicy::kCacheAware}) {
+      cfg.scheduling_policy = policy;
+      const Outcome on = run_all(model, cfg, reqs, false);
+      expect_same_outputs(on, off);
+      EXPECT_GT(on.stats.n_preemptions, 0u) << mask;
+      if (mask == ~uint64_t(0)) {
+        EXPECT_GT(on.stats.prefix_cache_hits, 0u);
+      }
+    }
+  }
+  // One group after another through a pool that holds ~2 requests: a group
+  // hits its own prefix, later groups evict it.
+  std::vector<Request> by_group;
+  for (size_t g = 0; g < 4; ++g) {
+    for (size_t i = g; i < reqs.size(); i += 4) by_group.push_back(reqs[i]);
+  }
+  cfg.prefix_cache_key_mask_for_testing = ~uint64_t(0);
+  cfg.scheduling_policy = SchedulingPolicy::kCacheAware;
+  const Outcome seq_on = run_all(model, cfg, by_group, true);
+  const Outcome seq_off = run_off(model, cfg, by_group, true);
+  expect_same_outputs(seq_on, seq_off);
+  EXPECT_GT(seq_on.stats.prefix_cache_hits, 0u);
+}
+
+TEST(EnginePrefixCache, ParallelSamplingForksShareTheCachedPrefix) {
+  FakeModel model;
+  std::mt19937 rng(3);
+  const std::vector<int32_t> prefix = random_tokens(rng, 22, 64);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.prompt = prefix;
+    r.prompt.push_back(i);
+    r.max_tokens = 9;
+    r.n = 3;
+    r.sampling = seeded(77 + uint64_t(i));
+    reqs.push_back(std::move(r));
+  }
+  const EngineConfig cfg = base_config(model, 4, 256, 16, DType::F32);
+  const Outcome on = run_all(model, cfg, reqs, true);
+  expect_same_outputs(on, run_off(model, cfg, reqs, true));
+  EXPECT_EQ(on.n_cached, (std::vector<int32_t>{0, 20, 20}));
+  // The first computes 23 prompt tokens, the others 3; each sequence 8 decodes.
+  EXPECT_EQ(on.stats.n_tokens_processed, 23u + 3u + 3u + 9u * 8u);
+}
+
+TEST(EnginePrefixCache, AbortingOneSharerLeavesTheOthersExact) {
+  FakeModel model;
+  model.set_step_delay(std::chrono::milliseconds(1));
+  std::mt19937 rng(4);
+  std::vector<Request> reqs = shared_prefix_requests(rng, 64, 1, 6, 24, 5, 30, false);
+  const EngineConfig cfg = base_config(model, 4, 256, 16, DType::F32);
+  const Outcome off = run_off(model, cfg, reqs, false);
+
+  auto engine = Engine::create(model, cfg);
+  ASSERT_TRUE(engine.is_ok());
+  // The first request computes the prefix; the others then share its blocks.
+  auto first = (*engine)->submit(reqs[0]);
+  ASSERT_TRUE(first.is_ok());
+  ASSERT_TRUE((*first)->pop(std::chrono::seconds(30)).has_value());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 1; i < reqs.size(); ++i) streams.push_back(*(*engine)->submit(reqs[i]));
+  ASSERT_TRUE(streams[2]->pop(std::chrono::seconds(30)).has_value());
+  (*engine)->abort(streams[2]->id());
+  EXPECT_EQ(collect(*streams[2])[0].finish, FinishReason::kAbort);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (i == 2) continue;
+    std::vector<EngineEvent> events;
+    auto out = collect(*streams[i], &events);
+    EXPECT_EQ(out[0].tokens, off.results[i + 1].at(0).tokens) << i;
+    EXPECT_EQ(events.front().n_cached_tokens, 24) << i;
+  }
+  collect(**first);
+}
+
+// Prompt logprobs need every prompt position's logits: such a request
+// computes its whole prompt even when it is cached, and the logprobs equal
+// those of the uncached run.
+TEST(EnginePrefixCache, PromptLogprobsBypassTheCache) {
+  FakeModel model;
+  std::mt19937 rng(8);
+  const std::vector<int32_t> prompt = random_tokens(rng, 19, 64);
+  Request plain;
+  plain.prompt = prompt;
+  plain.max_tokens = 2;
+  plain.sampling = greedy();
+  Request with_lp = plain;
+  with_lp.prompt_logprobs = 3;
+  const EngineConfig cfg = base_config(model, 4, 64, 8, DType::F32);
+  auto engine = Engine::create(model, cfg);
+  ASSERT_TRUE(engine.is_ok());
+  collect(**(*engine)->submit(plain));
+  std::vector<EngineEvent> on_events, off_events;
+  collect(**(*engine)->submit(with_lp), &on_events);
+  EXPECT_EQ(on_events.front().n_cached_tokens, 0);
+  EngineConfig off_cfg = cfg;
+  off_cfg.enable_prefix_caching = false;
+  auto off = Engine::create(model, off_cfg);
+  ASSERT_TRUE(off.is_ok());
+  collect(**(*off)->submit(with_lp), &off_events);
+  const auto& a = on_events.front().prompt_logprobs;
+  const auto& b = off_events.front().prompt_logprobs;
+  ASSERT_EQ(a.size(), prompt.size() - 1);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].logprob, b[i].logprob) << i;
+    EXPECT_EQ(a[i].top_logprobs, b[i].top_logprobs) << i;
+  }
+  // A plain request afterwards still hits (the logprobs request registered its blocks).
+  std::vector<EngineEvent> again;
+  collect(**(*engine)->submit(plain), &again);
+  EXPECT_EQ(again.front().n_cached_tokens, 16);
+}
+
+// A chat turn resends the history (prompt + generated tokens): everything the
+// previous turn computed in full blocks is reused, generated tokens included.
+TEST(EnginePrefixCache, MultiTurnReusesTheGeneratedTokens) {
+  FakeModel model;
+  const EngineConfig cfg = base_config(model, 4, 256, 64, DType::F32);
+  auto engine = Engine::create(model, cfg);
+  ASSERT_TRUE(engine.is_ok());
+  std::mt19937 rng(1);
+  std::vector<int32_t> history;
+  for (int turn = 0; turn < 4; ++turn) {
+    const std::vector<int32_t> user = random_tokens(rng, 7, 64);
+    history.insert(history.end(), user.begin(), user.end());
+    Request r;
+    r.prompt = history;
+    r.max_tokens = 5;
+    r.ignore_eos = true;
+    r.sampling = greedy();
+    std::vector<EngineEvent> events;
+    auto out = collect(**(*engine)->submit(r), &events);
+    // The previous turn computed its prompt and all but its last output token.
+    const int32_t prev_computed = int32_t(history.size()) - 7 - 1;
+    const int32_t want = turn == 0 ? 0 : prev_computed / 4 * 4;
+    EXPECT_EQ(events.front().n_cached_tokens, want) << "turn " << turn;
+    history.insert(history.end(), out[0].tokens.begin(), out[0].tokens.end());
+  }
+}
+
+void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_tokens) {
+  std::mt19937 rng(2025);
+  const int32_t n_vocab = model.config().n_vocab;
+  const std::vector<Request> reqs = shared_prefix_requests(rng, n_vocab, 2, 3, prefix_len, 8, max_tokens, false);
+  const EngineConfig cfg = base_config(model, 16, 128, 64, DType::F16);
+  const Outcome on = run_all(model, cfg, reqs, true);
+  const Outcome off = run_off(model, cfg, reqs, true);
+  expect_same_outputs(on, off);
+  EXPECT_EQ(on.n_cached[4], prefix_len / 16 * 16);
+  // Together, with a small budget (chunked prompts, shared steps).
+  const Outcome together = run_all(model, base_config(model, 16, 128, 24, DType::F16), reqs, false);
+  expect_same_outputs(together, off);
+}
+
+TEST(EnginePrefixCache, TinyLlamaBitwiseEqual) {
+  TinyLlamaSpec spec;
+  spec.n_ctx = 256;
+  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
+  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(2);
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  expect_real_model_exact(**model, 40, 6);
+}
+
+TEST(EnginePrefixCache, SmolLM2BitwiseEqual) {
+  if (kUnderSanitizer) GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
+  const std::string path = std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present (run the setup script)";
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  ThreadPool pool(2);
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  expect_real_model_exact(**model, 40, 4);
+}
+
+}  // namespace
+}  // namespace omnibus

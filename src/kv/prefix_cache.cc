@@ -1,0 +1,111 @@
+#include "kv/prefix_cache.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "util/check.h"
+
+namespace omnibus {
+
+PrefixCache::PrefixCache(int32_t n_blocks, int32_t block_size) : block_size_(block_size) {
+  OMNIBUS_CHECK(n_blocks >= 1 && block_size >= 1);
+  meta_.resize(size_t(n_blocks));
+  tokens_.resize(size_t(n_blocks) * size_t(block_size));
+  map_.reserve(size_t(n_blocks));
+}
+
+void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
+  OMNIBUS_CHECK(int64_t(n_blocks) * block_size_ <= t.size());
+  std::vector<int32_t> straddling;  // a block split between head and tail
+  for (int32_t i = int32_t(keys.size()); i < n_blocks; ++i) {
+    const size_t first = size_t(i) * size_t(block_size_);
+    const size_t n = size_t(block_size_);
+    const int32_t* data;
+    if (first + n <= t.head.size()) {
+      data = t.head.data() + first;
+    } else if (first >= t.head.size()) {
+      data = t.tail.data() + (first - t.head.size());
+    } else {
+      straddling.resize(n);
+      for (size_t j = 0; j < n; ++j) straddling[j] = t[int32_t(first + j)];
+      data = straddling.data();
+    }
+    const uint64_t seed = i == 0 ? kRootKey : keys[size_t(i) - 1];
+    keys.push_back(XXH3_64bits_withSeed(data, n * sizeof(int32_t), seed) & key_mask_);
+  }
+}
+
+bool PrefixCache::same_tokens(int32_t block, const TokenView& t, int32_t i) const {
+  const int32_t* stored = tokens_.data() + size_t(block) * size_t(block_size_);
+  const int32_t first = i * block_size_;
+  for (int32_t j = 0; j < block_size_; ++j) {
+    if (stored[j] != t[first + j]) return false;
+  }
+  return true;
+}
+
+int32_t PrefixCache::find(uint64_t key, const TokenView& t, int32_t i, BlockRef parent) const {
+  if (!is_valid(parent)) return -1;
+  auto it = map_.find(key);
+  if (it == map_.end()) return -1;
+  const Meta& m = meta_[size_t(it->second)];
+  if (m.parent.block != parent.block || m.parent.generation != parent.generation) return -1;
+  return same_tokens(it->second, t, i) ? it->second : -1;
+}
+
+int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int32_t i, BlockRef parent) {
+  OMNIBUS_CHECK(!meta_[size_t(block)].cached);
+  if (!is_valid(parent)) return -1;
+  auto it = map_.find(key);
+  if (it != map_.end()) {
+    const int32_t other = it->second;
+    const Meta& m = meta_[size_t(other)];
+    if (m.parent.block == parent.block && m.parent.generation == parent.generation &&
+        same_tokens(other, t, i)) {
+      return other;  // a duplicate: computed twice (e.g. by two requests admitted together)
+    }
+    if (is_valid(m.parent)) return -1;  // a collision with a live entry: first one wins
+    unregister(other);                  // stale: its parent was evicted or replaced
+  }
+  Meta& m = meta_[size_t(block)];
+  m.cached = true;
+  m.key = key;
+  m.parent = parent;
+  int32_t* stored = tokens_.data() + size_t(block) * size_t(block_size_);
+  for (int32_t j = 0; j < block_size_; ++j) stored[j] = t[i * block_size_ + j];
+  map_.emplace(key, block);
+  return block;
+}
+
+void PrefixCache::unregister(int32_t block) {
+  Meta& m = meta_[size_t(block)];
+  OMNIBUS_CHECK(m.cached);
+  auto it = map_.find(m.key);
+  OMNIBUS_CHECK(it != map_.end() && it->second == block);
+  map_.erase(it);
+  m.cached = false;
+}
+
+void PrefixCache::evict(int32_t block) {
+  if (meta_[size_t(block)].cached) unregister(block);
+  ++meta_[size_t(block)].generation;
+}
+
+void PrefixCache::check_integrity() const {
+  size_t n_cached = 0;
+  for (size_t b = 0; b < meta_.size(); ++b) {
+    const Meta& m = meta_[b];
+    if (!m.cached) continue;
+    ++n_cached;
+    auto it = map_.find(m.key);
+    OMNIBUS_CHECK(it != map_.end() && it->second == int32_t(b));
+    OMNIBUS_CHECK(m.parent.block < int32_t(meta_.size()) && m.parent.block != int32_t(b));
+  }
+  OMNIBUS_CHECK(n_cached == map_.size());
+  for (const auto& [key, block] : map_) {
+    OMNIBUS_CHECK(block >= 0 && size_t(block) < meta_.size());
+    OMNIBUS_CHECK(meta_[size_t(block)].cached && meta_[size_t(block)].key == key);
+  }
+}
+
+}  // namespace omnibus

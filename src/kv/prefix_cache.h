@@ -1,0 +1,117 @@
+// PrefixCache: which full KV blocks hold which token prefix (automatic prefix
+// caching, vLLM v1 / nano-vllm style hash chain).
+//
+// A full block's identity covers every token before it: its key is
+//   key(i) = xxh3_64(tokens of block i, seed = key(i - 1)),  key(-1) = kRootKey.
+// The key only *finds* a candidate; a hit is accepted only when the candidate
+// holds exactly the same block_size tokens AND was registered as the successor
+// of the very block (id and generation) matched for position i - 1. By
+// induction a matched run is exactly the requested prefix, so a hash collision
+// (even a forced one: set_key_mask_for_testing) can cost a miss but never
+// returns a wrong block.
+//
+//   tokens:  |  t0..t3  |  t4..t7  |  t8..t11 | t12 t13 _ _ |
+//   keys:       k0  ->     k1   ->    k2          (partial: no key)
+//   map:     k0 -> b7,  k1 -> b2,  k2 -> b9       b7 <- b2 <- b9 (parent links)
+//
+// Blocks are not owned here: BlockPool owns them; a registered block may be
+// held by sequences (ref > 0) or sit in the free list (ref 0) where it stays
+// cached until the pool hands it out again, which calls evict() (drops the
+// entry, bumps the block's generation so successors registered after it no
+// longer verify).
+//
+// Invariants (check_integrity): every map entry (k -> b) has b registered
+// with key k; the number of registered blocks equals the map size; a
+// registered block's parent is another block or the root.
+//
+// Thread-safety: none; the engine thread owns it (through KvCacheManager).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace omnibus {
+
+// A sequence's tokens as two spans (prompt, then output), without copying.
+struct TokenView {
+  std::span<const int32_t> head;
+  std::span<const int32_t> tail;
+
+  int32_t size() const { return int32_t(head.size() + tail.size()); }
+  int32_t operator[](int32_t i) const {
+    return size_t(i) < head.size() ? head[size_t(i)] : tail[size_t(i) - head.size()];
+  }
+};
+
+class PrefixCache {
+ public:
+  static constexpr uint64_t kRootKey = 0x6f6d6e6962757321ull;  // the seed of block 0
+
+  // A block at a point of its life: a successor is valid only while its
+  // parent still has the generation recorded at registration.
+  struct BlockRef {
+    int32_t block = -1;  // -1: the root (before block 0)
+    uint32_t generation = 0;
+  };
+
+  // REQUIRES: n_blocks >= 1, block_size >= 1.
+  PrefixCache(int32_t n_blocks, int32_t block_size);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t n_cached() const { return int32_t(map_.size()); }
+  bool is_cached(int32_t block) const { return meta_[size_t(block)].cached; }
+  BlockRef ref_of(int32_t block) const { return BlockRef{block, meta_[size_t(block)].generation}; }
+
+  // Appends to `keys` the keys of t's full blocks up to n_blocks in total
+  // (keys already present are kept: they depend on the tokens only).
+  // REQUIRES: n_blocks * block_size <= t.size().
+  void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const;
+
+  // The registered block holding block i of t (key `key`) as the successor of
+  // `parent` (the block matched for i - 1, or the root), or -1.
+  int32_t find(uint64_t key, const TokenView& t, int32_t i, BlockRef parent) const;
+
+  // Registers `block`, whose K/V hold block i of t computed after `parent`.
+  // Returns the canonical block for this content: `block` itself, or an
+  // already registered block with the same content and parent (a duplicate;
+  // `block` stays unregistered). Returns -1 when nothing can be registered
+  // (the parent is no longer valid, or the key belongs to a valid entry with
+  // other content: a collision); callers stop caching that sequence there.
+  // REQUIRES: !is_cached(block).
+  int32_t insert(int32_t block, uint64_t key, const TokenView& t, int32_t i, BlockRef parent);
+
+  // The pool reuses `block` for new content: drops its entry, if any.
+  void evict(int32_t block);
+
+  // Test hook: keys are AND-ed with `mask` (0 makes every block collide).
+  void set_key_mask_for_testing(uint64_t mask) { key_mask_ = mask; }
+
+  // Aborts when an invariant in the header comment is violated.
+  void check_integrity() const;
+
+ private:
+  struct Meta {
+    bool cached = false;
+    uint32_t generation = 0;  // bumped each time the pool reuses the block
+    uint64_t key = 0;
+    BlockRef parent;
+  };
+  bool is_valid(BlockRef r) const {
+    return r.block < 0 || (meta_[size_t(r.block)].cached && meta_[size_t(r.block)].generation == r.generation);
+  }
+  bool same_tokens(int32_t block, const TokenView& t, int32_t i) const;
+  void unregister(int32_t block);
+
+  // Constant after construction.
+  const int32_t block_size_;
+
+  uint64_t key_mask_ = ~uint64_t(0);
+  std::vector<Meta> meta_;        // [n_blocks]
+  std::vector<int32_t> tokens_;   // [n_blocks * block_size]: a registered block's tokens
+  std::unordered_map<uint64_t, int32_t> map_;  // key -> registered block
+};
+
+}  // namespace omnibus
