@@ -4,6 +4,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_avx2.h"
+#include "kernels/matmul_packed_avx2.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 
@@ -48,11 +49,50 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
             MatmulScratch& scratch) {
   OMNIBUS_CHECK(n_tok >= 0 && w.n_out >= 0);
   if (n_tok == 0 || w.n_out == 0) return;
+  if (cpu_features().use_avx2() && matmul_packed::has_packed_kernel(w.type)) {
+    matmul_packed::matmul(w, nullptr, x, n_tok, y, pool, scratch);
+    return;
+  }
   if (cpu_features().use_avx2() && matmul_avx2::has_tiled_kernel(w.type)) {
     matmul_avx2::matmul_tiled(w, x, n_tok, y, pool, scratch);
     return;
   }
   matmul_generic(w, x, n_tok, y, pool, scratch);
+}
+
+PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
+  PackedWeight p;
+  p.view_ = w;
+  if (!cpu_features().use_avx2() || !matmul_packed::has_packed_kernel(w.type) || w.n_out == 0) return p;
+  OMNIBUS_CHECK(w.n_in % 32 == 0);
+  p.size_ = matmul_packed::packed_size(w);
+  p.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, p.size_)));
+  OMNIBUS_CHECK(p.data_ != nullptr);
+  const size_t gb = matmul_packed::group_bytes(w.type, w.n_in);
+  const int64_t n_groups = int64_t(p.size_ / gb);
+  constexpr int64_t kGroupsPerTask = 64;
+  const int64_t n_tasks = (n_groups + kGroupsPerTask - 1) / kGroupsPerTask;
+  auto task = [&](int64_t i, int) {
+    const int64_t g0 = i * kGroupsPerTask, g1 = std::min(n_groups, g0 + kGroupsPerTask);
+    matmul_packed::pack_groups(w, g0, g1, p.data_.get() + size_t(g0) * gb);
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(n_tasks, task);
+  } else {
+    for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
+  }
+  return p;
+}
+
+void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+            MatmulScratch& scratch) {
+  if (!w.is_packed()) {
+    matmul(w.view(), x, n_tok, y, pool, scratch);
+    return;
+  }
+  OMNIBUS_CHECK(n_tok >= 0);
+  if (n_tok == 0) return;
+  matmul_packed::matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
 }
 
 void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y) {

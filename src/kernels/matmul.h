@@ -13,10 +13,20 @@
 // n_tok is, whichever other rows of x share the call, and whichever thread or
 // tile computed it — every output element uses one fixed reduction order.
 //
+// Packed weights: pack_weight() copies a weight matrix once (at model load)
+// into an 8-row interleaved layout that the AVX2 kernels stream at close to
+// memory bandwidth (docs/quant-formats.md, "Packed weights"). matmul on a
+// PackedWeight gives bitwise the same y as matmul on its WeightView — the
+// unpacked path packs row groups on the fly into scratch — so packing is
+// purely a speed choice and may differ between two models of the same file.
+//
 // Thread-safety: the caller owns `scratch`; one matmul at a time per scratch.
+// A PackedWeight is immutable after pack_weight and may be shared by threads.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/dtype.h"
@@ -35,9 +45,39 @@ struct WeightView {
 // Reusable buffers so that matmul does not allocate once the engine is warm.
 struct MatmulScratch {
   std::vector<uint8_t> quantized_x;
+  std::vector<uint8_t> packed_rows;  // per-thread row groups packed on the fly
 };
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+            MatmulScratch& scratch);
+
+// A weight matrix in the packed layout, owning its bytes (64-byte aligned).
+// Types or CPUs without a packed kernel keep only the view (is_packed() false)
+// and matmul falls back to the unpacked path. Move-only.
+class PackedWeight {
+ public:
+  PackedWeight() = default;
+  const WeightView& view() const { return view_; }  // the original (not owned)
+  bool is_packed() const { return data_ != nullptr; }
+  const uint8_t* data() const { return data_.get(); }
+  size_t size_bytes() const { return size_; }
+
+ private:
+  friend PackedWeight pack_weight(const WeightView& w, ThreadPool* pool);
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  WeightView view_{};
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
+
+// Packs w (its data must outlive the result only where !is_packed(), since
+// the fallback reads it). `pool` (optional) spreads the copy over threads.
+PackedWeight pack_weight(const WeightView& w, ThreadPool* pool = nullptr);
+
+// Same contract and bitwise the same result as matmul(w.view(), ...).
+void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch);
 
 // Scalar reference: quantizes x with the reference from_float of vec_dot_type

@@ -18,21 +18,10 @@ namespace {
 
 using simd::half_to_float;
 
-constexpr int kTok = 4;   // tokens per activation tile (T <= kTok)
 #ifndef OMNIBUS_MATMUL_ROWS
 #define OMNIBUS_MATMUL_ROWS 2
 #endif
 constexpr int kRows = OMNIBUS_MATMUL_ROWS;  // weight rows per register tile (R <= kRows)
-
-// Activations of kTok tokens for one 32-element block, quantized like
-// Q8_0 / Q8_1 (d and s already converted from their fp16 values to f32, so the
-// numbers are those of the reference). Lanes past n_tok are zero.
-struct ActBlock32 {
-  int8_t qs[kTok][kQK];
-  float d[kTok];
-  float s[kTok];  // fp16(d * sum(qs)) as f32 (Q8_1); unused for Q8_0 pairings
-};
-static_assert(sizeof(ActBlock32) == 160);
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -53,16 +42,6 @@ struct WQ5_0 {
                                            _mm256_set1_epi8(int8_t(0xF0)));
     return _mm256_or_si256(simd::nibbles_32(b.qs), hi);
   }
-};
-struct WQ8_0 {
-  using Block = BlockQ8_0;
-  static constexpr bool kSigned = true;
-  static __m256i quants(const Block& b) { return load256(b.qs); }
-};
-struct WQ4_1 {
-  using Block = BlockQ4_1;
-  static constexpr bool kSigned = false;
-  static __m256i quants(const Block& b) { return simd::nibbles_32(b.qs); }
 };
 struct WQ5_1 {
   using Block = BlockQ5_1;
@@ -151,24 +130,6 @@ KernelFn pick(int r, int t) {
     case 2: return pick_t<W, std::min(2, kRows)>(t);
     case 3: return pick_t<W, std::min(3, kRows)>(t);
     default: return pick_t<W, kRows>(t);
-  }
-}
-
-// Quantizes tokens [4 * tile, 4 * tile + 4) of x into act[0..nb).
-void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act) {
-  const int64_t nb = n_in / kQK;
-  std::memset(act, 0, size_t(nb) * sizeof(ActBlock32));
-  for (int64_t lane = 0; lane < n_valid; ++lane) {
-    const float* xr = x + lane * n_in;
-    for (int64_t b = 0; b < nb; ++b) {
-      const float d = simd::abs_max_32(xr + b * kQK) / 127;
-      const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      __m256i sum;
-      const __m256i q = simd::quantize_32(xr + b * kQK, id, &sum);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
-      act[b].d[lane] = fp16_to_fp32(fp32_to_fp16(d));
-      if (with_sum) act[b].s[lane] = fp16_to_fp32(fp32_to_fp16(float(simd::hsum_i32(sum)) * d));
-    }
   }
 }
 
@@ -414,13 +375,28 @@ void run_k(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadP
 
 }  // namespace
 
+void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act) {
+  const int64_t nb = n_in / kQK;
+  std::memset(act, 0, size_t(nb) * sizeof(ActBlock32));
+  for (int64_t lane = 0; lane < n_valid; ++lane) {
+    const float* xr = x + lane * n_in;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = simd::abs_max_32(xr + b * kQK) / 127;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      __m256i sum;
+      const __m256i q = simd::quantize_32(xr + b * kQK, id, &sum);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
+      act[b].d[lane] = fp16_to_fp32(fp32_to_fp16(d));
+      if (with_sum) act[b].s[lane] = fp16_to_fp32(fp32_to_fp16(float(simd::hsum_i32(sum)) * d));
+    }
+  }
+}
+
 bool has_tiled_kernel(DType type) {
   switch (type) {
     case DType::Q4_0:
-    case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
@@ -434,10 +410,8 @@ void matmul_tiled(const WeightView& w, const float* x, int64_t n_tok, float* y, 
                   MatmulScratch& scratch) {
   switch (w.type) {
     case DType::Q4_0: return run<WQ4_0>(w, x, n_tok, y, pool, scratch);
-    case DType::Q4_1: return run<WQ4_1>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_0: return run<WQ5_0>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_1: return run<WQ5_1>(w, x, n_tok, y, pool, scratch);
-    case DType::Q8_0: return run<WQ8_0>(w, x, n_tok, y, pool, scratch);
     case DType::Q4_K: return run_k<WQ4_K>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_K: return run_k<WQ5_K>(w, x, n_tok, y, pool, scratch);
     case DType::Q6_K: return run_k<WQ6_K>(w, x, n_tok, y, pool, scratch);

@@ -1,4 +1,5 @@
-// Register-tiled AVX2 matmul kernels (internal to matmul.cc).
+// Register-tiled AVX2 matmul kernels for Q4_0, Q5_0, Q5_1 and the K-quants
+// (internal to matmul.cc; Q4_1 and Q8_0 use matmul_packed_avx2.h).
 //
 // A tile is R weight rows x T tokens: each weight block is unpacked once and
 // dotted against T activation blocks, R*T sums live in registers. Every
@@ -15,6 +16,23 @@
 #include "kernels/matmul.h"
 
 namespace omnibus::matmul_avx2 {
+
+inline constexpr int kTok = 4;  // tokens per activation tile (T <= kTok)
+
+// Activations of kTok tokens for one 32-element block, quantized like
+// Q8_0 / Q8_1 (d and s already converted from their fp16 values to f32, so the
+// numbers are those of the reference). Lanes past the valid tokens are zero.
+struct ActBlock32 {
+  int8_t qs[kTok][32];
+  float d[kTok];
+  float s[kTok];  // fp16(d * sum(qs)) as f32 (Q8_1); unused for Q8_0 pairings
+};
+static_assert(sizeof(ActBlock32) == 160);
+
+// Quantizes n_valid <= kTok tokens (rows of x, n_in floats each) into
+// act[0..n_in / 32); s is filled when with_sum. Bit-exact with the reference
+// Q8_0 / Q8_1 quantizers.
+void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act);
 
 // True if `type` has a tiled kernel here.
 bool has_tiled_kernel(DType type);

@@ -15,7 +15,7 @@
 namespace omnibus {
 namespace {
 
-// range(1) = threads. One-thread runs report rates per CPU second of the
+// range(1) = threads, range(2) = 1: weights packed at load (pack_weight). One-thread runs report rates per CPU second of the
 // (only) working thread — stable on a loaded machine; two-thread runs use
 // wall time.
 ThreadPool& bench_pool(int64_t n_threads) {
@@ -30,9 +30,15 @@ void run_shape(benchmark::State& state, DType type, int64_t n_in, int64_t n_out)
   std::vector<float> x = quant_testing::random_floats(size_t(n_tok * n_in), rng);
   std::vector<float> y(size_t(n_tok * n_out));
   const WeightView w{type, wdata.data(), n_in, n_out};
+  const PackedWeight packed = pack_weight(w);
+  const bool use_packed = state.range(2) != 0;
   MatmulScratch scratch;
   for (auto _ : state) {
-    matmul(w, x.data(), n_tok, y.data(), bench_pool(state.range(1)), scratch);
+    if (use_packed) {
+      matmul(packed, x.data(), n_tok, y.data(), bench_pool(state.range(1)), scratch);
+    } else {
+      matmul(w, x.data(), n_tok, y.data(), bench_pool(state.range(1)), scratch);
+    }
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
@@ -50,9 +56,9 @@ void BM_Matmul_Q8_0_576x49152(benchmark::State& s) { run_shape(s, DType::Q8_0, 5
 void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 768, 1536); }
 void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
 
-// {n_tok, threads}
-#define OMNIBUS_1T ->ArgsProduct({{1, 16, 64, 256}, {1}})
-#define OMNIBUS_2T ->ArgsProduct({{1, 16, 64, 256}, {2}})->UseRealTime()
+// {n_tok, threads, packed}
+#define OMNIBUS_1T ->ArgsProduct({{1, 16, 64, 256}, {1}, {0, 1}})
+#define OMNIBUS_2T ->ArgsProduct({{1, 16, 64, 256}, {2}, {0, 1}})->UseRealTime()
 #define OMNIBUS_SHAPE(fn) BENCHMARK(fn) OMNIBUS_1T; BENCHMARK(fn) OMNIBUS_2T
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_1536x576);
@@ -65,33 +71,96 @@ OMNIBUS_SHAPE(BM_Matmul_Q6_K_768x1536);
 // All projection matmuls of SmolLM2-135M's 30 layers (q, k, v, o, gate, up,
 // down; distinct weights, ~66 MB of Q4_1, so decode reads from DRAM) — the
 // model's matmul throughput without attention, norms and the output head.
-void BM_Matmul_SmolLM2_Layers(benchmark::State& state) {
-  const int64_t n_tok = state.range(0);
-  struct Shape { int64_t n_in, n_out; };
-  const Shape shapes[] = {{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}};
-  std::mt19937 rng(2);
+// range(2) = 1: weights packed at load (pack_weight), 0: as in the file.
+struct SmolLM2Stack {
   std::vector<std::vector<uint8_t>> weights;
   std::vector<WeightView> views;
-  for (int layer = 0; layer < 30; ++layer) {
-    for (const Shape& s : shapes) {
-      weights.push_back(quant_testing::random_rows(DType::Q4_1, s.n_out, s.n_in, rng));
-      views.push_back({DType::Q4_1, weights.back().data(), s.n_in, s.n_out});
+  std::vector<PackedWeight> packed;
+  std::vector<uint8_t> head;  // Q8_0 [49152, 576], the tied output
+  WeightView head_view{};
+  PackedWeight head_packed;
+  double macs = 0;  // per token, projections only
+
+  SmolLM2Stack() {
+    struct Shape { int64_t n_in, n_out; };
+    const Shape shapes[] = {{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}};
+    std::mt19937 rng(2);
+    for (int layer = 0; layer < 30; ++layer) {
+      for (const Shape& s : shapes) {
+        weights.push_back(quant_testing::random_rows(DType::Q4_1, s.n_out, s.n_in, rng));
+        views.push_back({DType::Q4_1, weights.back().data(), s.n_in, s.n_out});
+        macs += double(s.n_in * s.n_out);
+      }
     }
+    for (const WeightView& v : views) packed.push_back(pack_weight(v));
+    head = quant_testing::random_rows(DType::Q8_0, 49152, 576, rng);
+    head_view = {DType::Q8_0, head.data(), 576, 49152};
+    head_packed = pack_weight(head_view);
   }
+  static const SmolLM2Stack& get() {
+    static const SmolLM2Stack s;
+    return s;
+  }
+};
+
+void BM_Matmul_SmolLM2_Layers(benchmark::State& state) {
+  const int64_t n_tok = state.range(0);
+  const bool use_packed = state.range(2) != 0;
+  const SmolLM2Stack& m = SmolLM2Stack::get();
+  std::mt19937 rng(3);
   std::vector<float> x = quant_testing::random_floats(size_t(n_tok * 1536), rng);
   std::vector<float> y(size_t(n_tok * 1536));
   MatmulScratch scratch;
-  double macs = 0;
-  for (const WeightView& v : views) macs += double(v.n_in * v.n_out);
+  ThreadPool& pool = bench_pool(state.range(1));
   for (auto _ : state) {
-    for (const WeightView& v : views) matmul(v, x.data(), n_tok, y.data(), bench_pool(state.range(1)), scratch);
+    for (size_t i = 0; i < m.views.size(); ++i) {
+      if (use_packed) {
+        matmul(m.packed[i], x.data(), n_tok, y.data(), pool, scratch);
+      } else {
+        matmul(m.views[i], x.data(), n_tok, y.data(), pool, scratch);
+      }
+    }
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * macs * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m.macs * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
   state.counters["tok/s"] = benchmark::Counter(double(n_tok) * iters, benchmark::Counter::kIsRate);
 }
-OMNIBUS_SHAPE(BM_Matmul_SmolLM2_Layers);
+BENCHMARK(BM_Matmul_SmolLM2_Layers)->ArgsProduct({{1, 16, 64, 256}, {1}, {0, 1}});
+BENCHMARK(BM_Matmul_SmolLM2_Layers)->ArgsProduct({{1, 16, 64, 512}, {2}, {0, 1}})->UseRealTime();
+
+// The whole stack as a step of the engine sees it: the 210 projections plus
+// the Q8_0 output head on every token of a decode batch (n_tok <= 64), or on
+// the last token of a prompt chunk (n_tok > 64). Weights packed when range(2).
+void BM_SmolLM2_Step(benchmark::State& state) {
+  const int64_t n_tok = state.range(0);
+  const bool use_packed = state.range(2) != 0;
+  const int64_t head_rows = n_tok <= 64 ? n_tok : 1;
+  const SmolLM2Stack& m = SmolLM2Stack::get();
+  std::mt19937 rng(4);
+  std::vector<float> x = quant_testing::random_floats(size_t(n_tok * 1536), rng);
+  std::vector<float> y(size_t(n_tok * 1536)), logits(size_t(head_rows * 49152));
+  MatmulScratch scratch;
+  ThreadPool& pool = bench_pool(state.range(1));
+  for (auto _ : state) {
+    for (size_t i = 0; i < m.views.size(); ++i) {
+      if (use_packed) {
+        matmul(m.packed[i], x.data(), n_tok, y.data(), pool, scratch);
+      } else {
+        matmul(m.views[i], x.data(), n_tok, y.data(), pool, scratch);
+      }
+    }
+    if (use_packed) {
+      matmul(m.head_packed, x.data(), head_rows, logits.data(), pool, scratch);
+    } else {
+      matmul(m.head_view, x.data(), head_rows, logits.data(), pool, scratch);
+    }
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tok/s"] = benchmark::Counter(double(n_tok) * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SmolLM2_Step)->ArgsProduct({{1, 16, 64, 512}, {1}, {0, 1}});
+BENCHMARK(BM_SmolLM2_Step)->ArgsProduct({{1, 16, 64, 512}, {2}, {0, 1}})->UseRealTime();
 
 }  // namespace
 }  // namespace omnibus

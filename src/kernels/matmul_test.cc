@@ -102,6 +102,81 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTest, ::testing::ValuesIn(quant_t
                            return std::string(dtype_name(p.param));
                          });
 
+// The packed layout is only a speed choice: bitwise the same y as the view.
+TEST_P(MatmulTest, PackedEqualsUnpacked) {
+  const DType type = GetParam();
+  std::mt19937 rng(13);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (int64_t n_out : {1, 8, 13, 61}) {
+    const int64_t n_in = n_in_for(type, 3);
+    std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+    const WeightView w{type, wdata.data(), n_in, n_out};
+    const PackedWeight p = pack_weight(w, n_out > 8 ? &pool : nullptr);
+    EXPECT_EQ(p.view().data, w.data);
+    for (int64_t n_tok : {1, 3, 4, 9}) {
+      SCOPED_TRACE(::testing::Message() << "n_out=" << n_out << " n_tok=" << n_tok);
+      std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+      std::vector<float> y0(size_t(n_tok * n_out), NAN), y1(size_t(n_tok * n_out), -1.0f);
+      matmul(w, x.data(), n_tok, y0.data(), pool, scratch);
+      matmul(p, x.data(), n_tok, y1.data(), pool, scratch);
+      ASSERT_EQ(std::memcmp(y0.data(), y1.data(), y0.size() * 4), 0);
+    }
+  }
+}
+
+// Every output of matmul is the table's (fastest) vec_dot of the same rows,
+// bitwise: one definition of each output's arithmetic across all paths.
+TEST_P(MatmulTest, EqualsVecDot) {
+  const DType type = GetParam();
+  std::mt19937 rng(14);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const DTypeTraits& wt = dtype_traits(type);
+  const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
+  const int64_t n_in = n_in_for(type, 5), n_out = 19, n_tok = 6;
+  std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+  const WeightView w{type, wdata.data(), n_in, n_out};
+  std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+  std::vector<float> y(size_t(n_tok * n_out));
+  matmul(w, x.data(), n_tok, y.data(), pool, scratch);
+  const size_t w_row = dtype_row_size(type, n_in);
+  std::vector<uint8_t> qa(dtype_row_size(at.type, n_in));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    at.from_float(x.data() + t * n_in, qa.data(), n_in);
+    for (int64_t r = 0; r < n_out; ++r) {
+      const float want = wt.vec_dot(n_in, wdata.data() + r * w_row, qa.data());
+      ASSERT_EQ(std::memcmp(&want, &y[size_t(t * n_out + r)], 4), 0) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+// Extreme quants (all 15 nibbles against +-127 activations, Q8_0 at -128):
+// the packed kernels' int16 partial sums must not overflow.
+TEST(Matmul, PackedExtremeQuantsAreExact) {
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  const int64_t n_in = 64, n_out = 9;
+  std::vector<float> x(static_cast<size_t>(n_in));
+  for (int64_t k = 0; k < n_in; ++k) x[size_t(k)] = k % 3 == 0 ? -1.0f : 1.0f;
+  for (DType type : {DType::Q4_1, DType::Q8_0}) {
+    std::vector<uint8_t> wdata(dtype_row_size(type, n_in) * n_out);
+    for (size_t i = 0; i < wdata.size(); ++i) wdata[i] = type == DType::Q4_1 ? 0xFF : 0x80;
+    // scales: d = 1.0 (0x3C00), m = 0
+    const size_t bs = dtype_traits_ref(type).type_size;
+    for (size_t b = 0; b < wdata.size() / bs; ++b) {
+      wdata[b * bs] = 0x00;
+      wdata[b * bs + 1] = 0x3C;
+      if (type == DType::Q4_1) wdata[b * bs + 2] = wdata[b * bs + 3] = 0;
+    }
+    const WeightView w{type, wdata.data(), n_in, n_out};
+    std::vector<float> got(static_cast<size_t>(n_out)), want(static_cast<size_t>(n_out));
+    matmul(w, x.data(), 1, got.data(), pool, scratch);
+    matmul_ref(w, x.data(), 1, want.data());
+    for (int64_t r = 0; r < n_out; ++r) EXPECT_FLOAT_EQ(got[size_t(r)], want[size_t(r)]) << dtype_name(type);
+  }
+}
+
 TEST(Matmul, EmptyShapesAreNoOps) {
   ThreadPool pool(1);
   MatmulScratch scratch;

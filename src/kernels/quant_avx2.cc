@@ -169,28 +169,30 @@ float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
   return simd::hsum(acc);
 }
 
+// Q8_0 and Q4_1 keep one scalar accumulator and an exact int32 sum per block:
+// the per-output arithmetic of the packed matmul (matmul_packed_avx2.h), so
+// vec_dot and matmul agree bitwise.
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 p = _mm256_cvtepi32_ps(simd::dot_s8s8(load256(x[i].qs), load256(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+    const int32_t isum = simd::hsum_i32(simd::dot_s8s8(load256(x[i].qs), load256(y[i].qs)));
+    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
   }
-  return simd::hsum(acc);
+  return acc;
 }
 
 float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_1*>(w);
   const auto* y = static_cast<const BlockQ8_1*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256 p = _mm256_cvtepi32_ps(simd::dot_u8s8(simd::nibbles_32(x[i].qs), load256(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
-    summs = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), summs);
+    const int32_t isum = simd::hsum_i32(simd::dot_u8s8(simd::nibbles_32(x[i].qs), load256(y[i].qs)));
+    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
+    acc = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), acc);
   }
-  return simd::hsum(acc) + summs;
+  return acc;
 }
 
 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {

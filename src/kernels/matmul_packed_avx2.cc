@@ -1,0 +1,314 @@
+#include "kernels/matmul_packed_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul_avx2.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/thread_pool.h"
+#include "util/check.h"
+
+namespace omnibus::matmul_packed {
+namespace {
+
+using matmul_avx2::ActBlock32;
+using matmul_avx2::kTok;
+
+// Group layout (nb = n_in / 32 blocks; every 256-bit load 32-byte aligned):
+//   Q4_1: per block b, 160 bytes: qs[4][8 rows][4 bytes], half d[8], half m[8]
+//   Q8_0: per pair of blocks (2p, 2p+1), 544 bytes: qs of 2p, qs of 2p+1
+//         (each [8][8 rows][4 bytes]), half d[8] of 2p, half d[8] of 2p+1
+// qs[i][r] is bytes 4i..4i+3 of row r's block quants: for Q4_1 their low
+// nibbles are elements 4i..4i+3 and high nibbles 16+4i..16+4i+3; for Q8_0
+// they are elements 4i..4i+3. Groups follow each other, so a run of groups is
+// one linear stream (hardware and software prefetch friendly).
+constexpr size_t kBlock41 = 160, kPair80 = 544;
+inline size_t qs41(int64_t b) { return size_t(b) * kBlock41; }
+inline size_t sc41(int64_t b) { return size_t(b) * kBlock41 + 128; }
+inline size_t qs80(int64_t b) { return size_t(b / 2) * kPair80 + size_t(b % 2) * 256; }
+inline size_t sc80(int64_t b) { return size_t(b / 2) * kPair80 + 512 + size_t(b % 2) * 16; }
+size_t group_used_bytes(DType type, int64_t nb) {
+  return type == DType::Q4_1 ? size_t(nb) * kBlock41 : size_t((nb + 1) / 2) * kPair80;
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+#ifndef OMNIBUS_PACKED_PREFETCH
+#define OMNIBUS_PACKED_PREFETCH 1024
+#endif
+// Software prefetch distance (bytes ahead of the quants being read); the
+// packed matrix is one linear stream, so this also covers the next group.
+constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
+
+inline void prefetch(const uint8_t* p) {
+  if constexpr (kPrefetch > 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
+}
+
+inline __m256i bcast32(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// --------------------------------------------------------------- packing
+
+// 8 rows' block pointers; rows past n_out read a zero block (step 0).
+struct GroupRows {
+  const uint8_t* row[kGroupRows];
+  size_t step[kGroupRows];
+};
+
+GroupRows group_rows(const WeightView& w, int64_t g, size_t block_bytes, const uint8_t* zero) {
+  const size_t w_row = dtype_row_size(w.type, w.n_in);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  GroupRows rows;
+  for (int r = 0; r < kGroupRows; ++r) {
+    const int64_t row = g * kGroupRows + r;
+    const bool valid = row < w.n_out;
+    rows.row[r] = valid ? base + size_t(row) * w_row : zero;
+    rows.step[r] = valid ? block_bytes : 0;
+  }
+  return rows;
+}
+
+// 4 x (4 dwords of rows p, p+4 in the two 128-bit halves) -> dword i of rows 0..7.
+inline void transpose_4x8(const __m256i v[4], __m256i o[4]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  o[0] = _mm256_unpacklo_epi64(t0, t2);
+  o[1] = _mm256_unpackhi_epi64(t0, t2);
+  o[2] = _mm256_unpacklo_epi64(t1, t3);
+  o[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+void pack_group_q4_1(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ4_1 zero{};
+  const int64_t nb = w.n_in / kQK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ4_1), reinterpret_cast<const uint8_t*>(&zero));
+  // [d0 m0 d1 m1 d2 m2 d3 m3] per 128-bit half -> [d0..d3 m0..m3]
+  const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_1* blk[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      blk[r] = reinterpret_cast<const BlockQ4_1*>(rows.row[r] + size_t(b) * rows.step[r]);
+    }
+    __m256i v[4], o[4];
+    for (int p = 0; p < 4; ++p) v[p] = _mm256_set_m128i(load128(blk[p + 4]->qs), load128(blk[p]->qs));
+    transpose_4x8(v, o);
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + qs41(b) + 32 * i), o[i]);
+    }
+    const __m256i dm = _mm256_setr_epi32(load_i32(blk[0]), load_i32(blk[1]), load_i32(blk[2]),
+                                         load_i32(blk[3]), load_i32(blk[4]), load_i32(blk[5]),
+                                         load_i32(blk[6]), load_i32(blk[7]));
+    const __m256i s = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, split), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + sc41(b)), s);
+  }
+}
+
+void pack_group_q8_0(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ8_0 zero{};
+  const int64_t nb = w.n_in / kQK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ8_0), reinterpret_cast<const uint8_t*>(&zero));
+  if (nb % 2 != 0) std::memset(out + qs80(nb), 0, kPair80 / 2);  // the unused half pair
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ8_0* blk[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      blk[r] = reinterpret_cast<const BlockQ8_0*>(rows.row[r] + size_t(b) * rows.step[r]);
+    }
+    // dwords 0-3 and 4-7 of the 8 rows, as two 4x8 transposes
+    for (int half = 0; half < 2; ++half) {
+      __m256i v[4], o[4];
+      for (int p = 0; p < 4; ++p) {
+        v[p] = _mm256_set_m128i(load128(blk[p + 4]->qs + 16 * half), load128(blk[p]->qs + 16 * half));
+      }
+      transpose_4x8(v, o);
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + qs80(b) + 32 * (4 * half + i)), o[i]);
+      }
+    }
+    uint16_t d[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) d[r] = blk[r]->d;
+    std::memcpy(out + sc80(b), d, sizeof(d));
+  }
+}
+
+// --------------------------------------------------------------- kernels
+
+// Stores 8 lanes of acc as rows [0, n_rows) of y.
+inline void store_rows(float* y, __m256 acc, int n_rows) {
+  if (n_rows == kGroupRows) {
+    _mm256_storeu_ps(y, acc);
+  } else {
+    alignas(32) float tmp[kGroupRows];
+    _mm256_store_ps(tmp, acc);
+    std::memcpy(y, tmp, size_t(n_rows) * sizeof(float));
+  }
+}
+
+// One group x T tokens. Per block, the 8 maddubs products of a token are
+// summed in int16 (each |pair| <= 2 * 15 * 127, 8 of them <= 30480: exact).
+template <int T>
+void kernel_q4_1(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
+                 int n_rows) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* q = group + qs41(b);
+    for (int l = 0; l < 3; ++l) prefetch(q + 64 * l);
+    __m256i s16[T];
+    for (int i = 0; i < 4; ++i) {
+      const __m256i wq = load256(q + 32 * i);
+      const __m256i lo = _mm256_and_si256(wq, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4);
+      for (int t = 0; t < T; ++t) {
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(a.qs[t] + 4 * i)),
+                                           _mm256_maddubs_epi16(hi, bcast32(a.qs[t] + 16 + 4 * i)));
+        s16[t] = i == 0 ? p : _mm256_add_epi16(s16[t], p);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(load128(group + sc41(b)));
+    const __m256 mw = _mm256_cvtph_ps(load128(group + sc41(b) + 16));
+    for (int t = 0; t < T; ++t) {
+      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])), isum, acc[t]);
+      acc[t] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(&a.s[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+// Signed weights: |w| x (a with w's sign) per 4-byte lane (|pair| <= 2 * 128 * 127).
+template <int T>
+void kernel_q8_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
+                 int n_rows) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* q = group + qs80(b);
+    for (int l = 0; l < 5; ++l) prefetch(group + size_t(b) * (kPair80 / 2) + 64 * l);
+    __m256i s32[T];
+    for (int j = 0; j < 8; ++j) {
+      const __m256i wq = load256(q + 32 * j);
+      const __m256i uw = _mm256_sign_epi8(wq, wq);
+      for (int t = 0; t < T; ++t) {
+        const __m256i p = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(uw, _mm256_sign_epi8(bcast32(a.qs[t] + 4 * j), wq)), ones);
+        s32[t] = j == 0 ? p : _mm256_add_epi32(s32[t], p);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(load128(group + sc80(b)));
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])),
+                               _mm256_cvtepi32_ps(s32[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+using KernelFn = void (*)(const uint8_t*, int64_t, const ActBlock32*, float*, int64_t, int);
+using PackFn = void (*)(const WeightView&, int64_t, uint8_t*);
+
+struct Ops {
+  KernelFn kernel[kTok + 1];
+  PackFn pack;
+  bool with_sum;  // Q8_1 activations
+};
+
+const Ops& ops_for(DType type) {
+  static const Ops q4_1{{nullptr, kernel_q4_1<1>, kernel_q4_1<2>, kernel_q4_1<3>, kernel_q4_1<4>},
+                        pack_group_q4_1, true};
+  static const Ops q8_0{{nullptr, kernel_q8_0<1>, kernel_q8_0<2>, kernel_q8_0<3>, kernel_q8_0<4>},
+                        pack_group_q8_0, false};
+  switch (type) {
+    case DType::Q4_1: return q4_1;
+    case DType::Q8_0: return q8_0;
+    default: OMNIBUS_CHECK(false && "no packed kernel for this type"); return q4_1;
+  }
+}
+
+}  // namespace
+
+bool has_packed_kernel(DType type) { return type == DType::Q4_1 || type == DType::Q8_0; }
+
+size_t group_bytes(DType type, int64_t n_in) {
+  return round_up(group_used_bytes(type, n_in / kQK), 64);
+}
+
+size_t packed_size(const WeightView& w) {
+  const int64_t n_groups = (w.n_out + kGroupRows - 1) / kGroupRows;
+  return size_t(n_groups) * group_bytes(w.type, w.n_in);
+}
+
+void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
+  OMNIBUS_CHECK(has_packed_kernel(w.type) && w.n_in % kQK == 0);
+  const Ops& ops = ops_for(w.type);
+  const size_t gb = group_bytes(w.type, w.n_in);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* dst = out + size_t(g - g0) * gb;
+    ops.pack(w, g, dst);
+    // zero the alignment padding so packed bytes are deterministic
+    const size_t used = group_used_bytes(w.type, w.n_in / kQK);
+    std::memset(dst + used, 0, gb - used);
+  }
+}
+
+void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
+            ThreadPool& pool, MatmulScratch& scratch) {
+  OMNIBUS_CHECK(has_packed_kernel(w.type) && w.n_in % kQK == 0 && n_tok >= 1);
+  const Ops& ops = ops_for(w.type);
+  const int64_t nb = w.n_in / kQK;
+  const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
+  const size_t act_bytes = size_t(n_tiles * nb) * sizeof(ActBlock32);
+  if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
+  auto* act = reinterpret_cast<ActBlock32*>(scratch.quantized_x.data());
+  pool.parallel_for(n_tiles, [&](int64_t tile, int) {
+    const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
+    matmul_avx2::quantize_tile(x + tile * kTok * w.n_in, w.n_in, n_valid, ops.with_sum, act + tile * nb);
+  });
+
+  const size_t gb = group_bytes(w.type, w.n_in);
+  const int64_t n_groups = (w.n_out + kGroupRows - 1) / kGroupRows;
+  const int n_threads = pool.n_threads();
+  uint8_t* pack_buf = nullptr;
+  if (packed == nullptr) {
+    const size_t need = size_t(n_threads) * gb + 64;
+    if (scratch.packed_rows.size() < need) scratch.packed_rows.resize(need);
+    const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
+    pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
+  }
+  // Contiguous runs of groups, a few per thread (dynamic balance on a busy machine).
+  const int64_t tasks_wanted = int64_t(n_threads) * 4;
+  const int64_t per_task = std::max<int64_t>(1, (n_groups + tasks_wanted - 1) / tasks_wanted);
+  const int64_t n_tasks = (n_groups + per_task - 1) / per_task;
+  pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
+    const int64_t g1 = std::min(n_groups, (task + 1) * per_task);
+    for (int64_t g = task * per_task; g < g1; ++g) {
+      const uint8_t* gp;
+      if (packed != nullptr) {
+        gp = packed + size_t(g) * gb;
+      } else {
+        uint8_t* buf = pack_buf + size_t(thread) * gb;
+        ops.pack(w, g, buf);
+        gp = buf;
+      }
+      const int n_rows = int(std::min<int64_t>(kGroupRows, w.n_out - g * kGroupRows));
+      for (int64_t tile = 0; tile < n_tiles; ++tile) {
+        const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
+        ops.kernel[T](gp, nb, act + tile * nb, y + tile * kTok * w.n_out + g * kGroupRows, w.n_out, n_rows);
+      }
+    }
+  });
+}
+
+}  // namespace omnibus::matmul_packed

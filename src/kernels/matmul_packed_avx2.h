@@ -1,0 +1,50 @@
+// The 8-row interleaved ("packed") AVX2 matmul for Q4_1 and Q8_0 weights
+// (internal to matmul.cc; layout in docs/quant-formats.md, "Packed weights").
+//
+// Rows are taken 8 at a time (a "group"; the last one padded with zero rows).
+// In a group's block b, 32-bit lane r of each 256-bit quant register holds 4
+// consecutive bytes of row r, so one broadcast 4-byte activation chunk meets
+// 8 rows at once and maddubs leaves each row's products in its own lane: the
+// exact int32 block sum of row r lands in lane r with no horizontal reduction.
+// The fp16 scales of the 8 rows sit side by side, so the float work of a block
+// is one vector op for 8 outputs.
+//
+// Per output y[t, r] the arithmetic is, over blocks b in order (acc = 0):
+//   isum = exact int32 sum_k q_w[k] * q_a[k]
+//   acc  = fma(d_w * d_a, float(isum), acc)
+//   acc  = fma(m_w, s_a, acc)               (Q4_1 only)
+// whatever the tile, thread, lane or n_tok: bitwise batch invariant, and
+// equal to quant_avx2's vec_dot_q4_1 / vec_dot_q8_0.
+//
+// REQUIRES: cpu_features().use_avx2().
+// Thread-safety: as matmul().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace omnibus::matmul_packed {
+
+inline constexpr int kGroupRows = 8;
+
+// True if `type` has a packed kernel (Q4_1, Q8_0).
+bool has_packed_kernel(DType type);
+
+// Bytes of one packed 8-row group of rows of n_in elements (a multiple of 64).
+size_t group_bytes(DType type, int64_t n_in);
+
+// Bytes of the whole packed matrix: ceil(n_out / 8) groups.
+size_t packed_size(const WeightView& w);
+
+// Packs groups [g0, g1) of w into out (group g0 first, group_bytes apart).
+// REQUIRES has_packed_kernel(w.type), w.n_in % 32 == 0.
+void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out);
+
+// y = W x. `packed` is pack_groups of all of w, or null to pack each group on
+// the fly into scratch (same result bitwise). REQUIRES has_packed_kernel(w.type).
+void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
+            ThreadPool& pool, MatmulScratch& scratch);
+
+}  // namespace omnibus::matmul_packed
