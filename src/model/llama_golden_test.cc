@@ -8,160 +8,27 @@
 // llama.cpp's own two attention paths (flash attention on, which made the
 // golden data, and off) differ by up to 0.83 on these prompts and their greedy
 // continuations agree on only 8 of 16 (tools/golden/llama_self_agreement.py).
-// So we require what two correct implementations must share:
-//  - last-position logits within kLogitTolerance (max) and kMeanLogitTolerance (mean);
-//  - teacher-forced (fed llama.cpp's own tokens), the greedy choice equals
-//    llama.cpp's at every step where llama.cpp's top-2 margin is >= kDecisiveMargin;
-// and report how many free-running 32-token continuations are identical.
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
-
-#include "gguf/gguf_file.h"
-#include "kernels/thread_pool.h"
-#include "model/model.h"
-#include "model/sequence_runner.h"
-#include "util/sanitizers.h"
+// So we require what two correct implementations must share (the checks are
+// in model/forward_golden_testing.h, shared with the other architectures).
+#include "model/forward_golden_testing.h"
 
 namespace omnibus {
 namespace {
 
-namespace fs = std::filesystem;
-
 // Centred logits (softmax ignores a shift). Measured: omnibus max 0.81, mean
 // 0.10; llama.cpp flash-attention off vs on: max 0.83, mean 0.085. Logits
 // span roughly [-20, 30].
-constexpr double kLogitTolerance = 1.2;
-constexpr double kMeanLogitTolerance = 0.2;
-// Measured: every disagreement (ours and llama.cpp-vs-itself) is at a margin < 0.37.
-constexpr double kDecisiveMargin = 0.5;
+// Teacher-forced: every disagreement (ours and llama.cpp-vs-itself) is at a
+// llama.cpp margin < 0.37.
+constexpr golden::GoldenTolerances kSmolLM2{
+    .max_logit_diff = 1.2,
+    .mean_logit_diff = 0.2,
+    .decisive_margin = 0.5,
+};
 
-fs::path source_dir() { return fs::path(OMNIBUS_SOURCE_DIR); }
-
-fs::path model_path(const std::string& name) {
-  if (const char* dir = std::getenv("OMNIBUS_MODELS_DIR"); dir && *dir) return fs::path(dir) / (name + ".gguf");
-  return source_dir() / "models" / (name + ".gguf");
+TEST(LlamaGolden, SmolLM2MatchesLlamaCpp) {
+  golden::check_model_against_golden("smollm2-135m", kSmolLM2);
 }
-
-std::vector<float> read_f32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
-int32_t argmax(std::span<const float> logits) {
-  // ties -> lowest id, as the golden generator does
-  return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
-void check_model_against_golden(const std::string& name) {
-  if (kUnderSanitizer) GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
-  const fs::path model = model_path(name);
-  if (!fs::exists(model)) GTEST_SKIP() << model << " not installed (scripts/fetch_models.sh)";
-  const fs::path golden = source_dir() / "tests/golden/forward" / (name + ".json");
-  ASSERT_TRUE(fs::exists(golden)) << golden;
-  std::ifstream in(golden);
-  const nlohmann::json g = nlohmann::json::parse(in);
-
-  auto file = GgufFile::open(model.string());
-  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
-  ThreadPool pool(2);
-  auto m = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
-  Model& mdl = **m;
-  const size_t n_vocab = size_t(mdl.config().n_vocab);
-
-  double worst = 0, sum_mean_abs = 0;
-  int n_prompts = 0, n_identical = 0, n_steps = 0, n_steps_agree = 0, n_decisive = 0;
-  double worst_decisive_margin_missed = 0;
-  for (const auto& p : g["prompts"]) {
-    const std::vector<int32_t> prompt = p["prompt_ids"].get<std::vector<int32_t>>();
-    const std::vector<int32_t> want = p["generated_ids"].get<std::vector<int32_t>>();
-    const std::vector<double> margins = p["generated_margins"].get<std::vector<double>>();
-    ASSERT_EQ(margins.size(), want.size());
-
-    // 1. Last-prompt-position logits.
-    auto runner = SequenceRunner::create(mdl, 2048);
-    ASSERT_TRUE(runner.is_ok());
-    auto logits = (*runner)->eval(prompt);
-    ASSERT_TRUE(logits.is_ok());
-    const std::vector<float> ref = read_f32(golden.parent_path() / p["logits_file"].get<std::string>());
-    ASSERT_EQ(ref.size(), logits->size());
-    // Logits are compared up to a constant shift (softmax ignores it): both
-    // vectors are centred on their mean first.
-    double ours_mean = 0, ref_mean = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      ours_mean += (*logits)[i] / double(ref.size());
-      ref_mean += ref[i] / double(ref.size());
-    }
-    double diff = 0, mean_abs = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      const double d = std::abs((double((*logits)[i]) - ours_mean) - (ref[i] - ref_mean));
-      diff = std::max(diff, d);
-      mean_abs += d / double(ref.size());
-    }
-    worst = std::max(worst, diff);
-    sum_mean_abs += mean_abs;
-    EXPECT_LT(diff, kLogitTolerance) << "prompt: " << p["text"];
-    EXPECT_LT(mean_abs, kMeanLogitTolerance) << "prompt: " << p["text"];
-
-    // 2. Free-running greedy continuation.
-    std::vector<int32_t> got;
-    for (size_t i = 0; i < want.size(); ++i) {
-      got.push_back(argmax(*logits));
-      if (i + 1 == want.size()) break;
-      logits = (*runner)->eval(std::span<const int32_t>(&got.back(), 1));
-      ASSERT_TRUE(logits.is_ok());
-    }
-    ++n_prompts;
-    n_identical += got == want;
-
-    // 3. Teacher-forced: feed llama.cpp's own continuation and compare the
-    //    greedy decision at every step. Where llama.cpp's top-2 margin exceeds
-    //    kDecisiveMargin, our choice must be the same.
-    auto forced = SequenceRunner::create(mdl, 2048);
-    ASSERT_TRUE(forced.is_ok());
-    std::vector<int32_t> seq = prompt;
-    seq.insert(seq.end(), want.begin(), want.end() - 1);
-    auto all = (*forced)->eval(seq, /*all_logits=*/true);
-    ASSERT_TRUE(all.is_ok());
-    for (size_t i = 0; i < want.size(); ++i) {
-      const size_t row = prompt.size() - 1 + i;
-      const int32_t ours = argmax(all->subspan(row * n_vocab, n_vocab));
-      ++n_steps;
-      n_steps_agree += ours == want[i];
-      if (margins[i] >= kDecisiveMargin) {
-        ++n_decisive;
-        EXPECT_EQ(ours, want[i]) << "prompt: " << p["text"] << " step " << i << " llama.cpp margin "
-                                 << margins[i];
-      } else if (ours != want[i]) {
-        worst_decisive_margin_missed = std::max(worst_decisive_margin_missed, margins[i]);
-      }
-    }
-  }
-  std::printf(
-      "%s vs llama.cpp: %d/%d greedy 32-token continuations identical; teacher-forced greedy "
-      "decisions agree at %d/%d steps (all %d steps with llama.cpp margin >= %.2f required; "
-      "largest margin among disagreements %.3f); last-position logits max |diff| %.4f, mean "
-      "|diff| %.4f\n",
-      name.c_str(), n_identical, n_prompts, n_steps_agree, n_steps, n_decisive, kDecisiveMargin,
-      worst_decisive_margin_missed, worst, sum_mean_abs / n_prompts);
-  EXPECT_GE(n_prompts, 10);
-}
-
-TEST(LlamaGolden, SmolLM2MatchesLlamaCpp) { check_model_against_golden("smollm2-135m"); }
 
 }  // namespace
 }  // namespace omnibus

@@ -84,6 +84,21 @@ PROMPTS = [
 ]
 
 
+# --prompt-set gemma3: the same prompts, with the two chat prompts in Gemma's
+# turn format instead of ChatML.
+GEMMA3_PROMPTS = [
+    "<start_of_turn>user\nWhat is the boiling point of water at sea level?<end_of_turn>\n"
+    "<start_of_turn>model\n" if p.startswith("<|im_start|>system") else
+    "<start_of_turn>user\nHi! Can you give me three tips for sleeping better?<end_of_turn>\n"
+    "<start_of_turn>model\nSure! 1. Keep a regular schedule.<end_of_turn>\n"
+    "<start_of_turn>user\nAnd a fourth one?<end_of_turn>\n<start_of_turn>model\n"
+    if p.startswith("<|im_start|>user") else p
+    for p in PROMPTS
+]
+
+PROMPT_SETS = {"default": PROMPTS, "gemma3": GEMMA3_PROMPTS}
+
+
 # ------------------------------------------------------------ locating llama.cpp
 
 def llama_build_dir() -> Path:
@@ -212,6 +227,8 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--n-batch", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-set", choices=sorted(PROMPT_SETS), default="default",
+                    help="gemma3: the chat prompts in Gemma's turn format")
     args = ap.parse_args()
 
     build = llama_build_dir()
@@ -222,7 +239,7 @@ def main() -> None:
         stale.unlink()
 
     entries = []
-    for i, text in enumerate(PROMPTS):
+    for i, text in enumerate(PROMPT_SETS[args.prompt_set]):
         ids = ref.tokenize(text)
         if len(ids) + args.n_gen > args.n_ctx:
             sys.exit(f"gen_forward_golden: prompt {i} too long for n_ctx")
@@ -256,6 +273,7 @@ def main() -> None:
         "n_batch": args.n_batch,
         "n_threads": args.threads,
         "add_bos": ref.add_bos,
+        "prompt_set": args.prompt_set,
         "tokenize": "llama_tokenize(add_special=true, parse_special=true)",
         "generation": f"greedy argmax (ties -> lowest id), exactly {args.n_gen} tokens, "
                       "no stop at EOS",
