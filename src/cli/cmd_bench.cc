@@ -13,9 +13,20 @@
 //   tokens (seeded), ignore_eos so output lengths are exact. Arrivals: at most
 //   --concurrency in flight (default: all), and/or Poisson at --request-rate
 //   req/s. Reports throughput, TTFT / TPOT / ITL / E2E percentiles, peak KV
-//   usage and waste, preemptions, mean batch size.
+//   usage and waste, preemptions, mean batch size, prefix-cache hit rate.
+//
+// Prefix-caching workloads (docs/prefix-caching.md):
+//   --shared-prefix-len N: every prompt = the same N random tokens (a system
+//     prompt) + its own --input-len tokens;
+//   --multi-turn T: --num-requests conversations of T turns; turn t's prompt
+//     is the whole history (earlier prompts and generated tokens) + a new
+//     --input-len user turn, submitted when turn t - 1 finishes. Reports
+//     prompt tokens submitted vs computed, and the computed count expected
+//     when every full block computed before is reused.
+//   --no-prefix-caching turns the cache off for comparisons.
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -59,6 +70,10 @@ struct BenchOptions {
   int block_size = 16;
   int max_model_len = 0;
   std::string kv_cache_memory;  // empty: derived from available memory
+  bool no_prefix_caching = false;
+  std::string scheduling_policy = "cache-aware";
+  int shared_prefix_len = 0;
+  int multi_turn = 0;  // 0: single-turn requests
 };
 
 double median(std::vector<double> v) {
@@ -193,6 +208,10 @@ int run_engine_workload(const BenchOptions& o) {
   cfg.block_size = o.block_size;
   cfg.max_model_len = o.max_model_len;
   cfg.kv_dtype = *kv_dtype;
+  cfg.enable_prefix_caching = !o.no_prefix_caching;
+  StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
+  if (!policy.is_ok()) return fail(policy.status());
+  cfg.scheduling_policy = *policy;
   if (!o.kv_cache_memory.empty()) {
     StatusOr<int64_t> bytes = parse_byte_size(o.kv_cache_memory);
     if (!bytes.is_ok()) return fail(bytes.status());
@@ -205,31 +224,63 @@ int run_engine_workload(const BenchOptions& o) {
   if (!engine.is_ok()) return fail(engine.status());
   Engine& e = **engine;
 
-  // The workload, all drawn up front from the seed.
-  const int n = o.num_requests;
+  // The workload, drawn up front from the seed. Single-turn: one request per
+  // unit; multi-turn: a unit is a conversation whose turns follow each other.
+  const int n_units = o.num_requests;
+  const int n_turns = std::max(1, o.multi_turn);
+  const int n = n_units * n_turns;  // requests
   const int n_vocab = m->model->config().n_vocab;
+  const int32_t block = e.info().block_size;
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<int32_t> any_token(0, n_vocab - 1);
-  std::vector<Request> requests(static_cast<size_t>(n));
-  std::vector<double> arrival(size_t(n), 0.0);  // seconds after start
+  std::vector<int32_t> shared_prefix(size_t(o.shared_prefix_len));
+  for (int32_t& tok : shared_prefix) tok = any_token(rng);
+  struct Unit {
+    std::vector<std::vector<int32_t>> user;  // [turn]: its own tokens
+    std::vector<int> max_tokens;             // [turn]
+    std::vector<int32_t> history;            // prompt of the last turn + its output
+    int next_turn = 0;
+  };
+  std::vector<Unit> units(static_cast<size_t>(n_units));
+  std::vector<double> arrival(size_t(n_units), 0.0);  // seconds after start
   std::exponential_distribution<double> gap(o.request_rate > 0 ? o.request_rate : 1.0);
   double t = 0;
-  for (int i = 0; i < n; ++i) {
-    Request& r = requests[size_t(i)];
-    r.prompt.resize(size_t(std::uniform_int_distribution<int>(in_len->first, in_len->second)(rng)));
-    for (int32_t& tok : r.prompt) tok = any_token(rng);
-    r.max_tokens = std::uniform_int_distribution<int>(out_len->first, out_len->second)(rng);
-    r.ignore_eos = true;
-    r.sampling.temperature = 0.0f;
+  for (int i = 0; i < n_units; ++i) {
+    Unit& u = units[size_t(i)];
+    u.history = shared_prefix;
+    for (int turn = 0; turn < n_turns; ++turn) {
+      std::vector<int32_t> own(size_t(std::uniform_int_distribution<int>(in_len->first, in_len->second)(rng)));
+      for (int32_t& tok : own) tok = any_token(rng);
+      u.user.push_back(std::move(own));
+      u.max_tokens.push_back(std::uniform_int_distribution<int>(out_len->first, out_len->second)(rng));
+    }
     if (o.request_rate > 0) {
       t += gap(rng);
       arrival[size_t(i)] = t;
     }
   }
-  // Warm-up: one short request, so buffers have grown before timing.
+  // The next turn's request of a unit (its history grows by the new user turn).
+  auto next_request = [&units](int unit) {
+    Unit& u = units[size_t(unit)];
+    const std::vector<int32_t>& own = u.user[size_t(u.next_turn)];
+    u.history.insert(u.history.end(), own.begin(), own.end());
+    Request r;
+    r.prompt = u.history;
+    r.max_tokens = u.max_tokens[size_t(u.next_turn)];
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.0f;
+    ++u.next_turn;
+    return r;
+  };
+  // Warm-up: one short request of unrelated tokens (so it primes no cache
+  // entry the workload could hit), so buffers have grown before timing.
   {
-    Request w = requests[0];
-    w.max_tokens = std::min(4, w.max_tokens);
+    Request w;
+    w.prompt.resize(shared_prefix.size() + units[0].user[0].size());
+    for (int32_t& tok : w.prompt) tok = any_token(rng);
+    w.max_tokens = std::min(4, units[0].max_tokens[0]);
+    w.ignore_eos = true;
+    w.sampling.temperature = 0.0f;
     StatusOr<std::shared_ptr<RequestStream>> s = e.submit(w);
     if (!s.is_ok()) return fail(s.status());
     while (!(*s)->pop(std::chrono::seconds(600)).value_or(EngineEvent{}).final) {
@@ -239,12 +290,20 @@ int run_engine_workload(const BenchOptions& o) {
 
   struct InFlight {
     std::shared_ptr<RequestStream> stream;
+    int unit = 0;
+    int32_t n_prompt = 0;
+    int32_t n_cached_prompt_tokens = 0;  // whole blocks reused, if every earlier block is
     Clock::time_point first, last;
-    int n_tokens = 0;
+    std::vector<int32_t> tokens;
   };
   std::vector<InFlight> active;
+  std::deque<int> follow_ups;  // units whose next turn is ready
   std::vector<double> ttft, tpot, itl, e2e;
-  int64_t n_output_tokens = 0, n_input_tokens = 0;
+  int64_t n_output_tokens = 0, n_input_tokens = 0, n_computed_prompt = 0, n_expected_computed = 0;
+  // Tokens of a unit computed so far (its last turn's prompt + output - 1):
+  // what an ideal cache would hold of its next prompt.
+  std::vector<int64_t> unit_computed(size_t(n_units), 0);
+  bool prefix_computed = false;
   const int concurrency = o.concurrency > 0 ? o.concurrency : n;
   int next = 0, done = 0;
   ProgressBar bar("bench", uint64_t(n), "requests");
@@ -252,12 +311,29 @@ int run_engine_workload(const BenchOptions& o) {
   Clock::time_point end = start;
   while (done < n) {
     const double now_s = Seconds(Clock::now() - start).count();
-    while (next < n && int(active.size()) < concurrency && arrival[size_t(next)] <= now_s) {
-      n_input_tokens += int64_t(requests[size_t(next)].prompt.size());
-      StatusOr<std::shared_ptr<RequestStream>> s = e.submit(std::move(requests[size_t(next)]));
+    while (int(active.size()) < concurrency &&
+           (!follow_ups.empty() || (next < n_units && arrival[size_t(next)] <= now_s))) {
+      int unit;
+      if (!follow_ups.empty()) {
+        unit = follow_ups.front();
+        follow_ups.pop_front();
+      } else {
+        unit = next++;
+      }
+      Request r = next_request(unit);
+      const int64_t p = int64_t(r.prompt.size());
+      // Expected: every full block computed before (this unit's history, or
+      // the shared prefix once any request computed it) is reused; the last
+      // prompt token is always computed.
+      int64_t reusable = unit_computed[size_t(unit)];
+      if (prefix_computed) reusable = std::max<int64_t>(reusable, int64_t(shared_prefix.size()));
+      const int64_t expected_cached = std::min(reusable, p - 1) / block * block;
+      n_expected_computed += o.no_prefix_caching ? p : p - expected_cached;
+      prefix_computed = true;
+      n_input_tokens += p;
+      StatusOr<std::shared_ptr<RequestStream>> s = e.submit(std::move(r));
       if (!s.is_ok()) return fail(s.status());
-      active.push_back(InFlight{*s, {}, {}, 0});
-      ++next;
+      active.push_back(InFlight{*s, unit, int32_t(p), 0, {}, {}, {}});
     }
     bool progressed = false;
     for (size_t i = 0; i < active.size();) {
@@ -266,13 +342,14 @@ int run_engine_workload(const BenchOptions& o) {
       while (std::optional<EngineEvent> ev = f.stream->try_pop()) {
         progressed = true;
         if (ev->token >= 0) {
-          if (f.n_tokens == 0) {
+          if (f.tokens.empty()) {
             f.first = ev->time;
+            f.n_cached_prompt_tokens = ev->n_cached_tokens;
           } else {
             itl.push_back(Seconds(ev->time - f.last).count());
           }
           f.last = ev->time;
-          ++f.n_tokens;
+          f.tokens.push_back(ev->token);
         }
         if (ev->finish == FinishReason::kAbort) return fail(Status::internal("request aborted"));
         if (ev->final) {
@@ -284,13 +361,19 @@ int run_engine_workload(const BenchOptions& o) {
         ++i;
         continue;
       }
+      const int n_tokens = int(f.tokens.size());
       const double first = Seconds(f.first - f.stream->submit_time()).count();
       ttft.push_back(first);
       const double total = Seconds(f.last - f.stream->submit_time()).count();
       e2e.push_back(total);
-      if (f.n_tokens > 1) tpot.push_back((total - first) / double(f.n_tokens - 1));
-      n_output_tokens += f.n_tokens;
+      if (n_tokens > 1) tpot.push_back((total - first) / double(n_tokens - 1));
+      n_output_tokens += n_tokens;
+      n_computed_prompt += f.n_prompt - f.n_cached_prompt_tokens;
       end = std::max(end, f.last);
+      Unit& u = units[size_t(f.unit)];
+      u.history.insert(u.history.end(), f.tokens.begin(), f.tokens.end());
+      unit_computed[size_t(f.unit)] = int64_t(u.history.size()) - 1;
+      if (u.next_turn < n_turns) follow_ups.push_back(f.unit);
       active[i] = std::move(active.back());
       active.pop_back();
       bar.update(uint64_t(++done));
@@ -301,11 +384,18 @@ int run_engine_workload(const BenchOptions& o) {
   const EngineStats after = e.stats();
   const double duration = Seconds(end - start).count();
   const uint64_t steps = after.n_steps - before.n_steps;
+  const uint64_t queries = after.prefix_cache_queries - before.prefix_cache_queries;
+  const double hit_rate =
+      queries ? double(after.prefix_cache_hits - before.prefix_cache_hits) / double(queries) : 0.0;
 
   nlohmann::json j;
   j["model"] = m->path;
   j["threads"] = m->pool->n_threads();
   j["num_requests"] = n;
+  j["prefix_caching"] = !o.no_prefix_caching;
+  j["scheduling_policy"] = scheduling_policy_name(e.info().scheduling_policy);
+  j["shared_prefix_len"] = o.shared_prefix_len;
+  j["multi_turn"] = o.multi_turn;
   j["input_len"] = o.input_len;
   j["output_len"] = o.output_len;
   j["concurrency"] = o.concurrency;
@@ -333,6 +423,10 @@ int run_engine_workload(const BenchOptions& o) {
       steps ? double(after.n_seqs_scheduled - before.n_seqs_scheduled) / double(steps) : 0.0;
   j["mean_step_tokens"] =
       steps ? double(after.n_tokens_processed - before.n_tokens_processed) / double(steps) : 0.0;
+  j["prefix_cache_hit_rate"] = hit_rate;
+  j["prompt_tokens_submitted"] = n_input_tokens;
+  j["prompt_tokens_computed"] = n_computed_prompt;
+  j["prompt_tokens_computed_expected"] = n_expected_computed;
 
   fmt::print("requests            {}\n", n);
   fmt::print("duration            {:.2f} s\n", duration);
@@ -350,6 +444,13 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("preemptions         {}\n", uint64_t(j["preemptions"]));
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",
              double(j["mean_batch_size"]), double(j["mean_step_tokens"]), steps);
+  fmt::print("prefix cache        {}, hit rate {:.1f}% ({} scheduling)\n",
+             o.no_prefix_caching ? "off" : "on", 100 * hit_rate, std::string(j["scheduling_policy"]));
+  fmt::print("prompt tokens       {} submitted, {} computed ({:.1f}%), {} expected ({:.1f}%)\n",
+             n_input_tokens, n_computed_prompt,
+             n_input_tokens ? 100.0 * double(n_computed_prompt) / double(n_input_tokens) : 0.0,
+             n_expected_computed,
+             n_input_tokens ? 100.0 * double(n_expected_computed) / double(n_input_tokens) : 0.0);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << j.dump(2) << "\n";
@@ -404,6 +505,20 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-model-len", o->max_model_len,
                   "Longest prompt + output (0 = the model's context, capped to the pool)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
+                "Engine mode: turn automatic prefix caching off (for comparisons)");
+  cmd->add_option("--scheduling-policy", o->scheduling_policy,
+                  "Engine mode: admission order of waiting requests: fcfs or cache-aware "
+                  "(longest cached prefix first, with aging)")
+      ->capture_default_str();
+  cmd->add_option("--shared-prefix-len", o->shared_prefix_len,
+                  "Engine mode: every prompt starts with the same N random tokens, then its own "
+                  "--input-len tokens")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--multi-turn", o->multi_turn,
+                  "Engine mode: --num-requests conversations of this many turns; each turn resends "
+                  "the whole history plus a new --input-len user turn (0 = single-turn requests)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 16));
   cmd->callback([o, &exit_code] {
     exit_code = o->num_requests > 0 ? run_engine_workload(*o) : run_single_stream(*o);
   });

@@ -129,7 +129,7 @@ void Scheduler::order_waiting() {
   keyed.reserve(n_ranked);
   for (size_t i = 0; i < n_ranked; ++i) {
     Sequence* seq = order_[i];
-    const bool fresh = step_ - seq->arrival_step < uint64_t(config_.max_wait_steps);
+    const bool fresh = !is_aged(seq);
     int64_t rank = int64_t(seq->arrival);
     if (fresh) {
       match(seq);
@@ -140,6 +140,18 @@ void Scheduler::order_waiting() {
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& a, const auto& b) { return a.first.tie() < b.first.tie(); });
   for (size_t i = 0; i < keyed.size(); ++i) order_[i] = keyed[i].second;
+}
+
+void Scheduler::add_inflight(Sequence* seq) {
+  const int32_t bs = kv_.block_size();
+  const int32_t n_full = seq->num_tokens() / bs;
+  kv_.extend_keys(seq->tokens(), n_full, seq->block_keys);
+  for (int32_t i = seq->num_computed_tokens / bs; i < n_full; ++i) inflight_.insert(seq->block_keys[size_t(i)]);
+}
+
+bool Scheduler::next_block_inflight(const Sequence* seq) const {
+  const size_t next = size_t(match_.n_blocks());
+  return next < seq->block_keys.size() && inflight_.count(seq->block_keys[next]) > 0;
 }
 
 bool Scheduler::try_admit(Sequence* seq, int32_t watermark) {
@@ -175,10 +187,20 @@ void Scheduler::admit_waiting() {
   // grow for a while before anything must be preempted (vLLM's watermark).
   const int32_t watermark = running_.empty() ? 0 : kv_.n_blocks() / 100;
   order_waiting();
+  const bool defer = config_.policy == SchedulingPolicy::kCacheAware && kv_.prefix_caching();
+  if (defer) {
+    inflight_.clear();
+    for (Sequence* seq : running_) add_inflight(seq);
+  }
   bool admitted = false;
   for (Sequence* seq : order_) {
     if (budget_ == 0 || int32_t(running_.size()) >= config_.max_num_seqs) break;
+    if (defer && seq->may_use_cached_prefix && !is_aged(seq)) {
+      match(seq);
+      if (next_block_inflight(seq)) continue;  // it will hit once that block is computed
+    }
     if (!try_admit(seq, watermark)) break;
+    if (defer) add_inflight(seq);
     admitted = true;
   }
   if (admitted) {

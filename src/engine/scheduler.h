@@ -11,7 +11,10 @@
 //      preempted; admission stops at the first one that does not fit, so a
 //      large request is not overtaken forever). An admitted sequence starts
 //      after its cached prefix (KvCacheManager::match_prefix), so only the
-//      rest of its tokens count against the budget.
+//      rest of its tokens count against the budget. Cache-aware also defers
+//      a (non-aged) request whose next uncached block a running sequence is
+//      computing right now: it hits that block a step or two later instead
+//      of computing it a second time.
 // When a running sequence cannot get blocks, the running sequence admitted
 // last (or of the lowest priority: largest `priority` value) that is not yet
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
@@ -29,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/scheduler_policy.h"
@@ -89,6 +93,13 @@ class Scheduler {
   void match(Sequence* seq);
   // Waiting sequences in the order the policy admits them, into order_.
   void order_waiting();
+  bool is_aged(const Sequence* seq) const {
+    return step_ - seq->arrival_step >= uint64_t(config_.max_wait_steps);
+  }
+  // Adds the keys of the full blocks `seq` has yet to compute to inflight_.
+  void add_inflight(Sequence* seq);
+  // Cache-aware: the block after match_ is being computed by a running sequence.
+  bool next_block_inflight(const Sequence* seq) const;
   // Makes room for `seq` to get n_new slots, preempting others (or itself).
   // Returns false if `seq` itself was preempted.
   bool allocate_or_preempt(Sequence* seq, int32_t n_new);
@@ -104,6 +115,7 @@ class Scheduler {
   std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, index)
   std::vector<Sequence*> order_;    // admission order of this step (cache-aware)
   PrefixMatch match_;               // scratch
+  std::unordered_set<uint64_t> inflight_;  // keys of blocks running sequences will fill
   StepPlan plan_;
   int32_t budget_ = 0;
   uint64_t step_ = 0;

@@ -243,6 +243,28 @@ TEST(Scheduler, CacheAwarePrefersTheLongestCachedPrefix) {
   }
 }
 
+// A burst sharing a prefix: cache-aware computes the prefix once (the others
+// wait one step for it, then hit); FCFS admits them all at once.
+TEST(Scheduler, CacheAwareDefersRequestsWhosePrefixIsBeingComputed) {
+  for (SchedulingPolicy policy : {SchedulingPolicy::kFcfs, SchedulingPolicy::kCacheAware}) {
+    Harness h(64, 4, SchedulerConfig{8, 64, policy, 100}, /*prefix_caching=*/true);
+    const std::vector<int32_t> prefix = tokens_from(100, 16);
+    for (int32_t i = 0; i < 4; ++i) h.add_tokens(with_suffix(prefix, {i}), 2);
+    const StepPlan& p1 = h.step();
+    EXPECT_EQ(p1.seqs.size(), policy == SchedulingPolicy::kFcfs ? 4u : 1u);
+    const StepPlan& p2 = h.step();
+    if (policy == SchedulingPolicy::kCacheAware) {
+      ASSERT_EQ(p2.seqs.size(), 4u);  // the first one's decode + three admitted with 16 cached
+      for (size_t i = 1; i < 4; ++i) {
+        EXPECT_EQ(p2.seqs[i].n_tokens, 1);
+        EXPECT_EQ(p2.seqs[i].seq->num_cached_tokens, 16);
+      }
+    }
+    while (h.scheduler.has_work()) h.step();
+    EXPECT_EQ(h.scheduler.n_prefix_cache_hits(), policy == SchedulingPolicy::kFcfs ? 0u : 48u);
+  }
+}
+
 // Aging: a request that has waited max_wait_steps goes before fresh ones,
 // however much of theirs is cached.
 TEST(Scheduler, CacheAwareAgingPreventsStarvation) {

@@ -90,6 +90,11 @@ class KvCacheManager {
   // with its tokens; extended here as needed). Empty when caching is off.
   void match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
                     PrefixMatch& out) const;
+  // Extends `keys` to the keys of t's first n_blocks full blocks (no-op when
+  // caching is off). REQUIRES: n_blocks * block_size <= t.size().
+  void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
+    if (prefix_caching_) cache_.extend_keys(t, n_blocks, keys);
+  }
   // Free blocks that attaching `m` and then appending n_new slots would take.
   int32_t num_blocks_needed(const PrefixMatch& m, int32_t n_new) const {
     return blocks_for(m.n_blocks() * block_size_ + n_new) - m.n_blocks() + m.n_free;
