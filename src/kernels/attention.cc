@@ -9,6 +9,9 @@
 
 #include "kernels/attention_internal.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_kivi.h"
+#include "kernels/kv_quant_paged.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 #include "util/fp16.h"
@@ -17,9 +20,10 @@ namespace omnibus {
 namespace {
 
 void check_layer(const PagedKvLayer& kv) {
-  OMNIBUS_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16);
+  OMNIBUS_CHECK(is_kv_dtype(kv.dtype) && kv_dtype_supports_head_dim(kv.dtype, kv.head_dim));
   OMNIBUS_CHECK(kv.block_size > 0 && kv.n_kv_heads > 0 && kv.head_dim > 0);
   OMNIBUS_CHECK(kv.k != nullptr && kv.v != nullptr);
+  OMNIBUS_CHECK((kv.dtype == kKvKivi2) == (kv.kivi != nullptr));
 }
 
 // Element offset of (position pos, KV head h) in the pool.
@@ -95,18 +99,90 @@ void task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
   }
 }
 
+// Quantized formats: each K/V row read through kv_read_row (the reference
+// reader), same tiling and reduction order as task_scalar.
+void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                       const AttentionParams& p, const AttnTask& t, float* out) {
+  const int hd = p.head_dim;
+  const int n_rep = p.n_head / p.n_kv_head;
+  const int kvh = t.head0 / n_rep;
+  thread_local std::vector<float> acc, row;
+  acc.resize(static_cast<size_t>(hd));
+  row.resize(static_cast<size_t>(hd));
+  float sc[kAttnTile];
+  for (int ti = 0; ti < t.n_tok; ++ti) {
+    const int32_t tok = t.tok0 + ti;
+    const int32_t pos = s.n_past + tok;
+    int32_t lo, hi;
+    attn_visible_range(s, pos, &lo, &hi);
+    for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
+      const int h = t.head0 + hi_;
+      const float* qh = q + (static_cast<int64_t>(s.first_token + tok) * p.n_head + h) * hd;
+      float m = -INFINITY, l = 0.f;
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int32_t base = lo / kAttnTile * kAttnTile; base < hi; base += kAttnTile) {
+        const int32_t a = std::max(lo, base), b = std::min(hi, base + kAttnTile);
+        float tmax = -INFINITY;
+        for (int32_t j = a; j < b; ++j) {
+          kv_read_row(kv, s, false, j, kvh, pos, row.data());
+          float dot = 0.f;
+          for (int d = 0; d < hd; ++d) dot += qh[d] * row[d];
+          float x = dot * p.scale;
+          if (p.softcap > 0.f) x = p.softcap * std::tanh(x / p.softcap);
+          sc[j - base] = x;
+          tmax = std::max(tmax, x);
+        }
+        const float m_new = std::max(m, tmax);
+        const float alpha = std::exp(m - m_new);
+        float tsum = 0.f;
+        for (int d = 0; d < hd; ++d) acc[d] *= alpha;
+        for (int32_t j = a; j < b; ++j) {
+          const float pj = std::exp(sc[j - base] - m_new);
+          tsum += pj;
+          kv_read_row(kv, s, true, j, kvh, pos, row.data());
+          for (int d = 0; d < hd; ++d) acc[d] += pj * row[d];
+        }
+        l = l * alpha + tsum;
+        m = m_new;
+      }
+      float* o = out + (static_cast<int64_t>(s.first_token + tok) * p.n_head + h) * hd;
+      const float inv = 1.f / l;
+      for (int d = 0; d < hd; ++d) o[d] = acc[d] * inv;
+    }
+  }
+}
+
 }  // namespace
 
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                            const AttentionParams& p, const AttnTask& t, float* out) {
   if (kv.dtype == DType::F32) return task_scalar<float>(q, kv, s, p, t, out);
-  task_scalar<uint16_t>(q, kv, s, p, t, out);
+  if (kv.dtype == DType::F16) return task_scalar<uint16_t>(q, kv, s, p, t, out);
+  task_scalar_quant(q, kv, s, p, t, out);
 }
 
 void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
               const float* v) {
   check_layer(kv);
+  if (kv.dtype == kKvKivi2) return kivi_store(kv, seqs, n_seqs, k, v);
   const bool avx2 = cpu_features().use_avx2() && kv.head_dim % 8 == 0;
+  if (is_kv_quantized(kv.dtype)) {
+    for (int i = 0; i < n_seqs; ++i) {
+      const AttentionSeq& s = seqs[i];
+      for (int32_t t = 0; t < s.n_tokens; ++t) {
+        const int64_t row = static_cast<int64_t>(s.first_token + t) * kv.n_kv_heads;
+        const int32_t pos = s.n_past + t;
+        const int64_t block = s.block_table[pos / kv.block_size];
+        for (int h = 0; h < kv.n_kv_heads; ++h) {
+          kv_store_row_quantized(kv.dtype, kv_unit(kv, false, block, h), kv.block_size, kv.head_dim,
+                                 pos % kv.block_size, k + (row + h) * kv.head_dim);
+          kv_store_row_quantized(kv.dtype, kv_unit(kv, true, block, h), kv.block_size, kv.head_dim,
+                                 pos % kv.block_size, v + (row + h) * kv.head_dim);
+        }
+      }
+    }
+    return;
+  }
   for (int i = 0; i < n_seqs; ++i) {
     const AttentionSeq& s = seqs[i];
     for (int32_t t = 0; t < s.n_tokens; ++t) {
@@ -125,6 +201,7 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
   check_layer(kv);
   OMNIBUS_CHECK(p.head_dim == kv.head_dim && p.n_kv_head == kv.n_kv_heads);
   OMNIBUS_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
+  if (kv.kivi != nullptr) OMNIBUS_CHECK(kv.kivi->staging().owner == kv.kivi);  // kv_store of this layer ran last
   const int n_rep = p.n_head / p.n_kv_head;
 
   // Split: tokens in tiles of kTokTile, heads by KV group; if that leaves

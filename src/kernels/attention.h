@@ -7,9 +7,13 @@
 // h / (n_head / n_kv_head).
 //
 // KV pool layout, per layer, for K and for V separately:
-//   [n_blocks, n_kv_heads, block_size, head_dim]   elements of kv.dtype
+//   [n_blocks, n_kv_heads] units of block_size rows of head_dim elements
+//   (f32, f16; or a quantized format: q8, q4, kivi2, see kernels/kv_quant.h)
 // Token at position p of a sequence lives in block block_table[p / block_size]
-// at row p % block_size.
+// at row p % block_size. Quantized formats are quantized by kv_store and
+// dequantized inside the attention kernel, a tile of rows at a time (never a
+// full-precision copy of the cache). kivi2 also keeps the rows of each
+// still-open key group in fp16 (kernels/kv_quant_kivi.h).
 //
 // Batch invariance: out for one (token, head) is computed by one thread, over
 // context positions in increasing order, with one fixed reduction order; it
@@ -20,8 +24,8 @@
 // query heads of one KV head, so each K/V row is loaded once per group
 // (GQA); with few tasks (a lone decode) it splits per query head instead.
 // Kernels: AVX2 when head_dim % 8 == 0 (fast for 64..256), otherwise a
-// portable scalar kernel. Against paged_attention_ref (double precision), the
-// output agrees to ~1e-5 relative. Scratch is thread_local and reused: no
+// portable scalar kernel. Against paged_attention_ref (double precision, same
+// dequantized values), the output agrees to ~1e-5 relative. Scratch is thread_local and reused: no
 // heap allocation once warm.
 //
 // Thread-safety: paged_attention writes only `out`; kv_store writes only the
@@ -37,15 +41,17 @@
 namespace omnibus {
 
 class ThreadPool;
+class KiviResidual;
 
 // One layer's K and V pools.
 struct PagedKvLayer {
-  DType dtype;      // F32 or F16 (quantized formats come later)
-  void* k;          // [n_blocks, n_kv_heads, block_size, head_dim]
-  void* v;          // same shape
+  DType dtype;      // a KV format (kv_quant.h): F32, F16, q8, q4, kivi2
+  void* k;          // [n_blocks, n_kv_heads] units (kv_unit_bytes(dtype, ...).k each)
+  void* v;          // [n_blocks, n_kv_heads] units (.v each)
   int block_size;
   int n_kv_heads;
   int head_dim;
+  KiviResidual* kivi = nullptr;  // kivi2 only: this layer's fp16 residual window
 };
 
 // One sequence's part of a step.

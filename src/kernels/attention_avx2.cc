@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "kernels/attention_internal.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_kivi.h"
+#include "kernels/kv_quant_paged.h"
 #include "kernels/ops_vec_avx2.h"
 
 namespace omnibus {
@@ -73,6 +76,7 @@ struct QueryState {
   float* out;
   float m, l;
   int32_t lo, hi;  // visible positions [lo, hi)
+  int32_t qlim;    // kivi2: keys below are read quantized, the rest (its open group) in fp16
 };
 
 // dot8 for two queries at once, sharing each K load: lane r of out0/out1 is
@@ -143,7 +147,11 @@ inline void softmax_update(QueryState& st, float* dots, int a, int b, const Atte
   pv_update(acc, alpha, dots, vrows, a, b, hd);
 }
 
-template <typename T>
+// kQuant: the pool holds a quantized format (T = float): each tile's rows are
+// dequantized once into f32 tiles shared by the task's queries; for kivi2 the
+// rows of open groups are also converted from their fp16 residual, and each
+// query picks per row which of the two it reads (its qlim).
+template <typename T, bool kQuant>
 void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
                const AttnTask& t, float* out) {
   const int hd = p.head_dim;
@@ -152,8 +160,12 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   const int n_q = t.n_tok * t.n_heads;
   const T* kpool = static_cast<const T*>(kv.k);
   const T* vpool = static_cast<const T*>(kv.v);
+  const bool kivi = kv.dtype == kKvKivi2;
 
   thread_local std::vector<float> acc_buf;
+  thread_local std::vector<float> tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
+  const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
+  if (kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
   thread_local std::vector<QueryState> qs;
   thread_local std::vector<T> zero_row;
   if (zero_row.size() < static_cast<size_t>(hd)) zero_row.assign(hd, T(0));
@@ -168,23 +180,69 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     task_hi = std::max(task_hi, hi);
     for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
       const int64_t row = static_cast<int64_t>(s.first_token + tok) * p.n_head + t.head0 + hi_;
-      qs[ti * t.n_heads + hi_] = QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi};
+      const int32_t pos = s.n_past + tok;
+      const int32_t qlim = kv.dtype == kKvKivi2 ? (pos + 1) / kv.block_size * kv.block_size : INT32_MAX;
+      qs[ti * t.n_heads + hi_] = QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
     }
   }
 
   const T* krows[kAttnTile];
   const T* vrows[kAttnTile];
+  const T* krows_f[kAttnTile];  // kivi2: fp16 view (as f32) of open-group rows, else nullptr
+  const T* vrows_f[kAttnTile];
+  const T* ksel[kAttnTile];
+  const T* vsel[kAttnTile];
+  int32_t min_qlim = INT32_MAX, max_qlim = 0;
+  for (int qi = 0; qi < n_q; ++qi) {
+    min_qlim = std::min(min_qlim, qs[qi].qlim);
+    max_qlim = std::max(max_qlim, qs[qi].qlim);
+  }
   alignas(32) float dots[2][kAttnTile];
   const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
   const int64_t block_stride = kv.n_kv_heads * head_stride;
 
   for (int32_t base = task_lo / kAttnTile * kAttnTile; base < task_hi; base += kAttnTile) {
     const int32_t ta = std::max(task_lo, base), tb = std::min(task_hi, base + kAttnTile);
-    for (int32_t j = ta; j < tb; ++j) {
-      const int64_t off = s.block_table[j / kv.block_size] * block_stride + kvh * head_stride +
-                          static_cast<int64_t>(j % kv.block_size) * hd;
-      krows[j - base] = kpool + off;
-      vrows[j - base] = vpool + off;
+    if constexpr (!kQuant) {
+      for (int32_t j = ta; j < tb; ++j) {
+        const int64_t off = s.block_table[j / kv.block_size] * block_stride + kvh * head_stride +
+                            static_cast<int64_t>(j % kv.block_size) * hd;
+        krows[j - base] = kpool + off;
+        vrows[j - base] = vpool + off;
+      }
+    } else {
+      float* kt = tiles.data();
+      float* vt = kt + tile_elems;
+      float* kft = vt + tile_elems;
+      float* vft = kft + tile_elems;
+      // Rows every query reads in fp16 (at or above every qlim) need no quantized view.
+      const int32_t qa = ta, qb = kivi ? std::max(ta, std::min(tb, max_qlim)) : tb;
+      kv_dequant_rows_avx2(kv, s, false, kvh, qa, qb, kt + static_cast<size_t>(qa - base) * hd);
+      kv_dequant_rows_avx2(kv, s, true, kvh, qa, qb, vt + static_cast<size_t>(qa - base) * hd);
+      for (int32_t j = ta; j < tb; ++j) {
+        krows[j - base] = kt + static_cast<size_t>(j - base) * hd;
+        vrows[j - base] = vt + static_cast<size_t>(j - base) * hd;
+        krows_f[j - base] = vrows_f[j - base] = nullptr;
+      }
+      if (kivi) {
+        for (int32_t j = std::max(ta, min_qlim); j < tb; ++j) {
+          const uint16_t* kr = kivi_f16_row(kv, s, kvh, j, false);
+          const uint16_t* vr = kivi_f16_row(kv, s, kvh, j, true);
+          if (kr == nullptr || vr == nullptr) {
+            if (j >= qb) {  // no fp16 copy (per-token keys): the quantized view is what everyone reads
+              kv_dequant_rows_avx2(kv, s, false, kvh, j, j + 1, kt + static_cast<size_t>(j - base) * hd);
+              kv_dequant_rows_avx2(kv, s, true, kvh, j, j + 1, vt + static_cast<size_t>(j - base) * hd);
+            }
+            continue;
+          }
+          float* kd = kft + static_cast<size_t>(j - base) * hd;
+          float* vd = vft + static_cast<size_t>(j - base) * hd;
+          load_f16_avx2(kr, kd, hd);
+          load_f16_avx2(vr, vd, hd);
+          krows_f[j - base] = kd;
+          vrows_f[j - base] = vd;
+        }
+      }
     }
     // Queries with the same visible range in this tile (the heads of one
     // token, always) share their K loads in pairs; each query's arithmetic
@@ -195,12 +253,26 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
         ++qi;
         continue;
       }
+      const auto clip_qlim = [&](int32_t x) { return std::clamp(x, base, base + kAttnTile); };
       const bool pair = qi + 1 < n_q && std::max(qs[qi + 1].lo, base) - base == a &&
-                        std::min(qs[qi + 1].hi, base + kAttnTile) - base == b;
+                        std::min(qs[qi + 1].hi, base + kAttnTile) - base == b &&
+                        clip_qlim(qs[qi + 1].qlim) == clip_qlim(qs[qi].qlim);
+      const T* const* kr = krows;
+      const T* const* vr = vrows;
+      if (kQuant && kivi) {
+        const int32_t ql = qs[qi].qlim;
+        for (int j = a; j < b; ++j) {
+          const bool f = base + j >= ql && krows_f[j] != nullptr;
+          ksel[j] = f ? krows_f[j] : krows[j];
+          vsel[j] = f ? vrows_f[j] : vrows[j];
+        }
+        kr = ksel;
+        vr = vsel;
+      }
       for (int g = 0; g < kAttnTile; g += 8) {
         if (g + 8 <= a || g >= b) continue;
         const T* rows[8];
-        for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? krows[g + r] : zero_row.data();
+        for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero_row.data();
         if (pair) {
           dot8x2(qs[qi].q, qs[qi + 1].q, rows, hd, dots[0] + g, dots[1] + g);
         } else {
@@ -208,7 +280,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
         }
       }
       for (int k = 0; k <= int{pair}; ++k) {
-        softmax_update(qs[qi + k], dots[k], a, b, p, &acc_buf[static_cast<size_t>(qi + k) * hd], vrows, hd);
+        softmax_update(qs[qi + k], dots[k], a, b, p, &acc_buf[static_cast<size_t>(qi + k) * hd], vr, hd);
       }
       qi += 1 + int{pair};
     }
@@ -225,8 +297,17 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
 
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                          const AttentionParams& p, const AttnTask& t, float* out) {
-  if (kv.dtype == DType::F32) return task_avx2<float>(q, kv, s, p, t, out);
-  task_avx2<uint16_t>(q, kv, s, p, t, out);
+  if (kv.dtype == DType::F32) return task_avx2<float, false>(q, kv, s, p, t, out);
+  if (kv.dtype == DType::F16) return task_avx2<uint16_t, false>(q, kv, s, p, t, out);
+  task_avx2<float, true>(q, kv, s, p, t, out);
+}
+
+void load_f16_avx2(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }
 
 void store_f16_avx2(const float* src, uint16_t* dst, int64_t n) {

@@ -46,5 +46,14 @@ void attention_task_scalar(const float* q, const PagedKvLayer& kv, const Attenti
 
 // dst[0..n) = fp16(src[0..n)), round to nearest even. REQUIRES: use_avx2().
 void store_f16_avx2(const float* src, uint16_t* dst, int64_t n);
+// dst[0..n) = f32(src[0..n)). REQUIRES: use_avx2().
+void load_f16_avx2(const uint16_t* src, float* dst, int64_t n);
+
+// Quantized formats (q8, q4, kivi2): rows [j0, j1) of KV head h of sequence
+// s, dequantized from the block into y [j1 - j0, head_dim] (kivi2: the
+// quantized view; rows of a group still open are left as zeros).
+// REQUIRES: use_avx2(), head_dim % 8 == 0.
+void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0,
+                          int32_t j1, float* y);
 
 }  // namespace omnibus

@@ -6,49 +6,47 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_paged.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
 namespace omnibus {
 namespace {
 
-float load_f32(const PagedKvLayer& kv, const void* pool, int64_t off) {
-  if (kv.dtype == DType::F32) return static_cast<const float*>(pool)[off];
-  return fp16_to_fp32(static_cast<const uint16_t*>(pool)[off]);
-}
-
-// [n_ctx, n_kv_heads, head_dim] f32 copy of a sequence's cached rows.
-std::vector<float> gather(const PagedKvLayer& kv, const void* pool, const AttentionSeq& s, int32_t n_ctx) {
-  std::vector<float> g(static_cast<size_t>(n_ctx) * kv.n_kv_heads * kv.head_dim);
+// [n_ctx, n_kv_heads, head_dim] f32 of a sequence's cached rows as a query at
+// qpos reads them (kv_read_row: dequantized, kivi2's open group in fp16).
+void gather(const PagedKvLayer& kv, bool is_v, const AttentionSeq& s, int32_t n_ctx, int32_t qpos,
+            std::vector<float>& g) {
+  g.resize(static_cast<size_t>(n_ctx) * kv.n_kv_heads * kv.head_dim);
   for (int32_t pos = 0; pos < n_ctx; ++pos) {
-    const int64_t block = s.block_table[pos / kv.block_size];
     for (int h = 0; h < kv.n_kv_heads; ++h) {
-      const int64_t off = ((block * kv.n_kv_heads + h) * kv.block_size + pos % kv.block_size) * kv.head_dim;
-      for (int d = 0; d < kv.head_dim; ++d) {
-        g[(static_cast<size_t>(pos) * kv.n_kv_heads + h) * kv.head_dim + d] = load_f32(kv, pool, off + d);
-      }
+      kv_read_row(kv, s, is_v, pos, h, qpos, &g[(static_cast<size_t>(pos) * kv.n_kv_heads + h) * kv.head_dim]);
     }
   }
-  return g;
 }
 
 }  // namespace
 
 void paged_attention_ref(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
                          int n_seqs, const AttentionParams& p, float* out) {
-  OMNIBUS_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16);
+  OMNIBUS_CHECK(is_kv_dtype(kv.dtype));
   OMNIBUS_CHECK(p.head_dim == kv.head_dim && p.n_kv_head == kv.n_kv_heads);
   OMNIBUS_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
   const int hd = p.head_dim;
   const int n_rep = p.n_head / p.n_kv_head;
+  std::vector<float> K, V;
   for (int si = 0; si < n_seqs; ++si) {
     const AttentionSeq& s = seqs[si];
     const int32_t n_ctx = s.n_past + s.n_tokens;
-    const std::vector<float> K = gather(kv, kv.k, s, n_ctx);
-    const std::vector<float> V = gather(kv, kv.v, s, n_ctx);
     std::vector<double> w(n_ctx);
     for (int32_t t = 0; t < s.n_tokens; ++t) {
       const int32_t pos = s.n_past + t;
+      // What a query sees depends on its position only for kivi2.
+      if (t == 0 || kv.dtype == kKvKivi2) {
+        gather(kv, false, s, n_ctx, pos, K);
+        gather(kv, true, s, n_ctx, pos, V);
+      }
       for (int h = 0; h < p.n_head; ++h) {
         const int kvh = h / n_rep;
         const float* qh = q + (static_cast<int64_t>(s.first_token + t) * p.n_head + h) * hd;

@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <string>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_kivi.h"
 #include "kernels/thread_pool.h"
 #include "util/fp16.h"
 
@@ -24,28 +27,38 @@ struct Shape {
 };
 
 // A KV pool filled with NaN, so a kernel that reads a slot it should not
-// (unwritten, masked, outside the window) poisons its output.
+// (unwritten, masked, outside the window) poisons its output. Quantized
+// formats are filled with 0xff bytes: their fp16 scales read as NaN.
 class KvPool {
  public:
-  KvPool(const Shape& sh, int n_blocks) : sh_(sh), n_blocks_(n_blocks) {
+  KvPool(const Shape& sh, int n_blocks, int kivi_slots = 64) : sh_(sh), n_blocks_(n_blocks) {
     const size_t n = static_cast<size_t>(n_blocks) * sh.n_kv_head * sh.block_size * sh.head_dim;
-    const size_t bytes = n * (sh.dtype == DType::F32 ? 4 : 2);
-    k_.resize(bytes);
-    v_.resize(bytes);
+    const KvUnitBytes ub = kv_unit_bytes(sh.dtype, sh.block_size, sh.head_dim);
+    k_.resize(static_cast<size_t>(n_blocks) * sh.n_kv_head * ub.k);
+    v_.resize(static_cast<size_t>(n_blocks) * sh.n_kv_head * ub.v);
     if (sh.dtype == DType::F32) {
       std::fill_n(reinterpret_cast<float*>(k_.data()), n, NAN);
       std::fill_n(reinterpret_cast<float*>(v_.data()), n, NAN);
-    } else {
+    } else if (sh.dtype == DType::F16) {
       std::fill_n(reinterpret_cast<uint16_t*>(k_.data()), n, uint16_t{0x7e00});
       std::fill_n(reinterpret_cast<uint16_t*>(v_.data()), n, uint16_t{0x7e00});
+    } else {
+      std::fill(k_.begin(), k_.end(), uint8_t{0xff});
+      std::fill(v_.begin(), v_.end(), uint8_t{0xff});
+    }
+    if (sh.dtype == kKvKivi2) {
+      kivi_ = std::make_unique<KiviResidual>(n_blocks, sh.n_kv_head, sh.block_size, sh.head_dim, kivi_slots,
+                                             &staging_);
     }
     blocks_.resize(n_blocks);
     std::iota(blocks_.begin(), blocks_.end(), 0);
     std::shuffle(blocks_.begin(), blocks_.end(), std::mt19937(42));
   }
   PagedKvLayer layer() {
-    return PagedKvLayer{sh_.dtype, k_.data(), v_.data(), sh_.block_size, sh_.n_kv_head, sh_.head_dim};
+    return PagedKvLayer{sh_.dtype,       k_.data(),        v_.data(), sh_.block_size,
+                        sh_.n_kv_head,   sh_.head_dim,     kivi_.get()};
   }
+  KiviResidual* kivi() { return kivi_.get(); }
   // A block table for a sequence of up to n_ctx positions, from scattered blocks.
   std::vector<int32_t> alloc(int n_ctx) {
     const int n = (n_ctx + sh_.block_size - 1) / sh_.block_size;
@@ -59,6 +72,8 @@ class KvPool {
   Shape sh_;
   int n_blocks_;
   std::vector<uint8_t> k_, v_;
+  KiviStaging staging_;
+  std::unique_ptr<KiviResidual> kivi_;
   std::vector<int32_t> blocks_;
   int next_ = 0;
 };
@@ -149,6 +164,13 @@ const Case kCases[] = {
     {"sliding-window", {{0, 40, 8}, {60, 1, 16}, {45, 12, 5}, {10, 3, 1}}},
 };
 
+std::string shape_name(const Shape& sh) {
+  char name[64];
+  std::snprintf(name, sizeof name, "h%dkv%dd%dbs%d%s", sh.n_head, sh.n_kv_head, sh.head_dim, sh.block_size,
+                std::string(kv_dtype_name(sh.dtype)).c_str());
+  return std::string(name);
+}
+
 class AttentionVsRef : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttentionVsRef, MatchesReference) {
@@ -179,14 +201,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{8, 2, 64, 1, DType::F32}, Shape{8, 2, 256, 32, DType::F32},
                       Shape{4, 1, 256, 16, DType::F16}, Shape{6, 2, 24, 16, DType::F32},
                       Shape{4, 4, 12, 32, DType::F16},  // head_dim not a multiple of 8: scalar path
-                      Shape{3, 1, 8, 1, DType::F16}),
-    [](const ::testing::TestParamInfo<Shape>& pi) {
-      const Shape& sh = pi.param;
-      char name[64];
-      std::snprintf(name, sizeof name, "h%dkv%dd%dbs%d%s", sh.n_head, sh.n_kv_head, sh.head_dim,
-                    sh.block_size, sh.dtype == DType::F32 ? "f32" : "f16");
-      return std::string(name);
-    });
+                      Shape{3, 1, 8, 1, DType::F16},
+                      // quantized formats: AVX2 fast dequant (hd % 32 == 0), scalar rows, scalar kernel
+                      Shape{9, 3, 64, 16, kKvQ8}, Shape{9, 3, 64, 16, kKvQ4}, Shape{9, 3, 64, 16, kKvKivi2},
+                      Shape{4, 1, 256, 16, kKvQ8}, Shape{4, 1, 256, 16, kKvQ4}, Shape{4, 1, 256, 16, kKvKivi2},
+                      Shape{8, 2, 64, 1, kKvKivi2}, Shape{8, 2, 64, 32, kKvKivi2}, Shape{6, 2, 24, 16, kKvQ4},
+                      Shape{6, 2, 24, 16, kKvKivi2}, Shape{4, 4, 12, 32, kKvQ8}, Shape{4, 4, 12, 32, kKvKivi2}),
+    [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 TEST(AttentionTest, SingleKeyReturnsItsValue) {
   const Shape sh{2, 1, 16, 16, DType::F32};
@@ -216,19 +237,28 @@ class AttentionInvariance : public ::testing::TestWithParam<Shape> {};
 TEST_P(AttentionInvariance, SameBitsAloneOrInABatch) {
   const Shape sh = GetParam();
   const size_t row = static_cast<size_t>(sh.n_head) * sh.head_dim;
-  KvPool pool(sh, 640);
-  SeqData a = make_seq(sh, pool, 300, 0, 10);
-  SeqData b = make_seq(sh, pool, 90, 0, 11);
-  SeqData c = make_seq(sh, pool, 200, 24, 12);
-  prefill_history(sh, pool, a, 299);
-  prefill_history(sh, pool, b, 60);
-  prefill_history(sh, pool, c, 150);
+  // Each run gets a fresh pool with the same history, as a step is run once
+  // per position in an engine (kivi2's residual follows the steps).
+  struct World {
+    KvPool pool;
+    SeqData a, b, c;
+    explicit World(const Shape& shp) : pool(shp, 640) {
+      a = make_seq(shp, pool, 300, 0, 10);
+      b = make_seq(shp, pool, 90, 0, 11);
+      c = make_seq(shp, pool, 200, 24, 12);
+      prefill_history(shp, pool, a, 299);
+      prefill_history(shp, pool, b, 60);
+      prefill_history(shp, pool, c, 150);
+    }
+  };
   ThreadPool one(1), many(4);
   // a: decode at 299; c: chunk [150, 200)
-  const auto alone_a = run_step(sh, pool, {Part{&a, 299, 1}}, one);
-  const auto alone_c = run_step(sh, pool, {Part{&c, 150, 50}}, many);
-  const auto batch = run_step(sh, pool, {Part{&b, 60, 30}, Part{&a, 299, 1}, Part{&c, 150, 50}}, many);
-  const auto alone_a_many = run_step(sh, pool, {Part{&a, 299, 1}}, many);
+  World w1(sh), w2(sh), w3(sh), w4(sh);
+  const auto alone_a = run_step(sh, w1.pool, {Part{&w1.a, 299, 1}}, one);
+  const auto alone_c = run_step(sh, w2.pool, {Part{&w2.c, 150, 50}}, many);
+  const auto batch =
+      run_step(sh, w3.pool, {Part{&w3.b, 60, 30}, Part{&w3.a, 299, 1}, Part{&w3.c, 150, 50}}, many);
+  const auto alone_a_many = run_step(sh, w4.pool, {Part{&w4.a, 299, 1}}, many);
   EXPECT_EQ(0, std::memcmp(alone_a.data(), batch.data() + 30 * row, row * 4));
   EXPECT_EQ(0, std::memcmp(alone_a.data(), alone_a_many.data(), row * 4));
   EXPECT_EQ(0, std::memcmp(alone_c.data(), batch.data() + 31 * row, 50 * row * 4));
@@ -262,7 +292,11 @@ TEST_P(AttentionInvariance, SameBitsWhateverTheChunking) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
                          ::testing::Values(Shape{9, 3, 64, 16, DType::F32}, Shape{9, 3, 64, 16, DType::F16},
                                            Shape{8, 2, 256, 32, DType::F32}, Shape{6, 2, 24, 1, DType::F16},
-                                           Shape{4, 2, 12, 16, DType::F32}));
+                                           Shape{4, 2, 12, 16, DType::F32}, Shape{9, 3, 64, 16, kKvQ8},
+                                           Shape{9, 3, 64, 16, kKvQ4}, Shape{9, 3, 64, 16, kKvKivi2},
+                                           Shape{8, 2, 256, 32, kKvKivi2}, Shape{6, 2, 24, 1, kKvKivi2},
+                                           Shape{4, 2, 12, 16, kKvKivi2}, Shape{4, 2, 12, 16, kKvQ4}),
+                         [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 }  // namespace
 }  // namespace omnibus

@@ -2,21 +2,32 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <utility>
 
+#include "kernels/kv_quant.h"
 #include "util/check.h"
 
 namespace omnibus {
 
-size_t KvGeometry::bytes_per_token() const {
-  return 2 * size_t(n_layers) * size_t(n_kv_heads) * dtype_row_size(dtype, head_dim);
+size_t KvGeometry::bytes_per_block() const {
+  const KvUnitBytes u = kv_unit_bytes(dtype, block_size, head_dim);
+  return size_t(n_layers) * size_t(n_kv_heads) * (u.k + u.v);
+}
+
+size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
+  if (dtype != kKvKivi2) return 0;
+  const size_t slots = size_t(std::min<int64_t>(kivi_residual_slots, n_blocks));
+  return size_t(n_layers) * slots * 2 * size_t(n_kv_heads) * size_t(block_size) * size_t(head_dim) * 2;
 }
 
 StatusOr<DType> parse_kv_dtype(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  return Status::invalid_argument("unknown KV cache dtype '{}' (choices: f16, f32)", name);
+  for (DType t : {DType::F32, DType::F16, kKvQ8, kKvQ4, kKvKivi2}) {
+    if (name == kv_dtype_name(t)) return t;
+  }
+  return Status::invalid_argument("unknown KV cache dtype '{}' (choices: f16, f32, q8, q4, kivi2)", name);
 }
 
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int64_t n_blocks) {
@@ -25,6 +36,14 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
                                     g.n_layers, g.n_kv_heads, g.head_dim, g.block_size);
   }
   if (n_blocks < 1) return Status::invalid_argument("KV cache needs at least one block");
+  if (!is_kv_dtype(g.dtype)) return Status::invalid_argument("{} is not a KV cache format", dtype_name(g.dtype));
+  if (!kv_dtype_supports_head_dim(g.dtype, g.head_dim)) {
+    return Status::invalid_argument("KV cache format {} cannot store head_dim {}", kv_dtype_name(g.dtype),
+                                    g.head_dim);
+  }
+  if (g.dtype == kKvKivi2 && g.kivi_residual_slots < 0) {
+    return Status::invalid_argument("kivi2 residual slots must be >= 0");
+  }
   const size_t n_bytes = g.bytes_per_block() * size_t(n_blocks);
   // mmap gives page-aligned, zero-filled memory that is only committed when touched.
   void* mem = mmap(nullptr, n_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -35,32 +54,54 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
 }
 
 KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_bytes)
-    : geometry_(g), n_blocks_(n_blocks), mem_(mem), n_bytes_(n_bytes) {}
+    : geometry_(g), n_blocks_(n_blocks), mem_(mem), n_bytes_(n_bytes) {
+  if (g.dtype == kKvKivi2) {
+    kivi_staging_ = std::make_unique<KiviStaging>();
+    const int slots = int(std::min<int64_t>(g.kivi_residual_slots, n_blocks));
+    for (int il = 0; il < g.n_layers; ++il) {
+      kivi_.push_back(std::make_unique<KiviResidual>(n_blocks, g.n_kv_heads, g.block_size, g.head_dim, slots,
+                                                     kivi_staging_.get()));
+    }
+  }
+}
 
 KvStorage::~KvStorage() { munmap(mem_, n_bytes_); }
 
-size_t KvStorage::layer_half_bytes() const {
-  return size_t(n_blocks_) * size_t(geometry_.n_kv_heads) * size_t(geometry_.block_size) *
-         dtype_row_size(geometry_.dtype, geometry_.head_dim);
+size_t KvStorage::k_pool_bytes() const {
+  return size_t(n_blocks_) * size_t(geometry_.n_kv_heads) *
+         kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim).k;
+}
+
+size_t KvStorage::v_pool_bytes() const {
+  return size_t(n_blocks_) * size_t(geometry_.n_kv_heads) *
+         kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim).v;
 }
 
 PagedKvLayer KvStorage::layer(int il) const {
   OMNIBUS_DCHECK(il >= 0 && il < geometry_.n_layers);
-  auto* base = static_cast<uint8_t*>(mem_) + 2 * size_t(il) * layer_half_bytes();
-  return PagedKvLayer{geometry_.dtype, base, base + layer_half_bytes(), geometry_.block_size,
-                      geometry_.n_kv_heads, geometry_.head_dim};
+  auto* base = static_cast<uint8_t*>(mem_) + size_t(il) * (k_pool_bytes() + v_pool_bytes());
+  return PagedKvLayer{geometry_.dtype,       base, base + k_pool_bytes(), geometry_.block_size,
+                      geometry_.n_kv_heads, geometry_.head_dim,
+                      kivi_.empty() ? nullptr : kivi_[size_t(il)].get()};
+}
+
+uint64_t KvStorage::kivi_steals() const {
+  uint64_t n = 0;
+  for (const auto& r : kivi_) n += r->n_steals() + r->n_no_slot();
+  return n;
 }
 
 void KvStorage::copy_block(int64_t src, int64_t dst) {
   OMNIBUS_CHECK(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_);
-  const size_t block_bytes = size_t(geometry_.n_kv_heads) * size_t(geometry_.block_size) *
-                             dtype_row_size(geometry_.dtype, geometry_.head_dim);
+  const KvUnitBytes u = kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim);
   for (int il = 0; il < geometry_.n_layers; ++il) {
     const PagedKvLayer l = layer(il);
-    for (void* pool : {l.k, l.v}) {
+    for (const auto& [pool, unit] : {std::pair{l.k, u.k}, std::pair{l.v, u.v}}) {
+      const size_t block_bytes = size_t(geometry_.n_kv_heads) * unit;
       auto* p = static_cast<uint8_t*>(pool);
       std::memcpy(p + size_t(dst) * block_bytes, p + size_t(src) * block_bytes, block_bytes);
     }
+    if (l.kivi != nullptr) kivi_copy_block(l, src, dst);
   }
 }
 

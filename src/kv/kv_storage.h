@@ -4,7 +4,12 @@
 // how many tokens the engine can hold (PagedAttention).
 //
 // Layout, per layer and for K and V separately (see kernels/attention.h):
-//   [n_blocks, n_kv_heads, block_size, head_dim]  elements of `dtype`
+//   [n_blocks, n_kv_heads] units of block_size rows in the KV format `dtype`
+//   (f32, f16, q8, q4, kivi2: byte layouts in kernels/kv_quant.h and
+//   docs/kv-quantization.md). Everything a block holds is inside its units,
+//   so copy_block copies a block whole; kivi2 additionally keeps, per layer,
+//   fp16 residual slots for key groups still being filled (a fixed area of
+//   fixed_bytes(), kernels/kv_quant_kivi.h), which copy_block duplicates too.
 // KvStorage knows nothing about which block belongs to whom: that is the block
 // manager's job (kv/block_pool.h); the model only sees block tables.
 //
@@ -14,10 +19,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/dtype.h"
+#include "kernels/kv_quant_kivi.h"
 #include "util/status.h"
 
 namespace omnibus {
@@ -27,14 +35,20 @@ struct KvGeometry {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;
-  DType dtype = DType::F16;
+  DType dtype = DType::F16;  // a KV format tag (kernels/kv_quant.h)
+  int kivi_residual_slots = 64;  // kivi2: fp16 residual slots per layer (at most n_blocks)
 
-  // Bytes one token occupies across all layers, K and V.
-  size_t bytes_per_token() const;
-  size_t bytes_per_block() const { return bytes_per_token() * size_t(block_size); }
+  // Bytes one block occupies across all layers, K and V.
+  size_t bytes_per_block() const;
+  // bytes_per_block / block_size (what one token costs in the pool).
+  size_t bytes_per_token() const { return bytes_per_block() / size_t(block_size); }
+  // Memory besides the blocks (kivi2's residual slots and their bookkeeping
+  // excluded: block tables of ints); 0 for the other formats.
+  size_t fixed_bytes(int64_t n_blocks) const;
 };
 
-// Accepts "f32", "f16"; returns a Status naming the choices otherwise.
+// Accepts "f32", "f16", "q8", "q4", "kivi2"; returns a Status naming the
+// choices otherwise. The DType is the format's tag (kernels/kv_quant.h).
 StatusOr<DType> parse_kv_dtype(const std::string& name);
 
 class KvStorage {
@@ -47,7 +61,10 @@ class KvStorage {
 
   const KvGeometry& geometry() const { return geometry_; }
   int64_t n_blocks() const { return n_blocks_; }
-  size_t n_bytes() const { return n_bytes_; }
+  // Blocks plus fixed_bytes (kivi2's residual window).
+  size_t n_bytes() const { return n_bytes_ + geometry_.fixed_bytes(n_blocks_); }
+  // kivi2: residual slots stolen / not available so far (summed over layers).
+  uint64_t kivi_steals() const;
 
   // The K/V pools of one layer, as the attention kernels take them.
   PagedKvLayer layer(int il) const;
@@ -57,12 +74,15 @@ class KvStorage {
 
  private:
   KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_bytes);
-  size_t layer_half_bytes() const;  // bytes of one layer's K (or V) pool
+  size_t k_pool_bytes() const;  // bytes of one layer's K pool
+  size_t v_pool_bytes() const;  // bytes of one layer's V pool
 
   const KvGeometry geometry_;
   const int64_t n_blocks_;
   void* const mem_;
-  const size_t n_bytes_;
+  const size_t n_bytes_;  // of mem_
+  std::unique_ptr<KiviStaging> kivi_staging_;            // kivi2 only
+  std::vector<std::unique_ptr<KiviResidual>> kivi_;      // kivi2 only: per layer
 };
 
 }  // namespace omnibus

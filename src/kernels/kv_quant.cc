@@ -1,0 +1,286 @@
+// Scalar reference codecs of the KV formats (layouts: kv_quant.h).
+#include "kernels/kv_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "util/check.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+namespace {
+
+size_t round4(size_t n) { return (n + 3) / 4 * 4; }
+
+inline float ld16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+inline void st16(uint8_t* p, float x) {
+  const uint16_t h = fp32_to_fp16(x);
+  std::memcpy(p, &h, 2);
+}
+
+// Asymmetric quantization of x[0..n) to levels 0..n_levels-1: stores {d, m}
+// as fp16 and returns the decoded pair; codes use the decoded values.
+void minmax(const float* x, int n, float* lo, float* hi) {
+  float a = x[0], b = x[0];
+  for (int i = 1; i < n; ++i) {
+    a = std::min(a, x[i]);
+    b = std::max(b, x[i]);
+  }
+  *lo = a;
+  *hi = b;
+}
+
+inline int quant_level(float x, float d, float m, int max_level) {
+  if (!(d > 0.f)) return 0;
+  const int q = static_cast<int>(std::lrint((x - m) / d));
+  return std::clamp(q, 0, max_level);
+}
+
+// 2-bit row codes: byte j holds channels j + k * hd/4 at bits 2k.
+void q2_pack(uint8_t* codes, int hd, const float* x, const float* d, const float* m, bool per_channel) {
+  const int q = hd / 4;
+  for (int j = 0; j < q; ++j) {
+    uint8_t b = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int c = j + k * q;
+      const float dc = per_channel ? d[c] : d[0];
+      const float mc = per_channel ? m[c] : m[0];
+      b = uint8_t(b | quant_level(x[c], dc, mc, 3) << (2 * k));
+    }
+    codes[j] = b;
+  }
+}
+
+inline int q2_code(const uint8_t* codes, int hd, int c) {
+  const int q = hd / 4;
+  return (codes[c % q] >> (2 * (c / q))) & 3;
+}
+
+}  // namespace
+
+bool is_kv_dtype(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == kKvQ8 || t == kKvQ4 || t == kKvKivi2;
+}
+
+bool is_kv_quantized(DType t) { return t == kKvQ8 || t == kKvQ4 || t == kKvKivi2; }
+
+std::string_view kv_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case kKvQ8: return "q8";
+    case kKvQ4: return "q4";
+    case kKvKivi2: return "kivi2";
+    default: break;
+  }
+  OMNIBUS_CHECK(false && "not a KV dtype");
+  return "";
+}
+
+bool kv_dtype_supports_head_dim(DType t, int head_dim) {
+  if (head_dim <= 0) return false;
+  if (t == kKvQ4) return head_dim % 2 == 0;
+  if (t == kKvKivi2) return head_dim % 4 == 0;
+  return true;
+}
+
+int kv_q4_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+
+KiviKLayout kivi_k_layout(int bs, int hd) {
+  KiviKLayout l;
+  l.stats = 8;
+  l.codes = l.stats + round4(std::max<size_t>(size_t(3) * hd, size_t(4) * bs));
+  l.bytes = round4(l.codes + size_t(bs) * (hd / 4));
+  return l;
+}
+
+KvUnitBytes kv_unit_bytes(DType t, int bs, int hd) {
+  OMNIBUS_CHECK(is_kv_dtype(t) && kv_dtype_supports_head_dim(t, hd) && bs > 0);
+  const size_t n = size_t(bs) * size_t(hd);
+  switch (t) {
+    case DType::F32: return {n * 4, n * 4};
+    case DType::F16: return {n * 2, n * 2};
+    case kKvQ8: {
+      const size_t b = round4(round4(n) + size_t(2) * bs);
+      return {b, b};
+    }
+    case kKvQ4: {
+      const size_t b = round4(n / 2) + size_t(bs) * (hd / kv_q4_group(hd)) * 4;
+      return {b, b};
+    }
+    default: {  // kivi2
+      const size_t v = round4(n / 4) + size_t(4) * bs;
+      return {kivi_k_layout(bs, hd).bytes, v};
+    }
+  }
+}
+
+const float* kivi_exp2_table() {
+  static const auto* table = [] {
+    auto* t = new float[256];
+    for (int e = 0; e < 256; ++e) t[e] = std::exp2(-float(e) / 16.f);
+    return t;
+  }();
+  return table;
+}
+
+// ---- q8 ----
+void q8_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
+  float amax = 0.f;
+  for (int c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(x[c]));
+  uint8_t* scales = unit + round4(size_t(bs) * hd);
+  st16(scales + 2 * row, amax / 127.f);
+  const float d = ld16(scales + 2 * row);
+  auto* q = reinterpret_cast<int8_t*>(unit + size_t(row) * hd);
+  for (int c = 0; c < hd; ++c) {
+    q[c] = d > 0.f ? int8_t(std::clamp(static_cast<int>(std::lrint(x[c] / d)), -127, 127)) : int8_t(0);
+  }
+}
+
+void q8_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
+  const float d = ld16(unit + round4(size_t(bs) * hd) + 2 * row);
+  const auto* q = reinterpret_cast<const int8_t*>(unit + size_t(row) * hd);
+  for (int c = 0; c < hd; ++c) y[c] = d * float(q[c]);
+}
+
+// ---- q4 ----
+void q4_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
+  const int g = kv_q4_group(hd), ng = hd / g;
+  uint8_t* codes = unit + size_t(row) * (hd / 2);
+  uint8_t* dm = unit + round4(size_t(bs) * hd / 2) + size_t(row) * ng * 4;
+  for (int gi = 0; gi < ng; ++gi) {
+    const float* xg = x + gi * g;
+    float lo, hi;
+    minmax(xg, g, &lo, &hi);
+    st16(dm + 4 * gi, (hi - lo) / 15.f);
+    st16(dm + 4 * gi + 2, lo);
+    const float d = ld16(dm + 4 * gi), m = ld16(dm + 4 * gi + 2);
+    uint8_t* cg = codes + gi * (g / 2);
+    for (int j = 0; j < g / 2; ++j) {
+      cg[j] = uint8_t(quant_level(xg[j], d, m, 15) | quant_level(xg[j + g / 2], d, m, 15) << 4);
+    }
+  }
+}
+
+void q4_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
+  const int g = kv_q4_group(hd), ng = hd / g;
+  const uint8_t* codes = unit + size_t(row) * (hd / 2);
+  const uint8_t* dm = unit + round4(size_t(bs) * hd / 2) + size_t(row) * ng * 4;
+  for (int gi = 0; gi < ng; ++gi) {
+    const float d = ld16(dm + 4 * gi), m = ld16(dm + 4 * gi + 2);
+    const uint8_t* cg = codes + gi * (g / 2);
+    for (int j = 0; j < g / 2; ++j) {
+      y[gi * g + j] = m + d * float(cg[j] & 15);
+      y[gi * g + j + g / 2] = m + d * float(cg[j] >> 4);
+    }
+  }
+}
+
+// ---- 2-bit per token ----
+void q2_store_row(uint8_t* codes, uint16_t* dm, int hd, const float* x) {
+  float lo, hi;
+  minmax(x, hd, &lo, &hi);
+  dm[0] = fp32_to_fp16((hi - lo) / 3.f);
+  dm[1] = fp32_to_fp16(lo);
+  const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
+  q2_pack(codes, hd, x, &d, &m, false);
+}
+
+void q2_load_row(const uint8_t* codes, const uint16_t* dm, int hd, float* y) {
+  const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
+  for (int c = 0; c < hd; ++c) y[c] = m + d * float(q2_code(codes, hd, c));
+}
+
+// ---- kivi2 ----
+void kivi_v_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
+  auto* dm = reinterpret_cast<uint16_t*>(unit + round4(size_t(bs) * hd / 4));
+  q2_store_row(unit + size_t(row) * (hd / 4), dm + 2 * row, hd, x);
+}
+
+void kivi_v_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
+  const auto* dm = reinterpret_cast<const uint16_t*>(unit + round4(size_t(bs) * hd / 4));
+  q2_load_row(unit + size_t(row) * (hd / 4), dm + 2 * row, hd, y);
+}
+
+void kivi_k_set_state(uint8_t* kunit, uint8_t state) { kunit[4] = state; }
+
+void kivi_k_seal(uint8_t* kunit, int bs, int hd, const float* x) {
+  const KiviKLayout l = kivi_k_layout(bs, hd);
+  uint8_t* mstat = kunit + l.stats;
+  uint8_t* estat = mstat + 2 * hd;
+  float smax = 0.f;
+  for (int c = 0; c < hd; ++c) {
+    float lo = x[c], hi = x[c];
+    for (int r = 1; r < bs; ++r) {
+      lo = std::min(lo, x[size_t(r) * hd + c]);
+      hi = std::max(hi, x[size_t(r) * hd + c]);
+    }
+    st16(mstat + 2 * c, lo);
+    smax = std::max(smax, (hi - lo) / 3.f);
+  }
+  std::memcpy(kunit, &smax, 4);
+  for (int c = 0; c < hd; ++c) {
+    float lo = x[c], hi = x[c];
+    for (int r = 1; r < bs; ++r) {
+      lo = std::min(lo, x[size_t(r) * hd + c]);
+      hi = std::max(hi, x[size_t(r) * hd + c]);
+    }
+    const float dc = (hi - lo) / 3.f;
+    int e = 255;
+    if (dc > 0.f && smax > 0.f) e = std::clamp(static_cast<int>(std::floor(-16.f * std::log2(dc / smax))), 0, 255);
+    estat[c] = uint8_t(e);
+  }
+  kivi_k_set_state(kunit, kKiviSealed);
+  for (int r = 0; r < bs; ++r) kivi_k_store_row_sealed(kunit, bs, hd, r, x + size_t(r) * hd);
+}
+
+void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m) {
+  float smax;
+  std::memcpy(&smax, kunit, 4);
+  const uint8_t* mstat = kunit + 8;
+  const uint8_t* estat = mstat + 2 * hd;
+  const float* t = kivi_exp2_table();
+  for (int c = 0; c < hd; ++c) {
+    m[c] = ld16(mstat + 2 * c);
+    d[c] = smax * t[estat[c]];
+  }
+}
+
+void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int row, const float* x) {
+  const KiviKLayout l = kivi_k_layout(bs, hd);
+  float d[1024], m[1024];
+  OMNIBUS_CHECK(hd <= 1024);
+  kivi_k_channel_stats(kunit, hd, d, m);
+  q2_pack(kunit + l.codes + size_t(row) * (hd / 4), hd, x, d, m, true);
+}
+
+void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int row, const float* x) {
+  const KiviKLayout l = kivi_k_layout(bs, hd);
+  auto* dm = reinterpret_cast<uint16_t*>(kunit + l.stats);
+  q2_store_row(kunit + l.codes + size_t(row) * (hd / 4), dm + 2 * row, hd, x);
+}
+
+void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int row, float* y) {
+  const KiviKLayout l = kivi_k_layout(bs, hd);
+  const uint8_t* codes = kunit + l.codes + size_t(row) * (hd / 4);
+  const uint8_t state = kivi_k_state(kunit);
+  if (state == kKiviPerToken) {
+    const auto* dm = reinterpret_cast<const uint16_t*>(kunit + l.stats);
+    q2_load_row(codes, dm + 2 * row, hd, y);
+    return;
+  }
+  OMNIBUS_DCHECK(state == kKiviSealed);
+  float smax;
+  std::memcpy(&smax, kunit, 4);
+  const uint8_t* mstat = kunit + l.stats;
+  const uint8_t* estat = mstat + 2 * hd;
+  const float* t = kivi_exp2_table();
+  for (int c = 0; c < hd; ++c) y[c] = ld16(mstat + 2 * c) + smax * t[estat[c]] * float(q2_code(codes, hd, c));
+}
+
+}  // namespace omnibus

@@ -1,0 +1,99 @@
+// Quantized KV-cache formats: byte layouts and scalar row codecs (the
+// reference that tests and the AVX2 kernels are held to). The full layouts,
+// with the reasons behind them, are in docs/kv-quantization.md.
+//
+// A KV pool is per layer and per K/V: [n_blocks, n_kv_heads] "units", each
+// unit holding one block's block_size rows of one KV head in the format:
+//
+//   f32    float [bs][hd]
+//   f16    fp16 [bs][hd]
+//   q8     int8 codes [bs][hd] | fp16 d [bs]               x = d * q, d = absmax / 127
+//   q4     codes [bs][hd/2] | {fp16 d, fp16 m} [bs][hd/G]   x = m + d * q, q in 0..15,
+//          groups of G = 32 channels (G = hd if hd % 32 != 0); in a group's G/2
+//          bytes, byte j holds channel j (low nibble) and j + G/2 (high nibble)
+//   kivi2  V unit: codes [bs][hd/4] | {fp16 d, fp16 m} [bs]  (2 bits, per token)
+//          K unit: header {f32 smax, u8 state, 3 pad} | stats | codes [bs][hd/4]
+//            state kKiviOpen: group not complete, keys live in the f16 residual
+//            state kKiviSealed: per channel over the block's bs tokens (KIVI):
+//              stats = fp16 m [hd] | u8 e [hd], d_c = smax * 2^(-e_c / 16)
+//            state kKiviPerToken: fallback when no residual slot was free:
+//              stats = {fp16 d, fp16 m} [bs], as V
+//          2-bit rows: byte j holds channels j + k * hd/4 at bits 2k (k = 0..3).
+//
+// The formats are named by DType tags (the KV format, not the ggml weight
+// layout of the same name): Q8_0 = q8, Q4_1 = q4, Q2_K = kivi2.
+//
+// Thread-safety: pure functions on caller-owned memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/dtype.h"
+
+namespace omnibus {
+
+constexpr DType kKvQ8 = DType::Q8_0;
+constexpr DType kKvQ4 = DType::Q4_1;
+constexpr DType kKvKivi2 = DType::Q2_K;
+
+// kivi2 K unit states.
+constexpr uint8_t kKiviOpen = 0;
+constexpr uint8_t kKiviSealed = 1;
+constexpr uint8_t kKiviPerToken = 2;
+
+bool is_kv_dtype(DType t);
+// "f32", "f16", "q8", "q4", "kivi2"; REQUIRES is_kv_dtype(t).
+std::string_view kv_dtype_name(DType t);
+bool is_kv_quantized(DType t);
+// Whether the format can store rows of head_dim elements (q4: even, kivi2: % 4).
+bool kv_dtype_supports_head_dim(DType t, int head_dim);
+
+// Bytes of one (block, KV head) unit of the K pool and of the V pool.
+struct KvUnitBytes {
+  size_t k = 0, v = 0;
+};
+KvUnitBytes kv_unit_bytes(DType t, int block_size, int head_dim);
+
+int kv_q4_group(int head_dim);
+
+// Offsets inside a kivi2 K unit.
+struct KiviKLayout {
+  size_t stats;  // start of the stats region (after the 8-byte header)
+  size_t codes;  // start of the codes [bs][hd/4]
+  size_t bytes;  // unit size
+};
+KiviKLayout kivi_k_layout(int block_size, int head_dim);
+
+// d_c = smax * kivi_exp2_table()[e_c], entry e = 2^(-e/16).
+const float* kivi_exp2_table();
+
+// --- row codecs (scalar reference). `unit` is the (block, head) unit. ---
+void q8_store_row(uint8_t* unit, int bs, int hd, int row, const float* x);
+void q8_load_row(const uint8_t* unit, int bs, int hd, int row, float* y);
+void q4_store_row(uint8_t* unit, int bs, int hd, int row, const float* x);
+void q4_load_row(const uint8_t* unit, int bs, int hd, int row, float* y);
+
+// 2-bit per-token rows: codes [hd/4] at `codes`, {d, m} at `dm`.
+void q2_store_row(uint8_t* codes, uint16_t* dm, int hd, const float* x);
+void q2_load_row(const uint8_t* codes, const uint16_t* dm, int hd, float* y);
+
+// kivi2 V row `row` of a V unit.
+void kivi_v_store_row(uint8_t* unit, int bs, int hd, int row, const float* x);
+void kivi_v_load_row(const uint8_t* unit, int bs, int hd, int row, float* y);
+
+inline uint8_t kivi_k_state(const uint8_t* kunit) { return kunit[4]; }
+void kivi_k_set_state(uint8_t* kunit, uint8_t state);
+// Seals a K unit: per-channel quantization of rows x [bs][hd] (f32 values).
+void kivi_k_seal(uint8_t* kunit, int bs, int hd, const float* x);
+// Per-token K row (state kKiviPerToken).
+void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int row, const float* x);
+// Rewrites one row of a sealed unit with its existing per-channel stats (codes clamped).
+void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int row, const float* x);
+// Per-channel {d, m} of a sealed unit: d[hd], m[hd].
+void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m);
+// REQUIRES state is kKiviSealed or kKiviPerToken.
+void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int row, float* y);
+
+}  // namespace omnibus

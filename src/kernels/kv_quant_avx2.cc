@@ -1,0 +1,141 @@
+// AVX2 dequantization of KV rows into f32 tiles for paged attention
+// (layouts: kv_quant.h). Shapes the fast paths do not cover (q4 with
+// head_dim % 32 != 0, kivi2 with head_dim % 32 != 0) use the scalar row codecs.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/attention_internal.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_paged.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+namespace {
+
+inline float ld16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+
+inline __m256 u8x8_to_ps(const uint8_t* p, int shift, int mask) {
+  __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  __m256i v = _mm256_cvtepu8_epi32(b);
+  v = _mm256_and_si256(_mm256_srli_epi32(v, shift), _mm256_set1_epi32(mask));
+  return _mm256_cvtepi32_ps(v);
+}
+
+void q8_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
+  const uint8_t* scales = unit + (size_t(bs) * hd + 3) / 4 * 4;
+  for (int r = r0; r < r1; ++r, y += hd) {
+    const __m256 d = _mm256_set1_ps(ld16(scales + 2 * r));
+    const uint8_t* q = unit + size_t(r) * hd;
+    for (int c = 0; c < hd; c += 8) {
+      const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c)));
+      _mm256_storeu_ps(y + c, _mm256_mul_ps(d, _mm256_cvtepi32_ps(v)));
+    }
+  }
+}
+
+void q4_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
+  if (kv_q4_group(hd) != 32) {
+    for (int r = r0; r < r1; ++r, y += hd) q4_load_row(unit, bs, hd, r, y);
+    return;
+  }
+  const int ng = hd / 32;
+  const uint8_t* dm_base = unit + (size_t(bs) * hd / 2 + 3) / 4 * 4;
+  for (int r = r0; r < r1; ++r, y += hd) {
+    const uint8_t* codes = unit + size_t(r) * (hd / 2);
+    const uint8_t* dm = dm_base + size_t(r) * ng * 4;
+    for (int g = 0; g < ng; ++g) {
+      const __m256 d = _mm256_set1_ps(ld16(dm + 4 * g)), m = _mm256_set1_ps(ld16(dm + 4 * g + 2));
+      for (int j = 0; j < 16; j += 8) {
+        const uint8_t* p = codes + g * 16 + j;
+        _mm256_storeu_ps(y + g * 32 + j, _mm256_fmadd_ps(d, u8x8_to_ps(p, 0, 15), m));
+        _mm256_storeu_ps(y + g * 32 + 16 + j, _mm256_fmadd_ps(d, u8x8_to_ps(p, 4, 15), m));
+      }
+    }
+  }
+}
+
+// One 2-bit row: y[j + k*q] = m[.] + d[.] * code, per channel (dv/mv arrays)
+// or per token (broadcast). REQUIRES hd % 32 == 0.
+inline void q2_row(const uint8_t* codes, int hd, const float* dv, const float* mv, float d, float m, float* y) {
+  const int q = hd / 4;
+  for (int k = 0; k < 4; ++k) {
+    for (int j = 0; j < q; j += 8) {
+      const __m256 x = u8x8_to_ps(codes + j, 2 * k, 3);
+      const int c = j + k * q;
+      const __m256 vd = dv ? _mm256_loadu_ps(dv + c) : _mm256_set1_ps(d);
+      const __m256 vm = mv ? _mm256_loadu_ps(mv + c) : _mm256_set1_ps(m);
+      _mm256_storeu_ps(y + c, _mm256_fmadd_ps(vd, x, vm));
+    }
+  }
+}
+
+void kivi_v_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
+  const uint8_t* dm = unit + (size_t(bs) * hd / 4 + 3) / 4 * 4;
+  for (int r = r0; r < r1; ++r, y += hd) {
+    if (hd % 32 != 0) {
+      kivi_v_load_row(unit, bs, hd, r, y);
+      continue;
+    }
+    q2_row(unit + size_t(r) * (hd / 4), hd, nullptr, nullptr, ld16(dm + 4 * r), ld16(dm + 4 * r + 2), y);
+  }
+}
+
+void kivi_k_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
+  const uint8_t state = kivi_k_state(unit);
+  if (state == kKiviOpen) {
+    std::fill_n(y, size_t(r1 - r0) * hd, 0.f);
+    return;
+  }
+  if (hd % 32 != 0) {
+    for (int r = r0; r < r1; ++r, y += hd) kivi_k_load_row(unit, bs, hd, r, y);
+    return;
+  }
+  const KiviKLayout l = kivi_k_layout(bs, hd);
+  if (state == kKiviPerToken) {
+    const uint8_t* dm = unit + l.stats;
+    for (int r = r0; r < r1; ++r, y += hd) {
+      q2_row(unit + l.codes + size_t(r) * (hd / 4), hd, nullptr, nullptr, ld16(dm + 4 * r), ld16(dm + 4 * r + 2), y);
+    }
+    return;
+  }
+  alignas(32) float d[512], m[512];
+  if (hd > 512) {
+    for (int r = r0; r < r1; ++r, y += hd) kivi_k_load_row(unit, bs, hd, r, y);
+    return;
+  }
+  kivi_k_channel_stats(unit, hd, d, m);
+  for (int r = r0; r < r1; ++r, y += hd) q2_row(unit + l.codes + size_t(r) * (hd / 4), hd, d, m, 0.f, 0.f, y);
+}
+
+}  // namespace
+
+void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0, int32_t j1,
+                          float* y) {
+  const int bs = kv.block_size, hd = kv.head_dim;
+  for (int32_t j = j0; j < j1;) {
+    const int32_t blk_end = std::min<int32_t>(j1, (j / bs + 1) * bs);
+    const uint8_t* unit = kv_unit(kv, is_v, s.block_table[j / bs], h);
+    const int r0 = j % bs, r1 = r0 + (blk_end - j);
+    switch (kv.dtype) {
+      case kKvQ8: q8_rows(unit, bs, hd, r0, r1, y); break;
+      case kKvQ4: q4_rows(unit, bs, hd, r0, r1, y); break;
+      default:
+        if (is_v) {
+          kivi_v_rows(unit, bs, hd, r0, r1, y);
+        } else {
+          kivi_k_rows(unit, bs, hd, r0, r1, y);
+        }
+        break;
+    }
+    y += size_t(blk_end - j) * hd;
+    j = blk_end;
+  }
+}
+
+}  // namespace omnibus

@@ -1,0 +1,246 @@
+// kivi2 store path and residual-slot bookkeeping (see kv_quant_kivi.h).
+#include "kernels/kv_quant_kivi.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/attention_internal.h"
+#include "kernels/cpu_features.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_paged.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+namespace {
+
+void to_f32(const uint16_t* h, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] = fp16_to_fp32(h[i]);
+}
+
+void to_f16(const float* x, uint16_t* h, int64_t n) {
+  if (cpu_features().use_avx2()) return store_f16_avx2(x, h, n);
+  for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
+}
+
+}  // namespace
+
+KiviResidual::KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int head_dim, int n_slots,
+                           KiviStaging* staging)
+    : n_kv_(n_kv_heads), bs_(block_size), hd_(head_dim), n_slots_(n_slots), staging_(staging) {
+  OMNIBUS_CHECK(n_slots >= 0 && n_blocks >= 1 && staging != nullptr);
+  const size_t slot_elems = size_t(n_kv_heads) * block_size * head_dim;
+  k_.assign(slot_elems * n_slots, 0);
+  v_.assign(slot_elems * n_slots, 0);
+  slot_of_.assign(size_t(n_blocks), -1);
+  owner_.assign(size_t(n_slots), -1);
+  fill_.assign(size_t(n_slots), 0);
+  stamp_.assign(size_t(n_slots), 0);
+  free_.reserve(size_t(n_slots));
+  for (int32_t s = n_slots - 1; s >= 0; --s) free_.push_back(s);
+  pending_.reserve(size_t(n_slots));
+}
+
+size_t KiviResidual::slot_bytes() const { return 2 * size_t(n_kv_) * bs_ * hd_ * sizeof(uint16_t); }
+
+void KiviResidual::release(int32_t slot) {
+  const int64_t b = owner_[size_t(slot)];
+  if (b < 0) return;
+  if (slot_of_[size_t(b)] == slot) slot_of_[size_t(b)] = -1;
+  owner_[size_t(slot)] = -1;
+  free_.push_back(slot);
+}
+
+void KiviResidual::begin_call() {
+  ++calls_;
+  for (const auto& [slot, block] : pending_) {
+    if (owner_[size_t(slot)] == block) release(slot);
+  }
+  pending_.clear();
+}
+
+int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid) {
+  int32_t slot = -1;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    // Steal the least recently written slot not written in this call.
+    uint64_t best = calls_;
+    for (int32_t s = 0; s < n_slots_; ++s) {
+      if (s != avoid && owner_[size_t(s)] >= 0 && stamp_[size_t(s)] < best) {
+        best = stamp_[size_t(s)];
+        slot = s;
+      }
+    }
+    if (slot < 0) {
+      ++n_no_slot_;
+      return -1;
+    }
+    ++n_steals_;
+    const int64_t victim = owner_[size_t(slot)];
+    if (kivi_k_state(kv_unit(kv, false, victim, 0)) == kKiviOpen) {
+      std::vector<float> x(static_cast<size_t>(hd_));
+      for (int h = 0; h < n_kv_; ++h) {
+        uint8_t* ku = kv_unit(kv, false, victim, h);
+        for (int r = 0; r < fill_[size_t(slot)]; ++r) {
+          to_f32(row(slot, false, h, r), x.data(), hd_);
+          kivi_k_store_row_per_token(ku, bs_, hd_, r, x.data());
+        }
+        kivi_k_set_state(ku, kKiviPerToken);
+      }
+    }
+    slot_of_[size_t(victim)] = -1;
+  }
+  owner_[size_t(slot)] = block;
+  slot_of_[size_t(block)] = slot;
+  fill_[size_t(slot)] = 0;
+  stamp_[size_t(slot)] = calls_;
+  return slot;
+}
+
+void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k, const float* v) {
+  KiviResidual& R = *kv.kivi;
+  OMNIBUS_CHECK(R.n_kv_ == kv.n_kv_heads && R.bs_ == kv.block_size && R.hd_ == kv.head_dim);
+  R.begin_call();
+  const int bs = kv.block_size, hd = kv.head_dim, nkv = kv.n_kv_heads;
+  const int64_t row_elems = int64_t(nkv) * hd;
+
+  // Stage the step's rows in fp16: every later read of them goes through fp16.
+  int64_t n_tok = 0;
+  for (int i = 0; i < n_seqs; ++i) n_tok = std::max<int64_t>(n_tok, seqs[i].first_token + seqs[i].n_tokens);
+  KiviStaging& st = R.staging();
+  if (st.k.size() < size_t(n_tok * row_elems)) {
+    st.k.resize(size_t(n_tok * row_elems));
+    st.v.resize(size_t(n_tok * row_elems));
+  }
+  to_f16(k, st.k.data(), n_tok * row_elems);
+  to_f16(v, st.v.data(), n_tok * row_elems);
+  st.owner = &R;
+
+  thread_local std::vector<float> xs;  // [bs, hd] f32 rows of one block
+  xs.resize(size_t(bs) * hd);
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttentionSeq& s = seqs[i];
+    const int32_t end = s.n_past + s.n_tokens;
+    for (int32_t p0 = s.n_past; p0 < end; p0 = (p0 / bs + 1) * bs) {
+      const int64_t b = s.block_table[p0 / bs];
+      const int r0 = p0 % bs;
+      const int r1 = std::min<int32_t>(end - p0 / bs * bs, bs);
+      // stage row of block row r: token s.first_token + (block start + r - n_past)
+      auto stage = [&](bool is_v, int h, int r) {
+        const int64_t t = s.first_token + (int64_t(p0 / bs) * bs + r - s.n_past);
+        return (is_v ? st.v : st.k).data() + (t * nkv + h) * hd;
+      };
+      if (r0 == 0) {
+        for (int h = 0; h < nkv; ++h) kivi_k_set_state(kv_unit(kv, false, b, h), kKiviOpen);
+      }
+      for (int h = 0; h < nkv; ++h) {
+        uint8_t* vu = kv_unit(kv, true, b, h);
+        for (int r = r0; r < r1; ++r) {
+          to_f32(stage(true, h, r), xs.data(), hd);
+          kivi_v_store_row(vu, bs, hd, r, xs.data());
+        }
+      }
+      const uint8_t state = kivi_k_state(kv_unit(kv, false, b, 0));
+      int32_t slot = R.slot_of(b);
+      if (state == kKiviOpen && r1 < bs && slot < 0) {
+        slot = R.claim(kv, b, -1);
+        if (slot < 0 || r0 > 0) {
+          // No slot (or an open group whose earlier rows were lost, which
+          // claim's conversions rule out): keys of this block per token.
+          OMNIBUS_DCHECK(r0 == 0);
+          for (int h = 0; h < nkv; ++h) kivi_k_set_state(kv_unit(kv, false, b, h), kKiviPerToken);
+          if (slot >= 0) R.release(slot);
+        }
+      }
+      const uint8_t st2 = kivi_k_state(kv_unit(kv, false, b, 0));
+      if (st2 == kKiviPerToken || st2 == kKiviSealed) {
+        for (int h = 0; h < nkv; ++h) {
+          uint8_t* ku = kv_unit(kv, false, b, h);
+          for (int r = r0; r < r1; ++r) {
+            to_f32(stage(false, h, r), xs.data(), hd);
+            if (st2 == kKiviPerToken) {
+              kivi_k_store_row_per_token(ku, bs, hd, r, xs.data());
+            } else {
+              kivi_k_store_row_sealed(ku, bs, hd, r, xs.data());
+            }
+          }
+        }
+        continue;
+      }
+      if (r1 == bs) {  // the group is complete: seal it
+        OMNIBUS_DCHECK(r0 == 0 || slot >= 0);
+        for (int h = 0; h < nkv; ++h) {
+          for (int r = 0; r < bs; ++r) {
+            const uint16_t* src = r >= r0 ? stage(false, h, r) : slot >= 0 ? R.row(slot, false, h, r) : nullptr;
+            if (src != nullptr) {
+              to_f32(src, xs.data() + size_t(r) * hd, hd);
+            } else {
+              std::fill_n(xs.data() + size_t(r) * hd, hd, 0.f);
+            }
+          }
+          kivi_k_seal(kv_unit(kv, false, b, h), bs, hd, xs.data());
+        }
+        if (slot >= 0) {
+          R.stamp_[size_t(slot)] = R.calls_;
+          R.pending_.emplace_back(slot, b);
+        }
+        continue;
+      }
+      // Still open: keep the new rows in the block's slot.
+      for (int h = 0; h < nkv; ++h) {
+        for (int r = r0; r < r1; ++r) {
+          std::memcpy(R.row(slot, false, h, r), stage(false, h, r), size_t(hd) * 2);
+          std::memcpy(R.row(slot, true, h, r), stage(true, h, r), size_t(hd) * 2);
+        }
+      }
+      R.fill_[size_t(slot)] = r1;
+      R.stamp_[size_t(slot)] = R.calls_;
+    }
+  }
+}
+
+void kivi_copy_block(const PagedKvLayer& kv, int64_t src, int64_t dst) {
+  KiviResidual& R = *kv.kivi;
+  if (R.slot_of(dst) >= 0) R.release(R.slot_of(dst));  // stale: dst's old contents are dead
+  const int32_t from = R.slot_of(src);
+  if (from < 0 || kivi_k_state(kv_unit(kv, false, dst, 0)) != kKiviOpen) return;
+  const int32_t to = R.claim(kv, dst, from);
+  const int n_rows = R.fill_[size_t(from)];
+  if (to >= 0) {
+    for (int h = 0; h < kv.n_kv_heads; ++h) {
+      for (int r = 0; r < n_rows; ++r) {
+        std::memcpy(R.row(to, false, h, r), R.row(from, false, h, r), size_t(kv.head_dim) * 2);
+        std::memcpy(R.row(to, true, h, r), R.row(from, true, h, r), size_t(kv.head_dim) * 2);
+      }
+    }
+    R.fill_[size_t(to)] = n_rows;
+    R.stamp_[size_t(to)] = R.calls_ + 1;  // not stolen before its sequence writes it next step
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(kv.head_dim));
+  for (int h = 0; h < kv.n_kv_heads; ++h) {
+    uint8_t* ku = kv_unit(kv, false, dst, h);
+    for (int r = 0; r < n_rows; ++r) {
+      to_f32(R.row(from, false, h, r), x.data(), kv.head_dim);
+      kivi_k_store_row_per_token(ku, kv.block_size, kv.head_dim, r, x.data());
+    }
+    kivi_k_set_state(ku, kKiviPerToken);
+  }
+}
+
+const uint16_t* kivi_f16_row(const PagedKvLayer& kv, const AttentionSeq& s, int kvh, int32_t j, bool is_v) {
+  const KiviResidual& R = *kv.kivi;
+  const int64_t b = s.block_table[j / kv.block_size];
+  if (kivi_k_state(kv_unit(kv, false, b, kvh)) == kKiviPerToken) return nullptr;
+  if (j >= s.n_past) {
+    const KiviStaging& st = R.staging();
+    const int64_t t = s.first_token + (j - s.n_past);
+    return (is_v ? st.v : st.k).data() + (t * kv.n_kv_heads + kvh) * kv.head_dim;
+  }
+  const int32_t slot = R.slot_of(b);
+  return slot >= 0 ? R.row(slot, is_v, kvh, j % kv.block_size) : nullptr;
+}
+
+}  // namespace omnibus

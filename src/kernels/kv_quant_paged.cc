@@ -1,0 +1,50 @@
+// Scalar row reader over every KV format (kv_quant_paged.h).
+#include "kernels/kv_quant_paged.h"
+
+#include "kernels/kv_quant_kivi.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+
+void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32_t j, int h, int32_t qpos,
+                 float* y) {
+  const int bs = kv.block_size, hd = kv.head_dim;
+  const int64_t b = s.block_table[j / bs];
+  const int r = j % bs;
+  const uint8_t* unit = kv_unit(kv, is_v, b, h);
+  switch (kv.dtype) {
+    case DType::F32: {
+      const float* x = reinterpret_cast<const float*>(unit) + size_t(r) * hd;
+      for (int d = 0; d < hd; ++d) y[d] = x[d];
+      return;
+    }
+    case DType::F16: {
+      const uint16_t* x = reinterpret_cast<const uint16_t*>(unit) + size_t(r) * hd;
+      for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
+      return;
+    }
+    case kKvQ8: return q8_load_row(unit, bs, hd, r, y);
+    case kKvQ4: return q4_load_row(unit, bs, hd, r, y);
+    case kKvKivi2: {
+      if (kivi_reads_f16(qpos, j, bs)) {
+        const uint16_t* x = kivi_f16_row(kv, s, h, j, is_v);
+        if (x != nullptr) {
+          for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
+          return;
+        }
+      }
+      if (is_v) return kivi_v_load_row(unit, bs, hd, r, y);
+      return kivi_k_load_row(unit, bs, hd, r, y);
+    }
+    default: OMNIBUS_CHECK(false && "not a KV dtype");
+  }
+}
+
+void kv_store_row_quantized(DType t, uint8_t* unit, int bs, int hd, int r, const float* x) {
+  if (t == kKvQ8) return q8_store_row(unit, bs, hd, r, x);
+  OMNIBUS_CHECK(t == kKvQ4);
+  q4_store_row(unit, bs, hd, r, x);
+}
+
+}  // namespace omnibus

@@ -1,0 +1,36 @@
+// The KV formats seen through a paged layer (kernels/attention.h): where a
+// (block, KV head) unit lives, which rows a query reads in fp16 (kivi2's open
+// group), a scalar row reader that is the definition of what a query at
+// position qpos sees for key/value j, and the quantizing store of q8/q4.
+//
+// Thread-safety: kv_read_row only reads; kv_store_rows writes the named slots.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/kv_quant.h"
+
+namespace omnibus {
+
+// Start of the (block, h) unit of the K (is_v false) or V pool.
+inline uint8_t* kv_unit(const PagedKvLayer& kv, bool is_v, int64_t block, int h) {
+  const KvUnitBytes ub = kv_unit_bytes(kv.dtype, kv.block_size, kv.head_dim);
+  const size_t bytes = is_v ? ub.v : ub.k;
+  return static_cast<uint8_t*>(is_v ? kv.v : kv.k) + (size_t(block) * kv.n_kv_heads + h) * bytes;
+}
+
+// kivi2: a query at qpos reads key/value j from the fp16 residual (j in its
+// still open group) rather than from the quantized block.
+inline bool kivi_reads_f16(int32_t qpos, int32_t j, int block_size) {
+  return j >= (qpos + 1) / block_size * block_size;
+}
+
+// y[0..hd) = row j of KV head h of sequence s as a query at qpos sees it.
+void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32_t j, int h,
+                 int32_t qpos, float* y);
+
+// Writes one row (q8/q4 formats): row r of unit.
+void kv_store_row_quantized(DType t, uint8_t* unit, int bs, int hd, int r, const float* x);
+
+}  // namespace omnibus

@@ -1,0 +1,301 @@
+// KV formats: round-trip error bounds of each codec through kv_store, kivi2's
+// residual window (fp16 reads of the open group, slot exhaustion, copy-on-
+// write), and that a shared (prefix-cached) quantized block reads the same as
+// a recomputed one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_kivi.h"
+#include "kernels/kv_quant_paged.h"
+#include "kernels/thread_pool.h"
+#include "util/fp16.h"
+
+namespace omnibus {
+namespace {
+
+constexpr int kHeads = 4, kKv = 2;
+
+// A pool of n_blocks blocks in format t; block ids are used as given.
+struct Pool {
+  DType t;
+  int bs, hd;
+  std::vector<uint8_t> k, v;
+  KiviStaging staging;
+  std::unique_ptr<KiviResidual> kivi;
+  Pool(DType t_, int bs_, int hd_, int n_blocks, int slots = 16) : t(t_), bs(bs_), hd(hd_) {
+    const KvUnitBytes u = kv_unit_bytes(t, bs, hd);
+    k.assign(size_t(n_blocks) * kKv * u.k, 0xff);
+    v.assign(size_t(n_blocks) * kKv * u.v, 0xff);
+    if (t == kKvKivi2) kivi = std::make_unique<KiviResidual>(n_blocks, kKv, bs, hd, slots, &staging);
+  }
+  PagedKvLayer layer() { return PagedKvLayer{t, k.data(), v.data(), bs, kKv, hd, kivi.get()}; }
+};
+
+std::vector<float> randn(size_t n, uint32_t seed, float outlier_every = 0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = d(rng);
+  return x;
+}
+
+// Keys with a few outlier channels, as real keys have (the case KIVI's
+// per-channel quantization is for).
+std::vector<float> keys_with_outliers(int n_tok, int hd, uint32_t seed) {
+  std::vector<float> x = randn(size_t(n_tok) * kKv * hd, seed);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int c = int(i % size_t(hd));
+    if (c % 16 == 3) x[i] = 8.f + x[i] * 0.5f;
+  }
+  return x;
+}
+
+void store(Pool& p, const std::vector<int32_t>& table, int n_past, int n_tok, const float* k, const float* v) {
+  AttentionSeq s{0, n_tok, n_past, table.data(), 0};
+  kv_store(p.layer(), &s, 1, k, v);
+}
+
+// Round trip: every row read back (as a query far beyond sees it) is within
+// the format's bound of what was stored.
+class RoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(RoundTrip, ErrorWithinFormatBound) {
+  const DType t = GetParam();
+  for (int hd : {64, 24}) {
+    const int bs = 16, n = 64;
+    Pool p(t, bs, hd, 8);
+    const std::vector<int32_t> table{5, 2, 7, 0, 1};
+    const std::vector<float> k = keys_with_outliers(n, hd, 1), v = randn(size_t(n) * kKv * hd, 2);
+    store(p, table, 0, n, k.data(), v.data());
+    AttentionSeq s{0, 0, n, table.data(), 0};  // nothing new: every block read quantized
+    std::vector<float> y(static_cast<size_t>(hd));
+    double sum_sq = 0, sum_err = 0;
+    for (bool is_v : {false, true}) {
+      const std::vector<float>& x = is_v ? v : k;
+      for (int j = 0; j < n; ++j) {
+        for (int h = 0; h < kKv; ++h) {
+          kv_read_row(p.layer(), s, is_v, j, h, n, y.data());
+          const float* xr = &x[(size_t(j) * kKv + h) * hd];
+          float lo = xr[0], hi = xr[0], amax = 0;
+          for (int c = 0; c < hd; ++c) {
+            lo = std::min(lo, xr[c]);
+            hi = std::max(hi, xr[c]);
+            amax = std::max(amax, std::fabs(xr[c]));
+          }
+          for (int c = 0; c < hd; ++c) {
+            float bound;
+            if (t == kKvQ8) {
+              bound = amax / 127.f * 0.5f * 1.01f + 1e-6f;
+            } else if (t == kKvQ4) {
+              const int g = kv_q4_group(hd), g0 = c / g * g;
+              float glo = xr[g0], ghi = xr[g0];
+              for (int e = g0; e < g0 + g; ++e) {
+                glo = std::min(glo, xr[e]);
+                ghi = std::max(ghi, xr[e]);
+              }
+              bound = (ghi - glo) / 15.f * 0.5f * 1.01f + std::fabs(glo) * 1e-3f + 1e-6f;
+            } else if (is_v) {  // kivi2 values: 2 bits per token
+              bound = (hi - lo) / 3.f * 0.5f * 1.01f + std::fabs(lo) * 1e-3f + 1e-6f;
+            } else {  // kivi2 keys: 2 bits per channel over the block's 16 tokens
+              const int b0 = j / bs * bs;
+              float clo = INFINITY, chi = -INFINITY;
+              for (int r = b0; r < b0 + bs; ++r) {
+                clo = std::min(clo, x[(size_t(r) * kKv + h) * hd + c]);
+                chi = std::max(chi, x[(size_t(r) * kKv + h) * hd + c]);
+              }
+              bound = (chi - clo) / 3.f * 0.5f * 1.05f + std::fabs(clo) * 1e-3f + 1e-6f;
+            }
+            ASSERT_LE(std::fabs(y[c] - xr[c]), bound)
+                << kv_dtype_name(t) << " hd " << hd << (is_v ? " V" : " K") << " j " << j << " c " << c;
+            sum_sq += double(xr[c]) * xr[c];
+            sum_err += double(y[c] - xr[c]) * (y[c] - xr[c]);
+          }
+        }
+      }
+    }
+    // And the error is not trivially zero (the format does quantize).
+    EXPECT_GT(sum_err, 0.0);
+    EXPECT_LT(sum_err / sum_sq, t == kKvQ8 ? 1e-4 : t == kKvQ4 ? 1e-2 : 0.1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, RoundTrip, ::testing::Values(kKvQ8, kKvQ4, kKvKivi2),
+                         [](const ::testing::TestParamInfo<DType>& pi) {
+                           return std::string(kv_dtype_name(pi.param));
+                         });
+
+TEST(KvFormat, BytesPerTokenAgainstF16) {
+  const auto per_tok = [](DType t) {
+    const KvUnitBytes u = kv_unit_bytes(t, 16, 64);
+    return double(u.k + u.v) / 16;
+  };
+  EXPECT_EQ(per_tok(DType::F16), 256);
+  EXPECT_EQ(per_tok(DType::F32), 512);
+  EXPECT_EQ(per_tok(kKvQ8), 132);                  // 64 + 2 per row
+  EXPECT_EQ(per_tok(kKvQ4), 80);                   // 32 + 2 x 4 per row
+  EXPECT_LE(per_tok(kKvKivi2), per_tok(DType::F16) / 5);
+}
+
+// kivi2: while a query's own group is open, its keys and values are read in
+// fp16 exactly, so a context shorter than a block gives the f16 pool's bits.
+TEST(Kivi, OpenGroupReadsExactFp16) {
+  ThreadPool tp(2);
+  const int hd = 64, bs = 16, n = 13;
+  const std::vector<int32_t> table{3};
+  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 5), k = randn(size_t(n) * kKv * hd, 6),
+                           v = randn(size_t(n) * kKv * hd, 7);
+  const AttentionParams ap{kHeads, kKv, hd, 0.125f};
+  std::vector<float> out[2];
+  int i = 0;
+  for (DType t : {DType::F16, kKvKivi2}) {
+    Pool p(t, bs, hd, 4);
+    // history in two earlier steps, then a 4-token chunk
+    store(p, table, 0, 5, k.data(), v.data());
+    store(p, table, 5, 4, k.data() + 5 * kKv * hd, v.data() + 5 * kKv * hd);
+    AttentionSeq s{0, 4, 9, table.data(), 0};
+    kv_store(p.layer(), &s, 1, k.data() + 9 * kKv * hd, v.data() + 9 * kKv * hd);
+    out[i].resize(size_t(4) * kHeads * hd);
+    paged_attention(q.data() + 9 * kHeads * hd, p.layer(), &s, 1, ap, out[i].data(), tp);
+    ++i;
+  }
+  EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4));
+}
+
+// Decodes `n_seq` sequences one token per step for n steps with a kivi2 pool
+// of `slots` residual slots; returns every step's output and checks each
+// against the reference.
+std::vector<float> decode_many(int slots, int n_seq, int n, uint64_t* steals) {
+  ThreadPool tp(2);
+  const int hd = 64, bs = 16;
+  const int per = (n + bs - 1) / bs;
+  Pool p(kKvKivi2, bs, hd, n_seq * per, slots);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seq));
+  for (int i = 0; i < n_seq; ++i) {
+    for (int b = 0; b < per; ++b) tables[size_t(i)].push_back(b * n_seq + i);
+  }
+  std::vector<std::vector<float>> q, k, v;
+  for (int i = 0; i < n_seq; ++i) {
+    q.push_back(randn(size_t(n) * kHeads * hd, 100 + i));
+    k.push_back(keys_with_outliers(n, hd, 200 + i));
+    v.push_back(randn(size_t(n) * kKv * hd, 300 + i));
+  }
+  const AttentionParams ap{kHeads, kKv, hd, 0.125f};
+  std::vector<float> all;
+  for (int pos = 0; pos < n; ++pos) {
+    std::vector<AttentionSeq> seqs;
+    std::vector<float> qs, ks, vs;
+    for (int i = 0; i < n_seq; ++i) {
+      seqs.push_back(AttentionSeq{i, 1, pos, tables[size_t(i)].data(), 0});
+      qs.insert(qs.end(), q[size_t(i)].begin() + pos * kHeads * hd, q[size_t(i)].begin() + (pos + 1) * kHeads * hd);
+      ks.insert(ks.end(), k[size_t(i)].begin() + pos * kKv * hd, k[size_t(i)].begin() + (pos + 1) * kKv * hd);
+      vs.insert(vs.end(), v[size_t(i)].begin() + pos * kKv * hd, v[size_t(i)].begin() + (pos + 1) * kKv * hd);
+    }
+    kv_store(p.layer(), seqs.data(), n_seq, ks.data(), vs.data());
+    std::vector<float> out(qs.size()), ref(qs.size());
+    paged_attention(qs.data(), p.layer(), seqs.data(), n_seq, ap, out.data(), tp);
+    paged_attention_ref(qs.data(), p.layer(), seqs.data(), n_seq, ap, ref.data());
+    for (size_t e = 0; e < out.size(); ++e) {
+      EXPECT_TRUE(std::isfinite(out[e]));
+      EXPECT_NEAR(out[e], ref[e], 2e-5f * (1 + std::fabs(ref[e])));
+    }
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  *steals = p.kivi->n_steals() + p.kivi->n_no_slot();
+  return all;
+}
+
+// Fewer residual slots than open groups: slots are stolen (keys of the victim
+// block fall back to per-token 2 bits), reads still match the reference.
+TEST(Kivi, SlotExhaustionDegradesButStaysConsistent) {
+  uint64_t steals_enough = 0, steals_short = 0;
+  const std::vector<float> enough = decode_many(8, 4, 40, &steals_enough);
+  const std::vector<float> shortage = decode_many(2, 4, 40, &steals_short);
+  EXPECT_EQ(steals_enough, 0u);
+  EXPECT_GT(steals_short, 0u);
+  EXPECT_NE(0, std::memcmp(enough.data(), shortage.data(), enough.size() * 4));
+}
+
+// Copy-on-write of an open kivi2 block (a fork mid-group): the copy carries
+// the residual rows, so the forked sequence reads exactly what a sequence
+// that computed the same tokens itself reads.
+TEST(Kivi, CopyOfOpenBlockMatchesRecompute) {
+  ThreadPool tp(2);
+  const int hd = 64, bs = 16, n = 21;
+  const std::vector<float> q = randn(size_t(n + 1) * kHeads * hd, 8);
+  const std::vector<float> k = keys_with_outliers(n + 1, hd, 9), v = randn(size_t(n + 1) * kKv * hd, 10);
+  const AttentionParams ap{kHeads, kKv, hd, 0.125f};
+  Pool p(kKvKivi2, bs, hd, 8);
+  const std::vector<int32_t> a{0, 1}, forked{0, 2}, fresh{3, 4};
+  store(p, a, 0, n, k.data(), v.data());
+  store(p, fresh, 0, n, k.data(), v.data());
+  // fork: block 1 (rows 16..20 open) copied to block 2, as KvStorage::copy_block does
+  const KvUnitBytes u = kv_unit_bytes(kKvKivi2, bs, hd);
+  std::memcpy(p.k.data() + 2 * kKv * u.k, p.k.data() + 1 * kKv * u.k, kKv * u.k);
+  std::memcpy(p.v.data() + 2 * kKv * u.v, p.v.data() + 1 * kKv * u.v, kKv * u.v);
+  kivi_copy_block(p.layer(), 1, 2);
+  ASSERT_GE(p.kivi->slot_of(2), 0);
+  ASSERT_NE(p.kivi->slot_of(2), p.kivi->slot_of(1));
+  std::vector<AttentionSeq> seqs{AttentionSeq{0, 1, n, forked.data(), 0}, AttentionSeq{1, 1, n, fresh.data(), 0}};
+  std::vector<float> qs(q.begin() + n * kHeads * hd, q.end());
+  qs.insert(qs.end(), q.begin() + n * kHeads * hd, q.end());
+  std::vector<float> ks(k.begin() + n * kKv * hd, k.end()), vs(v.begin() + n * kKv * hd, v.end());
+  ks.insert(ks.end(), k.begin() + n * kKv * hd, k.end());
+  vs.insert(vs.end(), v.begin() + n * kKv * hd, v.end());
+  kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
+  std::vector<float> out(qs.size());
+  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
+  const size_t row = size_t(kHeads) * hd;
+  EXPECT_EQ(0, std::memcmp(out.data(), out.data() + row, row * 4));
+}
+
+// Prefix caching: a sequence whose first blocks are another sequence's
+// (shared, already quantized) blocks gets the same bits as one that computed
+// those tokens into its own blocks.
+class SharedBlocks : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SharedBlocks, CacheHitEqualsRecompute) {
+  const DType t = GetParam();
+  ThreadPool tp(2);
+  const int hd = 64, bs = 16, n_prefix = 32, n = 45;
+  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 11);
+  const std::vector<float> k = keys_with_outliers(n, hd, 12), v = randn(size_t(n) * kKv * hd, 13);
+  const AttentionParams ap{kHeads, kKv, hd, 0.125f};
+  Pool p(t, bs, hd, 8);
+  const std::vector<int32_t> owner{0, 1, 2}, hit{0, 1, 3}, recompute{4, 5, 6};
+  store(p, owner, 0, n_prefix + 3, k.data(), v.data());  // the cached prefix's first user
+  store(p, recompute, 0, n_prefix, k.data(), v.data());
+  // Both now process the rest of the prompt in one chunk.
+  const int m = n - n_prefix;
+  std::vector<AttentionSeq> seqs{AttentionSeq{0, m, n_prefix, hit.data(), 0},
+                                 AttentionSeq{m, m, n_prefix, recompute.data(), 0}};
+  std::vector<float> qs(q.begin() + n_prefix * kHeads * hd, q.end());
+  qs.insert(qs.end(), q.begin() + n_prefix * kHeads * hd, q.end());
+  std::vector<float> ks(k.begin() + n_prefix * kKv * hd, k.end()), vs(v.begin() + n_prefix * kKv * hd, v.end());
+  ks.insert(ks.end(), k.begin() + n_prefix * kKv * hd, k.end());
+  vs.insert(vs.end(), v.begin() + n_prefix * kKv * hd, v.end());
+  kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
+  std::vector<float> out(qs.size());
+  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
+  const size_t rows = size_t(m) * kHeads * hd;
+  EXPECT_EQ(0, std::memcmp(out.data(), out.data() + rows, rows * 4));
+  // Reading the shared blocks again gives the same bits too.
+  std::vector<float> again(qs.size());
+  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, again.data(), tp);
+  EXPECT_EQ(0, std::memcmp(out.data(), again.data(), out.size() * 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, SharedBlocks, ::testing::Values(DType::F16, kKvQ8, kKvQ4, kKvKivi2),
+                         [](const ::testing::TestParamInfo<DType>& pi) {
+                           return std::string(kv_dtype_name(pi.param));
+                         });
+
+}  // namespace
+}  // namespace omnibus
