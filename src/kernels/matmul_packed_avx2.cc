@@ -51,6 +51,16 @@ inline void prefetch(const uint8_t* p) {
   if constexpr (kPrefetch > 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
 }
 
+#ifndef OMNIBUS_PACKED_BARRIER
+#define OMNIBUS_PACKED_BARRIER 1
+#endif
+// An empty asm that makes the compiler materialize v here: stops GCC from
+// reassociating the exact integer sums into a tree of products that spills
+// (it computes them all before adding). No instruction is emitted.
+inline void keep_in_register(__m256i& v) {
+  if constexpr (OMNIBUS_PACKED_BARRIER) asm("" : "+x"(v));
+}
+
 inline __m256i bcast32(const int8_t* p) { return _mm256_set1_epi32(load_i32(p)); }
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -173,6 +183,7 @@ void kernel_q4_1(const uint8_t* group, int64_t nb, const ActBlock32* act, float*
         const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(a.qs[t] + 4 * i)),
                                            _mm256_maddubs_epi16(hi, bcast32(a.qs[t] + 16 + 4 * i)));
         s16[t] = i == 0 ? p : _mm256_add_epi16(s16[t], p);
+        keep_in_register(s16[t]);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(load128(group + sc41(b)));
@@ -205,6 +216,7 @@ void kernel_q8_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float*
         const __m256i p = _mm256_madd_epi16(
             _mm256_maddubs_epi16(uw, _mm256_sign_epi8(bcast32(a.qs[t] + 4 * j), wq)), ones);
         s32[t] = j == 0 ? p : _mm256_add_epi32(s32[t], p);
+        keep_in_register(s32[t]);
       }
     }
     const __m256 dw = _mm256_cvtph_ps(load128(group + sc80(b)));
