@@ -386,8 +386,11 @@ void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum,
       __m256i sum;
       const __m256i q = simd::quantize_32(xr + b * kQK, id, &sum);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
-      act[b].d[lane] = fp16_to_fp32(fp32_to_fp16(d));
-      if (with_sum) act[b].s[lane] = fp16_to_fp32(fp32_to_fp16(float(simd::hsum_i32(sum)) * d));
+      // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
+      act[b].d[lane] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+      if (with_sum) {
+        act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(simd::hsum_i32(sum)) * d, _MM_FROUND_TO_NEAREST_INT));
+      }
     }
   }
 }
