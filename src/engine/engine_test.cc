@@ -145,8 +145,14 @@ TEST(Engine, ParallelSamplingMatchesIndependentSeeds) {
     distinct.insert(out[i].tokens);
   }
   EXPECT_GT(distinct.size(), 1u);
-  // The prompt was computed once: 10 prompt tokens + 4 * 9 decodes.
-  EXPECT_EQ((*engine)->stats().n_tokens_processed, 10u + 4u * 9u);
+  // The prompt was computed once: 10 prompt tokens + 4 * 9 decodes. (Stats are
+  // published after the step whose events ended the request: wait for them.)
+  EngineStats st;
+  for (int i = 0; i < 10000 && st.n_requests_finished == 0; ++i) {
+    st = (*engine)->stats();
+    if (st.n_requests_finished == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(st.n_tokens_processed, 10u + 4u * 9u);
 }
 
 TEST(Engine, AbortFreesBlocksWithinOneStep) {
