@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
+#include "engine/scheduler_policy.h"
 #include "kv/kv_cache_size.h"
 #include "kv/kv_storage.h"
 #include "server/api_server.h"
@@ -49,6 +50,8 @@ struct ServeOptions {
   int max_model_len = 0;
   std::string kv_cache_memory;
   std::string kv_dtype = "f16";
+  bool no_prefix_caching = false;
+  std::string scheduling_policy = "cache-aware";
 };
 
 // Signals are blocked in every thread; this thread takes them with sigwait.
@@ -114,6 +117,10 @@ int run_serve(const ServeOptions& o) {
   StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
   cfg.kv_dtype = *kv_dtype;
+  cfg.enable_prefix_caching = !o.no_prefix_caching;
+  StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
+  if (!policy.is_ok()) return fail(policy.status());
+  cfg.scheduling_policy = *policy;
   if (!o.kv_cache_memory.empty()) {
     StatusOr<int64_t> bytes = parse_byte_size(o.kv_cache_memory);
     if (!bytes.is_ok()) return fail(bytes.status());
@@ -233,7 +240,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-model-len", o->max_model_len,
                   "Longest prompt + completion in tokens (0 = the model's, capped to the pool)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type (f16, f32)")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
+                "Do not reuse the KV blocks of prompt prefixes computed before");
+  cmd->add_option("--scheduling-policy", o->scheduling_policy,
+                  "Waiting-queue order: cache-aware (longest cached prefix first, with aging) or fcfs")
+      ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
 

@@ -130,6 +130,12 @@ std::string ServerMetrics::render(const EngineStats& st) const {
   counter("omnibus:num_preemptions_total", "Sequences preempted (their KV blocks freed, recomputed later).",
           st.n_preemptions);
   counter("omnibus:engine_steps_total", "Engine steps run.", st.n_steps);
+  counter("omnibus:prefix_cache_queries_total",
+          "Prompt tokens looked up in the prefix cache at admission.", st.prefix_cache_queries);
+  counter("omnibus:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+          st.prefix_cache_hits);
+  gauge("omnibus:prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total.",
+        st.prefix_cache_hit_rate);
 
   std::lock_guard<std::mutex> lock(mu_);
   counter("omnibus:prompt_tokens_total", "Prompt tokens of the requests served.", prompt_tokens_);

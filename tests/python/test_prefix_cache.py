@@ -1,0 +1,32 @@
+"""Prefix caching through the API: a repeated prompt reports its cached tokens
+(usage.prompt_tokens_details.cached_tokens, as OpenAI's prompt caching does),
+/metrics counts prefix-cache queries and hits, and the answer is unchanged."""
+import re
+
+import httpx
+
+from conftest import MODEL
+
+# Long enough for several full 16-token KV blocks.
+PROMPT = ("You are a meticulous assistant. Answer briefly and precisely. " * 8) + "Question: what is two plus two?"
+
+
+def metric(base_url, name):
+    text = httpx.get(base_url + "/metrics").text
+    m = re.search(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+-]+)$", text, re.M)
+    assert m, f"{name} missing from /metrics"
+    return float(m.group(1))
+
+
+def test_repeated_prompt_reports_cached_tokens(base_url):
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 8, "temperature": 0}
+    hits_before = metric(base_url, "omnibus:prefix_cache_hits_total")
+    first = httpx.post(base_url + "/v1/completions", json=body, timeout=120).json()
+    second = httpx.post(base_url + "/v1/completions", json=body, timeout=120).json()
+    prompt_tokens = second["usage"]["prompt_tokens"]
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    # Every full block but the one holding the last prompt token is reused.
+    assert prompt_tokens - 16 <= cached < prompt_tokens, second["usage"]
+    assert second["choices"][0]["text"] == first["choices"][0]["text"]
+    assert metric(base_url, "omnibus:prefix_cache_hits_total") >= hits_before + cached
+    assert 0 < metric(base_url, "omnibus:prefix_cache_hit_rate") <= 1
