@@ -7,7 +7,8 @@
 
 namespace omnibus {
 
-StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c) {
+StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c,
+                                                  ThreadPool* pool) {
   EmbeddingWeights e;
   OMNIBUS_ASSIGN_OR_RETURN(e.token_embd, w.matrix("token_embd.weight", c.n_embd, c.n_vocab));
   if (dtype_traits(e.token_embd.type).to_float == nullptr) {
@@ -16,9 +17,9 @@ StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const M
   }
   OMNIBUS_ASSIGN_OR_RETURN(e.output_norm, w.vector_f32("output_norm.weight", c.n_embd));
   if (w.has("output.weight")) {
-    OMNIBUS_ASSIGN_OR_RETURN(e.output, w.matrix("output.weight", c.n_embd, c.n_vocab));
+    OMNIBUS_ASSIGN_OR_RETURN(e.output, w.packed_matrix("output.weight", c.n_embd, c.n_vocab, pool));
   } else {
-    e.output = e.token_embd;  // tied embeddings
+    e.output = pack_weight(e.token_embd, pool);  // tied embeddings
   }
   return e;
 }

@@ -24,13 +24,14 @@ class ThreadPool;
 
 struct EmbeddingWeights {
   WeightView token_embd{};           // [n_embd -> n_vocab] rows are token vectors
-  WeightView output{};               // [n_embd -> n_vocab]; token_embd when tied
+  PackedWeight output;               // [n_embd -> n_vocab]; token_embd when tied
   const float* output_norm = nullptr;  // [n_embd]
 };
 
 // token_embd.weight (dequantizable), output_norm.weight, and output.weight
 // or, when absent, the tied embedding.
-StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c);
+StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c,
+                                                  ThreadPool* pool);
 
 // REQUIRES-style checks of a step against the cache: geometry matches the
 // config and every block table covers its sequence's positions.

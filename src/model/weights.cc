@@ -43,6 +43,12 @@ StatusOr<WeightView> WeightLoader::matrix(const std::string& name, int64_t n_in,
   return WeightView{t->type, t->data, n_in, n_out};
 }
 
+StatusOr<PackedWeight> WeightLoader::packed_matrix(const std::string& name, int64_t n_in,
+                                                  int64_t n_out, ThreadPool* pool) const {
+  OMNIBUS_ASSIGN_OR_RETURN(const WeightView view, matrix(name, n_in, n_out));
+  return pack_weight(view, pool);
+}
+
 StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t n) const {
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, {n}));
   if (t->type != DType::F32) {

@@ -21,6 +21,10 @@ class WeightLoader {
 
   // A matrix whose GGUF shape is [n_in, n_out] (ggml order), usable by matmul.
   StatusOr<WeightView> matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  // The same matrix, copied once into matmul's packed layout (kernels/matmul.h)
+  // when the dtype and CPU have a packed kernel; `pool` spreads the copy.
+  StatusOr<PackedWeight> packed_matrix(const std::string& name, int64_t n_in, int64_t n_out,
+                                       ThreadPool* pool) const;
   // A float32 vector of n elements (norm weights).
   StatusOr<const float*> vector_f32(const std::string& name, int64_t n) const;
   bool has(const std::string& name) const;
