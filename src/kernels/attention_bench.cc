@@ -1,14 +1,17 @@
 // Paged attention at SmolLM2-135M shapes (9 heads, 3 KV heads, head_dim 64,
 // block_size 16): a decode step of 64 sequences x 512 cached positions, and a
-// 512-token prompt chunk. Args: {threads, dtype (0 f32, 1 f16)}.
+// 512-token prompt chunk. Args: {threads, KV format (0 f32, 1 f16, 2 q8, 3 q4, 4 kivi2)}.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/kv_quant.h"
+#include "kernels/kv_quant_kivi.h"
 #include "kernels/thread_pool.h"
 
 namespace omnibus {
@@ -21,17 +24,22 @@ struct Setup {
   std::vector<std::vector<int32_t>> tables;
   std::vector<AttentionSeq> seqs;
   std::vector<float> q, out;
+  KiviStaging staging;
+  std::unique_ptr<KiviResidual> kivi;
   PagedKvLayer kv;
   AttentionParams p{kHeads, kKvHeads, kHeadDim, 0.125f};
 
   // n_seqs sequences, each with n_past cached positions and n_tok new tokens.
   Setup(int n_seqs, int n_past, int n_tok, DType dtype) {
     const int per_seq = (n_past + n_tok + kBlock - 1) / kBlock;
-    const size_t elems = static_cast<size_t>(n_seqs) * per_seq * kKvHeads * kBlock * kHeadDim;
-    const size_t esize = dtype == DType::F32 ? 4 : 2;
-    k.assign(elems * esize, 0);
-    v.assign(elems * esize, 0);
-    kv = PagedKvLayer{dtype, k.data(), v.data(), kBlock, kKvHeads, kHeadDim};
+    const size_t units = static_cast<size_t>(n_seqs) * per_seq * kKvHeads;
+    const KvUnitBytes ub = kv_unit_bytes(dtype, kBlock, kHeadDim);
+    k.assign(units * ub.k, 0);
+    v.assign(units * ub.v, 0);
+    if (dtype == kKvKivi2) {
+      kivi = std::make_unique<KiviResidual>(int64_t(n_seqs) * per_seq, kKvHeads, kBlock, kHeadDim, n_seqs, &staging);
+    }
+    kv = PagedKvLayer{dtype, k.data(), v.data(), kBlock, kKvHeads, kHeadDim, kivi.get()};
     std::mt19937 rng(1);
     std::normal_distribution<float> d;
     std::vector<int32_t> order(static_cast<size_t>(n_seqs) * per_seq);
@@ -43,10 +51,15 @@ struct Setup {
       tables.emplace_back(order.begin() + s * per_seq, order.begin() + (s + 1) * per_seq);
       for (auto& x : kf) x = d(rng);
       for (auto& x : vf) x = d(rng);
-      AttentionSeq all{0, ctx, 0, tables.back().data(), 0};
-      kv_store(kv, &all, 1, kf.data(), vf.data());
+      AttentionSeq past{0, n_past, 0, tables.back().data(), 0};
+      if (n_past > 0) kv_store(kv, &past, 1, kf.data(), vf.data());
     }
     for (int s = 0; s < n_seqs; ++s) seqs.push_back(AttentionSeq{s * n_tok, n_tok, n_past, tables[s].data(), 0});
+    // The step's own rows, stored as the engine would just before attention.
+    std::vector<float> ks(static_cast<size_t>(n_seqs) * n_tok * kKvHeads * kHeadDim), vs(ks.size());
+    for (auto& x : ks) x = d(rng);
+    for (auto& x : vs) x = d(rng);
+    kv_store(kv, seqs.data(), n_seqs, ks.data(), vs.data());
     q.resize(static_cast<size_t>(n_seqs) * n_tok * kHeads * kHeadDim);
     for (auto& x : q) x = d(rng);
     out.resize(q.size());
@@ -55,7 +68,8 @@ struct Setup {
 
 void run(benchmark::State& state, int n_seqs, int n_past, int n_tok) {
   ThreadPool pool(static_cast<int>(state.range(0)));
-  Setup s(n_seqs, n_past, n_tok, state.range(1) ? DType::F16 : DType::F32);
+  const DType formats[] = {DType::F32, DType::F16, kKvQ8, kKvQ4, kKvKivi2};
+  Setup s(n_seqs, n_past, n_tok, formats[state.range(1)]);
   for (auto _ : state) {
     paged_attention(s.q.data(), s.kv, s.seqs.data(), n_seqs, s.p, s.out.data(), pool);
     benchmark::DoNotOptimize(s.out.data());
@@ -72,9 +86,9 @@ void BM_AttentionDecode64x512(benchmark::State& state) { run(state, 64, 511, 1);
 void BM_AttentionPrefill512(benchmark::State& state) { run(state, 1, 0, 512); }
 void BM_AttentionDecode1x2048(benchmark::State& state) { run(state, 1, 2047, 1); }
 
-BENCHMARK(BM_AttentionDecode64x512)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode64x512)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionPrefill512)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionDecode1x2048)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode1x2048)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace omnibus
