@@ -475,7 +475,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
       ->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32")
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");

@@ -321,7 +321,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_option("-c,--ctx-size", o->ctx_size, "Context size in tokens")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32")
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--show-special", o->show_special, "Print special tokens' text");

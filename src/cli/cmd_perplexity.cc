@@ -116,7 +116,7 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--chunks", o->max_chunks, "Evaluate at most this many chunks (-1 = all)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32")
+  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_perplexity(*o); });
 }

@@ -11,6 +11,7 @@
 #include "engine/logprobs.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "kernels/kv_quant.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_cache_size.h"
 #include "kv/kv_storage.h"
@@ -104,7 +105,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   const int64_t block_bytes = int64_t(geometry.bytes_per_block());
   int64_t n_blocks;
   if (config.kv_cache_bytes > 0) {
+    // --kv-cache-memory covers everything the cache allocates: blocks plus
+    // the format's fixed part (kivi2's full-precision residual slots).
     n_blocks = config.kv_cache_bytes / block_bytes;
+    while (n_blocks > 1 &&
+           n_blocks * block_bytes + int64_t(geometry.fixed_bytes(n_blocks)) > config.kv_cache_bytes) {
+      n_blocks -= std::max<int64_t>(1, int64_t(geometry.fixed_bytes(n_blocks)) / block_bytes);
+    }
     if (n_blocks < 1) {
       return Status::invalid_argument(
           "--kv-cache-memory {} bytes is less than one KV block ({} bytes)", config.kv_cache_bytes,
@@ -150,7 +157,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
                "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}; "
                "prefix caching {}, scheduling {}\n",
                info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
-               dtype_name(config.kv_dtype), max_model_len, info.prefix_caching ? "on" : "off",
+               kv_dtype_name(config.kv_dtype), max_model_len, info.prefix_caching ? "on" : "off",
                scheduling_policy_name(info.scheduling_policy));
   }
   auto impl = std::make_unique<Impl>(model, std::move(config), std::move(storage), int32_t(n_blocks));
