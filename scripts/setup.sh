@@ -23,8 +23,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
 fi
 
-if [ ! -x .venv/bin/python ]; then
+if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then  # absent or half-made
   echo "setup: creating .venv"
+  rm -rf .venv
   python3 -m venv .venv
 fi
 if ! cmp -s tests/requirements.txt .venv/.requirements-installed 2>/dev/null; then
