@@ -299,13 +299,19 @@ void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t 
     const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
     pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
   }
-  // Contiguous runs of groups, a few per thread (dynamic balance on a busy machine).
-  const int64_t tasks_wanted = int64_t(n_threads) * 4;
-  const int64_t per_task = std::max<int64_t>(1, (n_groups + tasks_wanted - 1) / tasks_wanted);
-  const int64_t n_tasks = (n_groups + per_task - 1) / per_task;
+  // The groups are cut into n_threads contiguous regions of kSubtasks runs
+  // each; task t is run t / n_threads of region t % n_threads. Tasks are
+  // claimed in order, so with threads at equal speed each one walks its own
+  // region front to back: one prefetchable stream per thread, as a static
+  // split, yet a descheduled thread's runs are still taken by the others.
+  constexpr int64_t kSubtasks = 4;
+  const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
+  const int64_t n_tasks = n_regions * kSubtasks;
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
-    const int64_t g1 = std::min(n_groups, (task + 1) * per_task);
-    for (int64_t g = task * per_task; g < g1; ++g) {
+    const int64_t region = task % n_regions, sub = task / n_regions;
+    const int64_t r0 = n_groups * region / n_regions, r1 = n_groups * (region + 1) / n_regions;
+    const int64_t g0 = r0 + (r1 - r0) * sub / kSubtasks, g1 = r0 + (r1 - r0) * (sub + 1) / kSubtasks;
+    for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* gp;
       if (packed != nullptr) {
         gp = packed + size_t(g) * gb;
