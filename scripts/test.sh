@@ -17,7 +17,8 @@ step "release tests"
 
 step "ASan/UBSan build (test binaries)"
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh asan
-mapfile -t asan_targets < <(grep -o '^build [a-z0-9_]*_tests:' build-asan/build.ninja | sed 's/^build //; s/:$//')
+# Ninja declares an executable as `build NAME NAME[1]_tests.cmake | ...: CXX_EXECUTABLE_LINKER...`.
+mapfile -t asan_targets < <(grep -oE '^build [a-z0-9]+_tests ' build-asan/build.ninja | sed 's/^build //; s/ $//')
 scripts/build.sh asan --target "${asan_targets[@]}"
 step "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -27,7 +28,7 @@ step "TSan build (concurrent modules)"
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh tsan
 tsan_targets=()
 for t in kernels_tests engine_tests server_tests; do
-  grep -q "^build $t:" build-tsan/build.ninja && tsan_targets+=("$t")
+  grep -qE "^build $t " build-tsan/build.ninja && tsan_targets+=("$t")
 done
 scripts/build.sh tsan --target "${tsan_targets[@]}"
 step "TSan tests"
