@@ -325,6 +325,7 @@ void Engine::Impl::abort_request(uint64_t id) {
     e.n_cached_tokens = seq->num_cached_tokens;
     e.n_output_tokens = int32_t(seq->output.size());
     e.time = now;
+    e.first_scheduled = seq->first_scheduled;
     finish(*seq, FinishReason::kAbort, e);
     r.stream->push(std::move(e));
   }
@@ -379,6 +380,7 @@ void Engine::Impl::sample(Sequence& seq, const float* row, Clock::time_point now
   e.n_cached_tokens = seq.num_cached_tokens;
   e.n_output_tokens = int32_t(seq.output.size());
   e.time = now;
+  e.first_scheduled = seq.first_scheduled;
   if (seq.index == 0 && seq.output.size() == 1 && req.prompt_logprobs >= 0) {
     e.prompt_logprobs = std::move(r.prompt_logprobs);
   }

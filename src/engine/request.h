@@ -66,6 +66,8 @@ struct EngineEvent {
   std::vector<PromptLogprob> prompt_logprobs;
 
   Clock::time_point time;  // when the engine step that produced it finished
+  Clock::time_point first_scheduled;  // when the sequence first entered a step (queue time
+                                      // ends); unset if it never did (aborted while waiting)
 };
 
 }  // namespace omnibus

@@ -168,7 +168,10 @@ bool Scheduler::try_admit(Sequence* seq, int32_t watermark) {
     n_prefix_queries_ += uint64_t(seq->num_tokens());
     n_prefix_hits_ += uint64_t(n_cached);
   }
-  if (seq->admitted == 0) seq->num_cached_tokens = std::min(n_cached, seq->num_prompt_tokens());
+  if (seq->admitted == 0) {
+    seq->num_cached_tokens = std::min(n_cached, seq->num_prompt_tokens());
+    seq->first_scheduled = std::chrono::steady_clock::now();
+  }
   seq->num_computed_tokens = n_cached;
   seq->kv_seq = kv_seq;
   seq->status = SeqStatus::kRunning;

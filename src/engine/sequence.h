@@ -27,6 +27,7 @@
 // Thread-safety: owned and touched by the engine thread only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -56,6 +57,8 @@ struct Sequence {
   uint64_t admitted = 0;        // admission order; the latest admitted is preempted first
   uint64_t scheduled_step = 0;  // last step that scheduled it
   uint64_t arrival_step = 0;    // scheduler step at which it first waited (aging)
+  // When the sequence was first scheduled (end of its queue time); unset until then.
+  std::chrono::steady_clock::time_point first_scheduled{};
   int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at
                                   // its first admission (EngineEvent::n_cached_tokens)
   std::vector<uint64_t> block_keys;  // prefix-cache keys of full blocks, memoized

@@ -114,6 +114,9 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
     part.n_prompt_tokens = e.n_prompt_tokens;
     part.n_cached_tokens = e.n_cached_tokens;
     ctx_.metrics->add_prompt_tokens(e.n_prompt_tokens);
+    if (e.first_scheduled != EngineEvent::Clock::time_point{}) {
+      ctx_.metrics->observe_queue_time(seconds(e.first_scheduled - part.stream->submit_time()));
+    }
     if (e.token >= 0) {
       part.first_token = e.time;
       ctx_.metrics->observe_ttft(seconds(e.time - part.stream->submit_time()));

@@ -30,3 +30,9 @@ def test_repeated_prompt_reports_cached_tokens(base_url):
     assert second["choices"][0]["text"] == first["choices"][0]["text"]
     assert metric(base_url, "omnibus:prefix_cache_hits_total") >= hits_before + cached
     assert 0 < metric(base_url, "omnibus:prefix_cache_hit_rate") <= 1
+
+
+def test_queue_time_is_observed(base_url):
+    body = {"model": MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0}
+    httpx.post(base_url + "/v1/completions", json=body, timeout=120).raise_for_status()
+    assert metric(base_url, "omnibus:request_queue_time_seconds_count") >= 1
