@@ -19,17 +19,17 @@ namespace {
 
 struct Gemma3Layer {
   const float* attn_norm;       // [n_embd]
-  PackedWeight wq;                // [n_embd -> n_q]
-  PackedWeight wk;                // [n_embd -> n_kv]
-  PackedWeight wv;                // [n_embd -> n_kv]
+  PackedWeight wq;              // [n_embd -> n_q]
+  PackedWeight wk;              // [n_embd -> n_kv]
+  PackedWeight wv;              // [n_embd -> n_kv]
   const float* q_norm;          // [head_dim]
   const float* k_norm;          // [head_dim]
-  PackedWeight wo;                // [n_q -> n_embd]
+  PackedWeight wo;              // [n_q -> n_embd]
   const float* post_attn_norm;  // [n_embd]
   const float* ffn_norm;        // [n_embd]
-  PackedWeight w_gate;            // [n_embd -> n_ff]
-  PackedWeight w_up;              // [n_embd -> n_ff]
-  PackedWeight w_down;            // [n_ff -> n_embd]
+  PackedWeight w_gate;          // [n_embd -> n_ff]
+  PackedWeight w_up;            // [n_embd -> n_ff]
+  PackedWeight w_down;          // [n_ff -> n_embd]
   const float* post_ffw_norm;   // [n_embd]
   bool sliding;                 // sliding-window attention and the local RoPE base
 };
@@ -48,18 +48,25 @@ class Gemma3Model final : public Model {
       const std::string p = "blk." + std::to_string(il) + ".";
       Gemma3Layer& l = layers_[size_t(il)];
       OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wq,
+                               w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wk,
+                               w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wv,
+                               w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), &pool_));
       OMNIBUS_ASSIGN_OR_RETURN(l.q_norm, w.vector_f32(p + "attn_q_norm.weight", c.head_dim));
       OMNIBUS_ASSIGN_OR_RETURN(l.k_norm, w.vector_f32(p + "attn_k_norm.weight", c.head_dim));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wo, w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(
+          l.wo, w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, &pool_));
       OMNIBUS_ASSIGN_OR_RETURN(l.post_attn_norm,
                                w.vector_f32(p + "post_attention_norm.weight", c.n_embd));
       OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_down, w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
+                               w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_up,
+                               w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_down,
+                               w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &pool_));
       OMNIBUS_ASSIGN_OR_RETURN(l.post_ffw_norm, w.vector_f32(p + "post_ffw_norm.weight", c.n_embd));
       l.sliding = c.is_swa_layer(il);
     }
@@ -91,8 +98,10 @@ class Gemma3Model final : public Model {
       // --- attention ---
       rms_norm(b.x.data(), l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
       matmul(l.wq, b.xn.data(), n_tok, b.q.data(), pool_, b.matmul);  // [n_tok, n_head, head_dim]
-      matmul(l.wk, b.xn.data(), n_tok, b.k.data(), pool_, b.matmul);  // [n_tok, n_head_kv, head_dim]
-      matmul(l.wv, b.xn.data(), n_tok, b.v.data(), pool_, b.matmul);  // [n_tok, n_head_kv, head_dim]
+      matmul(l.wk, b.xn.data(), n_tok, b.k.data(), pool_,
+             b.matmul);  // [n_tok, n_head_kv, head_dim]
+      matmul(l.wv, b.xn.data(), n_tok, b.v.data(), pool_,
+             b.matmul);  // [n_tok, n_head_kv, head_dim]
       rms_norm(b.q.data(), l.q_norm, b.q.data(), n_tok * c.n_head, c.head_dim, c.norm_eps);
       rms_norm(b.k.data(), l.k_norm, b.k.data(), n_tok * c.n_head_kv, c.head_dim, c.norm_eps);
       rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, rope_p);

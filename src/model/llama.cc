@@ -19,14 +19,14 @@ namespace {
 
 struct LlamaLayer {
   const float* attn_norm;  // [n_embd]
-  PackedWeight wq;           // [n_embd -> n_q]
-  PackedWeight wk;           // [n_embd -> n_kv]
-  PackedWeight wv;           // [n_embd -> n_kv]
-  PackedWeight wo;           // [n_q -> n_embd]
+  PackedWeight wq;         // [n_embd -> n_q]
+  PackedWeight wk;         // [n_embd -> n_kv]
+  PackedWeight wv;         // [n_embd -> n_kv]
+  PackedWeight wo;         // [n_q -> n_embd]
   const float* ffn_norm;   // [n_embd]
-  PackedWeight w_gate;       // [n_embd -> n_ff]
-  PackedWeight w_up;         // [n_embd -> n_ff]
-  PackedWeight w_down;       // [n_ff -> n_embd]
+  PackedWeight w_gate;     // [n_embd -> n_ff]
+  PackedWeight w_up;       // [n_embd -> n_ff]
+  PackedWeight w_down;     // [n_ff -> n_embd]
 };
 
 class LlamaModel final : public Model {
@@ -43,14 +43,21 @@ class LlamaModel final : public Model {
       const std::string p = "blk." + std::to_string(il) + ".";
       LlamaLayer& l = layers_[size_t(il)];
       OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wo, w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wq,
+                               w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wk,
+                               w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.wv,
+                               w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(
+          l.wo, w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, &pool_));
       OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_down, w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
+                               w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_up,
+                               w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &pool_));
+      OMNIBUS_ASSIGN_OR_RETURN(l.w_down,
+                               w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &pool_));
     }
     return Status::ok();
   }
@@ -78,8 +85,8 @@ class LlamaModel final : public Model {
       rope(b.k.data(), b.positions.data(), n_tok, c.n_head_kv, c.head_dim, c.rope);
       const PagedKvLayer kv_layer = kv.layer(il);
       kv_store(kv_layer, b.attn_seqs.data(), n_seqs, b.k.data(), b.v.data());
-      paged_attention(b.q.data(), kv_layer, b.attn_seqs.data(), n_seqs, attn_params,
-                      b.attn.data(), pool_);                               // [n_tok, n_q]
+      paged_attention(b.q.data(), kv_layer, b.attn_seqs.data(), n_seqs, attn_params, b.attn.data(),
+                      pool_);                                              // [n_tok, n_q]
       matmul(l.wo, b.attn.data(), n_tok, b.proj.data(), pool_, b.matmul);  // [n_tok, n_embd]
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
       // --- feed-forward (SwiGLU) ---
