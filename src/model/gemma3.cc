@@ -17,19 +17,11 @@
 namespace omnibus {
 namespace {
 
-struct Gemma3Layer {
-  const float* attn_norm;       // [n_embd]
-  PackedWeight wq;              // [n_embd -> n_q]
-  PackedWeight wk;              // [n_embd -> n_kv]
-  PackedWeight wv;              // [n_embd -> n_kv]
+// The common block (transformer_common.h) plus Gemma's extra norms.
+struct Gemma3Layer : BlockWeights {
   const float* q_norm;          // [head_dim]
   const float* k_norm;          // [head_dim]
-  PackedWeight wo;              // [n_q -> n_embd]
   const float* post_attn_norm;  // [n_embd]
-  const float* ffn_norm;        // [n_embd]
-  PackedWeight w_gate;          // [n_embd -> n_ff]
-  PackedWeight w_up;            // [n_embd -> n_ff]
-  PackedWeight w_down;          // [n_ff -> n_embd]
   const float* post_ffw_norm;   // [n_embd]
   bool sliding;                 // sliding-window attention and the local RoPE base
 };
@@ -47,26 +39,11 @@ class Gemma3Model final : public Model {
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       Gemma3Layer& l = layers_[size_t(il)];
-      OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wq,
-                               w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wk,
-                               w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wv,
-                               w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), &pool_));
+      OMNIBUS_RETURN_IF_ERROR(load_block_weights(w, c, il, &pool_, &l));
       OMNIBUS_ASSIGN_OR_RETURN(l.q_norm, w.vector_f32(p + "attn_q_norm.weight", c.head_dim));
       OMNIBUS_ASSIGN_OR_RETURN(l.k_norm, w.vector_f32(p + "attn_k_norm.weight", c.head_dim));
-      OMNIBUS_ASSIGN_OR_RETURN(
-          l.wo, w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, &pool_));
       OMNIBUS_ASSIGN_OR_RETURN(l.post_attn_norm,
                                w.vector_f32(p + "post_attention_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
-                               w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_up,
-                               w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_down,
-                               w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &pool_));
       OMNIBUS_ASSIGN_OR_RETURN(l.post_ffw_norm, w.vector_f32(p + "post_ffw_norm.weight", c.n_embd));
       l.sliding = c.is_swa_layer(il);
     }

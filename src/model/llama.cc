@@ -17,17 +17,7 @@
 namespace omnibus {
 namespace {
 
-struct LlamaLayer {
-  const float* attn_norm;  // [n_embd]
-  PackedWeight wq;         // [n_embd -> n_q]
-  PackedWeight wk;         // [n_embd -> n_kv]
-  PackedWeight wv;         // [n_embd -> n_kv]
-  PackedWeight wo;         // [n_q -> n_embd]
-  const float* ffn_norm;   // [n_embd]
-  PackedWeight w_gate;     // [n_embd -> n_ff]
-  PackedWeight w_up;       // [n_embd -> n_ff]
-  PackedWeight w_down;     // [n_ff -> n_embd]
-};
+using LlamaLayer = BlockWeights;  // Llama needs nothing beyond the common block
 
 class LlamaModel final : public Model {
  public:
@@ -40,24 +30,7 @@ class LlamaModel final : public Model {
     OMNIBUS_ASSIGN_OR_RETURN(embd_, load_embedding_weights(w, c, &pool_));
     layers_.resize(size_t(c.n_layer));
     for (int il = 0; il < c.n_layer; ++il) {
-      const std::string p = "blk." + std::to_string(il) + ".";
-      LlamaLayer& l = layers_[size_t(il)];
-      OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wq,
-                               w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wk,
-                               w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.wv,
-                               w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(
-          l.wo, w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
-                               w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_up,
-                               w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, &pool_));
-      OMNIBUS_ASSIGN_OR_RETURN(l.w_down,
-                               w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, &pool_));
+      OMNIBUS_RETURN_IF_ERROR(load_block_weights(w, c, il, &pool_, &layers_[size_t(il)]));
     }
     return Status::ok();
   }

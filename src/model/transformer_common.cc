@@ -1,6 +1,7 @@
 #include "model/transformer_common.h"
 
 #include <algorithm>
+#include <string>
 
 #include "kernels/ops.h"
 #include "util/check.h"
@@ -22,6 +23,23 @@ StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const M
     e.output = pack_weight(e.token_embd, pool);  // tied embeddings
   }
   return e;
+}
+
+Status load_block_weights(const WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
+                          BlockWeights* out) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  BlockWeights& l = *out;
+  OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
+  OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.wo,
+                           w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
+  OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.w_down, w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, pool));
+  return Status::ok();
 }
 
 void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {

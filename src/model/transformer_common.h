@@ -28,6 +28,24 @@ struct EmbeddingWeights {
   const float* output_norm = nullptr;  // [n_embd]
 };
 
+// The weights every pre-norm decoder block has (blk.N.*): attention
+// projections, feed-forward (gate/up/down) and the two input norms.
+struct BlockWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  PackedWeight wq;                   // [n_embd -> n_q]
+  PackedWeight wk;                   // [n_embd -> n_kv]
+  PackedWeight wv;                   // [n_embd -> n_kv]
+  PackedWeight wo;                   // [n_q -> n_embd]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  PackedWeight w_gate;               // [n_embd -> n_ff]
+  PackedWeight w_up;                 // [n_embd -> n_ff]
+  PackedWeight w_down;               // [n_ff -> n_embd]
+};
+
+// Loads (and packs) layer il's BlockWeights into *out.
+Status load_block_weights(const WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
+                          BlockWeights* out);
+
 // token_embd.weight (dequantizable), output_norm.weight, and output.weight
 // or, when absent, the tied embedding.
 StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c,
