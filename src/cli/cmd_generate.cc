@@ -1,7 +1,8 @@
 // `omnibus generate`: one prompt from the terminal, streamed, with timings;
 // with --chat, a conversation: user lines from stdin, each answer rendered
 // through the model's chat template (tokenizer/chat_template.h) and streamed
-// until an end-of-generation token.
+// until an end-of-generation token. In both modes --stop strings (llama-cli's
+// reverse prompts) end a reply; they are never printed.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "cli/loaded_model.h"
 #include "engine/sampler.h"
 #include "model/sequence_runner.h"
+#include "server/stop_matcher.h"
 #include "tokenizer/chat_template.h"
 
 namespace omnibus {
@@ -40,7 +42,25 @@ struct GenerateOptions {
   bool chat = false;
   std::string system;
   std::string chat_template_file;
+  std::vector<std::string> stops;  // escapes (\\n, \\t, \\\\) already processed
 };
+
+// "\\n" -> newline, "\\t" -> tab, "\\\\" -> backslash; other characters stay.
+std::string process_escapes(const std::string& in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '\\' && i + 1 < in.size()) {
+      const char c = in[i + 1];
+      if (c == 'n' || c == 't' || c == '\\') {
+        out += c == 'n' ? '\n' : c == 't' ? '\t' : '\\';
+        ++i;
+        continue;
+      }
+    }
+    out += in[i];
+  }
+  return out;
+}
 
 void fail(const Status& s, int& exit_code) {
   std::fprintf(stderr, "omnibus generate: %s\n", s.to_string().c_str());
@@ -84,6 +104,7 @@ class ChatSession {
     const auto t1 = Clock::now();
 
     StreamDecoder decoder(*m_.tokenizer, o_.show_special);
+    server::StopMatcher stops(o_.stops);
     std::vector<int32_t> output;
     std::string reply;
     std::string stop_reason = "length";
@@ -95,10 +116,14 @@ class ChatSession {
         stop_reason = "end of generation token";
         break;
       }
-      const std::string text = decoder.push(tok.id);
+      const std::string text = stops.push(decoder.push(tok.id));
       reply += text;
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
+      if (stops.stopped()) {
+        stop_reason = "stop string";
+        break;
+      }
       if (runner_.n_past() >= runner_.n_ctx()) {
         stop_reason = "context full";
         break;
@@ -109,7 +134,7 @@ class ChatSession {
       if (!l.is_ok()) return l.status();
       evaluated_.push_back(next);
     }
-    const std::string rest = decoder.flush();
+    const std::string rest = stops.stopped() ? std::string() : stops.push(decoder.flush()) + stops.flush();
     reply += rest;
     std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
@@ -217,6 +242,10 @@ int run_generate(GenerateOptions& o) {
     ss << in.rdbuf();
     o.prompt = ss.str();
   }
+  for (std::string& stop : o.stops) {
+    stop = process_escapes(stop);
+    if (stop.empty()) return fail(Status::invalid_argument("--stop: a stop string is empty"), exit_code), exit_code;
+  }
   if (o.seed >= 0) {
     o.sampling.seed = uint64_t(o.seed);
     o.sampling.has_seed = true;
@@ -251,6 +280,7 @@ int run_generate(GenerateOptions& o) {
 
   Sampler sampler(o.sampling, n_vocab);
   StreamDecoder decoder(*m->tokenizer, o.show_special);
+  server::StopMatcher stops(o.stops);
   std::vector<int32_t> output;
   std::vector<float> logits(static_cast<size_t>(n_vocab));
 
@@ -267,15 +297,19 @@ int run_generate(GenerateOptions& o) {
       stop_reason = "end of generation token";
       break;
     }
-    const std::string text = decoder.push(tok.id);
+    const std::string text = stops.push(decoder.push(tok.id));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
+    if (stops.stopped()) {
+      stop_reason = "stop string";
+      break;
+    }
     if (i + 1 == o.n_predict) break;
     const int32_t next = tok.id;
     l = (*runner)->eval(std::span<const int32_t>(&next, 1));
     if (!l.is_ok()) return fail(l.status(), exit_code), exit_code;
   }
-  const std::string rest = decoder.flush();
+  const std::string rest = stops.stopped() ? std::string() : stops.push(decoder.flush()) + stops.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -331,6 +365,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--system", o->system, "System prompt for --chat");
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template to use instead of the model's (tokenizer.chat_template)");
+  cmd->add_option("-r,--stop,--reverse-prompt", o->stops,
+                  "Stop a reply where this text appears (not printed; repeatable; \\n and \\t are "
+                  "escapes). With --chat and a base model's transcript template, e.g. --stop '\\nUser:'");
   cmd->callback([o, &exit_code] { exit_code = run_generate(*o); });
 }
 

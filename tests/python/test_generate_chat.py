@@ -68,10 +68,45 @@ def test_bad_template_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.skipif(not model_present("gemma3-270m"), reason="models/gemma3-270m.gguf not found")
+def test_gemma3_two_turn_chat_answers_with_the_transcript_template():
+    # The bundled Gemma-3-270M GGUF is the pretrained base model (general.name
+    # "Gemma 3 270m", no chat template): it never learned Gemma's turn markers
+    # and repeats the question under them, in llama.cpp too (docs/gemma3.md).
+    # A base model chats through a plain transcript, with a stop string that
+    # cuts off the next user turn it invents (llama-cli's reverse prompt).
+    r = chat("gemma3-270m", ["Hello!", "What is the capital of France?"],
+             "--chat-template-file", str(ROOT / "share" / "chat-templates" / "transcript.jinja"),
+             "--stop", "\\nUser:", n_predict=48)
+    assert r.returncode == 0, r.stderr
+    turns = [line for line in r.stderr.splitlines() if line.startswith("[prompt:")]
+    assert len(turns) == 2, r.stderr
+    assert all("stopped by stop string" in t for t in turns), r.stderr
+    answers = [line for line in r.stdout.splitlines() if line.strip()]
+    assert len(answers) == 2, r.stdout
+    assert "Paris" in answers[1], r.stdout
+    assert "User:" not in r.stdout
+
+
+@pytest.mark.skipif(not model_present("smollm2-135m"), reason="models/smollm2-135m.gguf not found")
+def test_stop_string_ends_a_one_shot_generation():
+    cmd = [omnibus_bin(), "generate", "-m", "smollm2-135m", "-p", "The capital of France is", "--temp", "0",
+           "-n", "32", "--ignore-eos"]
+    full = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert full.returncode == 0, full.stderr
+    continuation = full.stdout[len("The capital of France is"):]
+    assert "." in continuation.strip(), full.stdout  # the greedy continuation has a sentence end
+    cut = subprocess.run(cmd + ["--stop", "."], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert cut.returncode == 0, cut.stderr
+    assert "stopped by stop string" in cut.stderr
+    # Everything before the first stop string, nothing of it or after it.
+    assert cut.stdout.rstrip("\n") == "The capital of France is" + continuation.split(".")[0], (cut.stdout, full.stdout)
+
+
+@pytest.mark.skipif(not model_present("gemma3-270m"), reason="models/gemma3-270m.gguf not found")
 def test_gemma3_chat_runs_two_turns_with_the_builtin_template():
-    # The bundled Gemma-3-270M GGUF ships no chat template: omnibus falls back
-    # to Gemma's. (Its answers are not checked for content: this GGUF gives
-    # incoherent chat answers under llama.cpp too.)
+    # Without a template file omnibus falls back to Gemma's own turn format
+    # (right for the instruction-tuned Gemma 3 GGUFs); the base model's answers
+    # under it are not checked for content, only that both turns run.
     r = chat("gemma3-270m", ["Hello!", "What is the capital of France?"], n_predict=16)
     assert r.returncode == 0, r.stderr
     assert sum(1 for line in r.stderr.splitlines() if line.startswith("[prompt:")) == 2, r.stderr
