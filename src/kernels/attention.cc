@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "kernels/attention_internal.h"
@@ -152,6 +154,48 @@ void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSe
   }
 }
 
+
+// ---- TEMP SIM (not for commit) ----
+void sim_fwht(float* x, int n) {
+  for (int len = 1; len < n; len <<= 1)
+    for (int i = 0; i < n; i += 2 * len)
+      for (int j = i; j < i + len; ++j) { float a = x[j], b = x[j + len]; x[j] = a + b; x[j + len] = a - b; }
+  const float sc = 1.f / std::sqrt(float(n));
+  for (int i = 0; i < n; ++i) x[i] *= sc;
+}
+void sim_fq(float* x, int n, int stride, int bits) {
+  float lo = x[0], hi = x[0];
+  for (int i = 0; i < n; ++i) { lo = std::min(lo, x[i * stride]); hi = std::max(hi, x[i * stride]); }
+  const int L = (1 << bits) - 1;
+  const float d = (hi - lo) / L;
+  if (!(d > 0)) return;
+  for (int i = 0; i < n; ++i) { float q = std::clamp(std::nearbyint((x[i*stride] - lo) / d), 0.f, float(L)); x[i*stride] = lo + d * q; }
+}
+// mode: n, t<bits>g<G>[r], c<bits>g<T>
+void sim_apply(const char* mode, float* x, const AttentionSeq* seqs, int n_seqs, int nkv, int hd) {
+  if (mode[0] == 'n') return;
+  int bits = mode[1] - '0';
+  int G = std::atoi(mode + 3);
+  bool rot = std::strchr(mode, 'r') != nullptr;
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttentionSeq& s = seqs[i];
+    if (mode[0] == 't') {
+      for (int t = 0; t < s.n_tokens; ++t) for (int h = 0; h < nkv; ++h) {
+        float* r = x + ((int64_t(s.first_token + t)) * nkv + h) * hd;
+        if (rot) sim_fwht(r, hd);
+        for (int g = 0; g < hd; g += G) sim_fq(r + g, std::min(G, hd - g), 1, bits);
+        if (rot) sim_fwht(r, hd);
+      }
+    } else {
+      for (int32_t p0 = (s.n_past + G - 1) / G * G; p0 + G <= s.n_past + s.n_tokens; p0 += G) {
+        for (int h = 0; h < nkv; ++h) for (int c = 0; c < hd; ++c) {
+          float* r = x + ((int64_t(s.first_token + p0 - s.n_past)) * nkv + h) * hd + c;
+          sim_fq(r, G, nkv * hd, bits);
+        }
+      }
+    }
+  }
+}
 }  // namespace
 
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
@@ -164,6 +208,19 @@ void attention_task_scalar(const float* q, const PagedKvLayer& kv, const Attenti
 void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
               const float* v) {
   check_layer(kv);
+  std::vector<float> simk, simv;
+  if (const char* e = std::getenv("OMNIBUS_KVQ_SIM"); e != nullptr && kv.dtype == DType::F32) {
+    int64_t n_tok = 0;
+    for (int i = 0; i < n_seqs; ++i) n_tok = std::max<int64_t>(n_tok, seqs[i].first_token + seqs[i].n_tokens);
+    simk.assign(k, k + n_tok * kv.n_kv_heads * kv.head_dim);
+    simv.assign(v, v + n_tok * kv.n_kv_heads * kv.head_dim);
+    std::string m(e);
+    const size_t comma = m.find(',');
+    sim_apply(m.substr(0, comma).c_str(), simk.data(), seqs, n_seqs, kv.n_kv_heads, kv.head_dim);
+    sim_apply(m.substr(comma + 1).c_str(), simv.data(), seqs, n_seqs, kv.n_kv_heads, kv.head_dim);
+    k = simk.data();
+    v = simv.data();
+  }
   if (kv.dtype == kKvKivi2) return kivi_store(kv, seqs, n_seqs, k, v);
   const bool avx2 = cpu_features().use_avx2() && kv.head_dim % 8 == 0;
   if (is_kv_quantized(kv.dtype)) {
