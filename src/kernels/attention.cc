@@ -25,7 +25,7 @@ void check_layer(const PagedKvLayer& kv) {
   OMNIBUS_CHECK(is_kv_dtype(kv.dtype) && kv_dtype_supports_head_dim(kv.dtype, kv.head_dim));
   OMNIBUS_CHECK(kv.block_size > 0 && kv.n_kv_heads > 0 && kv.head_dim > 0);
   OMNIBUS_CHECK(kv.k != nullptr && kv.v != nullptr);
-  OMNIBUS_CHECK((kv.dtype == kKvKivi2) == (kv.kivi != nullptr));
+  OMNIBUS_CHECK(kv_has_residual(kv.dtype) == (kv.kivi != nullptr));
 }
 
 // Element offset of (position pos, KV head h) in the pool.
@@ -221,7 +221,7 @@ void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, cons
     k = simk.data();
     v = simv.data();
   }
-  if (kv.dtype == kKvKivi2) return kivi_store(kv, seqs, n_seqs, k, v);
+  if (kv_has_residual(kv.dtype)) return kivi_store(kv, seqs, n_seqs, k, v);
   const bool avx2 = cpu_features().use_avx2() && kv.head_dim % 8 == 0;
   if (is_kv_quantized(kv.dtype)) {
     for (int i = 0; i < n_seqs; ++i) {

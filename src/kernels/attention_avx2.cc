@@ -150,7 +150,8 @@ inline void softmax_update(QueryState& st, float* dots, int a, int b, const Atte
 // kQuant: the pool holds a quantized format (T = float): each tile's rows are
 // dequantized once into f32 tiles shared by the task's queries; for kivi2 the
 // rows of open groups are also converted from their fp16 residual, and each
-// query picks per row which of the two it reads (its qlim).
+// query picks per row which of the two it reads (its qlim). kivi2 values are
+// stored rotated (kv_quant.h): the output is rotated back once per query.
 template <typename T, bool kQuant>
 void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
                const AttnTask& t, float* out) {
@@ -160,7 +161,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   const int n_q = t.n_tok * t.n_heads;
   const T* kpool = static_cast<const T*>(kv.k);
   const T* vpool = static_cast<const T*>(kv.v);
-  const bool kivi = kv.dtype == kKvKivi2;
+  const bool kivi = kv_has_residual(kv.dtype);  // q4, kivi2: open groups read in fp16
 
   thread_local std::vector<float> acc_buf;
   thread_local std::vector<float> tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
@@ -181,7 +182,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
       const int64_t row = static_cast<int64_t>(s.first_token + tok) * p.n_head + t.head0 + hi_;
       const int32_t pos = s.n_past + tok;
-      const int32_t qlim = kv.dtype == kKvKivi2 ? (pos + 1) / kv.block_size * kv.block_size : INT32_MAX;
+      const int32_t qlim = kivi ? (pos + 1) / kv.block_size * kv.block_size : INT32_MAX;
       qs[ti * t.n_heads + hi_] = QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
     }
   }
@@ -290,6 +291,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     const float* acc = &acc_buf[static_cast<size_t>(qi) * hd];
     const __m256 inv = _mm256_set1_ps(1.f / qs[qi].l);
     for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(qs[qi].out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
+    // kivi2 values (quantized and fp16 alike) are H v: sum p_j H v_j = H out.
+    if (kQuant && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
   }
 }
 

@@ -42,8 +42,8 @@ void paged_attention_ref(const float* q, const PagedKvLayer& kv, const Attention
     std::vector<double> w(n_ctx);
     for (int32_t t = 0; t < s.n_tokens; ++t) {
       const int32_t pos = s.n_past + t;
-      // What a query sees depends on its position only for kivi2.
-      if (t == 0 || kv.dtype == kKvKivi2) {
+      // What a query sees depends on its position only with a KIVI residual.
+      if (t == 0 || kv_has_residual(kv.dtype)) {
         gather(kv, false, s, n_ctx, pos, K);
         gather(kv, true, s, n_ctx, pos, V);
       }

@@ -46,7 +46,7 @@ class KvPool {
       std::fill(k_.begin(), k_.end(), uint8_t{0xff});
       std::fill(v_.begin(), v_.end(), uint8_t{0xff});
     }
-    if (sh.dtype == kKvKivi2) {
+    if (kv_has_residual(sh.dtype)) {
       kivi_ = std::make_unique<KiviResidual>(n_blocks, sh.n_kv_head, sh.block_size, sh.head_dim, kivi_slots,
                                              &staging_);
     }

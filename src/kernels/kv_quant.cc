@@ -41,24 +41,39 @@ inline int quant_level(float x, float d, float m, int max_level) {
   return std::clamp(q, 0, max_level);
 }
 
-// 2-bit row codes: byte j holds channels j + k * hd/4 at bits 2k.
-void q2_pack(uint8_t* codes, int hd, const float* x, const float* d, const float* m, bool per_channel) {
-  const int q = hd / 4;
+// b-bit row codes: byte j holds channels j + k * hd*b/8 at bits b*k.
+void pack_row(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m, bool per_channel) {
+  const int per = 8 / bits, q = hd / per, max_level = (1 << bits) - 1;
   for (int j = 0; j < q; ++j) {
     uint8_t b = 0;
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < per; ++k) {
       const int c = j + k * q;
       const float dc = per_channel ? d[c] : d[0];
       const float mc = per_channel ? m[c] : m[0];
-      b = uint8_t(b | quant_level(x[c], dc, mc, 3) << (2 * k));
+      b = uint8_t(b | quant_level(x[c], dc, mc, max_level) << (bits * k));
     }
     codes[j] = b;
   }
 }
 
-inline int q2_code(const uint8_t* codes, int hd, int c) {
-  const int q = hd / 4;
-  return (codes[c % q] >> (2 * (c / q))) & 3;
+inline int code_at(const uint8_t* codes, int hd, int bits, int c) {
+  const int q = hd / (8 / bits);
+  return (codes[c % q] >> (bits * (c / q))) & ((1 << bits) - 1);
+}
+
+// Per-token b-bit row over the whole row: {d, m} fp16 at dm.
+void store_row_per_token(uint8_t* codes, uint16_t* dm, int hd, int bits, const float* x) {
+  float lo, hi;
+  kv_fit_range(x, hd, 1, (1 << bits) - 1, &lo, &hi);
+  dm[0] = fp32_to_fp16((hi - lo) / float((1 << bits) - 1));
+  dm[1] = fp32_to_fp16(lo);
+  const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
+  pack_row(codes, hd, bits, x, &d, &m, false);
+}
+
+void load_row_per_token(const uint8_t* codes, const uint16_t* dm, int hd, int bits, float* y) {
+  const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
+  for (int c = 0; c < hd; ++c) y[c] = m + d * float(code_at(codes, hd, bits, c));
 }
 
 }  // namespace
@@ -68,6 +83,58 @@ bool is_kv_dtype(DType t) {
 }
 
 bool is_kv_quantized(DType t) { return t == kKvQ8 || t == kKvQ4 || t == kKvKivi2; }
+
+int kv_kivi_bits(DType t) { return t == kKvKivi2 ? 2 : t == kKvQ4 ? 4 : 0; }
+
+void kv_hadamard(float* x, int hd) {
+  int n = 1;
+  while (n < 256 && hd % (2 * n) == 0) n *= 2;
+  const float scale = 1.f / std::sqrt(float(n));
+  for (int b = 0; b < hd; b += n) {
+    float* y = x + b;
+    for (int len = 1; len < n; len *= 2) {
+      for (int i = 0; i < n; i += 2 * len) {
+        for (int j = i; j < i + len; ++j) {
+          const float a = y[j], c = y[j + len];
+          y[j] = a + c;
+          y[j + len] = a - c;
+        }
+      }
+    }
+    for (int i = 0; i < n; ++i) y[i] *= scale;
+  }
+}
+
+void kv_fit_range(const float* x, int n, int stride, int max_level, float* lo, float* hi) {
+  float a = x[0], b = x[0];
+  for (int i = 1; i < n; ++i) {
+    a = std::min(a, x[size_t(i) * stride]);
+    b = std::max(b, x[size_t(i) * stride]);
+  }
+  *lo = a;
+  *hi = b;
+  const float range = b - a;
+  if (!(range > 0.f)) return;
+  float best = INFINITY;
+  for (int ia = 0; ia <= 6; ++ia) {
+    for (int ib = 0; ib <= 6; ++ib) {
+      const float l = a + range * 0.05f * float(ia), h = b - range * 0.05f * float(ib);
+      const float d = (h - l) / float(max_level);
+      float err = 0.f;
+      for (int i = 0; i < n; ++i) {
+        const float v = x[size_t(i) * stride];
+        const float q = std::clamp(std::nearbyint((v - l) / d), 0.f, float(max_level));
+        const float e = l + d * q - v;
+        err += e * e;
+      }
+      if (err < best) {
+        best = err;
+        *lo = l;
+        *hi = h;
+      }
+    }
+  }
+}
 
 std::string_view kv_dtype_name(DType t) {
   switch (t) {
@@ -91,11 +158,11 @@ bool kv_dtype_supports_head_dim(DType t, int head_dim) {
 
 int kv_q4_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 
-KiviKLayout kivi_k_layout(int bs, int hd) {
+KiviKLayout kivi_k_layout(int bs, int hd, int bits) {
   KiviKLayout l;
   l.stats = 8;
   l.codes = l.stats + round4(std::max<size_t>(size_t(3) * hd, size_t(4) * bs));
-  l.bytes = round4(l.codes + size_t(bs) * (hd / 4));
+  l.bytes = round4(l.codes + size_t(bs) * (hd * bits / 8));
   return l;
 }
 
@@ -110,12 +177,12 @@ KvUnitBytes kv_unit_bytes(DType t, int bs, int hd) {
       return {b, b};
     }
     case kKvQ4: {
-      const size_t b = round4(n / 2) + size_t(bs) * (hd / kv_q4_group(hd)) * 4;
-      return {b, b};
+      const size_t v = round4(n / 2) + size_t(bs) * (hd / kv_q4_group(hd)) * 4;
+      return {kivi_k_layout(bs, hd, 4).bytes, v};
     }
     default: {  // kivi2
       const size_t v = round4(n / 4) + size_t(4) * bs;
-      return {kivi_k_layout(bs, hd).bytes, v};
+      return {kivi_k_layout(bs, hd, 2).bytes, v};
     }
   }
 }
@@ -183,20 +250,14 @@ void q4_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
 
 // ---- 2-bit per token ----
 void q2_store_row(uint8_t* codes, uint16_t* dm, int hd, const float* x) {
-  float lo, hi;
-  minmax(x, hd, &lo, &hi);
-  dm[0] = fp32_to_fp16((hi - lo) / 3.f);
-  dm[1] = fp32_to_fp16(lo);
-  const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
-  q2_pack(codes, hd, x, &d, &m, false);
+  store_row_per_token(codes, dm, hd, 2, x);
 }
 
 void q2_load_row(const uint8_t* codes, const uint16_t* dm, int hd, float* y) {
-  const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
-  for (int c = 0; c < hd; ++c) y[c] = m + d * float(q2_code(codes, hd, c));
+  load_row_per_token(codes, dm, hd, 2, y);
 }
 
-// ---- kivi2 ----
+// ---- kivi2 values ----
 void kivi_v_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
   auto* dm = reinterpret_cast<uint16_t*>(unit + round4(size_t(bs) * hd / 4));
   q2_store_row(unit + size_t(row) * (hd / 4), dm + 2 * row, hd, x);
@@ -207,36 +268,33 @@ void kivi_v_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
   q2_load_row(unit + size_t(row) * (hd / 4), dm + 2 * row, hd, y);
 }
 
+// ---- KIVI keys ----
 void kivi_k_set_state(uint8_t* kunit, uint8_t state) { kunit[4] = state; }
 
-void kivi_k_seal(uint8_t* kunit, int bs, int hd, const float* x) {
-  const KiviKLayout l = kivi_k_layout(bs, hd);
+void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x) {
+  const KiviKLayout l = kivi_k_layout(bs, hd, bits);
+  const int max_level = (1 << bits) - 1;
   uint8_t* mstat = kunit + l.stats;
   uint8_t* estat = mstat + 2 * hd;
+  float dcs[1024];
+  OMNIBUS_CHECK(hd <= 1024);
   float smax = 0.f;
   for (int c = 0; c < hd; ++c) {
-    float lo = x[c], hi = x[c];
-    for (int r = 1; r < bs; ++r) {
-      lo = std::min(lo, x[size_t(r) * hd + c]);
-      hi = std::max(hi, x[size_t(r) * hd + c]);
-    }
+    float lo, hi;
+    kv_fit_range(x + c, bs, hd, max_level, &lo, &hi);
     st16(mstat + 2 * c, lo);
-    smax = std::max(smax, (hi - lo) / 3.f);
+    dcs[c] = (hi - lo) / float(max_level);
+    smax = std::max(smax, dcs[c]);
   }
   std::memcpy(kunit, &smax, 4);
   for (int c = 0; c < hd; ++c) {
-    float lo = x[c], hi = x[c];
-    for (int r = 1; r < bs; ++r) {
-      lo = std::min(lo, x[size_t(r) * hd + c]);
-      hi = std::max(hi, x[size_t(r) * hd + c]);
-    }
-    const float dc = (hi - lo) / 3.f;
+    // d_c rounded up to the table's next 1/16 octave below smax
     int e = 255;
-    if (dc > 0.f && smax > 0.f) e = std::clamp(static_cast<int>(std::floor(-16.f * std::log2(dc / smax))), 0, 255);
+    if (dcs[c] > 0.f && smax > 0.f) e = std::clamp(static_cast<int>(std::floor(-16.f * std::log2(dcs[c] / smax))), 0, 255);
     estat[c] = uint8_t(e);
   }
   kivi_k_set_state(kunit, kKiviSealed);
-  for (int r = 0; r < bs; ++r) kivi_k_store_row_sealed(kunit, bs, hd, r, x + size_t(r) * hd);
+  for (int r = 0; r < bs; ++r) kivi_k_store_row_sealed(kunit, bs, hd, bits, r, x + size_t(r) * hd);
 }
 
 void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m) {
@@ -251,27 +309,27 @@ void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m) {
   }
 }
 
-void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int row, const float* x) {
-  const KiviKLayout l = kivi_k_layout(bs, hd);
+void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x) {
+  const KiviKLayout l = kivi_k_layout(bs, hd, bits);
   float d[1024], m[1024];
   OMNIBUS_CHECK(hd <= 1024);
   kivi_k_channel_stats(kunit, hd, d, m);
-  q2_pack(kunit + l.codes + size_t(row) * (hd / 4), hd, x, d, m, true);
+  pack_row(kunit + l.codes + size_t(row) * (hd * bits / 8), hd, bits, x, d, m, true);
 }
 
-void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int row, const float* x) {
-  const KiviKLayout l = kivi_k_layout(bs, hd);
+void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x) {
+  const KiviKLayout l = kivi_k_layout(bs, hd, bits);
   auto* dm = reinterpret_cast<uint16_t*>(kunit + l.stats);
-  q2_store_row(kunit + l.codes + size_t(row) * (hd / 4), dm + 2 * row, hd, x);
+  store_row_per_token(kunit + l.codes + size_t(row) * (hd * bits / 8), dm + 2 * row, hd, bits, x);
 }
 
-void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int row, float* y) {
-  const KiviKLayout l = kivi_k_layout(bs, hd);
-  const uint8_t* codes = kunit + l.codes + size_t(row) * (hd / 4);
+void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int bits, int row, float* y) {
+  const KiviKLayout l = kivi_k_layout(bs, hd, bits);
+  const uint8_t* codes = kunit + l.codes + size_t(row) * (hd * bits / 8);
   const uint8_t state = kivi_k_state(kunit);
   if (state == kKiviPerToken) {
     const auto* dm = reinterpret_cast<const uint16_t*>(kunit + l.stats);
-    q2_load_row(codes, dm + 2 * row, hd, y);
+    load_row_per_token(codes, dm + 2 * row, hd, bits, y);
     return;
   }
   OMNIBUS_DCHECK(state == kKiviSealed);
@@ -280,7 +338,7 @@ void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int row, float* y) {
   const uint8_t* mstat = kunit + l.stats;
   const uint8_t* estat = mstat + 2 * hd;
   const float* t = kivi_exp2_table();
-  for (int c = 0; c < hd; ++c) y[c] = ld16(mstat + 2 * c) + smax * t[estat[c]] * float(q2_code(codes, hd, c));
+  for (int c = 0; c < hd; ++c) y[c] = ld16(mstat + 2 * c) + smax * t[estat[c]] * float(code_at(codes, hd, bits, c));
 }
 
 }  // namespace omnibus

@@ -8,17 +8,24 @@
 //   f32    float [bs][hd]
 //   f16    fp16 [bs][hd]
 //   q8     int8 codes [bs][hd] | fp16 d [bs]               x = d * q, d = absmax / 127
-//   q4     codes [bs][hd/2] | {fp16 d, fp16 m} [bs][hd/G]   x = m + d * q, q in 0..15,
-//          groups of G = 32 channels (G = hd if hd % 32 != 0); in a group's G/2
-//          bytes, byte j holds channel j (low nibble) and j + G/2 (high nibble)
-//   kivi2  V unit: codes [bs][hd/4] | {fp16 d, fp16 m} [bs]  (2 bits, per token)
-//          K unit: header {f32 smax, u8 state, 3 pad} | stats | codes [bs][hd/4]
+//   q4     K unit: KIVI keys at 4 bits (below, b = 4)
+//          V unit: codes [bs][hd/2] | {fp16 d, fp16 m} [bs][hd/G]   per token:
+//          x = m + d * q, q in 0..15, groups of G = 32 channels (G = hd if
+//          hd % 32 != 0); in a group's G/2 bytes, byte j holds channel j (low
+//          nibble) and j + G/2 (high nibble)
+//   kivi2  K unit: KIVI keys at 2 bits (below, b = 2)
+//          V unit: codes [bs][hd/4] | {fp16 d, fp16 m} [bs]  (2 bits, per token,
+//          of the row rotated by kv_hadamard: a query reads H * dequant(row))
+//   KIVI keys (b bits): header {f32 smax, u8 state, 3 pad} | stats | codes [bs][hd*b/8]
 //            state kKiviOpen: group not complete, keys live in the f16 residual
 //            state kKiviSealed: per channel over the block's bs tokens (KIVI):
 //              stats = fp16 m [hd] | u8 e [hd], d_c = smax * 2^(-e_c / 16)
 //            state kKiviPerToken: fallback when no residual slot was free:
-//              stats = {fp16 d, fp16 m} [bs], as V
-//          2-bit rows: byte j holds channels j + k * hd/4 at bits 2k (k = 0..3).
+//              stats = {fp16 d, fp16 m} [bs], per token over the row
+//          b-bit rows: byte j holds channels j + k * hd*b/8 at bits b*k (k < 8/b).
+//   Ranges {m, m + d * (2^b - 1)} are fitted to minimize the squared error
+//   (kv_fit_range), not min/max: a clipped outlier costs less than the
+//   resolution every other element loses.
 //
 // The formats are named by DType tags (the KV format, not the ggml weight
 // layout of the same name): Q8_0 = q8, Q4_1 = q4, Q2_K = kivi2.
@@ -58,13 +65,32 @@ KvUnitBytes kv_unit_bytes(DType t, int block_size, int head_dim);
 
 int kv_q4_group(int head_dim);
 
-// Offsets inside a kivi2 K unit.
+// Bits of a format whose keys are KIVI keys (per channel over the block, the
+// open group in the fp16 residual, kernels/kv_quant_kivi.h): kivi2 2, q4 4;
+// 0 for the others.
+int kv_kivi_bits(DType t);
+inline bool kv_has_residual(DType t) { return kv_kivi_bits(t) != 0; }
+// Whether a query reads the format's values rotated back by kv_hadamard (kivi2).
+inline bool kv_rotates_v(DType t) { return t == DType::Q2_K; }
+
+// x[0..hd) <- H x, H the orthonormal Walsh-Hadamard matrix over blocks of
+// the largest power of two dividing hd (at most 256). H is symmetric and its
+// own inverse; it spreads an outlier channel over the block, which is what
+// per-token 2-bit values need. Fixed operation order (batch invariance).
+void kv_hadamard(float* x, int hd);
+
+// The range [*lo, *hi] for n values x[0], x[stride], ... at levels 0..max_level
+// with the least squared error among clippings of [min, max] by 0..30% of the
+// range at either end (in steps of 5%; [min, max] itself is a candidate).
+void kv_fit_range(const float* x, int n, int stride, int max_level, float* lo, float* hi);
+
+// Offsets inside a KIVI K unit.
 struct KiviKLayout {
   size_t stats;  // start of the stats region (after the 8-byte header)
   size_t codes;  // start of the codes [bs][hd/4]
   size_t bytes;  // unit size
 };
-KiviKLayout kivi_k_layout(int block_size, int head_dim);
+KiviKLayout kivi_k_layout(int block_size, int head_dim, int bits);
 
 // d_c = smax * kivi_exp2_table()[e_c], entry e = 2^(-e/16).
 const float* kivi_exp2_table();
@@ -79,21 +105,22 @@ void q4_load_row(const uint8_t* unit, int bs, int hd, int row, float* y);
 void q2_store_row(uint8_t* codes, uint16_t* dm, int hd, const float* x);
 void q2_load_row(const uint8_t* codes, const uint16_t* dm, int hd, float* y);
 
-// kivi2 V row `row` of a V unit.
+// kivi2 V row `row` of a V unit; x and y are in the rotated space (H * value).
 void kivi_v_store_row(uint8_t* unit, int bs, int hd, int row, const float* x);
 void kivi_v_load_row(const uint8_t* unit, int bs, int hd, int row, float* y);
 
+// KIVI K units of `bits` bits (2: kivi2, 4: q4).
 inline uint8_t kivi_k_state(const uint8_t* kunit) { return kunit[4]; }
 void kivi_k_set_state(uint8_t* kunit, uint8_t state);
 // Seals a K unit: per-channel quantization of rows x [bs][hd] (f32 values).
-void kivi_k_seal(uint8_t* kunit, int bs, int hd, const float* x);
+void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x);
 // Per-token K row (state kKiviPerToken).
-void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int row, const float* x);
+void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x);
 // Rewrites one row of a sealed unit with its existing per-channel stats (codes clamped).
-void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int row, const float* x);
+void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x);
 // Per-channel {d, m} of a sealed unit: d[hd], m[hd].
 void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m);
 // REQUIRES state is kKiviSealed or kKiviPerToken.
-void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int row, float* y);
+void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int bits, int row, float* y);
 
 }  // namespace omnibus

@@ -1,6 +1,8 @@
 // AVX2 dequantization of KV rows into f32 tiles for paged attention
-// (layouts: kv_quant.h). Shapes the fast paths do not cover (q4 with
-// head_dim % 32 != 0, kivi2 with head_dim % 32 != 0) use the scalar row codecs.
+// (layouts: kv_quant.h). Shapes the fast paths do not cover (q4 values with
+// head_dim % 32 != 0, 2-bit rows with head_dim % 32 != 0, 4-bit rows with
+// head_dim % 16 != 0) use the scalar row codecs. kivi2 values come out in the
+// rotated space (the kernel rotates its output back).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -60,13 +62,15 @@ void q4_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
   }
 }
 
-// One 2-bit row: y[j + k*q] = m[.] + d[.] * code, per channel (dv/mv arrays)
-// or per token (broadcast). REQUIRES hd % 32 == 0.
-inline void q2_row(const uint8_t* codes, int hd, const float* dv, const float* mv, float d, float m, float* y) {
-  const int q = hd / 4;
-  for (int k = 0; k < 4; ++k) {
+// One b-bit row: y[j + k*q] = m[.] + d[.] * code (q = hd*b/8), per channel
+// (dv/mv arrays) or per token (broadcast). REQUIRES row_fast(hd, bits).
+inline bool row_fast(int hd, int bits) { return (hd * bits / 8) % 8 == 0 && hd % (8 / bits) == 0; }
+inline void qb_row(const uint8_t* codes, int hd, int bits, const float* dv, const float* mv, float d, float m,
+                   float* y) {
+  const int per = 8 / bits, q = hd / per, mask = (1 << bits) - 1;
+  for (int k = 0; k < per; ++k) {
     for (int j = 0; j < q; j += 8) {
-      const __m256 x = u8x8_to_ps(codes + j, 2 * k, 3);
+      const __m256 x = u8x8_to_ps(codes + j, bits * k, mask);
       const int c = j + k * q;
       const __m256 vd = dv ? _mm256_loadu_ps(dv + c) : _mm256_set1_ps(d);
       const __m256 vm = mv ? _mm256_loadu_ps(mv + c) : _mm256_set1_ps(m);
@@ -78,39 +82,38 @@ inline void q2_row(const uint8_t* codes, int hd, const float* dv, const float* m
 void kivi_v_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
   const uint8_t* dm = unit + (size_t(bs) * hd / 4 + 3) / 4 * 4;
   for (int r = r0; r < r1; ++r, y += hd) {
-    if (hd % 32 != 0) {
+    if (!row_fast(hd, 2)) {
       kivi_v_load_row(unit, bs, hd, r, y);
       continue;
     }
-    q2_row(unit + size_t(r) * (hd / 4), hd, nullptr, nullptr, ld16(dm + 4 * r), ld16(dm + 4 * r + 2), y);
+    qb_row(unit + size_t(r) * (hd / 4), hd, 2, nullptr, nullptr, ld16(dm + 4 * r), ld16(dm + 4 * r + 2), y);
   }
 }
 
-void kivi_k_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
+// KIVI keys of `bits` bits.
+void kivi_k_rows(const uint8_t* unit, int bs, int hd, int bits, int r0, int r1, float* y) {
   const uint8_t state = kivi_k_state(unit);
   if (state == kKiviOpen) {
     std::fill_n(y, size_t(r1 - r0) * hd, 0.f);
     return;
   }
-  if (hd % 32 != 0) {
-    for (int r = r0; r < r1; ++r, y += hd) kivi_k_load_row(unit, bs, hd, r, y);
+  if (!row_fast(hd, bits) || hd > 512) {
+    for (int r = r0; r < r1; ++r, y += hd) kivi_k_load_row(unit, bs, hd, bits, r, y);
     return;
   }
-  const KiviKLayout l = kivi_k_layout(bs, hd);
+  const KiviKLayout l = kivi_k_layout(bs, hd, bits);
+  const size_t row_bytes = size_t(hd) * bits / 8;
   if (state == kKiviPerToken) {
     const uint8_t* dm = unit + l.stats;
     for (int r = r0; r < r1; ++r, y += hd) {
-      q2_row(unit + l.codes + size_t(r) * (hd / 4), hd, nullptr, nullptr, ld16(dm + 4 * r), ld16(dm + 4 * r + 2), y);
+      qb_row(unit + l.codes + size_t(r) * row_bytes, hd, bits, nullptr, nullptr, ld16(dm + 4 * r),
+             ld16(dm + 4 * r + 2), y);
     }
     return;
   }
   alignas(32) float d[512], m[512];
-  if (hd > 512) {
-    for (int r = r0; r < r1; ++r, y += hd) kivi_k_load_row(unit, bs, hd, r, y);
-    return;
-  }
   kivi_k_channel_stats(unit, hd, d, m);
-  for (int r = r0; r < r1; ++r, y += hd) q2_row(unit + l.codes + size_t(r) * (hd / 4), hd, d, m, 0.f, 0.f, y);
+  for (int r = r0; r < r1; ++r, y += hd) qb_row(unit + l.codes + size_t(r) * row_bytes, hd, bits, d, m, 0.f, 0.f, y);
 }
 
 }  // namespace
@@ -124,12 +127,18 @@ void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is
     const int r0 = j % bs, r1 = r0 + (blk_end - j);
     switch (kv.dtype) {
       case kKvQ8: q8_rows(unit, bs, hd, r0, r1, y); break;
-      case kKvQ4: q4_rows(unit, bs, hd, r0, r1, y); break;
+      case kKvQ4:
+        if (is_v) {
+          q4_rows(unit, bs, hd, r0, r1, y);
+        } else {
+          kivi_k_rows(unit, bs, hd, 4, r0, r1, y);
+        }
+        break;
       default:
         if (is_v) {
           kivi_v_rows(unit, bs, hd, r0, r1, y);
         } else {
-          kivi_k_rows(unit, bs, hd, r0, r1, y);
+          kivi_k_rows(unit, bs, hd, 2, r0, r1, y);
         }
         break;
     }

@@ -80,12 +80,13 @@ int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid
     ++n_steals_;
     const int64_t victim = owner_[size_t(slot)];
     if (kivi_k_state(kv_unit(kv, false, victim, 0)) == kKiviOpen) {
+      const int bits = kv_kivi_bits(kv.dtype);
       std::vector<float> x(static_cast<size_t>(hd_));
       for (int h = 0; h < n_kv_; ++h) {
         uint8_t* ku = kv_unit(kv, false, victim, h);
         for (int r = 0; r < fill_[size_t(slot)]; ++r) {
           to_f32(row(slot, false, h, r), x.data(), hd_);
-          kivi_k_store_row_per_token(ku, bs_, hd_, r, x.data());
+          kivi_k_store_row_per_token(ku, bs_, hd_, bits, r, x.data());
         }
         kivi_k_set_state(ku, kKiviPerToken);
       }
@@ -104,6 +105,8 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
   OMNIBUS_CHECK(R.n_kv_ == kv.n_kv_heads && R.bs_ == kv.block_size && R.hd_ == kv.head_dim);
   R.begin_call();
   const int bs = kv.block_size, hd = kv.head_dim, nkv = kv.n_kv_heads;
+  const int bits = kv_kivi_bits(kv.dtype);
+  const bool rotate_v = kv_rotates_v(kv.dtype);
   const int64_t row_elems = int64_t(nkv) * hd;
 
   // Stage the step's rows in fp16: every later read of them goes through fp16.
@@ -115,7 +118,14 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
     st.v.resize(size_t(n_tok * row_elems));
   }
   to_f16(k, st.k.data(), n_tok * row_elems);
-  to_f16(v, st.v.data(), n_tok * row_elems);
+  if (rotate_v) {  // kivi2 values live rotated (H v) everywhere: staging, slots, blocks
+    thread_local std::vector<float> vr;
+    vr.assign(v, v + n_tok * row_elems);
+    for (int64_t r = 0; r < n_tok * nkv; ++r) kv_hadamard(vr.data() + r * hd, hd);
+    to_f16(vr.data(), st.v.data(), n_tok * row_elems);
+  } else {
+    to_f16(v, st.v.data(), n_tok * row_elems);
+  }
   st.owner = &R;
 
   thread_local std::vector<float> xs;  // [bs, hd] f32 rows of one block
@@ -139,7 +149,11 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
         uint8_t* vu = kv_unit(kv, true, b, h);
         for (int r = r0; r < r1; ++r) {
           to_f32(stage(true, h, r), xs.data(), hd);
-          kivi_v_store_row(vu, bs, hd, r, xs.data());
+          if (rotate_v) {
+            kivi_v_store_row(vu, bs, hd, r, xs.data());
+          } else {
+            q4_store_row(vu, bs, hd, r, xs.data());
+          }
         }
       }
       const uint8_t state = kivi_k_state(kv_unit(kv, false, b, 0));
@@ -161,9 +175,9 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
           for (int r = r0; r < r1; ++r) {
             to_f32(stage(false, h, r), xs.data(), hd);
             if (st2 == kKiviPerToken) {
-              kivi_k_store_row_per_token(ku, bs, hd, r, xs.data());
+              kivi_k_store_row_per_token(ku, bs, hd, bits, r, xs.data());
             } else {
-              kivi_k_store_row_sealed(ku, bs, hd, r, xs.data());
+              kivi_k_store_row_sealed(ku, bs, hd, bits, r, xs.data());
             }
           }
         }
@@ -180,7 +194,7 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
               std::fill_n(xs.data() + size_t(r) * hd, hd, 0.f);
             }
           }
-          kivi_k_seal(kv_unit(kv, false, b, h), bs, hd, xs.data());
+          kivi_k_seal(kv_unit(kv, false, b, h), bs, hd, bits, xs.data());
         }
         if (slot >= 0) {
           R.stamp_[size_t(slot)] = R.calls_;
@@ -224,7 +238,7 @@ void kivi_copy_block(const PagedKvLayer& kv, int64_t src, int64_t dst) {
     uint8_t* ku = kv_unit(kv, false, dst, h);
     for (int r = 0; r < n_rows; ++r) {
       to_f32(R.row(from, false, h, r), x.data(), kv.head_dim);
-      kivi_k_store_row_per_token(ku, kv.block_size, kv.head_dim, r, x.data());
+      kivi_k_store_row_per_token(ku, kv.block_size, kv.head_dim, kv_kivi_bits(kv.dtype), r, x.data());
     }
     kivi_k_set_state(ku, kKiviPerToken);
   }

@@ -1,7 +1,8 @@
-// KIVI residual window for the kivi2 KV format (KIVI, ICML '24): keys are
-// quantized per channel over a group of block_size tokens, so a group can only
-// be quantized once it is complete. Until then its rows stay in fp16 here, and
-// a query reads the keys/values of its own, still open group in fp16:
+// KIVI residual window of the formats with KIVI keys (kivi2 at 2 bits, q4 at
+// 4 bits; KIVI, ICML '24): keys are quantized per channel over a group of
+// block_size tokens, so a group can only be quantized once it is complete.
+// Until then its rows stay in fp16 here, and a query reads the keys/values of
+// its own, still open group in fp16 (kivi2's values rotated, kv_hadamard):
 //
 //   query at position p reads key j   quantized  if j < qlim(p) = floor((p + 1) / bs) * bs
 //                                     fp16       otherwise (j in p's open group)
@@ -20,7 +21,7 @@
 // still read it). A block freed while open keeps its slot until the block is
 // written from row 0 again (reused) or the slot is stolen: when no slot is
 // free, the least recently written one is taken and its block converted to
-// per-token 2-bit keys (state kKiviPerToken, lossy, counted in n_steals()).
+// per-token keys (state kKiviPerToken, lossy, counted in n_steals()).
 // A block whose slot could not be had starts in that state too.
 //
 // Thread-safety: kivi_store and kivi_copy_block mutate the residual (engine
@@ -84,7 +85,7 @@ class KiviResidual {
   uint64_t n_steals_ = 0, n_no_slot_ = 0;
 };
 
-// kv_store for kivi2 (kv.kivi != nullptr).
+// kv_store for the formats with KIVI keys (kv.kivi != nullptr).
 void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
                 const float* v);
 

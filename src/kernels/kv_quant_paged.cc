@@ -25,26 +25,29 @@ void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32
       return;
     }
     case kKvQ8: return q8_load_row(unit, bs, hd, r, y);
-    case kKvQ4: return q4_load_row(unit, bs, hd, r, y);
+    case kKvQ4:
     case kKvKivi2: {
-      if (kivi_reads_f16(qpos, j, bs)) {
-        const uint16_t* x = kivi_f16_row(kv, s, h, j, is_v);
-        if (x != nullptr) {
-          for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
-          return;
-        }
+      const bool rot = is_v && kv_rotates_v(kv.dtype);
+      const uint16_t* x = kivi_reads_f16(qpos, j, bs) ? kivi_f16_row(kv, s, h, j, is_v) : nullptr;
+      if (x != nullptr) {
+        for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
+      } else if (!is_v) {
+        kivi_k_load_row(unit, bs, hd, kv_kivi_bits(kv.dtype), r, y);
+      } else if (rot) {
+        kivi_v_load_row(unit, bs, hd, r, y);
+      } else {
+        q4_load_row(unit, bs, hd, r, y);
       }
-      if (is_v) return kivi_v_load_row(unit, bs, hd, r, y);
-      return kivi_k_load_row(unit, bs, hd, r, y);
+      if (rot) kv_hadamard(y, hd);  // values are stored rotated: H (H v) = v
+      return;
     }
     default: OMNIBUS_CHECK(false && "not a KV dtype");
   }
 }
 
 void kv_store_row_quantized(DType t, uint8_t* unit, int bs, int hd, int r, const float* x) {
-  if (t == kKvQ8) return q8_store_row(unit, bs, hd, r, x);
-  OMNIBUS_CHECK(t == kKvQ4);
-  q4_store_row(unit, bs, hd, r, x);
+  OMNIBUS_CHECK(t == kKvQ8);
+  q8_store_row(unit, bs, hd, r, x);
 }
 
 }  // namespace omnibus

@@ -20,8 +20,8 @@ inline uint8_t* kv_unit(const PagedKvLayer& kv, bool is_v, int64_t block, int h)
   return static_cast<uint8_t*>(is_v ? kv.v : kv.k) + (size_t(block) * kv.n_kv_heads + h) * bytes;
 }
 
-// kivi2: a query at qpos reads key/value j from the fp16 residual (j in its
-// still open group) rather than from the quantized block.
+// kivi2, q4 (kv_has_residual): a query at qpos reads key/value j from the fp16
+// residual (j in its still open group) rather than from the quantized block.
 inline bool kivi_reads_f16(int32_t qpos, int32_t j, int block_size) {
   return j >= (qpos + 1) / block_size * block_size;
 }
@@ -30,7 +30,7 @@ inline bool kivi_reads_f16(int32_t qpos, int32_t j, int block_size) {
 void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32_t j, int h,
                  int32_t qpos, float* y);
 
-// Writes one row (q8/q4 formats): row r of unit.
+// Writes one row (q8): row r of unit.
 void kv_store_row_quantized(DType t, uint8_t* unit, int bs, int hd, int r, const float* x);
 
 }  // namespace omnibus

@@ -34,7 +34,7 @@ struct Pool {
     const KvUnitBytes u = kv_unit_bytes(t, bs, hd);
     k.assign(size_t(n_blocks) * kKv * u.k, 0xff);
     v.assign(size_t(n_blocks) * kKv * u.v, 0xff);
-    if (t == kKvKivi2) kivi = std::make_unique<KiviResidual>(n_blocks, kKv, bs, hd, slots, &staging);
+    if (kv_has_residual(t)) kivi = std::make_unique<KiviResidual>(n_blocks, kKv, bs, hd, slots, &staging);
   }
   PagedKvLayer layer() { return PagedKvLayer{t, k.data(), v.data(), bs, kKv, hd, kivi.get()}; }
 };
@@ -67,6 +67,20 @@ void store(Pool& p, const std::vector<int32_t>& table, int n_past, int n_tok, co
 // the format's bound of what was stored.
 class RoundTrip : public ::testing::TestWithParam<DType> {};
 
+// Squared-error bound of `n` values x[0], x[stride], ... quantized at
+// levels 0..L over a fitted range: the fit never does worse than [min, max],
+// whose error is at most half a step per value; slack for the fp16 {d, m} and
+// kivi's scale rounded up by <= 1/16 octave.
+double sse_bound(const float* x, int n, int stride, int L) {
+  float lo = x[0], hi = x[0];
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[size_t(i) * stride]);
+    hi = std::max(hi, x[size_t(i) * stride]);
+  }
+  const double half = (hi - lo) / L * 0.5 * 1.05 + std::fabs(lo) * 1e-3 + 1e-6;
+  return n * half * half * 1.1;
+}
+
 TEST_P(RoundTrip, ErrorWithinFormatBound) {
   const DType t = GetParam();
   for (int hd : {64, 24}) {
@@ -76,25 +90,66 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
     const std::vector<float> k = keys_with_outliers(n, hd, 1), v = randn(size_t(n) * kKv * hd, 2);
     store(p, table, 0, n, k.data(), v.data());
     AttentionSeq s{0, 0, n, table.data(), 0};  // nothing new: every block read quantized
-    std::vector<float> y(static_cast<size_t>(hd));
+    // y [n, kKv, hd]: every row as a query far beyond sees it
+    std::vector<float> y[2];
+    for (bool is_v : {false, true}) {
+      y[is_v].resize(size_t(n) * kKv * hd);
+      for (int j = 0; j < n; ++j) {
+        for (int h = 0; h < kKv; ++h) kv_read_row(p.layer(), s, is_v, j, h, n, &y[is_v][(size_t(j) * kKv + h) * hd]);
+      }
+    }
+    const int kbits = kv_kivi_bits(t), L = (1 << kbits) - 1;
     double sum_sq = 0, sum_err = 0;
     for (bool is_v : {false, true}) {
       const std::vector<float>& x = is_v ? v : k;
-      for (int j = 0; j < n; ++j) {
-        for (int h = 0; h < kKv; ++h) {
-          kv_read_row(p.layer(), s, is_v, j, h, n, y.data());
-          const float* xr = &x[(size_t(j) * kKv + h) * hd];
-          float lo = xr[0], hi = xr[0], amax = 0;
-          for (int c = 0; c < hd; ++c) {
-            lo = std::min(lo, xr[c]);
-            hi = std::max(hi, xr[c]);
-            amax = std::max(amax, std::fabs(xr[c]));
+      const auto err = [&](size_t i) { return double(y[is_v][i]) - x[i]; };
+      for (size_t i = 0; i < x.size(); ++i) {
+        sum_sq += double(x[i]) * x[i];
+        sum_err += err(i) * err(i);
+      }
+      for (int h = 0; h < kKv; ++h) {
+        if (!is_v && kbits != 0) {
+          // KIVI keys: per channel over each block's bs tokens, fitted range:
+          // squared error within the [min, max] bound; no value off by more
+          // than the largest clipping (30% of the range) plus half a step.
+          for (int b0 = 0; b0 < n; b0 += bs) {
+            for (int c = 0; c < hd; ++c) {
+              const size_t i0 = (size_t(b0) * kKv + h) * hd + c, stride = size_t(kKv) * hd;
+              double sse = 0, range_lo = INFINITY, range_hi = -INFINITY;
+              for (int r = 0; r < bs; ++r) {
+                sse += err(i0 + r * stride) * err(i0 + r * stride);
+                range_lo = std::min<double>(range_lo, x[i0 + r * stride]);
+                range_hi = std::max<double>(range_hi, x[i0 + r * stride]);
+              }
+              ASSERT_LE(sse, sse_bound(&x[i0], bs, int(stride), L)) << kv_dtype_name(t) << " hd " << hd << " c " << c;
+              for (int r = 0; r < bs; ++r) {
+                ASSERT_LE(std::fabs(err(i0 + r * stride)), (range_hi - range_lo) * (0.3 + 0.55 / L) + 1e-3)
+                    << kv_dtype_name(t) << " hd " << hd << " c " << c;
+              }
+            }
           }
+          continue;
+        }
+        for (int j = 0; j < n; ++j) {
+          const size_t i0 = (size_t(j) * kKv + h) * hd;
+          const float* xr = &x[i0];
+          if (t == kKvKivi2) {
+            // values: 2 bits per token of H x, fitted range; H is orthonormal,
+            // so the error of the read-back row is the rotated row's
+            std::vector<float> xh(xr, xr + hd);
+            kv_hadamard(xh.data(), hd);
+            double sse = 0;
+            for (int c = 0; c < hd; ++c) sse += err(i0 + c) * err(i0 + c);
+            ASSERT_LE(sse, sse_bound(xh.data(), hd, 1, 3) + 1e-4) << "kivi2 V hd " << hd << " j " << j;
+            continue;
+          }
+          float amax = 0;
+          for (int c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(xr[c]));
           for (int c = 0; c < hd; ++c) {
             float bound;
             if (t == kKvQ8) {
               bound = amax / 127.f * 0.5f * 1.01f + 1e-6f;
-            } else if (t == kKvQ4) {
+            } else {  // q4 values: min/max per token over groups of G channels
               const int g = kv_q4_group(hd), g0 = c / g * g;
               float glo = xr[g0], ghi = xr[g0];
               for (int e = g0; e < g0 + g; ++e) {
@@ -102,29 +157,58 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
                 ghi = std::max(ghi, xr[e]);
               }
               bound = (ghi - glo) / 15.f * 0.5f * 1.01f + std::fabs(glo) * 1e-3f + 1e-6f;
-            } else if (is_v) {  // kivi2 values: 2 bits per token
-              bound = (hi - lo) / 3.f * 0.5f * 1.01f + std::fabs(lo) * 1e-3f + 1e-6f;
-            } else {  // kivi2 keys: 2 bits per channel over the block's 16 tokens
-              const int b0 = j / bs * bs;
-              float clo = INFINITY, chi = -INFINITY;
-              for (int r = b0; r < b0 + bs; ++r) {
-                clo = std::min(clo, x[(size_t(r) * kKv + h) * hd + c]);
-                chi = std::max(chi, x[(size_t(r) * kKv + h) * hd + c]);
-              }
-              bound = (chi - clo) / 3.f * 0.5f * 1.05f + std::fabs(clo) * 1e-3f + 1e-6f;
             }
-            ASSERT_LE(std::fabs(y[c] - xr[c]), bound)
+            ASSERT_LE(std::fabs(err(i0 + c)), bound)
                 << kv_dtype_name(t) << " hd " << hd << (is_v ? " V" : " K") << " j " << j << " c " << c;
-            sum_sq += double(xr[c]) * xr[c];
-            sum_err += double(y[c] - xr[c]) * (y[c] - xr[c]);
           }
         }
       }
     }
     // And the error is not trivially zero (the format does quantize).
     EXPECT_GT(sum_err, 0.0);
-    EXPECT_LT(sum_err / sum_sq, t == kKvQ8 ? 1e-4 : t == kKvQ4 ? 1e-2 : 0.1);
+    EXPECT_LT(sum_err / sum_sq, t == kKvQ8 ? 1e-4 : t == kKvQ4 ? 5e-3 : 0.1);
   }
+}
+
+// The rotation: orthonormal (norm kept) and its own inverse; an outlier
+// channel is spread over the block.
+TEST(KvFormat, HadamardIsOrthonormalAndSelfInverse) {
+  for (int hd : {64, 256, 24, 12}) {
+    const std::vector<float> x = randn(size_t(hd), 3);
+    std::vector<float> y = x;
+    kv_hadamard(y.data(), hd);
+    double nx = 0, ny = 0;
+    for (int c = 0; c < hd; ++c) {
+      nx += double(x[c]) * x[c];
+      ny += double(y[c]) * y[c];
+    }
+    EXPECT_NEAR(nx, ny, 1e-4 * nx) << hd;
+    EXPECT_GT(std::fabs(y[0] - x[0]), 1e-3f) << hd;  // it does move things
+    kv_hadamard(y.data(), hd);
+    for (int c = 0; c < hd; ++c) EXPECT_NEAR(y[c], x[c], 1e-5f) << hd;
+  }
+  std::vector<float> spike(64, 0.f);
+  spike[5] = 8.f;
+  kv_hadamard(spike.data(), 64);
+  for (float e : spike) EXPECT_FLOAT_EQ(std::fabs(e), 1.f);
+}
+
+// The fitted range clips an isolated outlier when that lowers the error, and
+// keeps [min, max] when nothing is gained.
+TEST(KvFormat, FitRangeClipsOnlyWhenItHelps) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = float(i % 4);  // exactly the 4 levels of [0, 3]
+  float lo, hi;
+  kv_fit_range(x.data(), 32, 1, 3, &lo, &hi);
+  EXPECT_EQ(lo, 0.f);
+  EXPECT_EQ(hi, 3.f);
+  // One high value: [0, 4.5] (step 1.5) puts every 1 and 2 half a step off
+  // (squared error 4); clipping the top to 3.15 costs the outlier 1.35^2 but
+  // brings the rest within 0.15 (about 2.1 in all).
+  x[7] = 4.5f;
+  kv_fit_range(x.data(), 32, 1, 3, &lo, &hi);
+  EXPECT_LE(lo, 0.25f);
+  EXPECT_LT(hi, 4.f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RoundTrip, ::testing::Values(kKvQ8, kKvQ4, kKvKivi2),
@@ -140,12 +224,15 @@ TEST(KvFormat, BytesPerTokenAgainstF16) {
   EXPECT_EQ(per_tok(DType::F16), 256);
   EXPECT_EQ(per_tok(DType::F32), 512);
   EXPECT_EQ(per_tok(kKvQ8), 132);                  // 64 + 2 per row
-  EXPECT_EQ(per_tok(kKvQ4), 80);                   // 32 + 2 x 4 per row
+  // q4: V 32 + 2 x 4 per row; K 32 per row + (8 + 3 x 64) per block of 16
+  EXPECT_EQ(per_tok(kKvQ4), 32 + 8 + 32 + 200 / 16.0);
   EXPECT_LE(per_tok(kKvKivi2), per_tok(DType::F16) / 5);
 }
 
-// kivi2: while a query's own group is open, its keys and values are read in
-// fp16 exactly, so a context shorter than a block gives the f16 pool's bits.
+// KIVI formats: while a query's own group is open, its keys and values are
+// read in fp16 exactly, so a context shorter than a block gives the f16
+// pool's bits (q4); kivi2 reads its values rotated, H (H v), and rotates the
+// output back, which equals the f16 pool's output up to float rounding.
 TEST(Kivi, OpenGroupReadsExactFp16) {
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n = 13;
@@ -153,9 +240,9 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
   const std::vector<float> q = randn(size_t(n) * kHeads * hd, 5), k = randn(size_t(n) * kKv * hd, 6),
                            v = randn(size_t(n) * kKv * hd, 7);
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
-  std::vector<float> out[2];
+  std::vector<float> out[3];
   int i = 0;
-  for (DType t : {DType::F16, kKvKivi2}) {
+  for (DType t : {DType::F16, kKvQ4, kKvKivi2}) {
     Pool p(t, bs, hd, 4);
     // history in two earlier steps, then a 4-token chunk
     store(p, table, 0, 5, k.data(), v.data());
@@ -167,6 +254,9 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
     ++i;
   }
   EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4));
+  double max_diff = 0;
+  for (size_t e = 0; e < out[0].size(); ++e) max_diff = std::max(max_diff, double(std::fabs(out[2][e] - out[0][e])));
+  EXPECT_LT(max_diff, 2e-3);  // fp16 of H v against fp16 of v; 2 bits would be ~0.3
 }
 
 // Decodes `n_seq` sequences one token per step for n steps with a kivi2 pool

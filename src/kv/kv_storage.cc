@@ -18,7 +18,7 @@ size_t KvGeometry::bytes_per_block() const {
 }
 
 size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
-  if (dtype != kKvKivi2) return 0;
+  if (!kv_has_residual(dtype)) return 0;
   const size_t slots = size_t(std::min<int64_t>(kivi_residual_slots, n_blocks));
   return size_t(n_layers) * slots * 2 * size_t(n_kv_heads) * size_t(block_size) * size_t(head_dim) * 2;
 }
@@ -41,8 +41,8 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
     return Status::invalid_argument("KV cache format {} cannot store head_dim {}", kv_dtype_name(g.dtype),
                                     g.head_dim);
   }
-  if (g.dtype == kKvKivi2 && g.kivi_residual_slots < 0) {
-    return Status::invalid_argument("kivi2 residual slots must be >= 0");
+  if (kv_has_residual(g.dtype) && g.kivi_residual_slots < 0) {
+    return Status::invalid_argument("{} residual slots must be >= 0", kv_dtype_name(g.dtype));
   }
   const size_t n_bytes = g.bytes_per_block() * size_t(n_blocks);
   // mmap gives page-aligned, zero-filled memory that is only committed when touched.
@@ -55,7 +55,7 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
 
 KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_bytes)
     : geometry_(g), n_blocks_(n_blocks), mem_(mem), n_bytes_(n_bytes) {
-  if (g.dtype == kKvKivi2) {
+  if (kv_has_residual(g.dtype)) {
     kivi_staging_ = std::make_unique<KiviStaging>();
     const int slots = int(std::min<int64_t>(g.kivi_residual_slots, n_blocks));
     for (int il = 0; il < g.n_layers; ++il) {

@@ -7,9 +7,10 @@
 //   [n_blocks, n_kv_heads] units of block_size rows in the KV format `dtype`
 //   (f32, f16, q8, q4, kivi2: byte layouts in kernels/kv_quant.h and
 //   docs/kv-quantization.md). Everything a block holds is inside its units,
-//   so copy_block copies a block whole; kivi2 additionally keeps, per layer,
-//   fp16 residual slots for key groups still being filled (a fixed area of
-//   fixed_bytes(), kernels/kv_quant_kivi.h), which copy_block duplicates too.
+//   so copy_block copies a block whole; kivi2 and q4 (KIVI keys) additionally
+//   keep, per layer, fp16 residual slots for key groups still being filled (a
+//   fixed area of fixed_bytes(), kernels/kv_quant_kivi.h), which copy_block
+//   duplicates too.
 // KvStorage knows nothing about which block belongs to whom: that is the block
 // manager's job (kv/block_pool.h); the model only sees block tables.
 //
@@ -36,14 +37,14 @@ struct KvGeometry {
   int head_dim = 0;
   int block_size = 16;
   DType dtype = DType::F16;  // a KV format tag (kernels/kv_quant.h)
-  int kivi_residual_slots = 64;  // kivi2: fp16 residual slots per layer (at most n_blocks)
+  int kivi_residual_slots = 64;  // kivi2, q4: fp16 residual slots per layer (at most n_blocks)
 
   // Bytes one block occupies across all layers, K and V.
   size_t bytes_per_block() const;
   // bytes_per_block / block_size (what one token costs in the pool).
   size_t bytes_per_token() const { return bytes_per_block() / size_t(block_size); }
-  // Memory besides the blocks (kivi2's residual slots and their bookkeeping
-  // excluded: block tables of ints); 0 for the other formats.
+  // Memory besides the blocks (kivi2's and q4's residual slots; their
+  // bookkeeping excluded: block tables of ints); 0 for the other formats.
   size_t fixed_bytes(int64_t n_blocks) const;
 };
 
@@ -61,9 +62,9 @@ class KvStorage {
 
   const KvGeometry& geometry() const { return geometry_; }
   int64_t n_blocks() const { return n_blocks_; }
-  // Blocks plus fixed_bytes (kivi2's residual window).
+  // Blocks plus fixed_bytes (the KIVI residual window of kivi2 and q4).
   size_t n_bytes() const { return n_bytes_ + geometry_.fixed_bytes(n_blocks_); }
-  // kivi2: residual slots stolen / not available so far (summed over layers).
+  // kivi2, q4: residual slots stolen / not available so far (summed over layers).
   uint64_t kivi_steals() const;
 
   // The K/V pools of one layer, as the attention kernels take them.
@@ -81,8 +82,8 @@ class KvStorage {
   const int64_t n_blocks_;
   void* const mem_;
   const size_t n_bytes_;  // of mem_
-  std::unique_ptr<KiviStaging> kivi_staging_;            // kivi2 only
-  std::vector<std::unique_ptr<KiviResidual>> kivi_;      // kivi2 only: per layer
+  std::unique_ptr<KiviStaging> kivi_staging_;            // kivi2, q4 only
+  std::vector<std::unique_ptr<KiviResidual>> kivi_;      // kivi2, q4 only: per layer
 };
 
 }  // namespace omnibus

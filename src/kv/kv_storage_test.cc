@@ -38,10 +38,12 @@ TEST(KvStorage, BytesPerTokenFollowTheFormat) {
   EXPECT_EQ(f16, 2u * 30 * 3 * 64 * 2);
   EXPECT_EQ(smollm_like(DType::F32).bytes_per_token(), 2 * f16);
   EXPECT_LT(smollm_like(kKvQ8).bytes_per_token(), f16 * 53 / 100);
-  EXPECT_LT(smollm_like(kKvQ4).bytes_per_token(), f16 * 32 / 100);
+  EXPECT_LT(smollm_like(kKvQ4).bytes_per_token(), f16 * 34 / 100);
   EXPECT_LE(smollm_like(kKvKivi2).bytes_per_token(), f16 / 5);
   EXPECT_EQ(smollm_like(kKvQ8).fixed_bytes(1000), 0u);
-  EXPECT_GT(smollm_like(kKvKivi2).fixed_bytes(1000), 0u);
+  // the KIVI formats' fp16 residual: 64 slots x 30 layers x (K + V) x 3 heads x 16 rows x 64 x 2 bytes
+  EXPECT_EQ(smollm_like(kKvKivi2).fixed_bytes(1000), size_t(64) * 30 * 2 * 3 * 16 * 64 * 2);
+  EXPECT_EQ(smollm_like(kKvQ4).fixed_bytes(1000), smollm_like(kKvKivi2).fixed_bytes(1000));
 }
 
 TEST(KvStorage, RejectsHeadDimTheFormatCannotHold) {
