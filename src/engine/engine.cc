@@ -12,6 +12,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kernels/kv_quant.h"
+#include "kernels/thread_pool.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_cache_size.h"
 #include "kv/kv_storage.h"
@@ -47,7 +48,9 @@ struct Engine::Impl {
     for (int32_t id : config.eog_ids) {
       if (id >= 0 && id < n_vocab) is_eog[size_t(id)] = true;
     }
-    scratch.resize(size_t(n_vocab));
+    ThreadPool* pool = model.thread_pool();
+    scratch.resize(size_t(pool != nullptr ? pool->n_threads() : 1));
+    for (std::vector<float>& v : scratch) v.resize(size_t(n_vocab));
     kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
   }
 
@@ -56,7 +59,15 @@ struct Engine::Impl {
   void abort_all();
   void step();
   void fork(RequestState& r);
-  void sample(Sequence& seq, const float* row, Clock::time_point now);
+  // A sequence to sample this step from its logits row.
+  struct SampleJob {
+    Sequence* seq;
+    const float* row;  // [n_vocab]
+    SampledToken token;
+  };
+  void sample_all(std::vector<SampleJob>& jobs, Clock::time_point now);
+  SampledToken draw(Sequence& seq, const float* row, float* scratch_row);
+  void emit(Sequence& seq, SampledToken t, Clock::time_point now);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
   void publish_stats();
 
@@ -73,7 +84,8 @@ struct Engine::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
   StepBatch batch;
-  std::vector<float> scratch;  // [n_vocab] logits row being sampled
+  std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
+  std::vector<SampleJob> sample_jobs;        // this step's, in sequence order
   EngineStats local;           // published to `stats` after each step
   double peak_waste_sum = 0;   // over the steps at peak KV usage
   int64_t n_peak_steps = 0;
@@ -351,23 +363,50 @@ void Engine::Impl::fork(RequestState& r) {
   r.forked = true;
 }
 
-void Engine::Impl::sample(Sequence& seq, const float* row, Clock::time_point now) {
-  RequestState& r = *seq.request;
-  const Request& req = r.req;
-  std::copy(row, row + n_vocab, scratch.begin());
+// Samples every job's token (in parallel over the model's pool: each job
+// touches only its own sequence's sampler and a per-thread scratch row), then
+// applies them in job order on this thread. The result is the same as
+// sampling the jobs one after another.
+void Engine::Impl::sample_all(std::vector<SampleJob>& jobs, Clock::time_point now) {
+  if (config.on_logits) {
+    for (const SampleJob& j : jobs) {
+      config.on_logits(j.seq->request->id, j.seq->index, j.seq->num_tokens() - 1,
+                       std::span<const float>(j.row, size_t(n_vocab)));
+    }
+  }
+  ThreadPool* pool = model.thread_pool();
+  if (pool != nullptr && jobs.size() > 1) {
+    pool->parallel_for(int64_t(jobs.size()), [&](int64_t i, int thread) {
+      SampleJob& j = jobs[size_t(i)];
+      j.token = draw(*j.seq, j.row, scratch[size_t(thread)].data());
+    });
+  } else {
+    for (SampleJob& j : jobs) j.token = draw(*j.seq, j.row, scratch[0].data());
+  }
+  for (SampleJob& j : jobs) emit(*j.seq, std::move(j.token), now);
+}
+
+// The sampler's pick for seq from its logits row (min_tokens masking applied
+// to a copy in scratch_row, [n_vocab]). Touches only seq's sampler.
+SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_row) {
+  const Request& req = seq.request->req;
+  std::copy(row, row + n_vocab, scratch_row);
   if (int32_t(seq.output.size()) < req.min_tokens) {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     if (!req.ignore_eos) {
       for (int32_t id : config.eog_ids) {
-        if (id >= 0 && id < n_vocab) scratch[size_t(id)] = kNegInf;
+        if (id >= 0 && id < n_vocab) scratch_row[size_t(id)] = kNegInf;
       }
     }
-    for (int32_t id : req.stop_token_ids) scratch[size_t(id)] = kNegInf;
+    for (int32_t id : req.stop_token_ids) scratch_row[size_t(id)] = kNegInf;
   }
-  if (config.on_logits) {
-    config.on_logits(r.id, seq.index, seq.num_tokens() - 1, std::span<const float>(row, size_t(n_vocab)));
-  }
-  SampledToken t = seq.sampler->sample(scratch.data(), *seq.prompt, seq.output);
+  return seq.sampler->sample(scratch_row, *seq.prompt, seq.output);
+}
+
+// Appends t to seq's output, pushes its event and applies the stop conditions.
+void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
+  RequestState& r = *seq.request;
+  const Request& req = r.req;
   seq.output.push_back(t.id);
   ++local.n_tokens_generated;
 
@@ -463,12 +502,14 @@ void Engine::Impl::step() {
     if (seq.num_computed_tokens < seq.num_tokens()) continue;  // mid-prompt chunk
     if (seq.index == 0 && !r.forked && r.req.n > 1) {
       fork(r);
-      for (auto& s : r.seqs) sample(*s, last, now);
+      for (auto& s : r.seqs) sample_jobs.push_back({s.get(), last, {}});
     } else {
       r.forked = true;
-      sample(seq, last, now);
+      sample_jobs.push_back({&seq, last, {}});
     }
   }
+  sample_all(sample_jobs, now);
+  sample_jobs.clear();
   for (uint64_t id : done_requests) requests.erase(id);
   done_requests.clear();
 }

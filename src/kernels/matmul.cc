@@ -95,6 +95,29 @@ void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, Thre
   matmul_packed::matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
 }
 
+void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x, int64_t n_tok,
+                         std::span<float* const> y, ThreadPool& pool, MatmulScratch& scratch) {
+  constexpr size_t kMaxMats = 4;
+  OMNIBUS_CHECK(w.size() == y.size() && !w.empty() && w.size() <= kMaxMats && n_tok >= 0);
+  if (n_tok == 0) return;
+  bool fused = true;
+  for (const PackedWeight* p : w) {
+    OMNIBUS_CHECK(p->view().n_in == w[0]->view().n_in);
+    fused = fused && p->is_packed() && p->view().type == w[0]->view().type;
+  }
+  if (!fused) {
+    for (size_t m = 0; m < w.size(); ++m) matmul(*w[m], x, n_tok, y[m], pool, scratch);
+    return;
+  }
+  const WeightView* views[kMaxMats];
+  const uint8_t* data[kMaxMats];
+  for (size_t m = 0; m < w.size(); ++m) {
+    views[m] = &w[m]->view();
+    data[m] = w[m]->data();
+  }
+  matmul_packed::matmul_multi(views, data, y.data(), int(w.size()), x, n_tok, pool, scratch);
+}
+
 void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y) {
   const DTypeTraits& wt = dtype_traits_ref(w.type);
   const DTypeTraits& at = dtype_traits_ref(wt.vec_dot_type);

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/dtype.h"
@@ -46,6 +47,7 @@ struct WeightView {
 struct MatmulScratch {
   std::vector<uint8_t> quantized_x;
   std::vector<uint8_t> packed_rows;  // per-thread row groups packed on the fly
+  std::vector<uint8_t> unpacked_rows;  // per-thread Q4_1 groups with nibbles split
 };
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
@@ -79,6 +81,14 @@ PackedWeight pack_weight(const WeightView& w, ThreadPool* pool = nullptr);
 // Same contract and bitwise the same result as matmul(w.view(), ...).
 void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch);
+
+// y[m] = W[m] x for several weight matrices that share one input (q/k/v,
+// gate/up): x is quantized once and, where the packed kernels apply (all of
+// one type), all matrices' row groups form one parallel job. Each y[m] is
+// bitwise what matmul(*w[m], x, n_tok, y[m], ...) gives.
+// REQUIRES: w.size() == y.size() <= 4, every w[m] has the same n_in.
+void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x, int64_t n_tok,
+                         std::span<float* const> y, ThreadPool& pool, MatmulScratch& scratch);
 
 // Scalar reference: quantizes x with the reference from_float of vec_dot_type
 // and calls dtype_traits_ref().vec_dot for every (t, r). The definition of correct.

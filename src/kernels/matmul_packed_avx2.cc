@@ -197,6 +197,89 @@ void kernel_q4_1(const uint8_t* group, int64_t nb, const ActBlock32* act, float*
   for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
 }
 
+// A Q4_1 group's quants expanded to one byte per element, once per group,
+// for the many-token path: per block b, 256 bytes: for i in 0..3, the low
+// nibbles of qs[i] (32 bytes) then its high nibbles. Same lanes as qs[i].
+constexpr size_t kUnpacked41 = 256;
+
+void unpack_group_q4_1(const uint8_t* group, int64_t nb, uint8_t* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = group + qs41(b);
+    uint8_t* o = out + size_t(b) * kUnpacked41;
+    for (int i = 0; i < 4; ++i) {
+      const __m256i wq = load256(q + 32 * i);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o + 64 * i), _mm256_and_si256(wq, m4));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o + 64 * i + 32),
+                         _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4));
+    }
+  }
+}
+
+#ifndef OMNIBUS_UNPACKED_BARRIER
+#define OMNIBUS_UNPACKED_BARRIER 1
+#endif
+constexpr bool kUnpackedBarrier = OMNIBUS_UNPACKED_BARRIER;
+
+// kernel_q4_1 on a group unpacked by unpack_group_q4_1 (scales still read
+// from the packed group): the nibble split is paid once per group instead of
+// once per token tile, and T may reach 2 * kTok (tokens t >= kTok come from
+// act1). Per output the same integer sums and the same float operations in the
+// same order as kernel_q4_1: bitwise equal.
+template <int T>
+void kernel_q4_1_unpacked(const uint8_t* unpacked, const uint8_t* group, int64_t nb,
+                          const ActBlock32* act0, const ActBlock32* act1, float* y, int64_t y_stride,
+                          int n_rows) {
+  static_assert(T >= 1 && T <= 2 * kTok);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a0 = act0[b];
+    const ActBlock32& a1 = act1[T > kTok ? b : 0];
+    const uint8_t* u = unpacked + size_t(b) * kUnpacked41;
+    __m256i s16[T];
+    for (int i = 0; i < 4; ++i) {
+      const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(u + 64 * i));
+      const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(u + 64 * i + 32));
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = t < kTok ? a0.qs[t] : a1.qs[t - kTok];
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(aq + 4 * i)),
+                                           _mm256_maddubs_epi16(hi, bcast32(aq + 16 + 4 * i)));
+        s16[t] = i == 0 ? p : _mm256_add_epi16(s16[t], p);
+        if constexpr (kUnpackedBarrier) keep_in_register(s16[t]);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(load128(group + sc41(b)));
+    const __m256 mw = _mm256_cvtph_ps(load128(group + sc41(b) + 16));
+    for (int t = 0; t < T; ++t) {
+      const float* da = t < kTok ? &a0.d[t] : &a1.d[t - kTok];
+      const float* sa = t < kTok ? &a0.s[t] : &a1.s[t - kTok];
+      const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(da)), isum, acc[t]);
+      acc[t] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(sa), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+using UnpackedKernelFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const ActBlock32*,
+                                  const ActBlock32*, float*, int64_t, int);
+
+#ifndef OMNIBUS_UNPACKED_TOK
+#define OMNIBUS_UNPACKED_TOK 8
+#endif
+// Tokens per call of the unpacked kernel (<= 2 * kTok).
+constexpr int kUnpackedTok = OMNIBUS_UNPACKED_TOK;
+
+UnpackedKernelFn unpacked_kernel(int t) {
+  static const UnpackedKernelFn fns[2 * kTok + 1] = {
+      nullptr, kernel_q4_1_unpacked<1>, kernel_q4_1_unpacked<2>, kernel_q4_1_unpacked<3>,
+      kernel_q4_1_unpacked<4>, kernel_q4_1_unpacked<5>, kernel_q4_1_unpacked<6>,
+      kernel_q4_1_unpacked<7>, kernel_q4_1_unpacked<8>};
+  return fns[t];
+}
+
 // Signed weights: |w| x (a with w's sign) per 4-byte lane (|pair| <= 2 * 128 * 127).
 template <int T>
 void kernel_q8_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
@@ -277,33 +360,69 @@ void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
 
 void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
             ThreadPool& pool, MatmulScratch& scratch) {
-  OMNIBUS_CHECK(has_packed_kernel(w.type) && w.n_in % kQK == 0 && n_tok >= 1);
-  const Ops& ops = ops_for(w.type);
-  const int64_t nb = w.n_in / kQK;
+  const WeightView* ws[1] = {&w};
+  const uint8_t* ps[1] = {packed};
+  float* ys[1] = {y};
+  matmul_multi(ws, ps, ys, 1, x, n_tok, pool, scratch);
+}
+
+void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys, int n_mats,
+                  const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch) {
+  OMNIBUS_CHECK(n_mats >= 1 && n_tok >= 1);
+  const DType type = ws[0]->type;
+  const int64_t n_in = ws[0]->n_in;
+  OMNIBUS_CHECK(has_packed_kernel(type) && n_in % kQK == 0);
+  // Group index space: matrix m's groups follow those of matrices 0..m-1.
+  constexpr int kMaxMats = 4;
+  OMNIBUS_CHECK(n_mats <= kMaxMats);
+  int64_t first_group[kMaxMats + 1] = {0};
+  for (int m = 0; m < n_mats; ++m) {
+    OMNIBUS_CHECK(ws[m]->type == type && ws[m]->n_in == n_in);
+    first_group[m + 1] = first_group[m] + (ws[m]->n_out + kGroupRows - 1) / kGroupRows;
+  }
+  const int64_t n_groups = first_group[n_mats];
+  if (n_groups == 0) return;
+
+  const Ops& ops = ops_for(type);
+  const int64_t nb = n_in / kQK;
   const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
   const size_t act_bytes = size_t(n_tiles * nb) * sizeof(ActBlock32);
   if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
   auto* act = reinterpret_cast<ActBlock32*>(scratch.quantized_x.data());
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
-    matmul_avx2::quantize_tile(x + tile * kTok * w.n_in, w.n_in, n_valid, ops.with_sum, act + tile * nb);
+    matmul_avx2::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum, act + tile * nb);
   });
 
-  const size_t gb = group_bytes(w.type, w.n_in);
-  const int64_t n_groups = (w.n_out + kGroupRows - 1) / kGroupRows;
+  const size_t gb = group_bytes(type, n_in);
   const int n_threads = pool.n_threads();
+  bool any_unpacked = false;
+  for (int m = 0; m < n_mats; ++m) any_unpacked |= packed[m] == nullptr;
   uint8_t* pack_buf = nullptr;
-  if (packed == nullptr) {
+  if (any_unpacked) {
     const size_t need = size_t(n_threads) * gb + 64;
     if (scratch.packed_rows.size() < need) scratch.packed_rows.resize(need);
     const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
     pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
   }
+  // Q4_1 with more than one token tile: each group's nibbles are split once
+  // (per-thread buffer) and shared by all its tiles.
+  const bool unpack = type == DType::Q4_1 && n_tiles > 1;
+  const size_t ub = size_t(nb) * kUnpacked41;
+  uint8_t* unpack_buf = nullptr;
+  if (unpack) {
+    const size_t need = size_t(n_threads) * ub + 64;
+    if (scratch.unpacked_rows.size() < need) scratch.unpacked_rows.resize(need);
+    const auto addr = reinterpret_cast<uintptr_t>(scratch.unpacked_rows.data());
+    unpack_buf = scratch.unpacked_rows.data() + (round_up(addr, 64) - addr);
+  }
+  static_assert(kUnpackedTok == kTok || kUnpackedTok == 2 * kTok);
   // The groups are cut into n_threads contiguous regions of kSubtasks runs
   // each; task t is run t / n_threads of region t % n_threads. Tasks are
   // claimed in order, so with threads at equal speed each one walks its own
   // region front to back: one prefetchable stream per thread, as a static
   // split, yet a descheduled thread's runs are still taken by the others.
+  // Which thread computes a group never changes its result.
   constexpr int64_t kSubtasks = 4;
   const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
   const int64_t n_tasks = n_regions * kSubtasks;
@@ -311,16 +430,34 @@ void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t 
     const int64_t region = task % n_regions, sub = task / n_regions;
     const int64_t r0 = n_groups * region / n_regions, r1 = n_groups * (region + 1) / n_regions;
     const int64_t g0 = r0 + (r1 - r0) * sub / kSubtasks, g1 = r0 + (r1 - r0) * (sub + 1) / kSubtasks;
-    for (int64_t g = g0; g < g1; ++g) {
+    int m = 0;
+    for (int64_t gg = g0; gg < g1; ++gg) {
+      while (gg >= first_group[m + 1]) ++m;
+      const WeightView& w = *ws[m];
+      const int64_t g = gg - first_group[m];
+      float* y = ys[m];
       const uint8_t* gp;
-      if (packed != nullptr) {
-        gp = packed + size_t(g) * gb;
+      if (packed[m] != nullptr) {
+        gp = packed[m] + size_t(g) * gb;
       } else {
         uint8_t* buf = pack_buf + size_t(thread) * gb;
         ops.pack(w, g, buf);
         gp = buf;
       }
       const int n_rows = int(std::min<int64_t>(kGroupRows, w.n_out - g * kGroupRows));
+      if (unpack) {
+        uint8_t* ubuf = unpack_buf + size_t(thread) * ub;
+        unpack_group_q4_1(gp, nb, ubuf);
+        constexpr int64_t tiles_per_call = kUnpackedTok / kTok;
+        for (int64_t tile = 0; tile < n_tiles; tile += tiles_per_call) {
+          const int T = int(std::min<int64_t>(kUnpackedTok, n_tok - tile * kTok));
+          const ActBlock32* a0 = act + tile * nb;
+          const ActBlock32* a1 = T > kTok ? a0 + nb : a0;
+          unpacked_kernel(T)(ubuf, gp, nb, a0, a1, y + tile * kTok * w.n_out + g * kGroupRows, w.n_out,
+                             n_rows);
+        }
+        continue;
+      }
       for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
         ops.kernel[T](gp, nb, act + tile * nb, y + tile * kTok * w.n_out + g * kGroupRows, w.n_out, n_rows);

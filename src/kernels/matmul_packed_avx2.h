@@ -47,4 +47,10 @@ void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out);
 void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
             ThreadPool& pool, MatmulScratch& scratch);
 
+// ys[m] = Ws[m] x for n_mats (<= 4) matrices of one type and n_in sharing the
+// input x: x is quantized once and all their groups form one parallel job.
+// packed[m] as for matmul(). Each ys[m] bitwise equal to matmul(*ws[m], ...).
+void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys, int n_mats,
+                  const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch);
+
 }  // namespace omnibus::matmul_packed

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -153,6 +154,62 @@ TEST_P(MatmulTest, EqualsVecDot) {
 
 // Extreme quants (all 15 nibbles against +-127 activations, Q8_0 at -128):
 // the packed kernels' int16 partial sums must not overflow.
+// Several matrices sharing the input (q/k/v, gate/up): each output bitwise
+// what its own matmul gives, across odd row counts, token counts and threads.
+TEST_P(MatmulTest, SharedInputEqualsSeparate) {
+  const DType type = GetParam();
+  std::mt19937 rng(14);
+  const int64_t n_in = n_in_for(type, 3);
+  const int64_t n_outs[3] = {7, 33, 16};
+  std::vector<std::vector<uint8_t>> wdata;
+  std::vector<PackedWeight> packed;
+  for (int64_t n_out : n_outs) {
+    wdata.push_back(random_rows(type, n_out, n_in, rng));
+    packed.push_back(pack_weight(WeightView{type, wdata.back().data(), n_in, n_out}));
+  }
+  const PackedWeight* ws[3] = {&packed[0], &packed[1], &packed[2]};
+  ThreadPool pool2(2), pool3(3);
+  MatmulScratch scratch;
+  for (int64_t n_tok : {1, 5, 13}) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok);
+    std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    std::vector<std::vector<float>> fused(3), alone(3);
+    float* ys[3];
+    for (int m = 0; m < 3; ++m) {
+      fused[size_t(m)].assign(size_t(n_tok * n_outs[m]), NAN);
+      alone[size_t(m)].assign(size_t(n_tok * n_outs[m]), -1.0f);
+      ys[m] = fused[size_t(m)].data();
+    }
+    matmul_shared_input(ws, x.data(), n_tok, ys, n_tok % 2 ? pool3 : pool2, scratch);
+    for (int m = 0; m < 3; ++m) {
+      matmul(packed[size_t(m)], x.data(), n_tok, alone[size_t(m)].data(), pool2, scratch);
+      ASSERT_EQ(std::memcmp(fused[size_t(m)].data(), alone[size_t(m)].data(), fused[size_t(m)].size() * 4), 0)
+          << "m=" << m;
+    }
+  }
+}
+
+// Matrices of different types share an input too (no fused job then).
+TEST(Matmul, SharedInputMixedTypes) {
+  std::mt19937 rng(15);
+  const int64_t n_in = 64;
+  std::vector<uint8_t> a = random_rows(DType::Q4_1, 9, n_in, rng), b = random_rows(DType::Q8_0, 5, n_in, rng);
+  const PackedWeight pa = pack_weight(WeightView{DType::Q4_1, a.data(), n_in, 9});
+  const PackedWeight pb = pack_weight(WeightView{DType::Q8_0, b.data(), n_in, 5});
+  const PackedWeight* ws[2] = {&pa, &pb};
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const int64_t n_tok = 6;
+  std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+  std::vector<float> ya(size_t(n_tok * 9)), yb(size_t(n_tok * 5)), wa(ya.size()), wb(yb.size());
+  float* ys[2] = {ya.data(), yb.data()};
+  matmul_shared_input(ws, x.data(), n_tok, ys, pool, scratch);
+  matmul(pa, x.data(), n_tok, wa.data(), pool, scratch);
+  matmul(pb, x.data(), n_tok, wb.data(), pool, scratch);
+  EXPECT_EQ(std::memcmp(ya.data(), wa.data(), ya.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(yb.data(), wb.data(), yb.size() * 4), 0);
+}
+
 TEST(Matmul, PackedExtremeQuantsAreExact) {
   ThreadPool pool(1);
   MatmulScratch scratch;
@@ -174,6 +231,17 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
     matmul(w, x.data(), 1, got.data(), pool, scratch);
     matmul_ref(w, x.data(), 1, want.data());
     for (int64_t r = 0; r < n_out; ++r) EXPECT_FLOAT_EQ(got[size_t(r)], want[size_t(r)]) << dtype_name(type);
+    // many tokens: the multi-tile kernels (pre-split nibbles, wide token tiles)
+    const int64_t n_tok = 13;
+    std::vector<float> xs(size_t(n_tok * n_in));
+    for (int64_t t = 0; t < n_tok; ++t) std::copy(x.begin(), x.end(), xs.begin() + t * n_in);
+    std::vector<float> ys(size_t(n_tok * n_out));
+    matmul(w, xs.data(), n_tok, ys.data(), pool, scratch);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t r = 0; r < n_out; ++r) {
+        EXPECT_FLOAT_EQ(ys[size_t(t * n_out + r)], want[size_t(r)]) << dtype_name(type) << " t=" << t;
+      }
+    }
   }
 }
 

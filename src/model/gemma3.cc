@@ -53,6 +53,8 @@ class Gemma3Model final : public Model {
     return Status::ok();
   }
 
+  ThreadPool* thread_pool() override { return &pool_; }
+
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
     ForwardBuffers& b = buf_;
@@ -74,11 +76,8 @@ class Gemma3Model final : public Model {
       const AttentionSeq* seqs = l.sliding ? attn_seqs_swa_.data() : b.attn_seqs.data();
       // --- attention ---
       rms_norm(b.x.data(), l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
-      matmul(l.wq, b.xn.data(), n_tok, b.q.data(), pool_, b.matmul);  // [n_tok, n_head, head_dim]
-      matmul(l.wk, b.xn.data(), n_tok, b.k.data(), pool_,
-             b.matmul);  // [n_tok, n_head_kv, head_dim]
-      matmul(l.wv, b.xn.data(), n_tok, b.v.data(), pool_,
-             b.matmul);  // [n_tok, n_head_kv, head_dim]
+      // q: [n_tok, n_head, head_dim], k, v: [n_tok, n_head_kv, head_dim]
+      project_qkv(l, b.xn.data(), n_tok, b, pool_);
       rms_norm(b.q.data(), l.q_norm, b.q.data(), n_tok * c.n_head, c.head_dim, c.norm_eps);
       rms_norm(b.k.data(), l.k_norm, b.k.data(), n_tok * c.n_head_kv, c.head_dim, c.norm_eps);
       rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, rope_p);
@@ -92,8 +91,7 @@ class Gemma3Model final : public Model {
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
       // --- feed-forward (GeGLU) ---
       rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
-      matmul(l.w_gate, b.xn.data(), n_tok, b.gate.data(), pool_, b.matmul);  // [n_tok, n_ff]
-      matmul(l.w_up, b.xn.data(), n_tok, b.up.data(), pool_, b.matmul);      // [n_tok, n_ff]
+      project_gate_up(l, b.xn.data(), n_tok, b, pool_);  // gate, up: [n_tok, n_ff]
       geglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok * c.n_ff);
       matmul(l.w_down, b.gate.data(), n_tok, b.proj.data(), pool_, b.matmul);  // [n_tok, n_embd]
       rms_norm(b.proj.data(), l.post_ffw_norm, b.proj.data(), n_tok, c.n_embd, c.norm_eps);

@@ -35,6 +35,8 @@ class LlamaModel final : public Model {
     return Status::ok();
   }
 
+  ThreadPool* thread_pool() override { return &pool_; }
+
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
     ForwardBuffers& b = buf_;
@@ -51,9 +53,7 @@ class LlamaModel final : public Model {
       const LlamaLayer& l = layers_[size_t(il)];
       // --- attention ---
       rms_norm(b.x.data(), l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
-      matmul(l.wq, b.xn.data(), n_tok, b.q.data(), pool_, b.matmul);  // [n_tok, n_q]
-      matmul(l.wk, b.xn.data(), n_tok, b.k.data(), pool_, b.matmul);  // [n_tok, n_kv]
-      matmul(l.wv, b.xn.data(), n_tok, b.v.data(), pool_, b.matmul);  // [n_tok, n_kv]
+      project_qkv(l, b.xn.data(), n_tok, b, pool_);  // q: [n_tok, n_q], k, v: [n_tok, n_kv]
       rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, c.rope);
       rope(b.k.data(), b.positions.data(), n_tok, c.n_head_kv, c.head_dim, c.rope);
       const PagedKvLayer kv_layer = kv.layer(il);
@@ -64,8 +64,7 @@ class LlamaModel final : public Model {
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
       // --- feed-forward (SwiGLU) ---
       rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
-      matmul(l.w_gate, b.xn.data(), n_tok, b.gate.data(), pool_, b.matmul);  // [n_tok, n_ff]
-      matmul(l.w_up, b.xn.data(), n_tok, b.up.data(), pool_, b.matmul);      // [n_tok, n_ff]
+      project_gate_up(l, b.xn.data(), n_tok, b, pool_);  // gate, up: [n_tok, n_ff]
       swiglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok * c.n_ff);
       matmul(l.w_down, b.gate.data(), n_tok, b.proj.data(), pool_, b.matmul);  // [n_tok, n_embd]
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);

@@ -39,6 +39,11 @@ class Model {
   // REQUIRES: every block table covers n_past + n_tokens positions of `kv`.
   virtual std::span<const float> forward(const StepBatch& batch, KvStorage& kv) = 0;
 
+  // The pool forward() runs its kernels on, lent to the caller (the engine
+  // thread) for its own data-parallel work between steps, e.g. sampling the
+  // step's sequences; null when the model has none.
+  virtual ThreadPool* thread_pool() { return nullptr; }
+
  protected:
   explicit Model(ModelConfig config) : config_(std::move(config)) {}
   const ModelConfig config_;

@@ -42,6 +42,20 @@ Status load_block_weights(const WeightLoader& w, const ModelConfig& c, int il, T
   return Status::ok();
 }
 
+void project_qkv(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
+                 ThreadPool& pool) {
+  const PackedWeight* w[3] = {&l.wq, &l.wk, &l.wv};
+  float* y[3] = {b.q.data(), b.k.data(), b.v.data()};
+  matmul_shared_input(w, xn, n_tok, y, pool, b.matmul);
+}
+
+void project_gate_up(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
+                     ThreadPool& pool) {
+  const PackedWeight* w[2] = {&l.w_gate, &l.w_up};
+  float* y[2] = {b.gate.data(), b.up.data()};
+  matmul_shared_input(w, xn, n_tok, y, pool, b.matmul);
+}
+
 void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {
   OMNIBUS_CHECK(kv.geometry().n_layers == c.n_layer && kv.geometry().head_dim == c.head_dim &&
                 kv.geometry().n_kv_heads == c.n_head_kv);

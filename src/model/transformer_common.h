@@ -46,6 +46,15 @@ struct BlockWeights {
 Status load_block_weights(const WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
                           BlockWeights* out);
 
+// b.q, b.k, b.v = xn Wq, xn Wk, xn Wv (one shared-input matmul: xn is
+// quantized once)                                   xn: [n_tok, n_embd]
+void project_qkv(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
+                 ThreadPool& pool);
+
+// b.gate, b.up = xn Wgate, xn Wup (one shared-input matmul)
+void project_gate_up(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
+                     ThreadPool& pool);
+
 // token_embd.weight (dequantizable), output_norm.weight, and output.weight
 // or, when absent, the tied embedding.
 StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c,
