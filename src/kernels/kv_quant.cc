@@ -61,10 +61,16 @@ inline int code_at(const uint8_t* codes, int hd, int bits, int c) {
   return (codes[c % q] >> (bits * (c / q))) & ((1 << bits) - 1);
 }
 
-// Per-token b-bit row over the whole row: {d, m} fp16 at dm.
-void store_row_per_token(uint8_t* codes, uint16_t* dm, int hd, int bits, const float* x) {
+// Per-token b-bit row over the whole row: {d, m} fp16 at dm; range [min,
+// max], or kv_gauss_range (2 bits only) when `gauss`.
+void store_row_per_token(uint8_t* codes, uint16_t* dm, int hd, int bits, const float* x, bool gauss) {
   float lo, hi;
-  kv_fit_range(x, hd, 1, (1 << bits) - 1, &lo, &hi);
+  if (gauss) {
+    OMNIBUS_DCHECK(bits == 2);
+    kv_gauss_range(x, hd, &lo, &hi);
+  } else {
+    minmax(x, hd, &lo, &hi);
+  }
   dm[0] = fp32_to_fp16((hi - lo) / float((1 << bits) - 1));
   dm[1] = fp32_to_fp16(lo);
   const float d = fp16_to_fp32(dm[0]), m = fp16_to_fp32(dm[1]);
@@ -105,34 +111,21 @@ void kv_hadamard(float* x, int hd) {
   }
 }
 
-void kv_fit_range(const float* x, int n, int stride, int max_level, float* lo, float* hi) {
+void kv_gauss_range(const float* x, int n, float* lo, float* hi) {
   float a = x[0], b = x[0];
-  for (int i = 1; i < n; ++i) {
-    a = std::min(a, x[size_t(i) * stride]);
-    b = std::max(b, x[size_t(i) * stride]);
+  double s1 = 0, s2 = 0;
+  for (int i = 0; i < n; ++i) {
+    a = std::min(a, x[i]);
+    b = std::max(b, x[i]);
+    s1 += x[i];
+    s2 += double(x[i]) * x[i];
   }
-  *lo = a;
-  *hi = b;
-  const float range = b - a;
-  if (!(range > 0.f)) return;
-  float best = INFINITY;
-  for (int ia = 0; ia <= 6; ++ia) {
-    for (int ib = 0; ib <= 6; ++ib) {
-      const float l = a + range * 0.05f * float(ia), h = b - range * 0.05f * float(ib);
-      const float d = (h - l) / float(max_level);
-      float err = 0.f;
-      for (int i = 0; i < n; ++i) {
-        const float v = x[size_t(i) * stride];
-        const float q = std::clamp(std::nearbyint((v - l) / d), 0.f, float(max_level));
-        const float e = l + d * q - v;
-        err += e * e;
-      }
-      if (err < best) {
-        best = err;
-        *lo = l;
-        *hi = h;
-      }
-    }
+  const double mu = s1 / n, sd = std::sqrt(std::max(0.0, s2 / n - mu * mu));
+  *lo = std::max(a, float(mu - 1.5 * sd));
+  *hi = std::min(b, float(mu + 1.5 * sd));
+  if (!(*hi > *lo)) {  // constant row (or rounding): keep [min, max]
+    *lo = a;
+    *hi = b;
   }
 }
 
@@ -250,7 +243,7 @@ void q4_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
 
 // ---- 2-bit per token ----
 void q2_store_row(uint8_t* codes, uint16_t* dm, int hd, const float* x) {
-  store_row_per_token(codes, dm, hd, 2, x);
+  store_row_per_token(codes, dm, hd, 2, x, true);
 }
 
 void q2_load_row(const uint8_t* codes, const uint16_t* dm, int hd, float* y) {
@@ -280,8 +273,11 @@ void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x) {
   OMNIBUS_CHECK(hd <= 1024);
   float smax = 0.f;
   for (int c = 0; c < hd; ++c) {
-    float lo, hi;
-    kv_fit_range(x + c, bs, hd, max_level, &lo, &hi);
+    float lo = x[c], hi = x[c];
+    for (int r = 1; r < bs; ++r) {
+      lo = std::min(lo, x[size_t(r) * hd + c]);
+      hi = std::max(hi, x[size_t(r) * hd + c]);
+    }
     st16(mstat + 2 * c, lo);
     dcs[c] = (hi - lo) / float(max_level);
     smax = std::max(smax, dcs[c]);
@@ -320,7 +316,7 @@ void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int bits, int row, 
 void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x) {
   const KiviKLayout l = kivi_k_layout(bs, hd, bits);
   auto* dm = reinterpret_cast<uint16_t*>(kunit + l.stats);
-  store_row_per_token(kunit + l.codes + size_t(row) * (hd * bits / 8), dm + 2 * row, hd, bits, x);
+  store_row_per_token(kunit + l.codes + size_t(row) * (hd * bits / 8), dm + 2 * row, hd, bits, x, false);
 }
 
 void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int bits, int row, float* y) {

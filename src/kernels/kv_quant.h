@@ -15,7 +15,8 @@
 //          nibble) and j + G/2 (high nibble)
 //   kivi2  K unit: KIVI keys at 2 bits (below, b = 2)
 //          V unit: codes [bs][hd/4] | {fp16 d, fp16 m} [bs]  (2 bits, per token,
-//          of the row rotated by kv_hadamard: a query reads H * dequant(row))
+//          of the row rotated by kv_hadamard: a query reads H * dequant(row);
+//          range kv_gauss_range, values beyond it clamped)
 //   KIVI keys (b bits): header {f32 smax, u8 state, 3 pad} | stats | codes [bs][hd*b/8]
 //            state kKiviOpen: group not complete, keys live in the f16 residual
 //            state kKiviSealed: per channel over the block's bs tokens (KIVI):
@@ -23,9 +24,8 @@
 //            state kKiviPerToken: fallback when no residual slot was free:
 //              stats = {fp16 d, fp16 m} [bs], per token over the row
 //          b-bit rows: byte j holds channels j + k * hd*b/8 at bits b*k (k < 8/b).
-//   Ranges {m, m + d * (2^b - 1)} are fitted to minimize the squared error
-//   (kv_fit_range), not min/max: a clipped outlier costs less than the
-//   resolution every other element loses.
+//   Key ranges are [min, max] (clipping a key outlier costs more than the
+//   resolution it buys: measured); kivi2's rotated values use kv_gauss_range.
 //
 // The formats are named by DType tags (the KV format, not the ggml weight
 // layout of the same name): Q8_0 = q8, Q4_1 = q4, Q2_K = kivi2.
@@ -79,10 +79,12 @@ inline bool kv_rotates_v(DType t) { return t == DType::Q2_K; }
 // per-token 2-bit values need. Fixed operation order (batch invariance).
 void kv_hadamard(float* x, int hd);
 
-// The range [*lo, *hi] for n values x[0], x[stride], ... at levels 0..max_level
-// with the least squared error among clippings of [min, max] by 0..30% of the
-// range at either end (in steps of 5%; [min, max] itself is a candidate).
-void kv_fit_range(const float* x, int n, int stride, int max_level, float* lo, float* hi);
+// The 2-bit range [*lo, *hi] of a (rotated) value row x[0..n): mu +- 1.5
+// sigma, inside [min, max]. The uniform 4-level quantizer with the least
+// squared error for a Gaussian has a step of ~1.0 sigma (J. Max, 1960), and a
+// Hadamard-rotated row is close to Gaussian; [min, max] would spend the step
+// on the row's two extremes (step ~1.6 sigma at 64 channels).
+void kv_gauss_range(const float* x, int n, float* lo, float* hi);
 
 // Offsets inside a KIVI K unit.
 struct KiviKLayout {

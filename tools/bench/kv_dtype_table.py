@@ -3,15 +3,15 @@
 
 For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
   - bytes per token of the pool's blocks (formula of kernels/kv_quant.h, from
-    the GGUF's layer/head geometry) and, for kivi2, the fixed fp16 residual
-    area (64 slots per layer);
+    the GGUF's layer/head geometry) and, for kivi2 and q4 (KIVI keys), the
+    fixed fp16 residual area (64 slots per layer);
   - perplexity: omnibus perplexity -f tests/data/perplexity.txt --ctx-size 512
     and its change against f16;
   - max concurrent sequences of CTX (512) tokens in a POOL (64 MiB) pool,
     residual area included (computed from the same formula);
   - omnibus bench, 64 requests x (IN prompt + OUT generated) at concurrency 64,
-    twice: in a SMALL pool (memory limits concurrency; kivi2's residual area
-    is taken out of the same budget) and in a BIG pool (it does not).
+    twice: in a SMALL pool (memory limits concurrency; the residual area of
+    kivi2 and q4 is taken out of the same budget) and in a BIG pool (it does not).
 Prints a markdown table on stdout; raw JSON goes to OUTDIR if given.
 
 Usage: tools/bench/kv_dtype_table.py [--models smollm2-135m gemma3-270m]
@@ -75,11 +75,10 @@ def unit_bytes(dtype, bs, hd):  # (K unit, V unit) bytes, as kernels/kv_quant.cc
     if dtype == "q8":
         b = r4(r4(n) + 2 * bs)
         return b, b
+    codes = 8 + r4(max(3 * hd, 4 * bs))  # KIVI keys: header + per-channel stats
     if dtype == "q4":
         g = 32 if hd % 32 == 0 else hd
-        b = r4(n // 2) + bs * (hd // g) * 4
-        return b, b
-    codes = 8 + r4(max(3 * hd, 4 * bs))
+        return r4(codes + bs * (hd // 2)), r4(n // 2) + bs * (hd // g) * 4
     return r4(codes + bs * (hd // 4)), r4(n // 4) + 4 * bs
 
 
@@ -90,7 +89,7 @@ def block_bytes(geo, dtype):
 
 
 def fixed_bytes(geo, dtype, n_blocks):
-    if dtype != "kivi2":
+    if dtype not in ("kivi2", "q4"):  # the formats with KIVI keys keep an fp16 residual
         return 0
     n_layers, n_kv, hd = geo
     return n_layers * min(KIVI_SLOTS, n_blocks) * 2 * n_kv * BS * hd * 2
