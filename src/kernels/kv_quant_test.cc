@@ -1,7 +1,7 @@
-// KV formats: round-trip error bounds of each codec through kv_store, kivi2's
-// residual window (fp16 reads of the open group, slot exhaustion, copy-on-
-// write), and that a shared (prefix-cached) quantized block reads the same as
-// a recomputed one.
+// KV formats: round-trip error bounds of each codec through kv_store, the
+// value rotation and range of kivi2, the KIVI residual window of kivi2 and q4
+// (fp16 reads of the open group, slot exhaustion, copy-on-write), and that a
+// shared (prefix-cached) quantized block reads the same as a recomputed one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -228,14 +228,14 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
   EXPECT_LT(max_diff, 2e-3);  // fp16 of H v against fp16 of v; 2 bits would be ~0.3
 }
 
-// Decodes `n_seq` sequences one token per step for n steps with a kivi2 pool
-// of `slots` residual slots; returns every step's output and checks each
-// against the reference.
-std::vector<float> decode_many(int slots, int n_seq, int n, uint64_t* steals) {
+// Decodes `n_seq` sequences one token per step for n steps with a pool of a
+// KIVI format (kivi2, q4) of `slots` residual slots; returns every step's
+// output and checks each against the reference.
+std::vector<float> decode_many(DType t, int slots, int n_seq, int n, uint64_t* steals) {
   ThreadPool tp(2);
   const int hd = 64, bs = 16;
   const int per = (n + bs - 1) / bs;
-  Pool p(kKvKivi2, bs, hd, n_seq * per, slots);
+  Pool p(t, bs, hd, n_seq * per, slots);
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seq));
   for (int i = 0; i < n_seq; ++i) {
     for (int b = 0; b < per; ++b) tables[size_t(i)].push_back(b * n_seq + i);
@@ -272,31 +272,36 @@ std::vector<float> decode_many(int slots, int n_seq, int n, uint64_t* steals) {
 }
 
 // Fewer residual slots than open groups: slots are stolen (keys of the victim
-// block fall back to per-token 2 bits), reads still match the reference.
+// block fall back to per-token quantization), reads still match the reference.
 TEST(Kivi, SlotExhaustionDegradesButStaysConsistent) {
-  uint64_t steals_enough = 0, steals_short = 0;
-  const std::vector<float> enough = decode_many(8, 4, 40, &steals_enough);
-  const std::vector<float> shortage = decode_many(2, 4, 40, &steals_short);
-  EXPECT_EQ(steals_enough, 0u);
-  EXPECT_GT(steals_short, 0u);
-  EXPECT_NE(0, std::memcmp(enough.data(), shortage.data(), enough.size() * 4));
+  for (DType t : {kKvKivi2, kKvQ4}) {
+    uint64_t steals_enough = 0, steals_short = 0;
+    const std::vector<float> enough = decode_many(t, 8, 4, 40, &steals_enough);
+    const std::vector<float> shortage = decode_many(t, 2, 4, 40, &steals_short);
+    EXPECT_EQ(steals_enough, 0u) << kv_dtype_name(t);
+    EXPECT_GT(steals_short, 0u) << kv_dtype_name(t);
+    EXPECT_NE(0, std::memcmp(enough.data(), shortage.data(), enough.size() * 4)) << kv_dtype_name(t);
+  }
 }
 
-// Copy-on-write of an open kivi2 block (a fork mid-group): the copy carries
-// the residual rows, so the forked sequence reads exactly what a sequence
-// that computed the same tokens itself reads.
-TEST(Kivi, CopyOfOpenBlockMatchesRecompute) {
+// Copy-on-write of an open kivi2/q4 block (a fork mid-group): the copy
+// carries the residual rows, so the forked sequence reads exactly what a
+// sequence that computed the same tokens itself reads.
+class KiviFormats : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
+  const DType t = GetParam();
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n = 21;
   const std::vector<float> q = randn(size_t(n + 1) * kHeads * hd, 8);
   const std::vector<float> k = keys_with_outliers(n + 1, hd, 9), v = randn(size_t(n + 1) * kKv * hd, 10);
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
-  Pool p(kKvKivi2, bs, hd, 8);
+  Pool p(t, bs, hd, 8);
   const std::vector<int32_t> a{0, 1}, forked{0, 2}, fresh{3, 4};
   store(p, a, 0, n, k.data(), v.data());
   store(p, fresh, 0, n, k.data(), v.data());
   // fork: block 1 (rows 16..20 open) copied to block 2, as KvStorage::copy_block does
-  const KvUnitBytes u = kv_unit_bytes(kKvKivi2, bs, hd);
+  const KvUnitBytes u = kv_unit_bytes(t, bs, hd);
   std::memcpy(p.k.data() + 2 * kKv * u.k, p.k.data() + 1 * kKv * u.k, kKv * u.k);
   std::memcpy(p.v.data() + 2 * kKv * u.v, p.v.data() + 1 * kKv * u.v, kKv * u.v);
   kivi_copy_block(p.layer(), 1, 2);
@@ -314,6 +319,11 @@ TEST(Kivi, CopyOfOpenBlockMatchesRecompute) {
   const size_t row = size_t(kHeads) * hd;
   EXPECT_EQ(0, std::memcmp(out.data(), out.data() + row, row * 4));
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, KiviFormats, ::testing::Values(kKvKivi2, kKvQ4),
+                         [](const ::testing::TestParamInfo<DType>& pi) {
+                           return std::string(kv_dtype_name(pi.param));
+                         });
 
 // Prefix caching: a sequence whose first blocks are another sequence's
 // (shared, already quantized) blocks gets the same bits as one that computed
