@@ -3,17 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
 #include "util/check.h"
 
 namespace omnibus {
 
 PromptLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t k) {
   OMNIBUS_CHECK(token >= 0 && token < n_vocab && k >= 0);
-  float max_logit = logits[0];
-  for (int32_t i = 1; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
-  double sum = 0.0;
-  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(logits[i] - max_logit);
-  const float lse = max_logit + static_cast<float>(std::log(sum));
+  // the same normaliser as the sampler's logprobs (kernels/ops.h)
+  const float max_logit = logits[argmax(logits, n_vocab)];
+  const float lse = log_sum_exp(logits, n_vocab, max_logit);
   PromptLogprob out;
   out.token = token;
   out.logprob = logits[token] - lse;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "kernels/ops.h"
 #include "util/check.h"
 
 namespace omnibus {
@@ -200,16 +201,9 @@ void apply_bias_and_penalties(const SamplingParams& p, int32_t n_vocab, Scratch&
   s.window_ids.clear();
 }
 
-int32_t argmax(const float* logits, int32_t n_vocab) {
-  int32_t best = 0;
-  float best_logit = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (logits[i] > best_logit) {  // strict: ties keep the lower id; NaN never wins
-      best_logit = logits[i];
-      best = i;
-    }
-  }
-  return best;
+// Greedy pick: ties -> lowest id, NaN never wins (kernels/ops.h argmax).
+int32_t argmax_id(const float* logits, int32_t n_vocab) {
+  return static_cast<int32_t>(argmax(logits, n_vocab));
 }
 
 // Candidate sets up to this size are sorted outright for top-p.
@@ -272,7 +266,7 @@ size_t top_p_by_histogram(Scratch& s, size_t n, float max_scaled, float top_p) {
 // Stages 3-7 of the pipeline (see sampler.h) for temperature > 0.
 int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
                         const float* logits, SamplerRng& rng) {
-  const int32_t top = argmax(logits, n_vocab);
+  const int32_t top = argmax_id(logits, n_vocab);
   const float inv_t = 1.0f / p.temperature;
   const float max_scaled = logits[top] * inv_t;
   if (!std::isfinite(max_scaled)) return top;  // all -inf, or a +inf logit: nothing to draw
@@ -358,10 +352,8 @@ int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
 // n_logprobs best alternatives.
 void fill_raw_logprobs(const SamplingParams& p, int32_t n_vocab, Scratch& s,
                        const float* logits, SampledToken& out) {
-  const float max_logit = logits[argmax(logits, n_vocab)];
-  double sum = 0.0;
-  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(logits[i] - max_logit);
-  const float lse = max_logit + static_cast<float>(std::log(sum));
+  const float max_logit = logits[argmax_id(logits, n_vocab)];
+  const float lse = log_sum_exp(logits, n_vocab, max_logit);  // as logprobs.cc
   out.logprob = logits[out.id] - lse;
   if (p.n_logprobs == 0) return;
 
@@ -409,7 +401,7 @@ SampledToken Sampler::sample(float* logits, std::span<const int32_t> prompt,
   apply_bias_and_penalties(params_, n_vocab_, s, logits, prompt, output);
   SampledToken out;
   if (params_.temperature == 0.0f || params_.top_k == 1) {
-    out.id = argmax(logits, n_vocab_);
+    out.id = argmax_id(logits, n_vocab_);
   } else {
     out.id = sample_filtered(params_, n_vocab_, s, logits, rng_);
   }

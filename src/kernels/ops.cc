@@ -41,6 +41,16 @@ void softmax(float* x, int64_t n) {
   softmax_ref(x, n);
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  if (cpu_features().use_avx2()) return argmax_avx2(x, n);
+  return argmax_ref(x, n);
+}
+
+float log_sum_exp(const float* x, int64_t n, float max) {
+  if (cpu_features().use_avx2()) return log_sum_exp_avx2(x, n, max);
+  return log_sum_exp_ref(x, n, max);
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   if (cpu_features().use_avx2()) return add_inplace_avx2(y, x, n);
   add_inplace_ref(y, x, n);

@@ -56,6 +56,15 @@ void gelu(const float* x, float* y, int64_t n);
 // In-place numerically stable softmax of x[0..n) (max subtracted; n >= 1).
 void softmax(float* x, int64_t n);
 
+// Index of the largest x[i] (ties -> lowest index; NaN never wins; 0 when no
+// element beats -inf). For greedy sampling over a vocabulary.
+int64_t argmax(const float* x, int64_t n);
+
+// log(sum_i exp(x[i] - max)) + max, the sum in double; `max` is x's largest
+// element (finite). The log-softmax normaliser of a logits row. The fast path
+// differs from the reference by a few float ulps (its exp).
+float log_sum_exp(const float* x, int64_t n, float max);
+
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 // y[i] *= s
@@ -70,6 +79,8 @@ void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
 void silu_ref(const float* x, float* y, int64_t n);
 void gelu_ref(const float* x, float* y, int64_t n);
 void softmax_ref(float* x, int64_t n);
+int64_t argmax_ref(const float* x, int64_t n);
+float log_sum_exp_ref(const float* x, int64_t n, float max);
 void add_inplace_ref(float* y, const float* x, int64_t n);
 void scale_inplace_ref(float* y, float s, int64_t n);
 

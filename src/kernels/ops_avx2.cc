@@ -3,6 +3,8 @@
 // every element is computed the same way wherever it sits in the row.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/ops_internal.h"
 #include "kernels/ops_vec_avx2.h"
 
@@ -108,6 +110,48 @@ void softmax_avx2(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / avx2::hsum_pd(_mm256_add_pd(acc0, acc1)));
   scale_inplace_avx2(x, inv, n);
+}
+
+int64_t argmax_avx2(const float* x, int64_t n) {
+  const __m256 kNegInf = _mm256_set1_ps(-__builtin_inff());
+  // max_ps(v, m) returns m when v is NaN: NaN never becomes the max.
+  __m256 m0 = kNegInf, m1 = kNegInf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+  }
+  float best = avx2::hmax_ps(_mm256_max_ps(m0, m1));
+  for (; i < n; ++i) {
+    if (x[i] > best) best = x[i];
+  }
+  if (!(best > -__builtin_inff())) return 0;  // nothing beats -inf
+  // the first index holding the max
+  const __m256 vb = _mm256_set1_ps(best);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vb, _CMP_EQ_OQ));
+    if (mask != 0) return i + __builtin_ctz(unsigned(mask));
+  }
+  for (; i < n; ++i) {
+    if (x[i] == best) return i;
+  }
+  return 0;  // unreachable: best is one of x
+}
+
+float log_sum_exp_avx2(const float* x, int64_t n, float max) {
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) sum_pd(avx2::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)), acc0, acc1);
+  if (i < n) {
+    const __m256i m = tail_mask(static_cast<int>(n - i));
+    const __m256 e = avx2::exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmax));
+    sum_pd(_mm256_and_ps(e, _mm256_castsi256_ps(m)), acc0, acc1);
+  }
+  // The max's own term is exp(0) = 1, so the sum is >= 1 and the result >= max
+  // (every logprob <= 0); the clamp keeps that whatever exp_ps rounds to.
+  const double sum = std::max(1.0, avx2::hsum_pd(_mm256_add_pd(acc0, acc1)));
+  return max + static_cast<float>(std::log(sum));
 }
 
 void add_inplace_avx2(float* y, const float* x, int64_t n) {

@@ -21,6 +21,8 @@ void geglu_avx2(const float* gate, const float* up, float* out, int64_t n);
 void silu_avx2(const float* x, float* y, int64_t n);
 void gelu_avx2(const float* x, float* y, int64_t n);
 void softmax_avx2(float* x, int64_t n);
+int64_t argmax_avx2(const float* x, int64_t n);
+float log_sum_exp_avx2(const float* x, int64_t n, float max);
 void add_inplace_avx2(float* y, const float* x, int64_t n);
 void scale_inplace_avx2(float* y, float s, int64_t n);
 

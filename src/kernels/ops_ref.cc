@@ -3,6 +3,7 @@
 // tanh form of gelu, RoPE angles by repeated multiplication) so results stay
 // close to llama.cpp's.
 #include <cmath>
+#include <limits>
 
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
@@ -86,6 +87,24 @@ void softmax_ref(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+int64_t argmax_ref(const float* x, int64_t n) {
+  int64_t best = 0;
+  float best_x = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > best_x) {  // strict: ties keep the lower index; NaN never wins
+      best_x = x[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
+float log_sum_exp_ref(const float* x, int64_t n, float max) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max);
+  return max + static_cast<float>(std::log(sum));
 }
 
 void add_inplace_ref(float* y, const float* x, int64_t n) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -154,6 +155,43 @@ TEST(OpsTest, SoftmaxMatchesRef) {
       EXPECT_EQ(x[2], 0.f);
     }
   }
+}
+
+// The fast argmax against the reference: odd sizes, ties (lowest index wins),
+// NaN (never wins), all -inf / NaN (index 0).
+TEST(OpsTest, ArgmaxMatchesReference) {
+  for (int64_t n : kSizes) {
+    if (n == 0) continue;
+    auto x = random_vec(n, 3.f, 21);
+    EXPECT_EQ(argmax(x.data(), n), argmax_ref(x.data(), n)) << n;
+    const int64_t hi = n * 2 / 3;
+    x[size_t(hi)] = 100.f;
+    x[size_t(n - 1)] = 100.f;  // a tie at the end
+    EXPECT_EQ(argmax(x.data(), n), hi) << n;
+    if (n > 1) x[0] = std::nanf("");
+    EXPECT_EQ(argmax(x.data(), n), hi) << n;
+    std::vector<float> none(size_t(n), -__builtin_inff());
+    none[size_t(n - 1)] = std::nanf("");
+    EXPECT_EQ(argmax(none.data(), n), 0) << n;
+    EXPECT_EQ(argmax_ref(none.data(), n), 0) << n;
+  }
+}
+
+TEST(OpsTest, LogSumExpCloseToReference) {
+  for (int64_t n : kSizes) {
+    if (n == 0) continue;
+    auto x = random_vec(n, 8.f, 22);
+    if (n > 3) x[1] = -__builtin_inff();  // a masked token adds nothing
+    const float max = x[size_t(argmax_ref(x.data(), n))];
+    const float got = log_sum_exp(x.data(), n, max), want = log_sum_exp_ref(x.data(), n, max);
+    EXPECT_NEAR(got, want, 2e-6f * std::max(1.f, std::fabs(want))) << n;
+    EXPECT_GE(want, max);
+    EXPECT_GE(got, max);
+  }
+  const float one = 3.25f;
+  EXPECT_EQ(log_sum_exp(&one, 1, one), one);
+  const float big[3] = {1000.f, 1000.f, -1e30f};
+  EXPECT_NEAR(log_sum_exp(big, 3, 1000.f), 1000.f + std::log(2.f), 1e-3f);
 }
 
 TEST(OpsTest, SoftmaxLargeValuesStable) {
