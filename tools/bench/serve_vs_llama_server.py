@@ -15,9 +15,12 @@ the last response, request throughput and output tokens/s.
 
 Servers:
   omnibus:      OMNIBUS_BIN serve -m MODEL -t THREADS --port P --max-num-seqs NUM
-  llama-server: LLAMA_SERVER -m MODEL -t THREADS -tb THREADS --port P -np NUM -kvu
+  llama-server: LLAMA_SERVER -m MODEL -t THREADS -tb THREADS --port P -np NUM
                 -c NUM*(PREFIX+UNIQUE+OUT+16)   (continuous batching is its default;
-                its prompt cache and slot reuse are left at their defaults)
+                its prompt cache and slot reuse are left at their defaults; one KV
+                stream per slot, its default with an explicit -np: with a unified
+                cache (-kvu) every prompt batch attends over all slots' cells
+                and this workload takes over 20 minutes)
 
 Prints a markdown table (stdout) and writes raw per-request numbers as JSON
 (--json).
@@ -157,7 +160,7 @@ def main():
                     "--port", str(args.port), "--max-num-seqs", str(args.num)],
         "llama-server": [llama_server, "-m", args.model, "-t", str(args.threads),
                          "-tb", str(args.threads), "--port", str(args.port),
-                         "-np", str(args.num), "-kvu", "-c", str(ctx)],
+                         "-np", str(args.num), "-c", str(ctx)],
     }
 
     prompts = None
