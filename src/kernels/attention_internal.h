@@ -56,4 +56,9 @@ void load_f16_avx2(const uint16_t* src, float* dst, int64_t n);
 void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0,
                           int32_t j1, float* y);
 
+// kv_hadamard over blocks of n (a power of two >= 8) channels: the same
+// butterflies in the same order as the scalar transform, so the same bits.
+// REQUIRES: use_avx2(), hd % n == 0.
+void kv_hadamard_avx2(float* x, int hd, int n);
+
 }  // namespace omnibus

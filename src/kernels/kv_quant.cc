@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention_internal.h"
+#include "kernels/cpu_features.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -95,6 +97,7 @@ int kv_kivi_bits(DType t) { return t == kKvKivi2 ? 2 : t == kKvQ4 ? 4 : 0; }
 void kv_hadamard(float* x, int hd) {
   int n = 1;
   while (n < 256 && hd % (2 * n) == 0) n *= 2;
+  if (n >= 8 && cpu_features().use_avx2()) return kv_hadamard_avx2(x, hd, n);  // the same bits
   const float scale = 1.f / std::sqrt(float(n));
   for (int b = 0; b < hd; b += n) {
     float* y = x + b;
@@ -290,7 +293,9 @@ void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x) {
     estat[c] = uint8_t(e);
   }
   kivi_k_set_state(kunit, kKiviSealed);
-  for (int r = 0; r < bs; ++r) kivi_k_store_row_sealed(kunit, bs, hd, bits, r, x + size_t(r) * hd);
+  float d[1024], m[1024];
+  kivi_k_channel_stats(kunit, hd, d, m);  // the decoded stats, once for all rows
+  for (int r = 0; r < bs; ++r) pack_row(kunit + l.codes + size_t(r) * (hd * bits / 8), hd, bits, x + size_t(r) * hd, d, m, true);
 }
 
 void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m) {

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/attention_internal.h"
@@ -117,6 +118,35 @@ void kivi_k_rows(const uint8_t* unit, int bs, int hd, int bits, int r0, int r1, 
 }
 
 }  // namespace
+
+void kv_hadamard_avx2(float* x, int hd, int n) {
+  const __m256 scale = _mm256_set1_ps(1.f / std::sqrt(float(n)));
+  for (int b = 0; b < hd; b += n) {
+    float* y = x + b;
+    // len 1, 2, 4: inside each 8-lane vector; lane i gets a + c (low member
+    // of its pair) or a - c (high member), with a the low and c the high value
+    for (int i = 0; i < n; i += 8) {
+      __m256 v = _mm256_loadu_ps(y + i);
+      __m256 sw = _mm256_permute_ps(v, 0xB1);  // [1 0 3 2 ...]
+      v = _mm256_blend_ps(_mm256_add_ps(v, sw), _mm256_sub_ps(sw, v), 0xAA);
+      sw = _mm256_permute_ps(v, 0x4E);  // [2 3 0 1 ...]
+      v = _mm256_blend_ps(_mm256_add_ps(v, sw), _mm256_sub_ps(sw, v), 0xCC);
+      sw = _mm256_permute2f128_ps(v, v, 0x01);  // halves swapped
+      v = _mm256_blend_ps(_mm256_add_ps(v, sw), _mm256_sub_ps(sw, v), 0xF0);
+      _mm256_storeu_ps(y + i, v);
+    }
+    for (int len = 8; len < n; len *= 2) {
+      for (int i = 0; i < n; i += 2 * len) {
+        for (int j = i; j < i + len; j += 8) {
+          const __m256 a = _mm256_loadu_ps(y + j), c = _mm256_loadu_ps(y + j + len);
+          _mm256_storeu_ps(y + j, _mm256_add_ps(a, c));
+          _mm256_storeu_ps(y + j + len, _mm256_sub_ps(a, c));
+        }
+      }
+    }
+    for (int i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
+  }
+}
 
 void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0, int32_t j1,
                           float* y) {

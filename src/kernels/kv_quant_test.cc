@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/attention_internal.h"
+#include "kernels/cpu_features.h"
 #include "kernels/kv_quant.h"
 #include "kernels/kv_quant_kivi.h"
 #include "kernels/kv_quant_paged.h"
@@ -160,6 +162,30 @@ TEST(KvFormat, HadamardIsOrthonormalAndSelfInverse) {
     EXPECT_GT(std::fabs(y[0] - x[0]), 1e-3f) << hd;  // it does move things
     kv_hadamard(y.data(), hd);
     for (int c = 0; c < hd; ++c) EXPECT_NEAR(y[c], x[c], 1e-5f) << hd;
+  }
+  // The AVX2 transform gives the scalar one's bits (same butterflies, same order).
+  if (cpu_features().use_avx2()) {
+    for (int hd : {64, 256, 24}) {
+      const std::vector<float> x = randn(size_t(hd), 9);
+      std::vector<float> a = x, b = x;
+      int n = 1;
+      while (n < 256 && hd % (2 * n) == 0) n *= 2;
+      kv_hadamard_avx2(a.data(), hd, n);
+      const float s = 1.f / std::sqrt(float(n));
+      for (int o = 0; o < hd; o += n) {  // textbook scalar FWHT
+        for (int len = 1; len < n; len *= 2) {
+          for (int i = 0; i < n; i += 2 * len) {
+            for (int j = i; j < i + len; ++j) {
+              const float u = b[o + j], w = b[o + j + len];
+              b[o + j] = u + w;
+              b[o + j + len] = u - w;
+            }
+          }
+        }
+        for (int i = 0; i < n; ++i) b[o + i] *= s;
+      }
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << hd;
+    }
   }
   std::vector<float> spike(64, 0.f);
   spike[5] = 8.f;

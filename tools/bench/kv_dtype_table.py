@@ -10,9 +10,8 @@ For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
   - max concurrent sequences of CTX (512) tokens in a POOL (64 MiB) pool,
     residual area included (computed from the same formula);
   - omnibus bench, 64 requests x (IN prompt + OUT generated) at concurrency 64,
-    twice: in a SMALL pool (memory limits concurrency; --kv-cache-memory SMALL,
-    which the engine splits into the residual area of kivi2 and q4 and blocks)
-    and in a BIG pool (it does not).
+    twice: in a SMALL pool (memory limits concurrency; the residual area of
+    kivi2 and q4 comes out of the same budget) and in a BIG pool (it does not).
 Prints a markdown table on stdout; raw JSON goes to OUTDIR if given.
 
 Usage: tools/bench/kv_dtype_table.py [--models smollm2-135m gemma3-270m]
@@ -105,6 +104,15 @@ def blocks_in(geo, dtype, total):
     return n
 
 
+def engine_blocks(geo, dtype, total):
+    """The engine's block count for --kv-cache-memory `total` (src/engine/engine.cc)."""
+    bpb = block_bytes(geo, dtype)
+    n = total // bpb
+    while n > 1 and n * bpb + fixed_bytes(geo, dtype, n) > total:
+        n -= max(1, fixed_bytes(geo, dtype, n) // bpb)
+    return n
+
+
 def perplexity(model, dtype):
     out = run(["perplexity", "-m", model, "-f", "tests/data/perplexity.txt", "--ctx-size", str(CTX),
                "--chunks", CHUNKS, "-t", THREADS, "--kv-cache-dtype", dtype], stdout_only=True)
@@ -146,9 +154,13 @@ def main():
             r["fixed"] = fixed_bytes(geo, dtype, nb) / MIB
             r["max_seqs"] = nb // (CTX // BS)
             r["ppl"] = perplexity(model, dtype)
-            # --kv-cache-memory covers blocks and the residual area (the engine
-            # takes the latter out first), so every dtype gets the same SMALL.
-            r["small"] = bench(model, dtype, SMALL, outdir, "small")
+            # --kv-cache-memory covers blocks and the residual area; pass the
+            # exact bytes of the most blocks that fit in SMALL with it, since
+            # the engine's search steps down by a whole residual area at a time.
+            nb = blocks_in(geo, dtype, SMALL)
+            small = nb * block_bytes(geo, dtype) + fixed_bytes(geo, dtype, nb)
+            assert engine_blocks(geo, dtype, small) == nb
+            r["small"] = bench(model, dtype, small, outdir, "small")
             r["big"] = bench(model, dtype, BIG, outdir, "big")
             rows[dtype] = r
             print(f"  done {model} {dtype}: ppl {r['ppl']:.4f}", file=sys.stderr)
