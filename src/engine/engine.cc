@@ -122,7 +122,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
     n_blocks = config.kv_cache_bytes / block_bytes;
     while (n_blocks > 1 &&
            n_blocks * block_bytes + int64_t(geometry.fixed_bytes(n_blocks)) > config.kv_cache_bytes) {
-      n_blocks -= std::max<int64_t>(1, int64_t(geometry.fixed_bytes(n_blocks)) / block_bytes);
+      // Give back just the overflow, in whole blocks (fixed_bytes never grows
+      // as n_blocks shrinks, so this lands on the largest pool that fits).
+      const int64_t over =
+          n_blocks * block_bytes + int64_t(geometry.fixed_bytes(n_blocks)) - config.kv_cache_bytes;
+      n_blocks -= std::max<int64_t>(1, (over + block_bytes - 1) / block_bytes);
     }
     if (n_blocks < 1) {
       return Status::invalid_argument(

@@ -10,6 +10,8 @@
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "engine/logprobs.h"
+#include "kernels/kv_quant.h"
+#include "kv/kv_storage.h"
 
 namespace omnibus {
 namespace {
@@ -39,6 +41,28 @@ Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, SamplingPa
   r.max_tokens = max_tokens;
   r.sampling = std::move(sp);
   return r;
+}
+
+// --kv-cache-memory covers the blocks and a format's fixed residual area: the
+// pool is the largest block count whose blocks plus residual fit.
+TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
+  FakeModel model;
+  for (DType dtype : {kKvKivi2, kKvQ4}) {
+    const KvGeometry g = model.kv_geometry(kBlock, dtype);
+    const int64_t bb = int64_t(g.bytes_per_block());
+    const int64_t fixed = int64_t(g.fixed_bytes(1 << 20));
+    ASSERT_GT(fixed, 3 * bb) << "the residual area must span several blocks for this test";
+    for (int64_t extra : {int64_t(0), bb / 2, bb - 1}) {
+      EngineConfig c = fake_config(model, 1);
+      c.kv_dtype = dtype;
+      c.kv_cache_bytes = 300 * bb + fixed + extra;
+      auto engine = Engine::create(model, c);
+      ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+      const int64_t n = (*engine)->info().n_blocks;
+      EXPECT_EQ(n, 300) << kv_dtype_name(dtype) << " extra " << extra;
+      EXPECT_LE(n * bb + int64_t(g.fixed_bytes(n)), c.kv_cache_bytes);
+    }
+  }
 }
 
 TEST(Engine, OneGreedyRequestMatchesTheSequenceRunner) {
