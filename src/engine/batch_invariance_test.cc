@@ -5,6 +5,7 @@
 // model, a tiny random Llama (real kernels) and SmolLM2 when its file exists.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -93,6 +94,9 @@ void expect_batch_invariant(Model& model, int32_t max_prompt, int32_t max_tokens
 
 TEST(BatchInvariance, FakeModel) {
   FakeModel model;
+  // The fake forward is instant: without a delay the engine can finish each
+  // request before the next is submitted, and nothing would share a step.
+  model.set_step_delay(std::chrono::microseconds(300));
   expect_batch_invariant(model, 60, 12, DType::F32, {16, 64});
 }
 
