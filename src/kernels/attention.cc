@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "kernels/attention_internal.h"
@@ -44,67 +42,16 @@ void store_row(const PagedKvLayer& kv, void* pool, int64_t off, const float* src
   for (int d = 0; d < kv.head_dim; ++d) dst[d] = fp32_to_fp16(src[d]);
 }
 
-// Scalar kernel, templated on the pool's element type.
+// Scalar kernel: element loads of an f32 / f16 pool.
 inline float load_elem(const float* p, int d) { return p[d]; }
 inline float load_elem(const uint16_t* p, int d) { return fp16_to_fp32(p[d]); }
 
-template <typename T>
-void task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
-                 const AttentionParams& p, const AttnTask& t, float* out) {
-  const int hd = p.head_dim;
-  const int n_rep = p.n_head / p.n_kv_head;
-  const int kvh = t.head0 / n_rep;
-  const T* kpool = static_cast<const T*>(kv.k);
-  const T* vpool = static_cast<const T*>(kv.v);
-  thread_local std::vector<float> acc;
-  acc.resize(static_cast<size_t>(hd));
-  float sc[kAttnTile];
-  for (int ti = 0; ti < t.n_tok; ++ti) {
-    const int32_t tok = t.tok0 + ti;
-    const int32_t pos = s.n_past + tok;
-    int32_t lo, hi;
-    attn_visible_range(s, pos, &lo, &hi);
-    for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
-      const int h = t.head0 + hi_;
-      const float* qh = q + (static_cast<int64_t>(s.first_token + tok) * p.n_head + h) * hd;
-      float m = -INFINITY, l = 0.f;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int32_t base = lo / kAttnTile * kAttnTile; base < hi; base += kAttnTile) {
-        const int32_t a = std::max(lo, base), b = std::min(hi, base + kAttnTile);
-        float tmax = -INFINITY;
-        for (int32_t j = a; j < b; ++j) {
-          const T* kr = kpool + kv_offset(kv, s, j, kvh);
-          float dot = 0.f;
-          for (int d = 0; d < hd; ++d) dot += qh[d] * load_elem(kr, d);
-          float x = dot * p.scale;
-          if (p.softcap > 0.f) x = p.softcap * std::tanh(x / p.softcap);
-          sc[j - base] = x;
-          tmax = std::max(tmax, x);
-        }
-        const float m_new = std::max(m, tmax);
-        const float alpha = std::exp(m - m_new);
-        float tsum = 0.f;
-        for (int d = 0; d < hd; ++d) acc[d] *= alpha;
-        for (int32_t j = a; j < b; ++j) {
-          const float pj = std::exp(sc[j - base] - m_new);
-          tsum += pj;
-          const T* vr = vpool + kv_offset(kv, s, j, kvh);
-          for (int d = 0; d < hd; ++d) acc[d] += pj * load_elem(vr, d);
-        }
-        l = l * alpha + tsum;
-        m = m_new;
-      }
-      float* o = out + (static_cast<int64_t>(s.first_token + tok) * p.n_head + h) * hd;
-      const float inv = 1.f / l;
-      for (int d = 0; d < hd; ++d) o[d] = acc[d] * inv;
-    }
-  }
-}
-
-// Quantized formats: each K/V row read through kv_read_row (the reference
-// reader), same tiling and reduction order as task_scalar.
-void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
-                       const AttentionParams& p, const AttnTask& t, float* out) {
+// One task in scalar code: per query token and head, an online softmax over
+// tiles of kAttnTile positions. read_row(is_v, j, kv_head, pos, dst) gives
+// position j's K or V row as seen by the query at pos.
+template <class ReadRow>
+void task_scalar_rows(const float* q, const AttentionSeq& s, const AttentionParams& p,
+                      const AttnTask& t, float* out, ReadRow read_row) {
   const int hd = p.head_dim;
   const int n_rep = p.n_head / p.n_kv_head;
   const int kvh = t.head0 / n_rep;
@@ -126,7 +73,7 @@ void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSe
         const int32_t a = std::max(lo, base), b = std::min(hi, base + kAttnTile);
         float tmax = -INFINITY;
         for (int32_t j = a; j < b; ++j) {
-          kv_read_row(kv, s, false, j, kvh, pos, row.data());
+          read_row(false, j, kvh, pos, row.data());
           float dot = 0.f;
           for (int d = 0; d < hd; ++d) dot += qh[d] * row[d];
           float x = dot * p.scale;
@@ -141,7 +88,7 @@ void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSe
         for (int32_t j = a; j < b; ++j) {
           const float pj = std::exp(sc[j - base] - m_new);
           tsum += pj;
-          kv_read_row(kv, s, true, j, kvh, pos, row.data());
+          read_row(true, j, kvh, pos, row.data());
           for (int d = 0; d < hd; ++d) acc[d] += pj * row[d];
         }
         l = l * alpha + tsum;
@@ -154,48 +101,27 @@ void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSe
   }
 }
 
+// f32 / f16 pools: rows read in place.
+template <typename T>
+void task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                 const AttentionParams& p, const AttnTask& t, float* out) {
+  const T* kpool = static_cast<const T*>(kv.k);
+  const T* vpool = static_cast<const T*>(kv.v);
+  task_scalar_rows(q, s, p, t, out, [&](bool is_v, int32_t j, int kvh, int32_t, float* dst) {
+    const T* r = (is_v ? vpool : kpool) + kv_offset(kv, s, j, kvh);
+    for (int d = 0; d < p.head_dim; ++d) dst[d] = load_elem(r, d);
+  });
+}
 
-// ---- TEMP SIM (not for commit) ----
-void sim_fwht(float* x, int n) {
-  for (int len = 1; len < n; len <<= 1)
-    for (int i = 0; i < n; i += 2 * len)
-      for (int j = i; j < i + len; ++j) { float a = x[j], b = x[j + len]; x[j] = a + b; x[j + len] = a - b; }
-  const float sc = 1.f / std::sqrt(float(n));
-  for (int i = 0; i < n; ++i) x[i] *= sc;
+// Quantized formats: each K/V row read through kv_read_row (the reference
+// reader), same tiling and reduction order as task_scalar.
+void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+                       const AttentionParams& p, const AttnTask& t, float* out) {
+  task_scalar_rows(q, s, p, t, out, [&](bool is_v, int32_t j, int kvh, int32_t pos, float* dst) {
+    kv_read_row(kv, s, is_v, j, kvh, pos, dst);
+  });
 }
-void sim_fq(float* x, int n, int stride, int bits) {
-  float lo = x[0], hi = x[0];
-  for (int i = 0; i < n; ++i) { lo = std::min(lo, x[i * stride]); hi = std::max(hi, x[i * stride]); }
-  const int L = (1 << bits) - 1;
-  const float d = (hi - lo) / L;
-  if (!(d > 0)) return;
-  for (int i = 0; i < n; ++i) { float q = std::clamp(std::nearbyint((x[i*stride] - lo) / d), 0.f, float(L)); x[i*stride] = lo + d * q; }
-}
-// mode: n, t<bits>g<G>[r], c<bits>g<T>
-void sim_apply(const char* mode, float* x, const AttentionSeq* seqs, int n_seqs, int nkv, int hd) {
-  if (mode[0] == 'n') return;
-  int bits = mode[1] - '0';
-  int G = std::atoi(mode + 3);
-  bool rot = std::strchr(mode, 'r') != nullptr;
-  for (int i = 0; i < n_seqs; ++i) {
-    const AttentionSeq& s = seqs[i];
-    if (mode[0] == 't') {
-      for (int t = 0; t < s.n_tokens; ++t) for (int h = 0; h < nkv; ++h) {
-        float* r = x + ((int64_t(s.first_token + t)) * nkv + h) * hd;
-        if (rot) sim_fwht(r, hd);
-        for (int g = 0; g < hd; g += G) sim_fq(r + g, std::min(G, hd - g), 1, bits);
-        if (rot) sim_fwht(r, hd);
-      }
-    } else {
-      for (int32_t p0 = (s.n_past + G - 1) / G * G; p0 + G <= s.n_past + s.n_tokens; p0 += G) {
-        for (int h = 0; h < nkv; ++h) for (int c = 0; c < hd; ++c) {
-          float* r = x + ((int64_t(s.first_token + p0 - s.n_past)) * nkv + h) * hd + c;
-          sim_fq(r, G, nkv * hd, bits);
-        }
-      }
-    }
-  }
-}
+
 }  // namespace
 
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
@@ -208,19 +134,6 @@ void attention_task_scalar(const float* q, const PagedKvLayer& kv, const Attenti
 void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
               const float* v) {
   check_layer(kv);
-  std::vector<float> simk, simv;
-  if (const char* e = std::getenv("OMNIBUS_KVQ_SIM"); e != nullptr && kv.dtype == DType::F32) {
-    int64_t n_tok = 0;
-    for (int i = 0; i < n_seqs; ++i) n_tok = std::max<int64_t>(n_tok, seqs[i].first_token + seqs[i].n_tokens);
-    simk.assign(k, k + n_tok * kv.n_kv_heads * kv.head_dim);
-    simv.assign(v, v + n_tok * kv.n_kv_heads * kv.head_dim);
-    std::string m(e);
-    const size_t comma = m.find(',');
-    sim_apply(m.substr(0, comma).c_str(), simk.data(), seqs, n_seqs, kv.n_kv_heads, kv.head_dim);
-    sim_apply(m.substr(comma + 1).c_str(), simv.data(), seqs, n_seqs, kv.n_kv_heads, kv.head_dim);
-    k = simk.data();
-    v = simv.data();
-  }
   if (kv_has_residual(kv.dtype)) return kivi_store(kv, seqs, n_seqs, k, v);
   const bool avx2 = cpu_features().use_avx2() && kv.head_dim % 8 == 0;
   if (is_kv_quantized(kv.dtype)) {
