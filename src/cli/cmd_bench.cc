@@ -14,6 +14,13 @@
 //   --concurrency in flight (default: all), and/or Poisson at --request-rate
 //   req/s. Reports throughput, TTFT / TPOT / ITL / E2E percentiles, peak KV
 //   usage and waste, preemptions, mean batch size, prefix-cache hit rate.
+//   When every request is in flight from the start (no --request-rate,
+//   concurrency >= num-requests, single turn) it also splits the run the way
+//   llama-batched-bench does: the prompt phase ends when the last request gets
+//   its first token; the generation phase is the rest, and its speed (tokens
+//   generated after that moment / its length) is comparable to batched-bench's
+//   S_TG. With --max-num-batched-tokens >= the sum of the prompts, all prompts
+//   run in the first step and the generation phase is pure decode steps.
 //
 // Prefix-caching workloads (docs/prefix-caching.md):
 //   --shared-prefix-len N: every prompt = the same N random tokens (a system
@@ -299,6 +306,8 @@ int run_engine_workload(const BenchOptions& o) {
   std::vector<InFlight> active;
   std::deque<int> follow_ups;  // units whose next turn is ready
   std::vector<double> ttft, tpot, itl, e2e;
+  std::vector<Clock::time_point> token_times;  // every generated token's event time
+  Clock::time_point last_first_token{};         // the latest first token of any request
   int64_t n_output_tokens = 0, n_input_tokens = 0, n_computed_prompt = 0, n_expected_computed = 0;
   // Tokens of a unit computed so far (its last turn's prompt + output - 1):
   // what an ideal cache would hold of its next prompt.
@@ -344,12 +353,14 @@ int run_engine_workload(const BenchOptions& o) {
         if (ev->token >= 0) {
           if (f.tokens.empty()) {
             f.first = ev->time;
+            last_first_token = std::max(last_first_token, ev->time);
             f.n_cached_prompt_tokens = ev->n_cached_tokens;
           } else {
             itl.push_back(Seconds(ev->time - f.last).count());
           }
           f.last = ev->time;
           f.tokens.push_back(ev->token);
+          token_times.push_back(ev->time);
         }
         if (ev->finish == FinishReason::kAbort) return fail(Status::internal("request aborted"));
         if (ev->final) {
@@ -427,12 +438,34 @@ int run_engine_workload(const BenchOptions& o) {
   j["prompt_tokens_submitted"] = n_input_tokens;
   j["prompt_tokens_computed"] = n_computed_prompt;
   j["prompt_tokens_computed_expected"] = n_expected_computed;
+  // Prompt / generation phases (see the top of this file): only when all
+  // requests started together, otherwise there is no such split.
+  const bool all_at_once = o.request_rate <= 0 && concurrency >= n && n_turns == 1;
+  if (all_at_once && !ttft.empty()) {
+    const Clock::time_point gen_start = last_first_token;
+    const int64_t gen_tokens = std::count_if(token_times.begin(), token_times.end(),
+                                             [&](Clock::time_point tt) { return tt > gen_start; });
+    const double prompt_s = Seconds(gen_start - start).count();
+    const double gen_s = Seconds(end - gen_start).count();
+    j["prompt_phase_s"] = prompt_s;
+    j["prompt_phase_throughput"] = prompt_s > 0 ? double(n_input_tokens) / prompt_s : 0.0;
+    j["generation_phase_s"] = gen_s;
+    j["generation_phase_tokens"] = gen_tokens;
+    j["generation_throughput"] = gen_s > 0 ? double(gen_tokens) / gen_s : 0.0;
+  }
 
   fmt::print("requests            {}\n", n);
   fmt::print("duration            {:.2f} s\n", duration);
   fmt::print("request throughput  {:.2f} req/s\n", double(j["request_throughput"]));
   fmt::print("output throughput   {:.1f} tok/s\n", double(j["output_throughput"]));
   fmt::print("total throughput    {:.1f} tok/s (prompt + output)\n", double(j["total_token_throughput"]));
+  if (j.contains("generation_throughput")) {
+    fmt::print("prompt phase        {:.2f} s, {:.1f} prompt tok/s (until the last first token)\n",
+               double(j["prompt_phase_s"]), double(j["prompt_phase_throughput"]));
+    fmt::print("generation phase    {:.2f} s, {:.1f} tok/s ({} tokens after it)\n",
+               double(j["generation_phase_s"]), double(j["generation_throughput"]),
+               int64_t(j["generation_phase_tokens"]));
+  }
   fmt::print("{:<8} {:>10} {:>10} {:>10} {:>10}\n", "ms", "p50", "p90", "p99", "mean");
   for (const char* k : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) {
     const nlohmann::json& s = j[k];

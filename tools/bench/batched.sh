@@ -4,18 +4,24 @@
 #
 # For each N in NPL (default "16 32 64"):
 #   A: llama-batched-bench -m MODEL -c CTX -b 2048 -ub 512 -npp PP -ntg TG -npl N -t THREADS --output-format jsonl
-#   B: omnibus bench -m MODEL --num-requests N --concurrency N --input-len PP --output-len TG --threads THREADS --json FILE
-# and prints a markdown table: llama.cpp's generation speed S_TG (N*TG / time of
-# the generation phase) and total speed S ((PP+TG)*N / total time), omnibus's
-# output tokens/s over the whole run (prefill included, so it is the stricter
-# number) and its total tokens/s, and the ratios.
+#   B: omnibus bench -m MODEL --num-requests N --concurrency N --input-len PP --output-len TG
+#        --threads THREADS --max-num-batched-tokens BUDGET --json FILE
+# and prints a markdown table of like-for-like pairs:
+#   generation speed: llama.cpp's S_TG (N*TG / time of its generation phase)
+#     vs omnibus's generation_throughput (tokens generated after the last
+#     request's first token / time from then to the end);
+#   total speed: (PP+TG)*N / whole run, both;
+# plus omnibus's output tokens/s over the whole run (prefill included).
+# BUDGET defaults to N*PP: every prompt is prefilled in the first step, then
+# all N sequences decode together, which is batched-bench's shape (its
+# prompts all go first too, in ubatches of 512).
 #
 # Usage: tools/bench/batched.sh MODEL OUT
 # Environment: OMNIBUS_LLAMA_CPP_DIR (default .ref/build), OMNIBUS_BIN (default
-# build/omnibus), NPL, PP (128), TG (128), THREADS (2).
+# build/omnibus), NPL, PP (128), TG (128), THREADS (2), BUDGET (N*PP).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 2 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,24p' "$0"; exit 2; }
 model=$1
 out=$2
 npl=${NPL:-16 32 64}
@@ -31,8 +37,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 {
-  echo "| sequences | llama.cpp S_TG tok/s | llama.cpp total tok/s | omnibus output tok/s | omnibus total tok/s | output ratio (omnibus / llama S_TG) | total ratio |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| sequences | llama.cpp S_TG tok/s | omnibus generation tok/s | generation ratio | llama.cpp total tok/s | omnibus total tok/s | total ratio | omnibus output tok/s (whole run) |"
+  echo "|---|---|---|---|---|---|---|---|"
 } > "$work/table.md"
 for n in $npl; do
   ctx=$(( n * (pp + tg) + 256 ))
@@ -41,7 +47,7 @@ for n in $npl; do
     --output-format jsonl > "$work/llama-$n.txt" 2> "$work/llama-$n.err"
   echo "batched: N=$n omnibus bench" >&2
   "$omnibus" bench -m "$model" --num-requests "$n" --concurrency "$n" --input-len "$pp" \
-    --output-len "$tg" --threads "$threads" --json "$work/omnibus-$n.json" > /dev/null 2> "$work/omnibus-$n.err"
+    --output-len "$tg" --threads "$threads" --max-num-batched-tokens "${BUDGET:-$(( n * pp ))}" --json "$work/omnibus-$n.json" > /dev/null 2> "$work/omnibus-$n.err"
   python3 - "$work/llama-$n.txt" "$work/omnibus-$n.json" "$n" "$pp" "$tg" >> "$work/table.md" <<'PY'
 import json, sys
 llama_path, omni_path, n, pp, tg = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
@@ -50,13 +56,14 @@ l = rows[-1]
 o = json.load(open(omni_path))
 out = o["output_throughput"]
 total = n * (pp + tg) / o["duration_s"]
-print(f"| {n} | {l['speed_tg']:.1f} | {l['speed']:.1f} | {out:.1f} | {total:.1f} | "
-      f"{out / l['speed_tg']:.2f}x | {total / l['speed']:.2f}x |")
+gen = o["generation_throughput"]
+print(f"| {n} | {l['speed_tg']:.1f} | {gen:.1f} | {gen / l['speed_tg']:.2f}x | "
+      f"{l['speed']:.1f} | {total:.1f} | {total / l['speed']:.2f}x | {out:.1f} |")
 PY
 done
 {
   echo
   echo "Commands: \`$batched -m $model -c <N*(PP+TG)+256> -b 2048 -ub 512 -npp $pp -ntg $tg -npl N -t $threads\`"
-  echo "and \`$omnibus bench -m $model --num-requests N --concurrency N --input-len $pp --output-len $tg --threads $threads\`."
+  echo "and \`$omnibus bench -m $model --num-requests N --concurrency N --input-len $pp --output-len $tg --threads $threads --max-num-batched-tokens ${BUDGET:-N*PP}\`."
 } >> "$work/table.md"
 cat "$work/table.md" | tee "$out"

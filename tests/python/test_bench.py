@@ -1,0 +1,44 @@
+"""`omnibus bench` engine mode: the --json report carries the keys scripts and
+plots rely on (issue "The engine"), with values consistent with the workload."""
+import json
+import subprocess
+
+from conftest import MODEL, ROOT, omnibus_bin
+
+REQUIRED = ["num_requests", "duration_s", "request_throughput", "output_throughput", "ttft_ms", "tpot_ms",
+            "itl_ms", "e2e_ms", "peak_kv_usage", "kv_waste", "preemptions", "mean_batch_size"]
+
+
+def run_bench(tmp_path, *args):
+    out = tmp_path / "bench.json"
+    cmd = [omnibus_bin(), "bench", "-m", MODEL, "-t", "2", "--json", str(out)] + list(args)
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return json.loads(out.read_text()), p.stdout
+
+
+def test_engine_report_keys_and_phases(tmp_path):
+    n, inp, outp = 6, 24, 8
+    j, stdout = run_bench(tmp_path, "--num-requests", str(n), "--concurrency", str(n), "--input-len", str(inp),
+                          "--output-len", str(outp), "--max-num-batched-tokens", str(n * inp))
+    for k in REQUIRED:
+        assert k in j, k
+    for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        assert set(j[k]) >= {"p50", "p90", "p99", "mean"}
+        assert 0 <= j[k]["p50"] <= j[k]["p90"] <= j[k]["p99"]
+    assert j["num_requests"] == n
+    assert j["total_output_tokens"] == n * outp
+    assert abs(j["output_throughput"] - n * outp / j["duration_s"]) < 1e-6 * j["output_throughput"]
+    assert j["preemptions"] == 0
+    # All prompts fit the first step's budget: every first token comes from
+    # it, and every later token from a decode step of all n sequences.
+    assert j["generation_phase_tokens"] == n * (outp - 1)
+    assert abs(j["prompt_phase_s"] + j["generation_phase_s"] - j["duration_s"]) < 1e-3
+    assert j["generation_throughput"] > 0 and "generation phase" in stdout
+
+
+def test_no_phase_split_for_poisson_arrivals(tmp_path):
+    j, stdout = run_bench(tmp_path, "--num-requests", "3", "--request-rate", "50", "--input-len", "8",
+                          "--output-len", "4")
+    assert j["num_requests"] == 3 and j["total_output_tokens"] == 12
+    assert "generation_throughput" not in j and "generation phase" not in stdout
