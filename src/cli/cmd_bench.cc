@@ -39,7 +39,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -316,6 +315,7 @@ int run_engine_workload(const BenchOptions& o) {
   const int concurrency = o.concurrency > 0 ? o.concurrency : n;
   int next = 0, done = 0;
   ProgressBar bar("bench", uint64_t(n), "requests");
+  const auto signal = std::make_shared<StreamSignal>();  // every stream's pushes wake this loop
   const Clock::time_point start = Clock::now();
   Clock::time_point end = start;
   while (done < n) {
@@ -342,6 +342,7 @@ int run_engine_workload(const BenchOptions& o) {
       n_input_tokens += p;
       StatusOr<std::shared_ptr<RequestStream>> s = e.submit(std::move(r));
       if (!s.is_ok()) return fail(s.status());
+      (*s)->set_signal(signal);
       active.push_back(InFlight{*s, unit, int32_t(p), 0, {}, {}, {}});
     }
     bool progressed = false;
@@ -389,7 +390,14 @@ int run_engine_workload(const BenchOptions& o) {
       active.pop_back();
       bar.update(uint64_t(++done));
     }
-    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (!progressed) {
+      // Sleep until some stream has an event, or the next Poisson arrival.
+      double wait_s = 1.0;
+      if (next < n_units && int(active.size()) < concurrency) {
+        wait_s = std::clamp(arrival[size_t(next)] - Seconds(Clock::now() - start).count(), 0.0, 1.0);
+      }
+      signal->wait(std::chrono::microseconds(int64_t(wait_s * 1e6)));
+    }
   }
   bar.finish();
   const EngineStats after = e.stats();

@@ -1,5 +1,7 @@
 #include "engine/request_stream.h"
 
+#include "util/check.h"
+
 namespace omnibus {
 
 const char* finish_reason_name(FinishReason r) {
@@ -33,13 +35,37 @@ bool RequestStream::done() const {
   return done_;
 }
 
+void StreamSignal::notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = true;
+  }
+  cv_.notify_one();
+}
+
+bool StreamSignal::wait(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool notified = cv_.wait_for(lock, timeout, [this] { return pending_; });
+  pending_ = false;
+  return notified;
+}
+
+void RequestStream::set_signal(std::shared_ptr<StreamSignal> signal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  OMNIBUS_CHECK(signal_ == nullptr);
+  signal_ = std::move(signal);
+}
+
 void RequestStream::push(EngineEvent event) {
+  StreamSignal* signal;  // alive as long as this stream
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = done_ || event.final;
     events_.push_back(std::move(event));
+    signal = signal_.get();
   }
   cv_.notify_all();
+  if (signal != nullptr) signal->notify();
 }
 
 }  // namespace omnibus

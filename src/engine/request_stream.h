@@ -3,6 +3,11 @@
 // benchmark driver). Events arrive in order; the stream is complete after the
 // event with `final` set.
 //
+// A consumer that watches many streams on one thread (the server's
+// StreamPump, the benchmark driver) attaches a StreamSignal: every push()
+// notifies it, so the consumer sleeps until some stream has an event instead
+// of polling.
+//
 // Thread-safety: push() from the engine thread, pop()/try_pop() from any
 // thread; all methods are safe to call concurrently.
 #pragma once
@@ -11,12 +16,30 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 
 #include "engine/request.h"
 
 namespace omnibus {
+
+// A wake-up flag shared by the streams of one consumer. notify() sets it;
+// wait() blocks until it is set, then clears it. A notify() that happens
+// while the consumer is busy is not lost: the next wait() returns at once.
+// So a consumer that (1) waits, (2) sweeps all its streams, (3) waits again
+// never sleeps past an event. Thread-safe.
+class StreamSignal {
+ public:
+  void notify();
+  // Returns true when notified, false on timeout.
+  bool wait(std::chrono::microseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pending_ = false;  // guarded by mu_
+};
 
 class RequestStream {
  public:
@@ -36,6 +59,10 @@ class RequestStream {
   std::optional<EngineEvent> try_pop();
   // The final event has been pushed (it may still be queued).
   bool done() const;
+  // Every later push() notifies `signal` (kept alive by the stream); events
+  // already queued are not signalled, so attach before the first sweep.
+  // REQUIRES: called at most once.
+  void set_signal(std::shared_ptr<StreamSignal> signal);
 
   // Engine side.
   void push(EngineEvent event);
@@ -49,6 +76,7 @@ class RequestStream {
   std::condition_variable cv_;
   std::deque<EngineEvent> events_;  // guarded by mu_
   bool done_ = false;               // guarded by mu_
+  std::shared_ptr<StreamSignal> signal_;  // guarded by mu_; set once
 };
 
 }  // namespace omnibus

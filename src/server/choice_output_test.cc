@@ -160,7 +160,7 @@ TEST(Logprobs, CompletionAndChatFormats) {
 }
 
 TEST(StreamPump, DeliversEventsInOrderAndDropsFinishedStreams) {
-  StreamPump pump(std::chrono::microseconds(200));
+  StreamPump pump;
   auto s = std::make_shared<RequestStream>(1, 1, RequestStream::Clock::now());
   std::mutex mu;
   std::condition_variable cv;

@@ -2,7 +2,7 @@
 
 namespace omnibus::server {
 
-StreamPump::StreamPump(std::chrono::microseconds idle_sleep) : idle_sleep_(idle_sleep) {
+StreamPump::StreamPump() {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -11,17 +11,18 @@ StreamPump::~StreamPump() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  signal_->notify();
   thread_.join();
 }
 
 void StreamPump::add(std::shared_ptr<RequestStream> stream, Handler handler) {
+  stream->set_signal(signal_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming_.push_back(Entry{std::move(stream), std::move(handler)});
     ++n_entries_;
   }
-  cv_.notify_one();
+  signal_->notify();  // the first sweep also picks up events queued before set_signal
 }
 
 size_t StreamPump::size() const {
@@ -33,14 +34,16 @@ void StreamPump::run() {
   std::vector<Entry> active;
   std::vector<EngineEvent> events;
   for (;;) {
+    // Sleep until an add, a push to any stream or the destructor; a notify
+    // during the sweep below makes this return at once.
+    while (!signal_->wait(std::chrono::seconds(3600))) {
+    }
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (active.empty()) cv_.wait(lock, [this] { return stop_ || !incoming_.empty(); });
+      std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
       for (Entry& e : incoming_) active.push_back(std::move(e));
       incoming_.clear();
     }
-    bool progressed = false;
     size_t n_done = 0;
     for (size_t i = 0; i < active.size();) {
       events.clear();
@@ -50,10 +53,7 @@ void StreamPump::run() {
         events.push_back(std::move(*ev));
         if (final) break;
       }
-      if (!events.empty()) {
-        progressed = true;
-        active[i].handler(events);
-      }
+      if (!events.empty()) active[i].handler(events);
       if (final) {
         active[i] = std::move(active.back());
         active.pop_back();
@@ -65,10 +65,6 @@ void StreamPump::run() {
     if (n_done > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       n_entries_ -= n_done;
-    }
-    if (!progressed && !active.empty()) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, idle_sleep_, [this] { return stop_ || !incoming_.empty(); });
     }
   }
 }

@@ -3,20 +3,18 @@
 // the engine thread never touches a socket.
 //
 //   engine thread --push--> RequestStream --(pump thread: try_pop sweep)--> Handler
-//                                                         |-> ResponseSink::write -> asio post -> socket
+//                              |  notify                  |-> ResponseSink::write -> asio post -> socket
+//                              '--> StreamSignal --wakes--> pump thread
 //
-// RequestStream has no wake-up hook yet, so the pump sweeps its streams and,
-// when a sweep finds nothing, sleeps `idle_sleep` (default 1 ms, far below an
-// engine step) before the next; with no streams it blocks on a condition
-// variable. One sweep costs a mutex per stream. Handlers run on the pump
-// thread, one at a time, in event order per stream; an entry is dropped after
-// its final event has been handled.
+// Every stream added shares the pump's StreamSignal, and add() and the
+// destructor notify it too, so the pump thread sleeps until something
+// happened and then sweeps all its streams (one mutex per stream); it never
+// polls. Handlers run on the pump thread, one at a time, in event order per
+// stream; an entry is dropped after its final event has been handled.
 //
 // Thread-safety: add() and size() from any thread. Handlers must not block.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,7 +29,7 @@ class StreamPump {
  public:
   using Handler = std::function<void(std::vector<EngineEvent>& events)>;
 
-  explicit StreamPump(std::chrono::microseconds idle_sleep = std::chrono::milliseconds(1));
+  StreamPump();
   ~StreamPump();  // stops the thread; entries still registered are dropped unhandled
   StreamPump(const StreamPump&) = delete;
   StreamPump& operator=(const StreamPump&) = delete;
@@ -46,9 +44,8 @@ class StreamPump {
   };
   void run();
 
-  const std::chrono::microseconds idle_sleep_;
+  const std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<Entry> incoming_;  // guarded by mu_
   size_t n_entries_ = 0;         // guarded by mu_: incoming + active
   bool stop_ = false;            // guarded by mu_

@@ -30,9 +30,10 @@ def test_engine_report_keys_and_phases(tmp_path):
     assert j["total_output_tokens"] == n * outp
     assert abs(j["output_throughput"] - n * outp / j["duration_s"]) < 1e-6 * j["output_throughput"]
     assert j["preemptions"] == 0
-    # All prompts fit the first step's budget: every first token comes from
-    # it, and every later token from a decode step of all n sequences.
-    assert j["generation_phase_tokens"] == n * (outp - 1)
+    # The generation phase starts at the last first token: it holds at least
+    # that request's other tokens and at most every request's (all prompts
+    # fit one step's budget, but the engine may start before all are submitted).
+    assert outp - 1 <= j["generation_phase_tokens"] <= n * (outp - 1)
     assert abs(j["prompt_phase_s"] + j["generation_phase_s"] - j["duration_s"]) < 1e-3
     assert j["generation_throughput"] > 0 and "generation phase" in stdout
 
