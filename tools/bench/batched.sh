@@ -16,6 +16,9 @@
 # all N sequences decode together, which is batched-bench's shape (its
 # prompts all go first too, in ubatches of 512).
 #
+# Also writes OUT.svg: generation tok/s against sequences for both engines
+# (tools/bench/plot_svg.py).
+#
 # Usage: tools/bench/batched.sh MODEL OUT
 # Environment: OMNIBUS_LLAMA_CPP_DIR (default .ref/build), OMNIBUS_BIN (default
 # build/omnibus), NPL, PP (128), TG (128), THREADS (2), BUDGET (N*PP).
@@ -48,9 +51,10 @@ for n in $npl; do
   echo "batched: N=$n omnibus bench" >&2
   "$omnibus" bench -m "$model" --num-requests "$n" --concurrency "$n" --input-len "$pp" \
     --output-len "$tg" --threads "$threads" --max-num-batched-tokens "${BUDGET:-$(( n * pp ))}" --json "$work/omnibus-$n.json" > /dev/null 2> "$work/omnibus-$n.err"
-  python3 - "$work/llama-$n.txt" "$work/omnibus-$n.json" "$n" "$pp" "$tg" >> "$work/table.md" <<'PY'
+  python3 - "$work/llama-$n.txt" "$work/omnibus-$n.json" "$n" "$pp" "$tg" "$work/points.jsonl" >> "$work/table.md" <<'PY'
 import json, sys
-llama_path, omni_path, n, pp, tg = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+llama_path, omni_path = sys.argv[1], sys.argv[2]
+n, pp, tg = map(int, sys.argv[3:6])
 rows = [json.loads(l) for l in open(llama_path) if l.startswith("{")]
 l = rows[-1]
 o = json.load(open(omni_path))
@@ -59,6 +63,8 @@ total = n * (pp + tg) / o["duration_s"]
 gen = o["generation_throughput"]
 print(f"| {n} | {l['speed_tg']:.1f} | {gen:.1f} | {gen / l['speed_tg']:.2f}x | "
       f"{l['speed']:.1f} | {total:.1f} | {total / l['speed']:.2f}x | {out:.1f} |")
+with open(sys.argv[6], "a") as f:
+    f.write(json.dumps({"n": n, "llama": l["speed_tg"], "omnibus": gen}) + "\n")
 PY
 done
 {
@@ -67,3 +73,14 @@ done
   echo "and \`$omnibus bench -m $model --num-requests N --concurrency N --input-len $pp --output-len $tg --threads $threads --max-num-batched-tokens ${BUDGET:-N*PP}\`."
 } >> "$work/table.md"
 cat "$work/table.md" | tee "$out"
+python3 - "$work/points.jsonl" "$work/plot.json" "$pp" "$tg" "$threads" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+pp, tg, threads = sys.argv[3:6]
+json.dump({"title": f"Batched generation, PP {pp} / TG {tg}, {threads} threads",
+           "x_label": "parallel sequences", "y_label": "generated tokens/s (generation phase)",
+           "series": [{"name": "omnibus", "points": [[r["n"], r["omnibus"]] for r in rows]},
+                      {"name": "llama.cpp (llama-batched-bench S_TG)", "points": [[r["n"], r["llama"]] for r in rows]}]},
+          open(sys.argv[2], "w"))
+PY
+python3 tools/bench/plot_svg.py "$work/plot.json" "$out.svg"
