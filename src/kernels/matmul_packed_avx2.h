@@ -16,6 +16,11 @@
 // whatever the tile, thread, lane or n_tok: bitwise batch invariant, and
 // equal to quant_avx2's vec_dot_q4_1 / vec_dot_q8_0.
 //
+// Calls with several token tiles run two groups of one matrix per kernel call
+// where a thread's run of groups has them (each activation broadcast then
+// feeds 16 rows), Q4_1 nibbles split once per group; runs are short enough
+// (~20 us) for a slower thread's tail to be taken over by the other.
+//
 // REQUIRES: cpu_features().use_avx2().
 // Thread-safety: as matmul().
 #pragma once

@@ -213,7 +213,7 @@ TEST(Matmul, SharedInputMixedTypes) {
 TEST(Matmul, PackedExtremeQuantsAreExact) {
   ThreadPool pool(1);
   MatmulScratch scratch;
-  const int64_t n_in = 64, n_out = 9;
+  const int64_t n_in = 64, n_out = 41;  // 6 groups: runs of two (paired kernels) and one
   std::vector<float> x(static_cast<size_t>(n_in));
   for (int64_t k = 0; k < n_in; ++k) x[size_t(k)] = k % 3 == 0 ? -1.0f : 1.0f;
   for (DType type : {DType::Q4_1, DType::Q8_0}) {
@@ -240,6 +240,40 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
     for (int64_t t = 0; t < n_tok; ++t) {
       for (int64_t r = 0; r < n_out; ++r) {
         EXPECT_FLOAT_EQ(ys[size_t(t * n_out + r)], want[size_t(r)]) << dtype_name(type) << " t=" << t;
+      }
+    }
+  }
+}
+
+// Many tokens run two 8-row groups per kernel call where a thread's run of
+// groups allows (Q4_1 and Q8_0); single tokens run one group at a time. Every
+// output bitwise the same either way, for several thread counts and odd row,
+// block and token counts; and close to the reference.
+TEST(Matmul, GroupPairsEqualSingleGroups) {
+  std::mt19937 rng(16);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
+  MatmulScratch scratch;
+  for (DType type : {DType::Q4_1, DType::Q8_0}) {
+    for (int64_t n_in : {96, 160}) {
+      const int64_t n_out = 8 * 37 + 5;
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      const WeightView w{type, wdata.data(), n_in, n_out};
+      const PackedWeight packed = pack_weight(w);
+      for (int64_t n_tok : {2, 13, 64}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        std::vector<float> all(size_t(n_tok * n_out), NAN);
+        matmul(packed, x.data(), n_tok, all.data(), *pools[n_tok % 3], scratch);
+        expect_matches_ref(w, x, n_tok, all);
+        std::vector<float> viewed(all.size(), NAN);
+        matmul(w, x.data(), n_tok, viewed.data(), *pools[(n_tok + 1) % 3], scratch);
+        ASSERT_EQ(std::memcmp(viewed.data(), all.data(), all.size() * 4), 0);
+        std::vector<float> one(static_cast<size_t>(n_out));
+        for (int64_t t = 0; t < n_tok; ++t) {
+          matmul(packed, x.data() + t * n_in, 1, one.data(), *pools[t % 3], scratch);
+          ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0) << "t=" << t;
+        }
       }
     }
   }
