@@ -1,12 +1,18 @@
 // AVX2 per-task kernel of paged attention (algorithm: attention_internal.h).
-// Per tile of kAttnTile positions, each K/V row pointer is computed once for
-// all the task's queries; scores come 8 keys at a time (8 FMA chains over
-// head_dim, then one transposing horizontal add), and the P.V update keeps 64
-// output dims in registers while it walks the tile's rows.
+// Per tile of kAttnTile positions, the K/V row pointers are computed once per
+// block for all the task's queries, and the next tiles' rows are prefetched
+// (the pool is far larger than the caches at 64 sequences). Queries with the
+// same visible keys in the tile (a decode token's GQA heads) go through it
+// together, up to 3 at a time, so each K and V load -- and its conversion from
+// f16 or int8 -- is shared: scores 8 keys at a time (one FMA chain per
+// (query, key) over head_dim, then one transposing horizontal add), then each
+// query's online-softmax step, then P.V with the accumulators in registers.
+// A query's arithmetic never depends on which queries share its group.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/attention_internal.h"
@@ -22,6 +28,10 @@ inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+// q8 codes, unscaled (the kernel applies the row scales to scores and probabilities).
+inline __m256 load8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 
 // Lane i of the result = sum of the 8 lanes of v[i], summed in one fixed order.
 inline __m256 transpose_sum8(const __m256 v[8]) {
@@ -36,39 +46,82 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
   return _mm256_add_ps(lo, hi);
 }
 
-// Dot products of q with 8 rows. Lane r depends on rows[r] only, so a
-// masked key (pointed at a row of zeros) cannot disturb its neighbours.
-template <typename T>
-inline __m256 dot8(const float* q, const T* const rows[8], int hd) {
-  __m256 acc[8];
-  for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
-  for (int d = 0; d < hd; d += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, load8(rows[r] + d), acc[r]);
+// Dot products of N queries with 8 rows, sharing each K load (and, for an
+// f16 pool, its conversion) across the queries. Lane r of the result of
+// query n is sum over d-vectors, in increasing d, of q_n[d..d+8) * rows[r],
+// accumulated in one FMA chain per (n, r), then transpose_sum8: it depends
+// on q_n and rows[r] only, so it is the same whatever N (and a masked key,
+// pointed at a row of zeros, cannot disturb its neighbours). Rows are taken
+// R at a time to keep N * R accumulators in registers.
+template <typename T, int N>
+inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float* const* out) {
+  constexpr int R = N == 1 ? 8 : 4;
+  __m256 acc[N][8];
+  for (int half = 0; half < 8; half += R) {
+    __m256 a[N][R];
+    for (int n = 0; n < N; ++n) {
+      for (int r = 0; r < R; ++r) a[n][r] = _mm256_setzero_ps();
+    }
+    for (int d = 0; d < hd; d += 8) {
+      __m256 qv[N];
+      for (int n = 0; n < N; ++n) qv[n] = _mm256_loadu_ps(q[n] + d);
+      for (int r = 0; r < R; ++r) {
+        const __m256 kv = load8(rows[half + r] + d);
+        for (int n = 0; n < N; ++n) a[n][r] = _mm256_fmadd_ps(qv[n], kv, a[n][r]);
+      }
+    }
+    for (int n = 0; n < N; ++n) {
+      for (int r = 0; r < R; ++r) acc[n][half + r] = a[n][r];
+    }
   }
-  return transpose_sum8(acc);
+  for (int n = 0; n < N; ++n) _mm256_store_ps(out[n], transpose_sum8(acc[n]));
 }
 
-// acc[0..hd) = acc * alpha + sum_{j in [a, b)} p[j] * rows[j], j increasing.
-template <typename T>
-inline void pv_update(float* acc, float alpha, const float* p, const T* const* rows, int a, int b, int hd) {
-  const __m256 va = _mm256_set1_ps(alpha);
+// For each of N queries: acc_n[0..hd) = acc_n * alpha_n + sum_{j in [a, b)}
+// p_n[j] * rows[j], j increasing, one FMA chain per output lane (the same
+// per lane whatever N and the chunking of d). Each V load (and conversion)
+// is shared by the N queries; W vectors of each query's accumulator are kept
+// in registers per pass over the rows.
+template <typename T, int N>
+inline void pv_update_n(float* const* acc, const float* alpha, const float* const* p, const T* const* rows, int a,
+                        int b, int hd) {
+  constexpr int W = N == 1 ? 8 : 4;
   int d = 0;
-  for (; d + 64 <= hd; d += 64) {
-    __m256 x[8];
-    for (int k = 0; k < 8; ++k) x[k] = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8 * k), va);
-    for (int j = a; j < b; ++j) {
-      const __m256 pj = _mm256_set1_ps(p[j]);
-      const T* r = rows[j] + d;
-      for (int k = 0; k < 8; ++k) x[k] = _mm256_fmadd_ps(pj, load8(r + 8 * k), x[k]);
+  for (; d + 8 * W <= hd; d += 8 * W) {
+    __m256 x[N][W];
+    for (int n = 0; n < N; ++n) {
+      const __m256 va = _mm256_set1_ps(alpha[n]);
+      for (int k = 0; k < W; ++k) x[n][k] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d + 8 * k), va);
     }
-    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(acc + d + 8 * k, x[k]);
+    for (int j = a; j < b; ++j) {
+      __m256 pj[N];
+      for (int n = 0; n < N; ++n) pj[n] = _mm256_broadcast_ss(p[n] + j);
+      const T* r = rows[j] + d;
+      for (int k = 0; k < W; ++k) {
+        const __m256 v = load8(r + 8 * k);
+        for (int n = 0; n < N; ++n) x[n][k] = _mm256_fmadd_ps(pj[n], v, x[n][k]);
+      }
+    }
+    for (int n = 0; n < N; ++n) {
+      for (int k = 0; k < W; ++k) _mm256_storeu_ps(acc[n] + d + 8 * k, x[n][k]);
+    }
   }
   for (; d < hd; d += 8) {
-    __m256 x = _mm256_mul_ps(_mm256_loadu_ps(acc + d), va);
-    for (int j = a; j < b; ++j) x = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8(rows[j] + d), x);
-    _mm256_storeu_ps(acc + d, x);
+    __m256 x[N];
+    for (int n = 0; n < N; ++n) x[n] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d), _mm256_set1_ps(alpha[n]));
+    for (int j = a; j < b; ++j) {
+      const __m256 v = load8(rows[j] + d);
+      for (int n = 0; n < N; ++n) x[n] = _mm256_fmadd_ps(_mm256_broadcast_ss(p[n] + j), v, x[n]);
+    }
+    for (int n = 0; n < N; ++n) _mm256_storeu_ps(acc[n] + d, x[n]);
   }
+}
+
+// An fp16 value at p (any alignment), converted exactly.
+inline float ld_f16(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
 }
 
 struct QueryState {
@@ -79,38 +132,11 @@ struct QueryState {
   int32_t qlim;    // kivi2: keys below are read quantized, the rest (its open group) in fp16
 };
 
-// dot8 for two queries at once, sharing each K load: lane r of out0/out1 is
-// bit-identical to dot8(q0 / q1, rows). Rows in two halves of 4 to keep the
-// accumulators in registers.
-template <typename T>
-inline void dot8x2(const float* q0, const float* q1, const T* const rows[8], int hd, float* out0, float* out1) {
-  __m256 acc0[8], acc1[8];
-  for (int half = 0; half < 8; half += 4) {
-    __m256 a0[4], a1[4];
-    for (int r = 0; r < 4; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
-    for (int d = 0; d < hd; d += 8) {
-      const __m256 qv0 = _mm256_loadu_ps(q0 + d);
-      const __m256 qv1 = _mm256_loadu_ps(q1 + d);
-      for (int r = 0; r < 4; ++r) {
-        const __m256 kv = load8(rows[half + r] + d);
-        a0[r] = _mm256_fmadd_ps(qv0, kv, a0[r]);
-        a1[r] = _mm256_fmadd_ps(qv1, kv, a1[r]);
-      }
-    }
-    for (int r = 0; r < 4; ++r) {
-      acc0[half + r] = a0[r];
-      acc1[half + r] = a1[r];
-    }
-  }
-  _mm256_store_ps(out0, transpose_sum8(acc0));
-  _mm256_store_ps(out1, transpose_sum8(acc1));
-}
-
 // One online-softmax step of a query over the tile's visible keys [a, b):
-// dots holds their raw q.k (other lanes are ignored).
-template <typename T>
-inline void softmax_update(QueryState& st, float* dots, int a, int b, const AttentionParams& p, float* acc,
-                           const T* const* vrows, int hd) {
+// dots holds their raw q.k (other lanes are ignored) and gets their
+// probabilities (masked lanes 0); returns alpha, the factor of the old
+// accumulator.
+inline float softmax_update(QueryState& st, float* dots, int a, int b, const AttentionParams& p) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   const __m256 vscale = _mm256_set1_ps(p.scale);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -138,27 +164,103 @@ inline void softmax_update(QueryState& st, float* dots, int a, int b, const Atte
   const __m256 vm = _mm256_set1_ps(m_new);
   __m256 vsum = _mm256_setzero_ps();
   for (int g = 0; g < kAttnTile; g += 8) {
+    if (g + 8 <= a || g >= b) {  // all masked: exp(-inf) = 0
+      _mm256_store_ps(dots + g, _mm256_setzero_ps());
+      continue;
+    }
     const __m256 e = avx2::exp_ps(_mm256_sub_ps(_mm256_load_ps(dots + g), vm));  // masked: 0
     _mm256_store_ps(dots + g, e);
     vsum = _mm256_add_ps(vsum, e);
   }
-  st.l = st.l * alpha + avx2::hsum_ps(vsum);
+  // One explicit rounding: left as a * b + c, GCC may or may not contract it
+  // into an FMA depending on where this is inlined, and the bits would
+  // depend on how many queries share the group.
+  st.l = std::fma(st.l, alpha, avx2::hsum_ps(vsum));
   st.m = m_new;
-  pv_update(acc, alpha, dots, vrows, a, b, hd);
+  return alpha;
 }
 
-// kQuant: the pool holds a quantized format (T = float): each tile's rows are
-// dequantized once into f32 tiles shared by the task's queries; for kivi2 the
-// rows of open groups are also converted from their fp16 residual, and each
-// query picks per row which of the two it reads (its qlim). kivi2 values are
-// stored rotated (kv_quant.h): the output is rotated back once per query.
-template <typename T, bool kQuant>
+// N queries (qs[0..N)) with the same visible keys [a, b) of the tile and the
+// same K/V rows: scores, softmax, P.V. Each query's arithmetic is that of N = 1.
+// ks, vs (q8, else nullptr): per-row scales of the tile's K and V codes:
+// score_j = ks_j * (q . code_j), and row j enters P.V with weight p_j * vs_j.
+template <typename T, int N>
+inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const AttentionParams& p,
+                       const T* const* kr, const T* const* vr, const T* zero_row, int hd, const float* ks,
+                       const float* vs) {
+  alignas(32) float dots[N][kAttnTile];
+  const float* q[N];
+  for (int n = 0; n < N; ++n) q[n] = qs[n].q;
+  for (int g = 0; g < kAttnTile; g += 8) {
+    if (g + 8 <= a || g >= b) continue;
+    const T* rows[8];
+    for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero_row;
+    float* o[N];
+    for (int n = 0; n < N; ++n) o[n] = dots[n] + g;
+    dot8_n<T, N>(q, rows, hd, o);
+    if (ks != nullptr) {  // masked lanes: 0 * scale 0
+      for (int n = 0; n < N; ++n) {
+        _mm256_store_ps(o[n], _mm256_mul_ps(_mm256_load_ps(o[n]), _mm256_load_ps(ks + g)));
+      }
+    }
+  }
+  float alpha[N];
+  for (int n = 0; n < N; ++n) alpha[n] = softmax_update(qs[n], dots[n], a, b, p);
+  const float* pp[N];
+  for (int n = 0; n < N; ++n) pp[n] = dots[n];
+  if (vs != nullptr) {
+    for (int n = 0; n < N; ++n) {
+      for (int g = 0; g < kAttnTile; g += 8) {
+        _mm256_store_ps(dots[n] + g, _mm256_mul_ps(_mm256_load_ps(dots[n] + g), _mm256_load_ps(vs + g)));
+      }
+    }
+  }
+  pv_update_n<T, N>(acc, alpha, pp, vr, a, b, hd);
+}
+
+// Asks for the K and V bytes of rows [j0, j1) of KV head h (the next tile)
+// while the current one is computed: at 64 sequences the pool is far larger
+// than the caches and its blocks lie scattered, so without this every tile
+// starts with cache misses. elem: bytes per element of an f32/f16 pool (just
+// the rows' range is fetched), 0 for a quantized one (whole units: a block's
+// rows, scales and stats). Prefetches have no effect on the results.
+inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, int32_t j0, int32_t j1, size_t elem,
+                          const KvUnitBytes& ub) {
+  const int bs = kv.block_size;
+  const size_t row_bytes = elem * static_cast<size_t>(kv.head_dim);
+  for (int32_t j = j0; j < j1;) {
+    const int32_t blk = j / bs, end = std::min(j1, (blk + 1) * bs);
+    const size_t unit = static_cast<size_t>(s.block_table[blk]) * kv.n_kv_heads + h;
+    for (int is_v = 0; is_v < 2; ++is_v) {
+      const size_t unit_bytes = is_v ? ub.v : ub.k;
+      const char* u = static_cast<const char*>(is_v ? kv.v : kv.k) + unit * unit_bytes;
+      const size_t lo = elem ? (j - blk * bs) * row_bytes : 0;
+      const size_t hi = elem ? (end - blk * bs) * row_bytes : unit_bytes;
+      for (size_t o = lo; o < hi; o += 64) _mm_prefetch(u + o, _MM_HINT_T0);
+    }
+    j = end;
+  }
+}
+
+// Pool formats, by how the kernel reads rows:
+//   kInPlace (f32, f16): rows read where they are (f16 converted in registers);
+//   kQ8: int8 codes read where they are, their per-row scales applied to the
+//     scores and to the probabilities (a tile's scales in ks/vs);
+//   kQuant (q4, kivi2; T = float): each tile's rows are dequantized once into
+//     f32 tiles shared by the task's queries; the rows of open groups are also
+//     converted from their fp16 residual, and each query picks per row which
+//     of the two it reads (its qlim). kivi2 values are stored rotated
+//     (kv_quant.h): the output is rotated back once per query.
+enum { kInPlace, kQ8, kQuant };
+
+template <typename T, int kMode>
 void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
                const AttnTask& t, float* out) {
   const int hd = p.head_dim;
   const int n_rep = p.n_head / p.n_kv_head;
   const int kvh = t.head0 / n_rep;
   const int n_q = t.n_tok * t.n_heads;
+  constexpr bool kQuant_ = kMode == kQuant;
   const T* kpool = static_cast<const T*>(kv.k);
   const T* vpool = static_cast<const T*>(kv.v);
   const bool kivi = kv_has_residual(kv.dtype);  // q4, kivi2: open groups read in fp16
@@ -166,7 +268,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   thread_local std::vector<float> acc_buf;
   thread_local std::vector<float> tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
   const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
-  if (kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
+  if (kQuant_ && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
   thread_local std::vector<QueryState> qs;
   thread_local std::vector<T> zero_row;
   if (zero_row.size() < static_cast<size_t>(hd)) zero_row.assign(hd, T(0));
@@ -193,23 +295,47 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   const T* vrows_f[kAttnTile];
   const T* ksel[kAttnTile];
   const T* vsel[kAttnTile];
+  alignas(32) float ks[kAttnTile], vs[kAttnTile];  // kQ8: row scales, 0 outside the tile's rows
   int32_t min_qlim = INT32_MAX, max_qlim = 0;
   for (int qi = 0; qi < n_q; ++qi) {
     min_qlim = std::min(min_qlim, qs[qi].qlim);
     max_qlim = std::max(max_qlim, qs[qi].qlim);
   }
-  alignas(32) float dots[2][kAttnTile];
+  const KvUnitBytes ub = kv_unit_bytes(kv.dtype, kv.block_size, hd);
   const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
   const int64_t block_stride = kv.n_kv_heads * head_stride;
 
   for (int32_t base = task_lo / kAttnTile * kAttnTile; base < task_hi; base += kAttnTile) {
     const int32_t ta = std::max(task_lo, base), tb = std::min(task_hi, base + kAttnTile);
-    if constexpr (!kQuant) {
-      for (int32_t j = ta; j < tb; ++j) {
-        const int64_t off = s.block_table[j / kv.block_size] * block_stride + kvh * head_stride +
-                            static_cast<int64_t>(j % kv.block_size) * hd;
-        krows[j - base] = kpool + off;
-        vrows[j - base] = vpool + off;
+    // Two tiles ahead (the first two at the task's start).
+    const int32_t pf0 = base == task_lo / kAttnTile * kAttnTile ? tb : base + 2 * kAttnTile;
+    const int32_t pf1 = std::min(task_hi, base + 3 * kAttnTile);
+    if (pf0 < pf1) prefetch_rows(kv, s, kvh, pf0, pf1, kMode != kInPlace ? 0 : sizeof(T), ub);
+    if constexpr (kMode == kQ8) {
+      std::fill_n(ks, kAttnTile, 0.f);
+      std::fill_n(vs, kAttnTile, 0.f);
+      for (int32_t j = ta; j < tb;) {
+        const int32_t blk = j / kv.block_size, end = std::min(tb, (blk + 1) * kv.block_size);
+        const size_t unit = static_cast<size_t>(s.block_table[blk]) * kv.n_kv_heads + kvh;
+        const T* ku = kpool + unit * ub.k;
+        const T* vu = vpool + unit * ub.v;
+        const size_t scales = (static_cast<size_t>(kv.block_size) * hd + 3) / 4 * 4;  // kv_quant.h
+        for (int r = j - blk * kv.block_size; j < end; ++j, ++r) {
+          krows[j - base] = ku + static_cast<size_t>(r) * hd;
+          vrows[j - base] = vu + static_cast<size_t>(r) * hd;
+          ks[j - base] = ld_f16(ku + scales + 2 * r);
+          vs[j - base] = ld_f16(vu + scales + 2 * r);
+        }
+      }
+    } else if constexpr (kMode == kInPlace) {
+      for (int32_t j = ta; j < tb;) {  // block by block: no division per row
+        const int32_t blk = j / kv.block_size, end = std::min(tb, (blk + 1) * kv.block_size);
+        const int64_t off = s.block_table[blk] * block_stride + kvh * head_stride +
+                            static_cast<int64_t>(j - blk * kv.block_size) * hd;
+        for (int32_t j0 = j; j < end; ++j) {
+          krows[j - base] = kpool + off + static_cast<int64_t>(j - j0) * hd;
+          vrows[j - base] = vpool + off + static_cast<int64_t>(j - j0) * hd;
+        }
       }
     } else {
       float* kt = tiles.data();
@@ -246,8 +372,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
       }
     }
     // Queries with the same visible range in this tile (the heads of one
-    // token, always) share their K loads in pairs; each query's arithmetic
-    // is the same either way.
+    // token, always) go through it together, up to 3 at a time, sharing each
+    // K/V load; each query's arithmetic is the same either way.
     for (int qi = 0; qi < n_q;) {
       const int a = std::max(qs[qi].lo, base) - base, b = std::min(qs[qi].hi, base + kAttnTile) - base;
       if (a >= b) {
@@ -255,12 +381,16 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
         continue;
       }
       const auto clip_qlim = [&](int32_t x) { return std::clamp(x, base, base + kAttnTile); };
-      const bool pair = qi + 1 < n_q && std::max(qs[qi + 1].lo, base) - base == a &&
-                        std::min(qs[qi + 1].hi, base + kAttnTile) - base == b &&
-                        clip_qlim(qs[qi + 1].qlim) == clip_qlim(qs[qi].qlim);
+      int n = 1;
+      while (n < 3 && qi + n < n_q && std::max(qs[qi + n].lo, base) - base == a &&
+             std::min(qs[qi + n].hi, base + kAttnTile) - base == b &&
+             clip_qlim(qs[qi + n].qlim) == clip_qlim(qs[qi].qlim)) {
+        ++n;
+      }
+      if (n == 3 && qi + 3 < n_q && n_q - qi == 4) n = 2;  // 4 left: 2 + 2 rather than 3 + 1
       const T* const* kr = krows;
       const T* const* vr = vrows;
-      if (kQuant && kivi) {
+      if (kQuant_ && kivi) {
         const int32_t ql = qs[qi].qlim;
         for (int j = a; j < b; ++j) {
           const bool f = base + j >= ql && krows_f[j] != nullptr;
@@ -270,20 +400,18 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
         kr = ksel;
         vr = vsel;
       }
-      for (int g = 0; g < kAttnTile; g += 8) {
-        if (g + 8 <= a || g >= b) continue;
-        const T* rows[8];
-        for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero_row.data();
-        if (pair) {
-          dot8x2(qs[qi].q, qs[qi + 1].q, rows, hd, dots[0] + g, dots[1] + g);
-        } else {
-          _mm256_store_ps(dots[0] + g, dot8(qs[qi].q, rows, hd));
-        }
+      const float* ksp = kMode == kQ8 ? ks : nullptr;
+      const float* vsp = kMode == kQ8 ? vs : nullptr;
+      float* acc[3];
+      for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
+      if (n == 3) {
+        group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp);
+      } else if (n == 2) {
+        group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp);
+      } else {
+        group_tile<T, 1>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp);
       }
-      for (int k = 0; k <= int{pair}; ++k) {
-        softmax_update(qs[qi + k], dots[k], a, b, p, &acc_buf[static_cast<size_t>(qi + k) * hd], vr, hd);
-      }
-      qi += 1 + int{pair};
+      qi += n;
     }
   }
 
@@ -292,7 +420,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     const __m256 inv = _mm256_set1_ps(1.f / qs[qi].l);
     for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(qs[qi].out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
     // kivi2 values (quantized and fp16 alike) are H v: sum p_j H v_j = H out.
-    if (kQuant && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
+    if (kQuant_ && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
   }
 }
 
@@ -300,9 +428,10 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
 
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                          const AttentionParams& p, const AttnTask& t, float* out) {
-  if (kv.dtype == DType::F32) return task_avx2<float, false>(q, kv, s, p, t, out);
-  if (kv.dtype == DType::F16) return task_avx2<uint16_t, false>(q, kv, s, p, t, out);
-  task_avx2<float, true>(q, kv, s, p, t, out);
+  if (kv.dtype == DType::F32) return task_avx2<float, kInPlace>(q, kv, s, p, t, out);
+  if (kv.dtype == DType::F16) return task_avx2<uint16_t, kInPlace>(q, kv, s, p, t, out);
+  if (kv.dtype == kKvQ8) return task_avx2<int8_t, kQ8>(q, kv, s, p, t, out);
+  task_avx2<float, kQuant>(q, kv, s, p, t, out);
 }
 
 void load_f16_avx2(const uint16_t* src, float* dst, int64_t n) {
