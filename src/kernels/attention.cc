@@ -194,9 +194,16 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
   }
   const bool avx2 = cpu_features().use_avx2() && p.head_dim % 8 == 0;
   const AttnTask* task_data = tasks.data();
-  pool.parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
+  const int64_t n_tasks = static_cast<int64_t>(tasks.size());
+  pool.parallel_for(n_tasks, [&](int64_t i, int) {
     const AttnTask& t = task_data[i];
     if (avx2) {
+      // Tasks are claimed in order by the threads in turn: the next one or
+      // two are likely this thread's next (their later tiles are prefetched
+      // by the kernel as it goes).
+      for (int64_t k = i + 1; k <= i + 2 && k < n_tasks; ++k) {
+        attention_prefetch_task_avx2(kv, seqs[task_data[k].seq], p, task_data[k]);
+      }
       attention_task_avx2(q, kv, seqs[t.seq], p, t, out);
     } else {
       attention_task_scalar(q, kv, seqs[t.seq], p, t, out);

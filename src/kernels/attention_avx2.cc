@@ -234,9 +234,9 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
     for (int is_v = 0; is_v < 2; ++is_v) {
       const size_t unit_bytes = is_v ? ub.v : ub.k;
       const char* u = static_cast<const char*>(is_v ? kv.v : kv.k) + unit * unit_bytes;
-      const size_t lo = elem ? (j - blk * bs) * row_bytes : 0;
-      const size_t hi = elem ? (end - blk * bs) * row_bytes : unit_bytes;
-      for (size_t o = lo; o < hi; o += 64) _mm_prefetch(u + o, _MM_HINT_T0);
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(u) + (elem ? (j - blk * bs) * row_bytes : 0);
+      const uintptr_t hi = reinterpret_cast<uintptr_t>(u) + (elem ? (end - blk * bs) * row_bytes : unit_bytes);
+      for (uintptr_t a = lo & ~uintptr_t{63}; a < hi; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
     }
     j = end;
   }
@@ -432,6 +432,17 @@ void attention_task_avx2(const float* q, const PagedKvLayer& kv, const Attention
   if (kv.dtype == DType::F16) return task_avx2<uint16_t, kInPlace>(q, kv, s, p, t, out);
   if (kv.dtype == kKvQ8) return task_avx2<int8_t, kQ8>(q, kv, s, p, t, out);
   task_avx2<float, kQuant>(q, kv, s, p, t, out);
+}
+
+void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
+                                  const AttnTask& t) {
+  int32_t lo, hi;
+  attn_visible_range(s, s.n_past + t.tok0, &lo, &hi);  // the first token has the lowest lo
+  const int32_t task_hi = s.n_past + t.tok0 + t.n_tok;
+  const int32_t j1 = std::min(task_hi, lo / kAttnTile * kAttnTile + kAttnTile);
+  const size_t elem = kv.dtype == DType::F32 ? 4 : kv.dtype == DType::F16 ? 2 : 0;
+  prefetch_rows(kv, s, t.head0 / (p.n_head / p.n_kv_head), lo, j1, elem,
+                kv_unit_bytes(kv.dtype, kv.block_size, kv.head_dim));
 }
 
 void load_f16_avx2(const uint16_t* src, float* dst, int64_t n) {

@@ -40,6 +40,11 @@ inline void attn_visible_range(const AttentionSeq& s, int32_t pos, int32_t* lo, 
 // REQUIRES: cpu_features().use_avx2(), head_dim % 8 == 0.
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                          const AttentionParams& p, const AttnTask& t, float* out);
+// Prefetches the K/V rows of the task's first tile (the kernel prefetches the
+// later ones itself): called a task or two ahead. No effect on results.
+// REQUIRES: cpu_features().use_avx2().
+void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
+                                  const AttnTask& t);
 // Portable scalar version of the same algorithm (any head_dim).
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                            const AttentionParams& p, const AttnTask& t, float* out);
