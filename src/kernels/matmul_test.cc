@@ -260,7 +260,7 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok : {2, 13, 64}) {
+      for (int64_t n_tok : {2, 13, 64, 130}) {  // 130: token chunks of 16, 16 and 1 tiles
         SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> all(size_t(n_tok * n_out), NAN);
