@@ -30,6 +30,14 @@ inline __m256 u8x8_to_ps(const uint8_t* p, int shift, int mask) {
   return _mm256_cvtepi32_ps(v);
 }
 
+// The low and high 8 bytes of b (codes in 0..255) as f32.
+inline __m256 lo8_to_ps(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)); }
+inline __m256 hi8_to_ps(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(b, b))); }
+// Bits [shift, shift + b) of each of 16 bytes (mask = 2^b - 1), as bytes.
+inline __m128i bits16(__m128i b, int shift, int mask) {
+  return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(static_cast<char>(mask)));
+}
+
 void q8_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
   const uint8_t* scales = unit + (size_t(bs) * hd + 3) / 4 * 4;
   for (int r = r0; r < r1; ++r, y += hd) {
@@ -54,11 +62,14 @@ void q4_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
     const uint8_t* dm = dm_base + size_t(r) * ng * 4;
     for (int g = 0; g < ng; ++g) {
       const __m256 d = _mm256_set1_ps(ld16(dm + 4 * g)), m = _mm256_set1_ps(ld16(dm + 4 * g + 2));
-      for (int j = 0; j < 16; j += 8) {
-        const uint8_t* p = codes + g * 16 + j;
-        _mm256_storeu_ps(y + g * 32 + j, _mm256_fmadd_ps(d, u8x8_to_ps(p, 0, 15), m));
-        _mm256_storeu_ps(y + g * 32 + 16 + j, _mm256_fmadd_ps(d, u8x8_to_ps(p, 4, 15), m));
-      }
+      // 16 bytes: channel j in the low nibble of byte j, j + 16 in its high one
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + g * 16));
+      const __m128i lo = bits16(b, 0, 15), hi = bits16(b, 4, 15);
+      float* o = y + g * 32;
+      _mm256_storeu_ps(o, _mm256_fmadd_ps(d, lo8_to_ps(lo), m));
+      _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(d, hi8_to_ps(lo), m));
+      _mm256_storeu_ps(o + 16, _mm256_fmadd_ps(d, lo8_to_ps(hi), m));
+      _mm256_storeu_ps(o + 24, _mm256_fmadd_ps(d, hi8_to_ps(hi), m));
     }
   }
 }
@@ -69,6 +80,22 @@ inline bool row_fast(int hd, int bits) { return (hd * bits / 8) % 8 == 0 && hd %
 inline void qb_row(const uint8_t* codes, int hd, int bits, const float* dv, const float* mv, float d, float m,
                    float* y) {
   const int per = 8 / bits, q = hd / per, mask = (1 << bits) - 1;
+  if (q % 16 == 0) {  // 16 bytes at a time, each plane k unpacked on bytes
+    for (int j = 0; j < q; j += 16) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j));
+      for (int k = 0; k < per; ++k) {
+        const __m128i x = bits16(b, bits * k, mask);
+        const int c = j + k * q;
+        const __m256 vd0 = dv ? _mm256_loadu_ps(dv + c) : _mm256_set1_ps(d);
+        const __m256 vm0 = mv ? _mm256_loadu_ps(mv + c) : _mm256_set1_ps(m);
+        const __m256 vd1 = dv ? _mm256_loadu_ps(dv + c + 8) : _mm256_set1_ps(d);
+        const __m256 vm1 = mv ? _mm256_loadu_ps(mv + c + 8) : _mm256_set1_ps(m);
+        _mm256_storeu_ps(y + c, _mm256_fmadd_ps(vd0, lo8_to_ps(x), vm0));
+        _mm256_storeu_ps(y + c + 8, _mm256_fmadd_ps(vd1, hi8_to_ps(x), vm1));
+      }
+    }
+    return;
+  }
   for (int k = 0; k < per; ++k) {
     for (int j = 0; j < q; j += 8) {
       const __m256 x = u8x8_to_ps(codes + j, bits * k, mask);
