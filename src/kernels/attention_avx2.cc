@@ -46,6 +46,36 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
   return _mm256_add_ps(lo, hi);
 }
 
+// Cache lines to prefetch, issued one at a time from inside the compute
+// loops: a burst of a whole tile's lines overflows the core's outstanding
+// miss slots and most of it is dropped.
+// Once its own lines are issued, a queue goes on with those of `then` (the
+// next tasks' first tiles, during this task's last tiles).
+struct PrefetchQueue {
+  static constexpr int kMax = 512;
+  const char* line[kMax];
+  int n = 0, i = 0;
+  PrefetchQueue* then = nullptr;
+  void add(const char* p) {
+    if (n < kMax) line[n++] = p;
+  }
+  void next() {
+    if (i < n) {
+      _mm_prefetch(line[i++], _MM_HINT_T0);
+    } else if (then != nullptr && then->i < then->n) {
+      _mm_prefetch(then->line[then->i++], _MM_HINT_T0);
+    }
+  }
+  void flush() {
+    while (i < n) _mm_prefetch(line[i++], _MM_HINT_T0);
+    n = i = 0;
+  }
+};
+
+// Lines of the tasks this thread is likely to run next
+// (attention_prefetch_task_avx2), issued by the current task's queue.
+thread_local PrefetchQueue t_ahead;
+
 // Dot products of N queries with 8 rows, sharing each K load (and, for an
 // f16 pool, its conversion) across the queries. Lane r of the result of
 // query n is sum over d-vectors, in increasing d, of q_n[d..d+8) * rows[r],
@@ -54,7 +84,7 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
 // pointed at a row of zeros, cannot disturb its neighbours). Rows are taken
 // R at a time to keep N * R accumulators in registers.
 template <typename T, int N>
-inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float* const* out) {
+inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float* const* out, PrefetchQueue& pf) {
   constexpr int R = N == 1 ? 8 : 4;
   __m256 acc[N][8];
   for (int half = 0; half < 8; half += R) {
@@ -63,6 +93,7 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float*
       for (int r = 0; r < R; ++r) a[n][r] = _mm256_setzero_ps();
     }
     for (int d = 0; d < hd; d += 8) {
+      pf.next();
       __m256 qv[N];
       for (int n = 0; n < N; ++n) qv[n] = _mm256_loadu_ps(q[n] + d);
       for (int r = 0; r < R; ++r) {
@@ -84,7 +115,7 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float*
 // in registers per pass over the rows.
 template <typename T, int N>
 inline void pv_update_n(float* const* acc, const float* alpha, const float* const* p, const T* const* rows, int a,
-                        int b, int hd) {
+                        int b, int hd, PrefetchQueue& pf) {
   constexpr int W = N == 1 ? 8 : 4;
   int d = 0;
   for (; d + 8 * W <= hd; d += 8 * W) {
@@ -94,6 +125,7 @@ inline void pv_update_n(float* const* acc, const float* alpha, const float* cons
       for (int k = 0; k < W; ++k) x[n][k] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d + 8 * k), va);
     }
     for (int j = a; j < b; ++j) {
+      pf.next();
       __m256 pj[N];
       for (int n = 0; n < N; ++n) pj[n] = _mm256_broadcast_ss(p[n] + j);
       const T* r = rows[j] + d;
@@ -187,7 +219,7 @@ inline float softmax_update(QueryState& st, float* dots, int a, int b, const Att
 template <typename T, int N>
 inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const AttentionParams& p,
                        const T* const* kr, const T* const* vr, const T* zero_row, int hd, const float* ks,
-                       const float* vs) {
+                       const float* vs, PrefetchQueue& pf) {
   alignas(32) float dots[N][kAttnTile];
   const float* q[N];
   for (int n = 0; n < N; ++n) q[n] = qs[n].q;
@@ -197,7 +229,7 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
     for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero_row;
     float* o[N];
     for (int n = 0; n < N; ++n) o[n] = dots[n] + g;
-    dot8_n<T, N>(q, rows, hd, o);
+    dot8_n<T, N>(q, rows, hd, o, pf);
     if (ks != nullptr) {  // masked lanes: 0 * scale 0
       for (int n = 0; n < N; ++n) {
         _mm256_store_ps(o[n], _mm256_mul_ps(_mm256_load_ps(o[n]), _mm256_load_ps(ks + g)));
@@ -215,7 +247,7 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
       }
     }
   }
-  pv_update_n<T, N>(acc, alpha, pp, vr, a, b, hd);
+  pv_update_n<T, N>(acc, alpha, pp, vr, a, b, hd, pf);
 }
 
 // Asks for the K and V bytes of rows [j0, j1) of KV head h (the next tile)
@@ -225,7 +257,7 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
 // the rows' range is fetched), 0 for a quantized one (whole units: a block's
 // rows, scales and stats). Prefetches have no effect on the results.
 inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, int32_t j0, int32_t j1, size_t elem,
-                          const KvUnitBytes& ub) {
+                          const KvUnitBytes& ub, PrefetchQueue* queue = nullptr) {
   const int bs = kv.block_size;
   const size_t row_bytes = elem * static_cast<size_t>(kv.head_dim);
   for (int32_t j = j0; j < j1;) {
@@ -236,7 +268,13 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
       const char* u = static_cast<const char*>(is_v ? kv.v : kv.k) + unit * unit_bytes;
       const uintptr_t lo = reinterpret_cast<uintptr_t>(u) + (elem ? (j - blk * bs) * row_bytes : 0);
       const uintptr_t hi = reinterpret_cast<uintptr_t>(u) + (elem ? (end - blk * bs) * row_bytes : unit_bytes);
-      for (uintptr_t a = lo & ~uintptr_t{63}; a < hi; a += 64) _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+      for (uintptr_t a = lo & ~uintptr_t{63}; a < hi; a += 64) {
+        if (queue != nullptr) {
+          queue->add(reinterpret_cast<const char*>(a));
+        } else {
+          _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+        }
+      }
     }
     j = end;
   }
@@ -302,6 +340,9 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     max_qlim = std::max(max_qlim, qs[qi].qlim);
   }
   const KvUnitBytes ub = kv_unit_bytes(kv.dtype, kv.block_size, hd);
+  thread_local PrefetchQueue pfq;
+  pfq.n = pfq.i = 0;
+  pfq.then = &t_ahead;
   const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
   const int64_t block_stride = kv.n_kv_heads * head_stride;
 
@@ -310,7 +351,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     // Two tiles ahead (the first two at the task's start).
     const int32_t pf0 = base == task_lo / kAttnTile * kAttnTile ? tb : base + 2 * kAttnTile;
     const int32_t pf1 = std::min(task_hi, base + 3 * kAttnTile);
-    if (pf0 < pf1) prefetch_rows(kv, s, kvh, pf0, pf1, kMode != kInPlace ? 0 : sizeof(T), ub);
+    pfq.flush();  // what the last tile did not issue
+    if (pf0 < pf1) prefetch_rows(kv, s, kvh, pf0, pf1, kMode != kInPlace ? 0 : sizeof(T), ub, &pfq);
     if constexpr (kMode == kQ8) {
       std::fill_n(ks, kAttnTile, 0.f);
       std::fill_n(vs, kAttnTile, 0.f);
@@ -405,11 +447,11 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
       float* acc[3];
       for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
       if (n == 3) {
-        group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp);
+        group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp, pfq);
       } else if (n == 2) {
-        group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp);
+        group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp, pfq);
       } else {
-        group_tile<T, 1>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp);
+        group_tile<T, 1>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp, pfq);
       }
       qi += n;
     }
@@ -422,6 +464,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     // kivi2 values (quantized and fp16 alike) are H v: sum p_j H v_j = H out.
     if (kQuant_ && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
   }
+  t_ahead.flush();
 }
 
 }  // namespace
@@ -442,7 +485,7 @@ void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s,
   const int32_t j1 = std::min(task_hi, lo / kAttnTile * kAttnTile + kAttnTile);
   const size_t elem = kv.dtype == DType::F32 ? 4 : kv.dtype == DType::F16 ? 2 : 0;
   prefetch_rows(kv, s, t.head0 / (p.n_head / p.n_kv_head), lo, j1, elem,
-                kv_unit_bytes(kv.dtype, kv.block_size, kv.head_dim));
+                kv_unit_bytes(kv.dtype, kv.block_size, kv.head_dim), &t_ahead);
 }
 
 void load_f16_avx2(const uint16_t* src, float* dst, int64_t n) {

@@ -40,8 +40,10 @@ inline void attn_visible_range(const AttentionSeq& s, int32_t pos, int32_t* lo, 
 // REQUIRES: cpu_features().use_avx2(), head_dim % 8 == 0.
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                          const AttentionParams& p, const AttnTask& t, float* out);
-// Prefetches the K/V rows of the task's first tile (the kernel prefetches the
-// later ones itself): called a task or two ahead. No effect on results.
+// Queues the K/V rows of the task's first tile for prefetching while the
+// calling thread's next attention_task_avx2 runs its last tiles (the kernel
+// prefetches its own later tiles itself): called for the task or two that
+// come next. No effect on results.
 // REQUIRES: cpu_features().use_avx2().
 void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
                                   const AttnTask& t);
