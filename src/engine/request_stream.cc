@@ -43,6 +43,12 @@ void StreamSignal::notify() {
   cv_.notify_one();
 }
 
+void StreamSignal::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return pending_; });
+  pending_ = false;
+}
+
 bool StreamSignal::wait(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   const bool notified = cv_.wait_for(lock, timeout, [this] { return pending_; });

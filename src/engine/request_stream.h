@@ -32,6 +32,7 @@ namespace omnibus {
 class StreamSignal {
  public:
   void notify();
+  void wait();
   // Returns true when notified, false on timeout.
   bool wait(std::chrono::microseconds timeout);
 

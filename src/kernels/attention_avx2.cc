@@ -298,7 +298,6 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   const int n_rep = p.n_head / p.n_kv_head;
   const int kvh = t.head0 / n_rep;
   const int n_q = t.n_tok * t.n_heads;
-  constexpr bool kQuant_ = kMode == kQuant;
   const T* kpool = static_cast<const T*>(kv.k);
   const T* vpool = static_cast<const T*>(kv.v);
   const bool kivi = kv_has_residual(kv.dtype);  // q4, kivi2: open groups read in fp16
@@ -306,7 +305,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   thread_local std::vector<float> acc_buf;
   thread_local std::vector<float> tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
   const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
-  if (kQuant_ && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
+  if (kMode == kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
   thread_local std::vector<QueryState> qs;
   thread_local std::vector<T> zero_row;
   if (zero_row.size() < static_cast<size_t>(hd)) zero_row.assign(hd, T(0));
@@ -361,7 +360,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
         const size_t unit = static_cast<size_t>(s.block_table[blk]) * kv.n_kv_heads + kvh;
         const T* ku = kpool + unit * ub.k;
         const T* vu = vpool + unit * ub.v;
-        const size_t scales = (static_cast<size_t>(kv.block_size) * hd + 3) / 4 * 4;  // kv_quant.h
+        const size_t scales = kv_row_codes_bytes(kv.block_size, hd, 8);
         for (int r = j - blk * kv.block_size; j < end; ++j, ++r) {
           krows[j - base] = ku + static_cast<size_t>(r) * hd;
           vrows[j - base] = vu + static_cast<size_t>(r) * hd;
@@ -432,7 +431,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
       if (n == 3 && qi + 3 < n_q && n_q - qi == 4) n = 2;  // 4 left: 2 + 2 rather than 3 + 1
       const T* const* kr = krows;
       const T* const* vr = vrows;
-      if (kQuant_ && kivi) {
+      if (kMode == kQuant && kivi) {
         const int32_t ql = qs[qi].qlim;
         for (int j = a; j < b; ++j) {
           const bool f = base + j >= ql && krows_f[j] != nullptr;
@@ -462,7 +461,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     const __m256 inv = _mm256_set1_ps(1.f / qs[qi].l);
     for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(qs[qi].out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
     // kivi2 values (quantized and fp16 alike) are H v: sum p_j H v_j = H out.
-    if (kQuant_ && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
+    if (kMode == kQuant && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
   }
   t_ahead.flush();
 }

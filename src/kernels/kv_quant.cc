@@ -169,15 +169,15 @@ KvUnitBytes kv_unit_bytes(DType t, int bs, int hd) {
     case DType::F32: return {n * 4, n * 4};
     case DType::F16: return {n * 2, n * 2};
     case kKvQ8: {
-      const size_t b = round4(round4(n) + size_t(2) * bs);
+      const size_t b = round4(kv_row_codes_bytes(bs, hd, 8) + size_t(2) * bs);
       return {b, b};
     }
     case kKvQ4: {
-      const size_t v = round4(n / 2) + size_t(bs) * (hd / kv_q4_group(hd)) * 4;
+      const size_t v = kv_row_codes_bytes(bs, hd, 4) + size_t(bs) * (hd / kv_q4_group(hd)) * 4;
       return {kivi_k_layout(bs, hd, 4).bytes, v};
     }
     default: {  // kivi2
-      const size_t v = round4(n / 4) + size_t(4) * bs;
+      const size_t v = kv_row_codes_bytes(bs, hd, 2) + size_t(4) * bs;
       return {kivi_k_layout(bs, hd, 2).bytes, v};
     }
   }
@@ -196,7 +196,7 @@ const float* kivi_exp2_table() {
 void q8_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
   float amax = 0.f;
   for (int c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(x[c]));
-  uint8_t* scales = unit + round4(size_t(bs) * hd);
+  uint8_t* scales = unit + kv_row_codes_bytes(bs, hd, 8);
   st16(scales + 2 * row, amax / 127.f);
   const float d = ld16(scales + 2 * row);
   auto* q = reinterpret_cast<int8_t*>(unit + size_t(row) * hd);
@@ -206,7 +206,7 @@ void q8_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
 }
 
 void q8_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
-  const float d = ld16(unit + round4(size_t(bs) * hd) + 2 * row);
+  const float d = ld16(unit + kv_row_codes_bytes(bs, hd, 8) + 2 * row);
   const auto* q = reinterpret_cast<const int8_t*>(unit + size_t(row) * hd);
   for (int c = 0; c < hd; ++c) y[c] = d * float(q[c]);
 }
@@ -215,7 +215,7 @@ void q8_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
 void q4_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
   const int g = kv_q4_group(hd), ng = hd / g;
   uint8_t* codes = unit + size_t(row) * (hd / 2);
-  uint8_t* dm = unit + round4(size_t(bs) * hd / 2) + size_t(row) * ng * 4;
+  uint8_t* dm = unit + kv_row_codes_bytes(bs, hd, 4) + size_t(row) * ng * 4;
   for (int gi = 0; gi < ng; ++gi) {
     const float* xg = x + gi * g;
     float lo, hi;
@@ -233,7 +233,7 @@ void q4_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
 void q4_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
   const int g = kv_q4_group(hd), ng = hd / g;
   const uint8_t* codes = unit + size_t(row) * (hd / 2);
-  const uint8_t* dm = unit + round4(size_t(bs) * hd / 2) + size_t(row) * ng * 4;
+  const uint8_t* dm = unit + kv_row_codes_bytes(bs, hd, 4) + size_t(row) * ng * 4;
   for (int gi = 0; gi < ng; ++gi) {
     const float d = ld16(dm + 4 * gi), m = ld16(dm + 4 * gi + 2);
     const uint8_t* cg = codes + gi * (g / 2);
@@ -255,12 +255,12 @@ void q2_load_row(const uint8_t* codes, const uint16_t* dm, int hd, float* y) {
 
 // ---- kivi2 values ----
 void kivi_v_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
-  auto* dm = reinterpret_cast<uint16_t*>(unit + round4(size_t(bs) * hd / 4));
+  auto* dm = reinterpret_cast<uint16_t*>(unit + kv_row_codes_bytes(bs, hd, 2));
   q2_store_row(unit + size_t(row) * (hd / 4), dm + 2 * row, hd, x);
 }
 
 void kivi_v_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
-  const auto* dm = reinterpret_cast<const uint16_t*>(unit + round4(size_t(bs) * hd / 4));
+  const auto* dm = reinterpret_cast<const uint16_t*>(unit + kv_row_codes_bytes(bs, hd, 2));
   q2_load_row(unit + size_t(row) * (hd / 4), dm + 2 * row, hd, y);
 }
 

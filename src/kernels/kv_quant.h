@@ -65,6 +65,12 @@ KvUnitBytes kv_unit_bytes(DType t, int block_size, int head_dim);
 
 int kv_q4_group(int head_dim);
 
+// Per-token layouts (q8; the V units of q4 and kivi2) start with the codes
+// [bs][hd * bits / 8]; the per-row scales follow at this 4-byte-aligned offset.
+inline size_t kv_row_codes_bytes(int bs, int hd, int bits) {
+  return (static_cast<size_t>(bs) * hd * bits / 8 + 3) / 4 * 4;
+}
+
 // Bits of a format whose keys are KIVI keys (per channel over the block, the
 // open group in the fp16 residual, kernels/kv_quant_kivi.h): kivi2 2, q4 4;
 // 0 for the others.

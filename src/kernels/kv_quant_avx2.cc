@@ -39,7 +39,7 @@ inline __m128i bits16(__m128i b, int shift, int mask) {
 }
 
 void q8_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
-  const uint8_t* scales = unit + (size_t(bs) * hd + 3) / 4 * 4;
+  const uint8_t* scales = unit + kv_row_codes_bytes(bs, hd, 8);
   for (int r = r0; r < r1; ++r, y += hd) {
     const __m256 d = _mm256_set1_ps(ld16(scales + 2 * r));
     const uint8_t* q = unit + size_t(r) * hd;
@@ -56,7 +56,7 @@ void q4_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
     return;
   }
   const int ng = hd / 32;
-  const uint8_t* dm_base = unit + (size_t(bs) * hd / 2 + 3) / 4 * 4;
+  const uint8_t* dm_base = unit + kv_row_codes_bytes(bs, hd, 4);
   for (int r = r0; r < r1; ++r, y += hd) {
     const uint8_t* codes = unit + size_t(r) * (hd / 2);
     const uint8_t* dm = dm_base + size_t(r) * ng * 4;
@@ -108,7 +108,7 @@ inline void qb_row(const uint8_t* codes, int hd, int bits, const float* dv, cons
 }
 
 void kivi_v_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
-  const uint8_t* dm = unit + (size_t(bs) * hd / 4 + 3) / 4 * 4;
+  const uint8_t* dm = unit + kv_row_codes_bytes(bs, hd, 2);
   for (int r = r0; r < r1; ++r, y += hd) {
     if (!row_fast(hd, 2)) {
       kivi_v_load_row(unit, bs, hd, r, y);

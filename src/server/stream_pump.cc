@@ -36,8 +36,7 @@ void StreamPump::run() {
   for (;;) {
     // Sleep until an add, a push to any stream or the destructor; a notify
     // during the sweep below makes this return at once.
-    while (!signal_->wait(std::chrono::seconds(3600))) {
-    }
+    signal_->wait();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
