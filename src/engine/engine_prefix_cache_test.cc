@@ -5,6 +5,8 @@
 // tiny random Llama (real kernels) and SmolLM2 when its file exists.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -164,6 +166,9 @@ TEST(EnginePrefixCache, SharedPrefixesHitAndMatchTheUncachedRun) {
 // (key masks) only cost hits.
 TEST(EnginePrefixCache, EvictionPreemptionAndCollisionsKeepOutputsExact) {
   FakeModel model;
+  // The fake forward is instant: without a delay the engine can finish early
+  // requests before the rest are submitted, and the pool never runs short.
+  model.set_step_delay(std::chrono::microseconds(300));
   std::mt19937 rng(9);
   const std::vector<Request> reqs = shared_prefix_requests(rng, 64, 4, 5, 13, 6, 20, true);
   EngineConfig cfg = base_config(model, 4, 24, 32, DType::F32);  // 96 slots; a request needs <= 39
