@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -63,6 +64,9 @@ Outcome run_all(Model& model, EngineConfig cfg, const std::vector<Request>& reqs
     out.n_cached[i] = events.empty() ? -1 : events.front().n_cached_tokens;
     for (const EngineEvent& e : events) EXPECT_EQ(e.n_cached_tokens, out.n_cached[i]);
   };
+  // Together: a fake model runs no step before every request is queued.
+  std::optional<ForwardHold> hold;
+  if (!sequential) hold.emplace(dynamic_cast<FakeModel*>(&model));
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::unique_lock<std::mutex> lock(mu);  // on_logits must find the id
     auto s = (*engine)->submit(reqs[i]);
@@ -72,6 +76,7 @@ Outcome run_all(Model& model, EngineConfig cfg, const std::vector<Request>& reqs
     streams.push_back(*s);
     if (sequential) drain(i);
   }
+  hold.reset();
   if (!sequential) {
     for (size_t i = 0; i < reqs.size(); ++i) drain(i);
   }
@@ -166,9 +171,6 @@ TEST(EnginePrefixCache, SharedPrefixesHitAndMatchTheUncachedRun) {
 // (key masks) only cost hits.
 TEST(EnginePrefixCache, EvictionPreemptionAndCollisionsKeepOutputsExact) {
   FakeModel model;
-  // The fake forward is instant: without a delay the engine can finish early
-  // requests before the rest are submitted, and the pool never runs short.
-  model.set_step_delay(std::chrono::microseconds(300));
   std::mt19937 rng(9);
   const std::vector<Request> reqs = shared_prefix_requests(rng, 64, 4, 5, 13, 6, 20, true);
   EngineConfig cfg = base_config(model, 4, 24, 32, DType::F32);  // 96 slots; a request needs <= 39

@@ -104,12 +104,15 @@ TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
     std::vector<std::vector<int32_t>> prompts;
     std::vector<int32_t> lens;
     std::vector<std::shared_ptr<RequestStream>> streams;
-    for (int i = 0; i < 32; ++i) {
-      prompts.push_back(random_prompt(rng, 1 + int32_t(rng() % 40), 64));
-      lens.push_back(1 + int32_t(rng() % 20));
-      auto s = (*engine)->submit(make_request(prompts.back(), lens.back(), greedy()));
-      ASSERT_TRUE(s.is_ok());
-      streams.push_back(*s);
+    {
+      ForwardHold hold(&model);  // all 32 queued before any step
+      for (int i = 0; i < 32; ++i) {
+        prompts.push_back(random_prompt(rng, 1 + int32_t(rng() % 40), 64));
+        lens.push_back(1 + int32_t(rng() % 20));
+        auto s = (*engine)->submit(make_request(prompts.back(), lens.back(), greedy()));
+        ASSERT_TRUE(s.is_ok());
+        streams.push_back(*s);
+      }
     }
     for (int i = 0; i < 32; ++i) {
       auto out = collect(*streams[size_t(i)]);
@@ -133,11 +136,14 @@ TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
   std::mt19937 rng(11);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < 8; ++i) {
-    prompts.push_back(random_prompt(rng, 8, 64));
-    auto s = (*engine)->submit(make_request(prompts.back(), 16, seeded(100 + uint64_t(i), 0.8f)));
-    ASSERT_TRUE(s.is_ok());
-    streams.push_back(*s);
+  {
+    ForwardHold hold(&model);  // all 8 queued before any step: they must compete for the pool
+    for (int i = 0; i < 8; ++i) {
+      prompts.push_back(random_prompt(rng, 8, 64));
+      auto s = (*engine)->submit(make_request(prompts.back(), 16, seeded(100 + uint64_t(i), 0.8f)));
+      ASSERT_TRUE(s.is_ok());
+      streams.push_back(*s);
+    }
   }
   for (int i = 0; i < 8; ++i) {
     auto out = collect(*streams[size_t(i)]);

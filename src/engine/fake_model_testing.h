@@ -6,11 +6,14 @@
 // wrong context all change the hash and so the tokens; a slot holding the
 // wrong position aborts at once.
 //
-// Thread-safety: forward() from one thread at a time, like every Model.
+// Thread-safety: forward() from one thread at a time, like every Model;
+// hold() / release() from any thread.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
@@ -42,9 +45,27 @@ class FakeModel : public Model {
   int64_t n_forward_calls() const { return n_calls_; }
   // Makes every forward() sleep, so that tests can act on running requests.
   void set_step_delay(std::chrono::microseconds d) { delay_ = d; }
+  // Until release(), every forward() waits. A test holds the model, submits a
+  // set of requests and releases it: the engine cannot finish any request
+  // before the last one is queued, however the threads are scheduled.
+  void hold() {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    held_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      held_ = false;
+    }
+    gate_cv_.notify_all();
+  }
 
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     ++n_calls_;
+    {
+      std::unique_lock<std::mutex> lock(gate_mu_);
+      gate_cv_.wait(lock, [&] { return !held_; });
+    }
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     const PagedKvLayer l = kv.layer(0);
     OMNIBUS_CHECK(l.dtype == DType::F32);
@@ -91,6 +112,27 @@ class FakeModel : public Model {
   std::vector<float> logits_;
   int64_t n_calls_ = 0;
   std::chrono::microseconds delay_{0};
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool held_ = false;
+};
+
+// Holds a FakeModel's forward() for its scope (released on every exit, so a
+// failed assertion cannot leave the engine thread waiting at destruction).
+// A null model holds nothing.
+class ForwardHold {
+ public:
+  explicit ForwardHold(FakeModel* m) : m_(m) {
+    if (m_ != nullptr) m_->hold();
+  }
+  ~ForwardHold() {
+    if (m_ != nullptr) m_->release();
+  }
+  ForwardHold(const ForwardHold&) = delete;
+  ForwardHold& operator=(const ForwardHold&) = delete;
+
+ private:
+  FakeModel* m_;
 };
 
 }  // namespace omnibus
