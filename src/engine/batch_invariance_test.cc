@@ -5,7 +5,6 @@
 // model, a tiny random Llama (real kernels) and SmolLM2 when its file exists.
 #include <gtest/gtest.h>
 
-#include <optional>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -45,8 +44,7 @@ Run run_engine(Model& model, const std::vector<std::vector<int32_t>>& prompts, i
   Run run;
   std::vector<std::shared_ptr<RequestStream>> streams;
   // Together: a fake model runs no step before every request is queued.
-  std::optional<ForwardHold> hold;
-  if (!one_at_a_time) hold.emplace(dynamic_cast<FakeModel*>(&model));
+  ForwardHold hold(one_at_a_time ? nullptr : dynamic_cast<FakeModel*>(&model));
   for (const auto& p : prompts) {
     Request r;
     r.prompt = p;
@@ -58,7 +56,7 @@ Run run_engine(Model& model, const std::vector<std::vector<int32_t>>& prompts, i
     streams.push_back(*s);
     if (one_at_a_time) run.tokens.push_back(collect(*streams.back())[0].tokens);
   }
-  hold.reset();
+  hold.release();
   if (!one_at_a_time) {
     for (auto& s : streams) run.tokens.push_back(collect(*s)[0].tokens);
     EXPECT_GT((*engine)->stats().mean_batch_size, 2.0);

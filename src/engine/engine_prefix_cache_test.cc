@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <thread>
 
@@ -65,8 +64,7 @@ Outcome run_all(Model& model, EngineConfig cfg, const std::vector<Request>& reqs
     for (const EngineEvent& e : events) EXPECT_EQ(e.n_cached_tokens, out.n_cached[i]);
   };
   // Together: a fake model runs no step before every request is queued.
-  std::optional<ForwardHold> hold;
-  if (!sequential) hold.emplace(dynamic_cast<FakeModel*>(&model));
+  ForwardHold hold(sequential ? nullptr : dynamic_cast<FakeModel*>(&model));
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::unique_lock<std::mutex> lock(mu);  // on_logits must find the id
     auto s = (*engine)->submit(reqs[i]);
@@ -76,7 +74,7 @@ Outcome run_all(Model& model, EngineConfig cfg, const std::vector<Request>& reqs
     streams.push_back(*s);
     if (sequential) drain(i);
   }
-  hold.reset();
+  hold.release();
   if (!sequential) {
     for (size_t i = 0; i < reqs.size(); ++i) drain(i);
   }

@@ -125,8 +125,11 @@ class ForwardHold {
   explicit ForwardHold(FakeModel* m) : m_(m) {
     if (m_ != nullptr) m_->hold();
   }
-  ~ForwardHold() {
+  ~ForwardHold() { release(); }
+  // Ends the hold early (idempotent).
+  void release() {
     if (m_ != nullptr) m_->release();
+    m_ = nullptr;
   }
   ForwardHold(const ForwardHold&) = delete;
   ForwardHold& operator=(const ForwardHold&) = delete;
