@@ -68,4 +68,18 @@ void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is
 // REQUIRES: use_avx2(), hd % n == 0.
 void kv_hadamard_avx2(float* x, int hd, int n);
 
+// Store-side quantization (kv_quant_store_avx2.cc): the same bytes as the
+// scalar codecs of kv_quant.cc. All REQUIRE use_avx2().
+// [lo, hi] of x[0..n). REQUIRES: n % 8 == 0, n >= 8.
+void kv_minmax_avx2(const float* x, int n, float* lo, float* hi);
+// Per channel c of x [n_rows, hd]: lo[c], hi[c] over the rows. REQUIRES: hd % 8 == 0.
+void kv_channel_minmax_avx2(const float* x, int n_rows, int hd, float* lo, float* hi);
+// b-bit row codes (byte j holds channels j + k*q at bits b*k, q = hd*b/8),
+// levels of x against {d, m} per channel or d[0], m[0] for the row.
+// REQUIRES: q % 16 == 0.
+void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m,
+                      bool per_channel);
+// One q4 value group of 32: 16 bytes, channel j low nibble, j + 16 high.
+void kv_pack_q4_group32_avx2(uint8_t* codes, const float* x, float d, float m);
+
 }  // namespace omnibus

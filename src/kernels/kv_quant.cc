@@ -28,6 +28,7 @@ inline void st16(uint8_t* p, float x) {
 // Asymmetric quantization of x[0..n) to levels 0..n_levels-1: stores {d, m}
 // as fp16 and returns the decoded pair; codes use the decoded values.
 void minmax(const float* x, int n, float* lo, float* hi) {
+  if (n >= 8 && n % 8 == 0 && cpu_features().use_avx2()) return kv_minmax_avx2(x, n, lo, hi);  // the same values
   float a = x[0], b = x[0];
   for (int i = 1; i < n; ++i) {
     a = std::min(a, x[i]);
@@ -46,6 +47,7 @@ inline int quant_level(float x, float d, float m, int max_level) {
 // b-bit row codes: byte j holds channels j + k * hd*b/8 at bits b*k.
 void pack_row(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m, bool per_channel) {
   const int per = 8 / bits, q = hd / per, max_level = (1 << bits) - 1;
+  if (q % 16 == 0 && cpu_features().use_avx2()) return kv_pack_row_avx2(codes, hd, bits, x, d, m, per_channel);
   for (int j = 0; j < q; ++j) {
     uint8_t b = 0;
     for (int k = 0; k < per; ++k) {
@@ -224,6 +226,10 @@ void q4_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
     st16(dm + 4 * gi + 2, lo);
     const float d = ld16(dm + 4 * gi), m = ld16(dm + 4 * gi + 2);
     uint8_t* cg = codes + gi * (g / 2);
+    if (g == 32 && cpu_features().use_avx2()) {
+      kv_pack_q4_group32_avx2(cg, xg, d, m);  // the same bytes
+      continue;
+    }
     for (int j = 0; j < g / 2; ++j) {
       cg[j] = uint8_t(quant_level(xg[j], d, m, 15) | quant_level(xg[j + g / 2], d, m, 15) << 4);
     }
@@ -275,12 +281,20 @@ void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x) {
   float dcs[1024];
   OMNIBUS_CHECK(hd <= 1024);
   float smax = 0.f;
-  for (int c = 0; c < hd; ++c) {
-    float lo = x[c], hi = x[c];
-    for (int r = 1; r < bs; ++r) {
-      lo = std::min(lo, x[size_t(r) * hd + c]);
-      hi = std::max(hi, x[size_t(r) * hd + c]);
+  float los[1024], his[1024];
+  if (hd % 8 == 0 && cpu_features().use_avx2()) {
+    kv_channel_minmax_avx2(x, bs, hd, los, his);  // the same values
+  } else {
+    for (int c = 0; c < hd; ++c) {
+      los[c] = his[c] = x[c];
+      for (int r = 1; r < bs; ++r) {
+        los[c] = std::min(los[c], x[size_t(r) * hd + c]);
+        his[c] = std::max(his[c], x[size_t(r) * hd + c]);
+      }
     }
+  }
+  for (int c = 0; c < hd; ++c) {
+    const float lo = los[c], hi = his[c];
     st16(mstat + 2 * c, lo);
     dcs[c] = (hi - lo) / float(max_level);
     smax = std::max(smax, dcs[c]);

@@ -211,6 +211,78 @@ TEST(KvFormat, GaussRangeIsThreeSigmaInsideMinMax) {
   EXPECT_EQ(hi, 2.5f);
 }
 
+// The store-side AVX2 quantizers against the layout's definition, written
+// out here: level = d > 0 ? clamp(round_even((x - m) / d), 0, 2^b - 1) : 0,
+// byte j of a b-bit row holds channels j + k*q at bits b*k (q = hd*b/8).
+// Rows hit exact ties, values outside [m, m + max*d], and d = 0.
+TEST(KvFormat, AvxStoreQuantizersMatchTheDefinition) {
+  if (!cpu_features().use_avx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  auto level = [](float x, float d, float m, int max_level) {
+    if (!(d > 0.f)) return 0;
+    return std::clamp(static_cast<int>(std::lrint((x - m) / d)), 0, max_level);
+  };
+  for (int bits : {2, 4}) {
+    for (int hd : {64, 128, 256}) {
+      const int per = 8 / bits, q = hd / per, max_level = (1 << bits) - 1;
+      for (int trial = 0; trial < 50; ++trial) {
+        std::vector<float> x(static_cast<size_t>(hd)), d(x), m(x);
+        for (int c = 0; c < hd; ++c) {
+          m[size_t(c)] = nd(rng);
+          d[size_t(c)] = trial % 7 == 0 && c % 5 == 0 ? 0.f : std::fabs(nd(rng)) / 4.f;
+          const int kind = int(rng() % 4);
+          const float t = kind == 0 ? float(int(rng() % 4)) + 0.5f  // an exact tie
+                          : kind == 1 ? float(int(rng() % 9)) - 3.f   // beyond either end
+                                      : std::uniform_real_distribution<float>(0.f, float(max_level))(rng);
+          x[size_t(c)] = m[size_t(c)] + t * d[size_t(c)];
+        }
+        for (bool per_channel : {true, false}) {
+          std::vector<uint8_t> got(static_cast<size_t>(q)), want(static_cast<size_t>(q), 0);
+          kv_pack_row_avx2(got.data(), hd, bits, x.data(), d.data(), m.data(), per_channel);
+          for (int j = 0; j < q; ++j) {
+            for (int k = 0; k < per; ++k) {
+              const int c = j + k * q;
+              const int e = per_channel ? c : 0;
+              want[size_t(j)] = uint8_t(want[size_t(j)] | level(x[size_t(c)], d[size_t(e)], m[size_t(e)], max_level)
+                                                             << (bits * k));
+            }
+          }
+          ASSERT_EQ(got, want) << bits << " bits, hd " << hd << ", per channel " << per_channel;
+        }
+        if (bits == 4) {  // q4 value groups of 32 against the row's first {d, m}
+          for (int g = 0; g < hd / 32; ++g) {
+            uint8_t got[16], want[16];
+            kv_pack_q4_group32_avx2(got, x.data() + g * 32, d[0], m[0]);
+            for (int j = 0; j < 16; ++j) {
+              want[j] = uint8_t(level(x[size_t(g * 32 + j)], d[0], m[0], 15) |
+                                level(x[size_t(g * 32 + j + 16)], d[0], m[0], 15) << 4);
+            }
+            ASSERT_EQ(0, std::memcmp(got, want, 16)) << "hd " << hd << " group " << g;
+          }
+        }
+        float lo, hi;
+        kv_minmax_avx2(x.data(), hd, &lo, &hi);
+        EXPECT_EQ(lo, *std::min_element(x.begin(), x.end()));
+        EXPECT_EQ(hi, *std::max_element(x.begin(), x.end()));
+      }
+      // Per channel over 16 rows.
+      std::vector<float> rows(static_cast<size_t>(16 * hd)), lo(static_cast<size_t>(hd)), hi(lo);
+      for (float& v : rows) v = nd(rng);
+      kv_channel_minmax_avx2(rows.data(), 16, hd, lo.data(), hi.data());
+      for (int c = 0; c < hd; ++c) {
+        float a = rows[size_t(c)], b = a;
+        for (int r = 1; r < 16; ++r) {
+          a = std::min(a, rows[size_t(r) * hd + c]);
+          b = std::max(b, rows[size_t(r) * hd + c]);
+        }
+        ASSERT_EQ(lo[size_t(c)], a);
+        ASSERT_EQ(hi[size_t(c)], b);
+      }
+    }
+  }
+}
+
 TEST(KvFormat, BytesPerTokenAgainstF16) {
   const auto per_tok = [](DType t) {
     const KvUnitBytes u = kv_unit_bytes(t, 16, 64);
