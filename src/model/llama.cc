@@ -7,7 +7,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
-#include "kernels/ops.h"
+#include "kernels/ops_parallel.h"
 #include "kernels/thread_pool.h"
 #include "model/forward_buffers.h"
 #include "model/transformer_common.h"
@@ -65,7 +65,7 @@ class LlamaModel final : public Model {
       // --- feed-forward (SwiGLU) ---
       rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
       project_gate_up(l, b.xn.data(), n_tok, b, pool_);  // gate, up: [n_tok, n_ff]
-      swiglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok * c.n_ff);
+      swiglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok, c.n_ff, pool_);
       matmul(l.w_down, b.gate.data(), n_tok, b.proj.data(), pool_, b.matmul);  // [n_tok, n_embd]
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
     }

@@ -1,0 +1,39 @@
+// Row-parallel forms of the element-wise gated activations of ops.h, for a
+// forward pass's [n_rows, n] activations (one row per token). The rows are
+// split into contiguous ranges over the pool and each row goes through the
+// single-thread ops.h kernel on its own, so each element's position within a
+// call (its SIMD lane, or the scalar tail) is its position in its row: the
+// bits are the same for any split, thread count or batch composition. Inputs
+// under kOpsParallelMinElems elements run inline on the caller (a pool job
+// costs a few microseconds, more than a single-token row takes).
+//
+// Why only these: at 64 tokens per step swiglu is ~1.4% of the CPU samples,
+// all on the engine thread while the other workers wait; splitting it gave
+// +3..5% output tok/s (A/B, 64 x 128/128 on SmolLM2). rms_norm, rope and the
+// residual add are memory-bound and cheaper than a pool job's hand-off of
+// their rows to another core: split the same way they measured no better.
+//
+// Thread-safety: as ThreadPool::parallel_for (the pool's owning thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "kernels/ops.h"
+
+namespace omnibus {
+
+class ThreadPool;
+
+inline constexpr int64_t kOpsParallelMinElems = 16384;
+
+// swiglu / geglu of [n_rows, n] gate and up rows; out may alias gate.
+void swiglu(const float* gate, const float* up, float* out, int64_t n_rows, int64_t n, ThreadPool& pool);
+void geglu(const float* gate, const float* up, float* out, int64_t n_rows, int64_t n, ThreadPool& pool);
+
+// Runs fn(r0, r1) over contiguous row ranges covering [0, n_rows): inline
+// when n_rows * row_elems < kOpsParallelMinElems, else one range per thread.
+void for_row_ranges(int64_t n_rows, int64_t row_elems, ThreadPool& pool,
+                    const std::function<void(int64_t r0, int64_t r1)>& fn);
+
+}  // namespace omnibus
