@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-
 #include <filesystem>
 #include <map>
 #include <mutex>

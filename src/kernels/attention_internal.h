@@ -79,7 +79,5 @@ void kv_channel_minmax_avx2(const float* x, int n_rows, int hd, float* lo, float
 // REQUIRES: q % 16 == 0.
 void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m,
                       bool per_channel);
-// One q4 value group of 32: 16 bytes, channel j low nibble, j + 16 high.
-void kv_pack_q4_group32_avx2(uint8_t* codes, const float* x, float d, float m);
 
 }  // namespace omnibus

@@ -225,14 +225,8 @@ void q4_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
     st16(dm + 4 * gi, (hi - lo) / 15.f);
     st16(dm + 4 * gi + 2, lo);
     const float d = ld16(dm + 4 * gi), m = ld16(dm + 4 * gi + 2);
-    uint8_t* cg = codes + gi * (g / 2);
-    if (g == 32 && cpu_features().use_avx2()) {
-      kv_pack_q4_group32_avx2(cg, xg, d, m);  // the same bytes
-      continue;
-    }
-    for (int j = 0; j < g / 2; ++j) {
-      cg[j] = uint8_t(quant_level(xg[j], d, m, 15) | quant_level(xg[j + g / 2], d, m, 15) << 4);
-    }
+    // A group is a 4-bit row of g channels: byte j = channel j | channel j + g/2.
+    pack_row(codes + gi * (g / 2), g, 4, xg, &d, &m, false);
   }
 }
 

@@ -88,14 +88,4 @@ void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const fl
   }
 }
 
-void kv_pack_q4_group32_avx2(uint8_t* codes, const float* x, float d, float m) {
-  const __m256i max_level = _mm256_set1_epi32(15);
-  const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
-  const __m128i lo = to_bytes16(levels8(_mm256_loadu_ps(x), vd, vm, max_level),
-                                levels8(_mm256_loadu_ps(x + 8), vd, vm, max_level));
-  const __m128i hi = to_bytes16(levels8(_mm256_loadu_ps(x + 16), vd, vm, max_level),
-                                levels8(_mm256_loadu_ps(x + 24), vd, vm, max_level));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), _mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
-}
-
 }  // namespace omnibus

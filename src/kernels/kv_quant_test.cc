@@ -253,7 +253,7 @@ TEST(KvFormat, AvxStoreQuantizersMatchTheDefinition) {
         if (bits == 4) {  // q4 value groups of 32 against the row's first {d, m}
           for (int g = 0; g < hd / 32; ++g) {
             uint8_t got[16], want[16];
-            kv_pack_q4_group32_avx2(got, x.data() + g * 32, d[0], m[0]);
+            kv_pack_row_avx2(got, 32, 4, x.data() + g * 32, &d[0], &m[0], false);
             for (int j = 0; j < 16; ++j) {
               want[j] = uint8_t(level(x[size_t(g * 32 + j)], d[0], m[0], 15) |
                                 level(x[size_t(g * 32 + j + 16)], d[0], m[0], 15) << 4);

@@ -16,14 +16,13 @@
 // Thread-safety: as ThreadPool::parallel_for (the pool's owning thread).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <functional>
 
 #include "kernels/ops.h"
+#include "kernels/thread_pool.h"
 
 namespace omnibus {
-
-class ThreadPool;
 
 inline constexpr int64_t kOpsParallelMinElems = 16384;
 
@@ -33,7 +32,15 @@ void geglu(const float* gate, const float* up, float* out, int64_t n_rows, int64
 
 // Runs fn(r0, r1) over contiguous row ranges covering [0, n_rows): inline
 // when n_rows * row_elems < kOpsParallelMinElems, else one range per thread.
-void for_row_ranges(int64_t n_rows, int64_t row_elems, ThreadPool& pool,
-                    const std::function<void(int64_t r0, int64_t r1)>& fn);
+// (A template, so that fn is not wrapped in a std::function on the step path.)
+template <typename Fn>
+void for_row_ranges(int64_t n_rows, int64_t row_elems, ThreadPool& pool, const Fn& fn) {
+  const int64_t n_tasks = std::min<int64_t>(pool.n_threads(), n_rows);
+  if (n_tasks <= 1 || n_rows * row_elems < kOpsParallelMinElems) {
+    if (n_rows > 0) fn(int64_t(0), n_rows);
+    return;
+  }
+  pool.parallel_for(n_tasks, [&](int64_t t, int) { fn(n_rows * t / n_tasks, n_rows * (t + 1) / n_tasks); });
+}
 
 }  // namespace omnibus
