@@ -52,6 +52,9 @@ struct Engine::Impl {
     scratch.resize(size_t(pool != nullptr ? pool->n_threads() : 1));
     for (std::vector<float>& v : scratch) v.resize(size_t(n_vocab));
     kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
+    if (storage->geometry().window_blocks() > 0) {  // kivi2: a hit must keep its fp16 window
+      kv.set_prefix_limit([st = storage.get()](std::span<const int32_t> b) { return st->usable_prefix(b); });
+    }
   }
 
   void accept(std::unique_ptr<RequestState> r);
@@ -113,7 +116,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
     return Status::invalid_argument("--block-size must be in [1, 1024], got {}", config.block_size);
   }
   const ModelConfig& mc = model.config();
-  const KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_dtype);
+  KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_dtype);
+  if (config.kv_window_blocks < -1) return Status::invalid_argument("--kv-residual-blocks must be >= 0");
+  geometry.kivi_window_blocks = config.kv_window_blocks;
   const int64_t block_bytes = int64_t(geometry.bytes_per_block());
   int64_t n_blocks;
   if (config.kv_cache_bytes > 0) {

@@ -46,6 +46,7 @@ struct EngineConfig {
   int64_t kv_cache_bytes = 0;             // --kv-cache-memory; 0: default_kv_cache_bytes()
   int32_t max_model_len = 0;              // --max-model-len; 0: n_ctx_train capped to the pool
   DType kv_dtype = DType::F16;            // --kv-cache-dtype
+  int32_t kv_window_blocks = -1;          // --kv-residual-blocks (q4, kivi2); -1: the format's default
   std::vector<int32_t> eog_ids;           // end-of-generation ids (Tokenizer::eog_ids())
   bool log_startup = true;                // print the pool size on stderr at creation
   bool enable_prefix_caching = true;      // --no-prefix-caching turns it off

@@ -161,7 +161,7 @@ struct QueryState {
   float* out;
   float m, l;
   int32_t lo, hi;  // visible positions [lo, hi)
-  int32_t qlim;    // kivi2: keys below are read quantized, the rest (its open group) in fp16
+  int32_t qlim;    // q4, kivi2: keys below are read quantized, the rest (its fp16 window) in fp16
 };
 
 // One online-softmax step of a query over the tile's visible keys [a, b):
@@ -321,7 +321,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
       const int64_t row = static_cast<int64_t>(s.first_token + tok) * p.n_head + t.head0 + hi_;
       const int32_t pos = s.n_past + tok;
-      const int32_t qlim = kivi ? (pos + 1) / kv.block_size * kv.block_size : INT32_MAX;
+      const int32_t qlim = kivi ? kivi_qlim(pos, kv.block_size, kv.kivi->window_blocks()) : INT32_MAX;
       qs[ti * t.n_heads + hi_] = QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
     }
   }

@@ -24,6 +24,7 @@ namespace {
 struct Shape {
   int n_head, n_kv_head, head_dim, block_size;
   DType dtype;
+  int kivi_window = -1;  // q4/kivi2 fp16 window blocks; -1: the format's default
 };
 
 // A KV pool filled with NaN, so a kernel that reads a slot it should not
@@ -47,8 +48,9 @@ class KvPool {
       std::fill(v_.begin(), v_.end(), uint8_t{0xff});
     }
     if (kv_has_residual(sh.dtype)) {
-      kivi_ = std::make_unique<KiviResidual>(n_blocks, sh.n_kv_head, sh.block_size, sh.head_dim, kivi_slots,
-                                             &staging_);
+      kivi_ = std::make_unique<KiviResidual>(
+          n_blocks, sh.n_kv_head, sh.block_size, sh.head_dim, kivi_slots, &staging_,
+          sh.kivi_window >= 0 ? sh.kivi_window : kv_default_window_blocks(sh.dtype));
     }
     blocks_.resize(n_blocks);
     std::iota(blocks_.begin(), blocks_.end(), 0);
@@ -168,6 +170,7 @@ std::string shape_name(const Shape& sh) {
   char name[64];
   std::snprintf(name, sizeof name, "h%dkv%dd%dbs%d%s", sh.n_head, sh.n_kv_head, sh.head_dim, sh.block_size,
                 std::string(kv_dtype_name(sh.dtype)).c_str());
+  if (sh.kivi_window >= 0) return std::string(name) + "w" + std::to_string(sh.kivi_window);
   return std::string(name);
 }
 
@@ -206,7 +209,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{9, 3, 64, 16, kKvQ8}, Shape{9, 3, 64, 16, kKvQ4}, Shape{9, 3, 64, 16, kKvKivi2},
                       Shape{4, 1, 256, 16, kKvQ8}, Shape{4, 1, 256, 16, kKvQ4}, Shape{4, 1, 256, 16, kKvKivi2},
                       Shape{8, 2, 64, 1, kKvKivi2}, Shape{8, 2, 64, 32, kKvKivi2}, Shape{6, 2, 24, 16, kKvQ4},
-                      Shape{6, 2, 24, 16, kKvKivi2}, Shape{4, 4, 12, 32, kKvQ8}, Shape{4, 4, 12, 32, kKvKivi2}),
+                      Shape{6, 2, 24, 16, kKvKivi2}, Shape{4, 4, 12, 32, kKvQ8}, Shape{4, 4, 12, 32, kKvKivi2},
+                      // fp16 windows other than the defaults (kivi2 1, q4 0)
+                      Shape{9, 3, 64, 16, kKvKivi2, 0}, Shape{9, 3, 64, 16, kKvKivi2, 3},
+                      Shape{9, 3, 64, 16, kKvQ4, 1}, Shape{8, 2, 64, 1, kKvKivi2, 5}),
     [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 TEST(AttentionTest, SingleKeyReturnsItsValue) {
@@ -295,7 +301,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
                                            Shape{4, 2, 12, 16, DType::F32}, Shape{9, 3, 64, 16, kKvQ8},
                                            Shape{9, 3, 64, 16, kKvQ4}, Shape{9, 3, 64, 16, kKvKivi2},
                                            Shape{8, 2, 256, 32, kKvKivi2}, Shape{6, 2, 24, 1, kKvKivi2},
-                                           Shape{4, 2, 12, 16, kKvKivi2}, Shape{4, 2, 12, 16, kKvQ4}),
+                                           Shape{4, 2, 12, 16, kKvKivi2}, Shape{4, 2, 12, 16, kKvQ4},
+                                           Shape{9, 3, 64, 16, kKvKivi2, 0}, Shape{9, 3, 64, 16, kKvKivi2, 2},
+                                           Shape{9, 3, 64, 16, kKvQ4, 1}),
                          [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 }  // namespace

@@ -96,6 +96,8 @@ bool is_kv_quantized(DType t) { return t == kKvQ8 || t == kKvQ4 || t == kKvKivi2
 
 int kv_kivi_bits(DType t) { return t == kKvKivi2 ? 2 : t == kKvQ4 ? 4 : 0; }
 
+int kv_default_window_blocks(DType t) { return t == kKvKivi2 ? 1 : 0; }
+
 void kv_hadamard(float* x, int hd) {
   int n = 1;
   while (n < 256 && hd % (2 * n) == 0) n *= 2;

@@ -76,6 +76,10 @@ inline size_t kv_row_codes_bytes(int bs, int hd, int bits) {
 // 0 for the others.
 int kv_kivi_bits(DType t);
 inline bool kv_has_residual(DType t) { return kv_kivi_bits(t) != 0; }
+// Completed groups a query still reads in fp16 besides its open one
+// (kv_quant_kivi.h): kivi2 1 (+16.7% -> see docs/kv-quantization.md), q4 0
+// (already within 0.5% of f16 without), 0 for the others.
+int kv_default_window_blocks(DType t);
 // Whether a query reads the format's values rotated back by kv_hadamard (kivi2).
 inline bool kv_rotates_v(DType t) { return t == DType::Q2_K; }
 

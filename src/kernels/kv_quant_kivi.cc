@@ -27,9 +27,10 @@ void to_f16(const float* x, uint16_t* h, int64_t n) {
 }  // namespace
 
 KiviResidual::KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int head_dim, int n_slots,
-                           KiviStaging* staging)
-    : n_kv_(n_kv_heads), bs_(block_size), hd_(head_dim), n_slots_(n_slots), staging_(staging) {
-  OMNIBUS_CHECK(n_slots >= 0 && n_blocks >= 1 && staging != nullptr);
+                           KiviStaging* staging, int window_blocks)
+    : n_kv_(n_kv_heads), bs_(block_size), hd_(head_dim), n_slots_(n_slots), window_(window_blocks),
+      staging_(staging) {
+  OMNIBUS_CHECK(n_slots >= 0 && n_blocks >= 1 && staging != nullptr && window_blocks >= 0);
   const size_t slot_elems = size_t(n_kv_heads) * block_size * head_dim;
   k_.assign(slot_elems * n_slots, 0);
   v_.assign(slot_elems * n_slots, 0);
@@ -37,6 +38,7 @@ KiviResidual::KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int
   owner_.assign(size_t(n_slots), -1);
   fill_.assign(size_t(n_slots), 0);
   stamp_.assign(size_t(n_slots), 0);
+  retained_.assign(size_t(n_slots), 0);
   free_.reserve(size_t(n_slots));
   for (int32_t s = n_slots - 1; s >= 0; --s) free_.push_back(s);
   pending_.reserve(size_t(n_slots));
@@ -49,22 +51,49 @@ void KiviResidual::release(int32_t slot) {
   if (b < 0) return;
   if (slot_of_[size_t(b)] == slot) slot_of_[size_t(b)] = -1;
   owner_[size_t(slot)] = -1;
+  retained_[size_t(slot)] = 0;
   free_.push_back(slot);
+}
+
+void KiviResidual::pin(int64_t block) {
+  const int32_t slot = slot_of_[size_t(block)];
+  if (slot < 0) return;
+  retained_[size_t(slot)] = 0;
+  stamp_[size_t(slot)] = calls_;
 }
 
 void KiviResidual::begin_call() {
   ++calls_;
   for (const auto& [slot, block] : pending_) {
-    if (owner_[size_t(slot)] == block) release(slot);
+    if (owner_[size_t(slot)] != block) continue;  // taken meanwhile
+    if (window_ == 0) {
+      release(slot);
+    } else {
+      retained_[size_t(slot)] = 1;  // keeps the rows for a later prefix-cache hit
+    }
   }
   pending_.clear();
 }
 
-int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid) {
+int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid, bool soft) {
   int32_t slot = -1;
+  int32_t lru_retained = -1;
+  if (free_.empty()) {
+    for (int32_t s = 0; s < n_slots_; ++s) {
+      if (s != avoid && retained_[size_t(s)] &&
+          (lru_retained < 0 || stamp_[size_t(s)] < stamp_[size_t(lru_retained)])) {
+        lru_retained = s;
+      }
+    }
+  }
   if (!free_.empty()) {
     slot = free_.back();
     free_.pop_back();
+  } else if (lru_retained >= 0) {  // a sealed block left behind: it is read quantized from now on
+    slot = lru_retained;
+    slot_of_[size_t(owner_[size_t(slot)])] = -1;
+  } else if (soft) {
+    return -1;
   } else {
     // Steal the least recently written slot not written in this call.
     uint64_t best = calls_;
@@ -98,6 +127,7 @@ int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid
   slot_of_[size_t(block)] = slot;
   fill_[size_t(slot)] = 0;
   stamp_[size_t(slot)] = calls_;
+  retained_[size_t(slot)] = 0;
   return slot;
 }
 
@@ -129,6 +159,16 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
   }
   st.owner = &R;
 
+  // Pin what this call's queries read from earlier calls: the window rows
+  // below each sequence's n_past (after a prefix-cache hit, retained ones).
+  const int W = R.window_;
+  if (W > 0) {
+    for (int i = 0; i < n_seqs; ++i) {
+      const AttentionSeq& s = seqs[i];
+      for (int32_t bi = kivi_qlim(s.n_past, bs, W) / bs; bi * bs < s.n_past; ++bi) R.pin(s.block_table[bi]);
+    }
+  }
+
   thread_local std::vector<float> xs;  // [bs, hd] f32 rows of one block
   xs.resize(size_t(bs) * hd);
   for (int i = 0; i < n_seqs; ++i) {
@@ -143,8 +183,9 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
         const int64_t t = s.first_token + (int64_t(p0 / bs) * bs + r - s.n_past);
         return (is_v ? st.v : st.k).data() + (t * nkv + h) * hd;
       };
-      if (r0 == 0) {
+      if (r0 == 0) {  // the block starts a new life (a stale slot is reused as it is)
         for (int h = 0; h < nkv; ++h) kivi_k_set_state(kv_unit(kv, false, b, h), kKiviOpen);
+        R.pin(b);
       }
       for (int h = 0; h < nkv; ++h) {
         uint8_t* vu = kv_unit(kv, true, b, h);
@@ -186,6 +227,22 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
       }
       if (r1 == bs) {  // the group is complete: seal it
         OMNIBUS_DCHECK(r0 == 0 || slot >= 0);
+        if (W > 0) {
+          // Keep the group's fp16 rows: later queries of this sequence read
+          // them while it is in their window (then a steal is worth it), and
+          // a prefix-cache hit ending here needs them (then only a spare slot).
+          const bool read_later = p0 / bs >= kivi_qlim(end, bs, W) / bs;
+          if (slot < 0) slot = R.claim(kv, b, -1, /*soft=*/!read_later);
+          if (slot >= 0) {
+            for (int h = 0; h < nkv; ++h) {
+              for (int r = r0; r < bs; ++r) {
+                std::memcpy(R.row(slot, false, h, r), stage(false, h, r), size_t(hd) * 2);
+                std::memcpy(R.row(slot, true, h, r), stage(true, h, r), size_t(hd) * 2);
+              }
+            }
+            R.fill_[size_t(slot)] = bs;
+          }
+        }
         for (int h = 0; h < nkv; ++h) {
           for (int r = 0; r < bs; ++r) {
             const uint16_t* src = r >= r0 ? stage(false, h, r) : slot >= 0 ? R.row(slot, false, h, r) : nullptr;
@@ -199,7 +256,7 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
         }
         if (slot >= 0) {
           R.stamp_[size_t(slot)] = R.calls_;
-          R.pending_.emplace_back(slot, b);
+          if (W == 0) R.pending_.emplace_back(slot, b);  // W > 0: released below once left behind
         }
         continue;
       }
@@ -213,6 +270,12 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
       R.fill_[size_t(slot)] = r1;
       R.stamp_[size_t(slot)] = R.calls_;
     }
+    if (W > 0) {  // sealed blocks no later query of this sequence reads in fp16
+      for (int32_t bi = kivi_qlim(s.n_past, bs, W) / bs; bi < kivi_qlim(end, bs, W) / bs; ++bi) {
+        const int64_t b = s.block_table[bi];
+        if (R.slot_of(b) >= 0) R.pending_.emplace_back(R.slot_of(b), b);
+      }
+    }
   }
 }
 
@@ -220,7 +283,9 @@ void kivi_copy_block(const PagedKvLayer& kv, int64_t src, int64_t dst) {
   KiviResidual& R = *kv.kivi;
   if (R.slot_of(dst) >= 0) R.release(R.slot_of(dst));  // stale: dst's old contents are dead
   const int32_t from = R.slot_of(src);
-  if (from < 0 || kivi_k_state(kv_unit(kv, false, dst, 0)) != kKiviOpen) return;
+  if (from < 0) return;
+  const bool open = kivi_k_state(kv_unit(kv, false, dst, 0)) == kKiviOpen;
+  if (!open && !R.holds_rows(src)) return;  // sealed, read quantized: nothing to carry
   const int32_t to = R.claim(kv, dst, from);
   const int n_rows = R.fill_[size_t(from)];
   if (to >= 0) {
@@ -234,6 +299,7 @@ void kivi_copy_block(const PagedKvLayer& kv, int64_t src, int64_t dst) {
     R.stamp_[size_t(to)] = R.calls_ + 1;  // not stolen before its sequence writes it next step
     return;
   }
+  if (!open) return;  // a sealed block in a window without its slot is read quantized
   std::vector<float> x(static_cast<size_t>(kv.head_dim));
   for (int h = 0; h < kv.n_kv_heads; ++h) {
     uint8_t* ku = kv_unit(kv, false, dst, h);

@@ -20,10 +20,18 @@ inline uint8_t* kv_unit(const PagedKvLayer& kv, bool is_v, int64_t block, int h)
   return static_cast<uint8_t*>(is_v ? kv.v : kv.k) + (size_t(block) * kv.n_kv_heads + h) * bytes;
 }
 
-// kivi2, q4 (kv_has_residual): a query at qpos reads key/value j from the fp16
-// residual (j in its still open group) rather than from the quantized block.
-inline bool kivi_reads_f16(int32_t qpos, int32_t j, int block_size) {
-  return j >= (qpos + 1) / block_size * block_size;
+// kivi2, q4 (kv_has_residual): a query at qpos reads keys/values j >= qlim
+// from the fp16 residual, the rest from the quantized blocks. The fp16 part is
+// its own still open group plus the `window_blocks` groups completed last
+// (kv_quant_kivi.h):
+//   qlim(p) = max(0, floor((p + 1) / bs) - window_blocks) * bs
+// A function of (p, j) only, so chunking and batching do not change it.
+inline int32_t kivi_qlim(int32_t qpos, int block_size, int window_blocks) {
+  const int32_t groups = (qpos + 1) / block_size - window_blocks;
+  return groups > 0 ? groups * block_size : 0;
+}
+inline bool kivi_reads_f16(int32_t qpos, int32_t j, int block_size, int window_blocks) {
+  return j >= kivi_qlim(qpos, block_size, window_blocks);
 }
 
 // y[0..hd) = row j of KV head h of sequence s as a query at qpos sees it.

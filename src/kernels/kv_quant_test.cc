@@ -32,11 +32,15 @@ struct Pool {
   std::vector<uint8_t> k, v;
   KiviStaging staging;
   std::unique_ptr<KiviResidual> kivi;
-  Pool(DType t_, int bs_, int hd_, int n_blocks, int slots = 16) : t(t_), bs(bs_), hd(hd_) {
+  // window: fp16 window blocks of q4/kivi2 (-1: the format's default).
+  Pool(DType t_, int bs_, int hd_, int n_blocks, int slots = 16, int window = -1) : t(t_), bs(bs_), hd(hd_) {
     const KvUnitBytes u = kv_unit_bytes(t, bs, hd);
     k.assign(size_t(n_blocks) * kKv * u.k, 0xff);
     v.assign(size_t(n_blocks) * kKv * u.v, 0xff);
-    if (kv_has_residual(t)) kivi = std::make_unique<KiviResidual>(n_blocks, kKv, bs, hd, slots, &staging);
+    if (kv_has_residual(t)) {
+      kivi = std::make_unique<KiviResidual>(n_blocks, kKv, bs, hd, slots, &staging,
+                                            window >= 0 ? window : kv_default_window_blocks(t));
+    }
   }
   PagedKvLayer layer() { return PagedKvLayer{t, k.data(), v.data(), bs, kKv, hd, kivi.get()}; }
 };

@@ -84,6 +84,12 @@ void KvCacheManager::match_prefix(const TokenView& t, int32_t max_blocks, std::v
     out.n_free += pool_.ref_count(b) == 0;
     parent = cache_.ref_of(b);
   }
+  if (prefix_limit_ && !out.blocks.empty()) {
+    const int32_t n = prefix_limit_(out.blocks);
+    OMNIBUS_CHECK(n >= 0 && n <= out.n_blocks());
+    for (int32_t i = n; i < out.n_blocks(); ++i) out.n_free -= pool_.ref_count(out.blocks[size_t(i)]) == 0;
+    out.blocks.resize(size_t(n));
+  }
 }
 
 void KvCacheManager::attach_prefix(int32_t seq, const PrefixMatch& m) {

@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -90,6 +91,11 @@ class KvCacheManager {
   // with its tokens; extended here as needed). Empty when caching is off.
   void match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
                     PrefixMatch& out) const;
+  // A limit on hits from the KV storage (KvStorage::usable_prefix: kivi2's
+  // fp16 window): given a cached run, how many of its leading blocks a new
+  // sequence can start after. match_prefix keeps that many. Unset: all.
+  using PrefixLimit = std::function<int32_t(std::span<const int32_t> blocks)>;
+  void set_prefix_limit(PrefixLimit limit) { prefix_limit_ = std::move(limit); }
   // Extends `keys` to the keys of t's first n_blocks full blocks (no-op when
   // caching is off). REQUIRES: n_blocks * block_size <= t.size().
   void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
@@ -157,6 +163,7 @@ class KvCacheManager {
   std::vector<Seq> seqs_;
   std::vector<int32_t> free_ids_;
   int32_t n_live_ = 0;
+  PrefixLimit prefix_limit_;
 };
 
 }  // namespace omnibus

@@ -17,9 +17,20 @@ size_t KvGeometry::bytes_per_block() const {
   return size_t(n_layers) * size_t(n_kv_heads) * (u.k + u.v);
 }
 
+int KvGeometry::window_blocks() const {
+  if (!kv_has_residual(dtype)) return 0;
+  return kivi_window_blocks >= 0 ? kivi_window_blocks : kv_default_window_blocks(dtype);
+}
+
+int KvGeometry::residual_slots(int64_t n_blocks) const {
+  if (!kv_has_residual(dtype)) return 0;
+  const int64_t slots = kivi_residual_slots >= 0 ? kivi_residual_slots : 64 * (1 + int64_t(window_blocks()));
+  return int(std::min(slots, n_blocks));
+}
+
 size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
   if (!kv_has_residual(dtype)) return 0;
-  const size_t slots = size_t(std::min<int64_t>(kivi_residual_slots, n_blocks));
+  const size_t slots = size_t(residual_slots(n_blocks));
   return size_t(n_layers) * slots * 2 * size_t(n_kv_heads) * size_t(block_size) * size_t(head_dim) * 2;
 }
 
@@ -41,8 +52,8 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
     return Status::invalid_argument("KV cache format {} cannot store head_dim {}", kv_dtype_name(g.dtype),
                                     g.head_dim);
   }
-  if (kv_has_residual(g.dtype) && g.kivi_residual_slots < 0) {
-    return Status::invalid_argument("{} residual slots must be >= 0", kv_dtype_name(g.dtype));
+  if (kv_has_residual(g.dtype) && (g.kivi_residual_slots < -1 || g.kivi_window_blocks < -1)) {
+    return Status::invalid_argument("{} residual slots and window blocks must be >= 0", kv_dtype_name(g.dtype));
   }
   const size_t n_bytes = g.bytes_per_block() * size_t(n_blocks);
   // mmap gives page-aligned, zero-filled memory that is only committed when touched.
@@ -57,10 +68,10 @@ KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_
     : geometry_(g), n_blocks_(n_blocks), mem_(mem), n_bytes_(n_bytes) {
   if (kv_has_residual(g.dtype)) {
     kivi_staging_ = std::make_unique<KiviStaging>();
-    const int slots = int(std::min<int64_t>(g.kivi_residual_slots, n_blocks));
+    const int slots = g.residual_slots(n_blocks);
     for (int il = 0; il < g.n_layers; ++il) {
       kivi_.push_back(std::make_unique<KiviResidual>(n_blocks, g.n_kv_heads, g.block_size, g.head_dim, slots,
-                                                     kivi_staging_.get()));
+                                                     kivi_staging_.get(), g.window_blocks()));
     }
   }
 }
@@ -89,6 +100,21 @@ uint64_t KvStorage::kivi_steals() const {
   uint64_t n = 0;
   for (const auto& r : kivi_) n += r->n_steals() + r->n_no_slot();
   return n;
+}
+
+int32_t KvStorage::usable_prefix(std::span<const int32_t> blocks) const {
+  const int32_t n = int32_t(blocks.size());
+  const int w = geometry_.window_blocks();
+  if (w == 0) return n;
+  // Sequences starting after blocks[0, m) read blocks m - w .. m - 1 in fp16.
+  for (int32_t m = n; m > 0; --m) {
+    bool held = true;
+    for (int32_t i = std::max(0, m - w); i < m && held; ++i) {
+      for (const auto& r : kivi_) held = held && r->holds_rows(blocks[size_t(i)]);
+    }
+    if (held) return m;
+  }
+  return 0;
 }
 
 void KvStorage::copy_block(int64_t src, int64_t dst) {

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,15 @@ struct KvGeometry {
   int head_dim = 0;
   int block_size = 16;
   DType dtype = DType::F16;  // a KV format tag (kernels/kv_quant.h)
-  int kivi_residual_slots = 64;  // kivi2, q4: fp16 residual slots per layer (at most n_blocks)
+  // kivi2, q4 (kernels/kv_quant_kivi.h): completed groups a query still reads
+  // in fp16 (-1: the format's default, kv_default_window_blocks), and fp16
+  // residual slots per layer (-1: 64 * (1 + window), an open block and its
+  // window for 64 running sequences; at most n_blocks).
+  int kivi_window_blocks = -1;
+  int kivi_residual_slots = -1;
+
+  int window_blocks() const;
+  int residual_slots(int64_t n_blocks) const;
 
   // Bytes one block occupies across all layers, K and V.
   size_t bytes_per_block() const;
@@ -66,6 +75,12 @@ class KvStorage {
   size_t n_bytes() const { return n_bytes_ + geometry_.fixed_bytes(n_blocks_); }
   // kivi2, q4: residual slots stolen / not available so far (summed over layers).
   uint64_t kivi_steals() const;
+
+  // Of a prefix-cache hit on blocks[0, n): the longest n' <= n a new sequence
+  // can start after and read exactly what recomputing would give: kivi2/q4
+  // with an fp16 window need the last window blocks' fp16 rows still held in
+  // every layer (kv_quant_kivi.h); n for the other formats.
+  int32_t usable_prefix(std::span<const int32_t> blocks) const;
 
   // The K/V pools of one layer, as the attention kernels take them.
   PagedKvLayer layer(int il) const;

@@ -41,9 +41,17 @@ TEST(KvStorage, BytesPerTokenFollowTheFormat) {
   EXPECT_LT(smollm_like(kKvQ4).bytes_per_token(), f16 * 34 / 100);
   EXPECT_LE(smollm_like(kKvKivi2).bytes_per_token(), f16 / 5);
   EXPECT_EQ(smollm_like(kKvQ8).fixed_bytes(1000), 0u);
-  // the KIVI formats' fp16 residual: 64 slots x 30 layers x (K + V) x 3 heads x 16 rows x 64 x 2 bytes
-  EXPECT_EQ(smollm_like(kKvKivi2).fixed_bytes(1000), size_t(64) * 30 * 2 * 3 * 16 * 64 * 2);
-  EXPECT_EQ(smollm_like(kKvQ4).fixed_bytes(1000), smollm_like(kKvKivi2).fixed_bytes(1000));
+  // the KIVI formats' fp16 residual: 64 * (1 + window) slots x 30 layers x (K + V) x 3 heads x 16 rows x 64
+  // x 2 bytes; the window is 1 block for kivi2, 0 for q4 by default
+  const size_t slot_bytes = size_t(30) * 2 * 3 * 16 * 64 * 2;
+  EXPECT_EQ(smollm_like(kKvKivi2).fixed_bytes(1000), 128 * slot_bytes);
+  EXPECT_EQ(smollm_like(kKvQ4).fixed_bytes(1000), 64 * slot_bytes);
+  KvGeometry g = smollm_like(kKvKivi2);
+  g.kivi_window_blocks = 2;
+  EXPECT_EQ(g.fixed_bytes(1000), 192 * slot_bytes);
+  EXPECT_EQ(g.fixed_bytes(100), 100 * slot_bytes);  // never more slots than blocks
+  g.kivi_residual_slots = 10;
+  EXPECT_EQ(g.fixed_bytes(1000), 10 * slot_bytes);
 }
 
 TEST(KvStorage, RejectsHeadDimTheFormatCannotHold) {
