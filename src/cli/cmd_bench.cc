@@ -63,6 +63,7 @@ struct BenchOptions {
   int tg = 128;
   int repetitions = 3;
   std::string kv_dtype = "f16";
+  int kv_residual_blocks = -1;  // --kv-residual-blocks
   std::string json_path;
   uint64_t seed = 42;
 
@@ -100,7 +101,7 @@ int run_single_stream(const BenchOptions& o) {
   if (!m.is_ok()) return fail(m.status());
   const int n_vocab = m->model->config().n_vocab;
   StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m->model, std::max(o.pp, o.tg) + 1, *kv_dtype);
+      SequenceRunner::create(*m->model, std::max(o.pp, o.tg) + 1, *kv_dtype, 16, o.kv_residual_blocks);
   if (!runner.is_ok()) return fail(runner.status());
 
   std::mt19937_64 rng(o.seed);
@@ -216,6 +217,7 @@ int run_engine_workload(const BenchOptions& o) {
   cfg.block_size = o.block_size;
   cfg.max_model_len = o.max_model_len;
   cfg.kv_dtype = *kv_dtype;
+  cfg.kv_window_blocks = o.kv_residual_blocks;
   cfg.enable_prefix_caching = !o.no_prefix_caching;
   StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
   if (!policy.is_ok()) return fail(policy.status());
@@ -520,6 +522,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
+  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
+                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
+                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
+      ->capture_default_str()->check(CLI::Range(-1, 64));
   cmd->add_option("--seed", o->seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
   // Engine workload mode.

@@ -35,6 +35,7 @@ struct GenerateOptions {
   int threads = 0;
   int ctx_size = 4096;
   std::string kv_dtype = "f16";
+  int kv_residual_blocks = -1;  // --kv-residual-blocks
   bool ignore_eos = false;
   bool show_special = false;
   SamplingParams sampling;
@@ -202,7 +203,7 @@ int run_chat(GenerateOptions& o, LoadedModel& m, DType kv_dtype) {
     tmpl = chat_template_from_gguf(*m.file);
   }
   if (!tmpl.is_ok()) return fail(tmpl.status(), exit_code), exit_code;
-  StatusOr<std::unique_ptr<SequenceRunner>> runner = SequenceRunner::create(*m.model, o.ctx_size, kv_dtype);
+  StatusOr<std::unique_ptr<SequenceRunner>> runner = SequenceRunner::create(*m.model, o.ctx_size, kv_dtype, 16, o.kv_residual_blocks);
   if (!runner.is_ok()) return fail(runner.status(), exit_code), exit_code;
   ChatSession session(o, m, *tmpl, **runner);
 
@@ -272,7 +273,7 @@ int run_generate(GenerateOptions& o) {
            exit_code;
   }
   StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m->model, o.ctx_size, *kv_dtype);
+      SequenceRunner::create(*m->model, o.ctx_size, *kv_dtype, 16, o.kv_residual_blocks);
   if (!runner.is_ok()) return fail(runner.status(), exit_code), exit_code;
 
   std::fputs(o.prompt.c_str(), stdout);
@@ -357,6 +358,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
+  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
+                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
+                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
+      ->capture_default_str()->check(CLI::Range(-1, 64));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--show-special", o->show_special, "Print special tokens' text");
   cmd->add_flag("--chat", o->chat,

@@ -30,6 +30,7 @@ struct PerplexityOptions {
   int batch = 512;
   int max_chunks = -1;
   std::string kv_dtype = "f16";
+  int kv_residual_blocks = -1;  // --kv-residual-blocks
 };
 
 // -log p(target) from one row of logits, in double precision.
@@ -69,7 +70,7 @@ int run_perplexity(const PerplexityOptions& o) {
              n_chunks, n_ctx, o.kv_dtype);
 
   StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m->model, n_ctx, *kv_dtype);
+      SequenceRunner::create(*m->model, n_ctx, *kv_dtype, 16, o.kv_residual_blocks);
   if (!runner.is_ok()) return fail(runner.status());
   const int32_t bos = m->tokenizer->bos_id();
   // The model adds BOS iff encoding the empty string with special tokens yields it.
@@ -118,6 +119,10 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
+  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
+                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
+                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
+      ->capture_default_str()->check(CLI::Range(-1, 64));
   cmd->callback([o, &exit_code] { exit_code = run_perplexity(*o); });
 }
 

@@ -50,6 +50,7 @@ struct ServeOptions {
   int max_model_len = 0;
   std::string kv_cache_memory;
   std::string kv_dtype = "f16";
+  int kv_residual_blocks = -1;  // --kv-residual-blocks
   bool no_prefix_caching = false;
   std::string scheduling_policy = "cache-aware";
 };
@@ -117,6 +118,7 @@ int run_serve(const ServeOptions& o) {
   StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
   cfg.kv_dtype = *kv_dtype;
+  cfg.kv_window_blocks = o.kv_residual_blocks;
   cfg.enable_prefix_caching = !o.no_prefix_caching;
   StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
   if (!policy.is_ok()) return fail(policy.status());
@@ -242,6 +244,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();
+  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
+                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
+                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
+      ->capture_default_str()->check(CLI::Range(-1, 64));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
                 "Do not reuse the KV blocks of prompt prefixes computed before");
   cmd->add_option("--scheduling-policy", o->scheduling_policy,

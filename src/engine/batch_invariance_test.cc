@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/engine.h"
+#include "kernels/kv_quant.h"
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "gguf/gguf_file.h"
@@ -33,7 +34,8 @@ Run run_engine(Model& model, const std::vector<std::vector<int32_t>>& prompts, i
   cfg.max_num_batched_tokens = budget;
   cfg.kv_dtype = kv_dtype;
   cfg.block_size = 16;
-  cfg.kv_cache_bytes = int64_t(model.kv_geometry(16, kv_dtype).bytes_per_block()) * 512;
+  const KvGeometry g = model.kv_geometry(16, kv_dtype);
+  cfg.kv_cache_bytes = int64_t(g.bytes_per_block()) * 512 + int64_t(g.fixed_bytes(512));
   cfg.log_startup = false;
   cfg.on_logits = [&](uint64_t id, int32_t, int32_t, std::span<const float> l) {
     std::lock_guard<std::mutex> lock(mu);
@@ -109,6 +111,8 @@ TEST(BatchInvariance, TinyLlama) {
   auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   expect_batch_invariant(**model, 60, 12, DType::F16, {16, 37, 64});
+  // kivi2: quantized per-channel keys, the fp16 window read from slots
+  expect_batch_invariant(**model, 60, 12, kKvKivi2, {16, 37});
 }
 
 TEST(BatchInvariance, SmolLM2) {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "kernels/kv_quant.h"
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "gguf/gguf_file.h"
@@ -36,7 +37,8 @@ EngineConfig base_config(Model& model, int32_t block_size, int32_t n_blocks, int
   EngineConfig c;
   c.block_size = block_size;
   c.kv_dtype = kv_dtype;
-  c.kv_cache_bytes = int64_t(model.kv_geometry(block_size, kv_dtype).bytes_per_block()) * n_blocks;
+  const KvGeometry g = model.kv_geometry(block_size, kv_dtype);
+  c.kv_cache_bytes = int64_t(g.bytes_per_block()) * n_blocks + int64_t(g.fixed_bytes(n_blocks));
   c.max_num_batched_tokens = budget;
   c.log_startup = false;
   return c;
@@ -316,17 +318,17 @@ TEST(EnginePrefixCache, MultiTurnReusesTheGeneratedTokens) {
   }
 }
 
-void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_tokens) {
+void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_tokens, DType kv_dtype = DType::F16) {
   std::mt19937 rng(2025);
   const int32_t n_vocab = model.config().n_vocab;
   const std::vector<Request> reqs = shared_prefix_requests(rng, n_vocab, 2, 3, prefix_len, 8, max_tokens, false);
-  const EngineConfig cfg = base_config(model, 16, 128, 64, DType::F16);
+  const EngineConfig cfg = base_config(model, 16, 128, 64, kv_dtype);
   const Outcome on = run_all(model, cfg, reqs, true);
   const Outcome off = run_off(model, cfg, reqs, true);
   expect_same_outputs(on, off);
   EXPECT_EQ(on.n_cached[4], prefix_len / 16 * 16);
   // Together, with a small budget (chunked prompts, shared steps).
-  const Outcome together = run_all(model, base_config(model, 16, 128, 24, DType::F16), reqs, false);
+  const Outcome together = run_all(model, base_config(model, 16, 128, 24, kv_dtype), reqs, false);
   expect_same_outputs(together, off);
 }
 
@@ -340,6 +342,22 @@ TEST(EnginePrefixCache, TinyLlamaBitwiseEqual) {
   auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   expect_real_model_exact(**model, 40, 6);
+}
+
+// kivi2 reads the block before a query's open one in fp16 (its residual
+// window): a hit must find those rows still held, and then gives exactly the
+// recomputed outputs.
+TEST(EnginePrefixCache, TinyLlamaKivi2BitwiseEqual) {
+  TinyLlamaSpec spec;
+  spec.n_ctx = 256;
+  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
+  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(2);
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  ASSERT_EQ((*model)->kv_geometry(16, kKvKivi2).window_blocks(), 1);
+  expect_real_model_exact(**model, 40, 6, kKvKivi2);
 }
 
 TEST(EnginePrefixCache, SmolLM2BitwiseEqual) {

@@ -241,6 +241,9 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
               }
             }
             R.fill_[size_t(slot)] = bs;
+            // Left behind and written whole in this call (its queries read the
+            // staging): any later claim, even of this call, may take it.
+            if (!read_later && r0 == 0) R.retained_[size_t(slot)] = 1;
           }
         }
         for (int h = 0; h < nkv; ++h) {

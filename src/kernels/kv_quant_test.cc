@@ -330,6 +330,44 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
   EXPECT_LT(max_diff, 2e-3);  // fp16 of H v against fp16 of v; 2 bits would be ~0.3
 }
 
+// With an fp16 window of one block, a query reads the group completed last in
+// fp16 too: a context within its open group and the one before reads the f16
+// pool's bits (q4 with window 1), or within fp16 rounding of the rotation
+// (kivi2, default window 1); without the window the same context reads block
+// 0 quantized and is visibly off.
+TEST(Kivi, WindowReadsTheLastCompletedGroupInFp16) {
+  ThreadPool tp(2);
+  const int hd = 64, bs = 16, n = 27;
+  const std::vector<int32_t> table{3, 1};
+  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 15), k = keys_with_outliers(n, hd, 16),
+                           v = randn(size_t(n) * kKv * hd, 17);
+  const AttentionParams ap{kHeads, kKv, hd, 0.125f};
+  auto run = [&](DType t, int window) {
+    Pool p(t, bs, hd, 4, 16, window);
+    // block 0 sealed in the second step (rows 0..6, then 7..20), then a 6-token chunk
+    store(p, table, 0, 7, k.data(), v.data());
+    store(p, table, 7, 14, k.data() + 7 * kKv * hd, v.data() + 7 * kKv * hd);
+    AttentionSeq s{0, 6, 21, table.data(), 0};
+    kv_store(p.layer(), &s, 1, k.data() + 21 * kKv * hd, v.data() + 21 * kKv * hd);
+    std::vector<float> out(size_t(6) * kHeads * hd), ref(out.size());
+    paged_attention(q.data() + 21 * kHeads * hd, p.layer(), &s, 1, ap, out.data(), tp);
+    paged_attention_ref(q.data() + 21 * kHeads * hd, p.layer(), &s, 1, ap, ref.data());
+    for (size_t e = 0; e < out.size(); ++e) EXPECT_NEAR(out[e], ref[e], 2e-5f * (1 + std::fabs(ref[e])));
+    return out;
+  };
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t e = 0; e < a.size(); ++e) m = std::max(m, double(std::fabs(a[e] - b[e])));
+    return m;
+  };
+  const std::vector<float> f16 = run(DType::F16, 0);
+  const std::vector<float> q4w = run(kKvQ4, 1);
+  EXPECT_EQ(0, std::memcmp(f16.data(), q4w.data(), f16.size() * 4));
+  EXPECT_LT(max_diff(run(kKvKivi2, -1), f16), 2e-3);  // the default window is 1
+  EXPECT_GT(max_diff(run(kKvKivi2, 0), f16), 1e-2);   // block 0 read at 2 bits
+  EXPECT_GT(max_diff(run(kKvQ4, 0), f16), 0.0);
+}
+
 // Decodes `n_seq` sequences one token per step for n steps with a pool of a
 // KIVI format (kivi2, q4) of `slots` residual slots; returns every step's
 // output and checks each against the reference.

@@ -98,5 +98,35 @@ TEST(KvStorage, CopyBlockCopiesEveryFormat) {
   }
 }
 
+// kivi2 with its fp16 window of one block: a prefix-cache hit on blocks
+// [0, m) is usable only while block m - 1 still holds its fp16 rows in every
+// layer. A long prompt chunk keeps the rows of the blocks it leaves behind in
+// spare slots; with too few slots they are gone and the hit is cut back.
+TEST(KvStorage, UsablePrefixNeedsTheWindowRows) {
+  for (int slots : {16, 2}) {
+    KvGeometry g = smollm_like(kKvKivi2);
+    g.n_layers = 2;
+    g.kivi_residual_slots = slots;
+    auto st = KvStorage::create(g, 8);
+    ASSERT_TRUE(st.is_ok());
+    KvStorage& kv = **st;
+    const int n = 40;  // blocks 0, 1 sealed; 2 open
+    std::vector<float> k(size_t(n) * 3 * 64, 0.5f), v(k.size(), -0.25f);
+    const std::vector<int32_t> table{5, 1, 6};
+    AttentionSeq s{0, n, 0, table.data(), 0};
+    for (int il = 0; il < 2; ++il) kv_store(kv.layer(il), &s, 1, k.data(), v.data());
+    const std::vector<int32_t> two{5, 1}, one{5};
+    // block 1 is in the window of the sequence's next query: always held
+    EXPECT_EQ(kv.usable_prefix(two), 2) << slots;
+    // block 0 was left behind within the chunk: held only in a spare slot
+    EXPECT_EQ(kv.usable_prefix(one), slots == 16 ? 1 : 0) << slots;
+  }
+  // Formats without a window take any hit.
+  auto f16 = KvStorage::create(smollm_like(DType::F16), 4);
+  ASSERT_TRUE(f16.is_ok());
+  const std::vector<int32_t> blocks{0, 1, 2};
+  EXPECT_EQ((*f16)->usable_prefix(blocks), 3);
+}
+
 }  // namespace
 }  // namespace omnibus
