@@ -423,7 +423,7 @@ int run_engine_workload(const BenchOptions& o) {
   j["output_len"] = o.output_len;
   j["concurrency"] = o.concurrency;
   j["request_rate"] = o.request_rate;
-  j["max_num_seqs"] = cfg.max_num_seqs;
+  j["max_num_seqs"] = e.info().max_num_seqs;  // q4/kivi2: at most the residual slots serve
   j["max_num_batched_tokens"] = cfg.max_num_batched_tokens;
   j["block_size"] = e.info().block_size;
   j["kv_cache_blocks"] = e.info().n_blocks;

@@ -119,6 +119,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_dtype);
   if (config.kv_window_blocks < -1) return Status::invalid_argument("--kv-residual-blocks must be >= 0");
   geometry.kivi_window_blocks = config.kv_window_blocks;
+  if (kv_has_residual(config.kv_dtype)) {
+    // q4/kivi2: every running sequence pins 1 + window fp16 residual slots
+    // (its open group and its window; kernels/kv_quant_kivi.h). Size them for
+    // at most 64 sequences, and at most half of --kv-cache-memory, and run no
+    // more sequences at once than they serve (beyond that, steals would turn
+    // open groups into lossy per-token keys).
+    const int64_t per_seq = 1 + geometry.window_blocks();
+    int64_t seqs = std::min<int64_t>(config.max_num_seqs, kKiviMaxResidentSeqs);
+    if (config.kv_cache_bytes > 0) {
+      seqs = std::min<int64_t>(seqs, config.kv_cache_bytes / 2 / (per_seq * int64_t(geometry.residual_slot_bytes())));
+    }
+    seqs = std::max<int64_t>(seqs, 1);
+    geometry.kivi_residual_slots = int(seqs * per_seq);
+    config.max_num_seqs = int32_t(seqs);
+  }
   const int64_t block_bytes = int64_t(geometry.bytes_per_block());
   int64_t n_blocks;
   if (config.kv_cache_bytes > 0) {
@@ -170,15 +185,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.block_size = config.block_size;
   info.kv_cache_bytes = int64_t(storage->n_bytes());
   info.max_model_len = max_model_len;
+  info.max_num_seqs = config.max_num_seqs;
   info.n_vocab = mc.n_vocab;
   info.prefix_caching = config.enable_prefix_caching;
   info.scheduling_policy = config.scheduling_policy;
   if (config.log_startup) {
     fmt::print(stderr,
                "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}; "
-               "prefix caching {}, scheduling {}\n",
+               "max seqs {}; prefix caching {}, scheduling {}\n",
                info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
-               kv_dtype_name(config.kv_dtype), max_model_len, info.prefix_caching ? "on" : "off",
+               kv_dtype_name(config.kv_dtype), max_model_len, info.max_num_seqs,
+               info.prefix_caching ? "on" : "off",
                scheduling_policy_name(info.scheduling_policy));
   }
   auto impl = std::make_unique<Impl>(model, std::move(config), std::move(storage), int32_t(n_blocks));

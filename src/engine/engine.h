@@ -61,12 +61,17 @@ struct EngineConfig {
   std::function<void(uint64_t, int32_t, int32_t, std::span<const float>)> on_logits;
 };
 
+// q4/kivi2: the most sequences the engine sizes fp16 residual slots for (and
+// so runs at once, whatever --max-num-seqs).
+inline constexpr int32_t kKiviMaxResidentSeqs = 64;
+
 // Fixed at creation.
 struct EngineInfo {
   int32_t n_blocks = 0;
   int32_t block_size = 0;
   int64_t kv_cache_bytes = 0;
   int32_t max_model_len = 0;
+  int32_t max_num_seqs = 0;  // --max-num-seqs, or fewer (q4/kivi2: the residual slots)
   int32_t n_vocab = 0;
   bool prefix_caching = false;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;

@@ -65,6 +65,39 @@ TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
   }
 }
 
+// q4/kivi2: each running sequence pins 1 + window residual slots; the engine
+// sizes them for at most 64 sequences and half of --kv-cache-memory, and runs
+// no more sequences than they serve.
+TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
+  FakeModel model;
+  for (DType dtype : {kKvKivi2, kKvQ4}) {
+    const KvGeometry g = model.kv_geometry(kBlock, dtype);
+    const int64_t per_seq = 1 + g.window_blocks(), slot = int64_t(g.residual_slot_bytes());
+    EngineConfig c = fake_config(model, 1);
+    c.kv_dtype = dtype;
+    c.kv_cache_bytes = 2 * 10 * per_seq * slot;  // half of it: the slots of 10 sequences
+    auto e = Engine::create(model, c);
+    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+    EXPECT_EQ((*e)->info().max_num_seqs, 10) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().kv_cache_bytes,
+              (*e)->info().n_blocks * int64_t(g.bytes_per_block()) + 10 * per_seq * slot);
+    c.max_num_seqs = 4;
+    e = Engine::create(model, c);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_EQ((*e)->info().max_num_seqs, 4) << kv_dtype_name(dtype);
+    c.max_num_seqs = 256;
+    c.kv_cache_bytes = 1000 * per_seq * slot;
+    e = Engine::create(model, c);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_EQ((*e)->info().max_num_seqs, kKiviMaxResidentSeqs) << kv_dtype_name(dtype);
+  }
+  EngineConfig f16 = fake_config(model, 100);
+  f16.max_num_seqs = 256;
+  auto e = Engine::create(model, f16);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ((*e)->info().max_num_seqs, 256);
+}
+
 TEST(Engine, OneGreedyRequestMatchesTheSequenceRunner) {
   FakeModel model;
   FakeModel ref_model;  // the engine's model belongs to its thread

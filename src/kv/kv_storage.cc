@@ -28,10 +28,13 @@ int KvGeometry::residual_slots(int64_t n_blocks) const {
   return int(std::min(slots, n_blocks));
 }
 
-size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
+size_t KvGeometry::residual_slot_bytes() const {
   if (!kv_has_residual(dtype)) return 0;
-  const size_t slots = size_t(residual_slots(n_blocks));
-  return size_t(n_layers) * slots * 2 * size_t(n_kv_heads) * size_t(block_size) * size_t(head_dim) * 2;
+  return size_t(n_layers) * 2 * size_t(n_kv_heads) * size_t(block_size) * size_t(head_dim) * 2;
+}
+
+size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
+  return size_t(residual_slots(n_blocks)) * residual_slot_bytes();
 }
 
 StatusOr<DType> parse_kv_dtype(const std::string& name) {

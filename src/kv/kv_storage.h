@@ -47,6 +47,8 @@ struct KvGeometry {
 
   int window_blocks() const;
   int residual_slots(int64_t n_blocks) const;
+  // fp16 K + V of one residual slot in every layer (0 without a residual).
+  size_t residual_slot_bytes() const;
 
   // Bytes one block occupies across all layers, K and V.
   size_t bytes_per_block() const;

@@ -4,11 +4,14 @@
 For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
   - bytes per token of the pool's blocks (formula of kernels/kv_quant.h, from
     the GGUF's layer/head geometry) and, for kivi2 and q4 (KIVI keys), the
-    fixed fp16 residual area (64 slots per layer);
+    fixed fp16 residual area (as src/engine/engine.cc sizes it: 1 + window
+    slots per layer for each of at most 64 running sequences, at most half of
+    the memory; the window is 1 block for kivi2, 0 for q4);
   - perplexity: omnibus perplexity -f tests/data/perplexity.txt --ctx-size 512
     and its change against f16;
   - max concurrent sequences of CTX (512) tokens in a POOL (64 MiB) pool,
-    residual area included (computed from the same formula);
+    residual area included (computed from the same formula; q4/kivi2 also
+    run no more sequences than their residual slots serve);
   - omnibus bench, 64 requests x (IN prompt + OUT generated) at concurrency 64,
     twice: in a SMALL pool (memory limits concurrency; the residual area of
     kivi2 and q4 comes out of the same budget) and in a BIG pool (it does not).
@@ -39,7 +42,8 @@ IN = int(os.environ.get("IN", "64"))
 OUT = int(os.environ.get("OUT", "64"))
 DTYPES = os.environ.get("DTYPES", "f32 f16 q8 q4 kivi2").split()
 BS = 16
-KIVI_SLOTS = 64
+KIVI_MAX_SEQS = 64  # kKiviMaxResidentSeqs
+WINDOW = {"kivi2": 1, "q4": 0}  # kv_default_window_blocks
 
 
 def run(args, stdout_only=False):
@@ -88,29 +92,25 @@ def block_bytes(geo, dtype):
     return n_layers * n_kv * (k + v)
 
 
-def fixed_bytes(geo, dtype, n_blocks):
-    if dtype not in ("kivi2", "q4"):  # the formats with KIVI keys keep an fp16 residual
+def resident_seqs(geo, dtype, total):
+    """q4/kivi2: sequences the residual slots serve for --kv-cache-memory `total`."""
+    n_layers, n_kv, hd = geo
+    per_seq = 1 + WINDOW[dtype]
+    slot = n_layers * 2 * n_kv * BS * hd * 2
+    return max(1, min(KIVI_MAX_SEQS, total // 2 // (per_seq * slot)))
+
+
+def fixed_bytes(geo, dtype, total):
+    """The fp16 residual area the engine allocates for --kv-cache-memory `total`."""
+    if dtype not in WINDOW:  # only the formats with KIVI keys keep an fp16 residual
         return 0
     n_layers, n_kv, hd = geo
-    return n_layers * min(KIVI_SLOTS, n_blocks) * 2 * n_kv * BS * hd * 2
+    return resident_seqs(geo, dtype, total) * (1 + WINDOW[dtype]) * n_layers * 2 * n_kv * BS * hd * 2
 
 
 def blocks_in(geo, dtype, total):
-    """Blocks such that blocks + fixed area fit in `total` bytes."""
-    bpb = block_bytes(geo, dtype)
-    n = total // bpb
-    while n > 0 and n * bpb + fixed_bytes(geo, dtype, n) > total:
-        n -= 1
-    return n
-
-
-def engine_blocks(geo, dtype, total):
-    """The engine's block count for --kv-cache-memory `total` (src/engine/engine.cc)."""
-    bpb = block_bytes(geo, dtype)
-    n = total // bpb
-    while n > 1 and n * bpb + fixed_bytes(geo, dtype, n) > total:
-        n -= max(1, fixed_bytes(geo, dtype, n) // bpb)
-    return n
+    """The engine's block count for --kv-cache-memory `total` (blocks + residual fit)."""
+    return (total - fixed_bytes(geo, dtype, total)) // block_bytes(geo, dtype)
 
 
 def perplexity(model, dtype):
@@ -136,7 +136,7 @@ def main():
     print(f"omnibus {BIN}, {THREADS} threads; perplexity ctx {CTX} chunks {CHUNKS}; "
           f"bench 64 requests x ({IN} in + {OUT} out), concurrency 64; small pool {SMALL // MIB} MiB, "
           f"big pool {BIG // MIB} MiB; max sequences of {CTX} tokens in {POOL // MIB} MiB\n")
-    print("| model | dtype | bytes/token | vs f16 | fixed residual MiB | perplexity | vs f16 | "
+    print("| model | dtype | bytes/token | vs f16 | fixed residual MiB (64 MiB pool) | perplexity | vs f16 | "
           f"max seqs ({POOL // MIB} MiB) | small pool: blocks | preemptions | output tok/s | "
           "big pool: output tok/s | vs f16 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -151,16 +151,14 @@ def main():
         for dtype in DTYPES:
             r = {"bpt": block_bytes(geo, dtype) / BS}
             nb = blocks_in(geo, dtype, POOL)
-            r["fixed"] = fixed_bytes(geo, dtype, nb) / MIB
+            r["fixed"] = fixed_bytes(geo, dtype, POOL) / MIB
             r["max_seqs"] = nb // (CTX // BS)
+            if dtype in WINDOW:
+                r["max_seqs"] = min(r["max_seqs"], resident_seqs(geo, dtype, POOL))
             r["ppl"] = perplexity(model, dtype)
-            # --kv-cache-memory covers blocks and the residual area; pass the
-            # exact bytes of the most blocks that fit in SMALL with it, since
-            # the engine's search steps down by a whole residual area at a time.
-            nb = blocks_in(geo, dtype, SMALL)
-            small = nb * block_bytes(geo, dtype) + fixed_bytes(geo, dtype, nb)
-            assert engine_blocks(geo, dtype, small) == nb
-            r["small"] = bench(model, dtype, small, outdir, "small")
+            # --kv-cache-memory covers blocks and the residual area
+            r["small"] = bench(model, dtype, SMALL, outdir, "small")
+            assert r["small"]["kv_cache_blocks"] == blocks_in(geo, dtype, SMALL), (dtype, r["small"]["kv_cache_blocks"])
             r["big"] = bench(model, dtype, BIG, outdir, "big")
             rows[dtype] = r
             print(f"  done {model} {dtype}: ppl {r['ppl']:.4f}", file=sys.stderr)
