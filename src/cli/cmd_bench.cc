@@ -49,6 +49,7 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
+#include "kernels/kv_quant.h"
 #include "kv/kv_cache_size.h"
 #include "model/sequence_runner.h"
 #include "util/progress.h"
@@ -441,6 +442,7 @@ int run_engine_workload(const BenchOptions& o) {
   j["peak_kv_usage"] = double(after.peak_kv_blocks_used) / double(after.kv_blocks_total);
   j["kv_waste"] = after.kv_waste_at_peak;
   j["preemptions"] = after.n_preemptions - before.n_preemptions;
+  j["kv_residual_steals"] = after.kv_residual_steals - before.kv_residual_steals;
   j["steps"] = steps;
   j["mean_batch_size"] =
       steps ? double(after.n_seqs_scheduled - before.n_seqs_scheduled) / double(steps) : 0.0;
@@ -487,6 +489,9 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("peak kv usage       {:.1f}% of {} blocks, waste at peak {:.2f}%\n",
              100 * double(j["peak_kv_usage"]), e.info().n_blocks, 100 * double(j["kv_waste"]));
   fmt::print("preemptions         {}\n", uint64_t(j["preemptions"]));
+  if (kv_has_residual(cfg.kv_dtype)) {
+    fmt::print("kv residual steals  {}\n", uint64_t(j["kv_residual_steals"]));
+  }
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",
              double(j["mean_batch_size"]), double(j["mean_step_tokens"]), steps);
   fmt::print("prefix cache        {}, hit rate {:.1f}% ({} scheduling)\n",

@@ -55,6 +55,9 @@ struct Engine::Impl {
     if (storage->geometry().window_blocks() > 0) {  // kivi2: a hit must keep its fp16 window
       kv.set_prefix_limit([st = storage.get()](std::span<const int32_t> b) { return st->usable_prefix(b); });
     }
+    if (kv_has_residual(storage->geometry().dtype)) {  // q4/kivi2: unpin the slots of freed blocks
+      kv.set_on_block_freed([st = storage.get()](int32_t b) { st->release_residual(b); });
+    }
   }
 
   void accept(std::unique_ptr<RequestState> r);
@@ -545,6 +548,7 @@ void Engine::Impl::publish_stats() {
   local.n_waiting = scheduler.n_waiting();
   local.kv_blocks_used = kv.n_used_blocks();
   local.n_preemptions = scheduler.n_preemptions();
+  local.kv_residual_steals = storage->kivi_steals();
   local.prefix_cache_queries = scheduler.n_prefix_cache_queries();
   local.prefix_cache_hits = scheduler.n_prefix_cache_hits();
   local.prefix_cache_hit_rate = local.prefix_cache_queries == 0

@@ -86,6 +86,10 @@ struct EngineStats {
   double kv_waste_at_peak = 0.0;   // unfilled slots / allocated slots, mean over the steps
                                    // at which the most blocks were in use
   uint64_t n_preemptions = 0;
+  // q4/kivi2: residual-slot claims that had to steal a pinned slot or found
+  // none (summed over layers): each makes some reads lossier than the
+  // format's definition (kernels/kv_quant_kivi.h). 0 in normal operation.
+  uint64_t kv_residual_steals = 0;
   uint64_t n_steps = 0;
   uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
   uint64_t n_tokens_generated = 0;  // tokens sampled

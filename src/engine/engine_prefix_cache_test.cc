@@ -330,6 +330,8 @@ void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_token
   // Together, with a small budget (chunked prompts, shared steps).
   const Outcome together = run_all(model, base_config(model, 16, 128, 24, kv_dtype), reqs, false);
   expect_same_outputs(together, off);
+  // kivi2: every read was the format's own (no residual slot stolen)
+  EXPECT_EQ(on.stats.kv_residual_steals + off.stats.kv_residual_steals + together.stats.kv_residual_steals, 0u);
 }
 
 TEST(EnginePrefixCache, TinyLlamaBitwiseEqual) {

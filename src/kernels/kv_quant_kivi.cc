@@ -55,6 +55,16 @@ void KiviResidual::release(int32_t slot) {
   free_.push_back(slot);
 }
 
+void KiviResidual::release_block(int64_t block) {
+  const int32_t slot = slot_of_[size_t(block)];
+  if (slot < 0) return;
+  if (window_ > 0 && fill_[size_t(slot)] == bs_) {
+    retained_[size_t(slot)] = 1;
+  } else {
+    release(slot);
+  }
+}
+
 void KiviResidual::pin(int64_t block) {
   const int32_t slot = slot_of_[size_t(block)];
   if (slot < 0) return;

@@ -70,6 +70,9 @@ class KiviResidual {
     const int32_t s = slot_of_[size_t(block)];
     return s >= 0 && fill_[size_t(s)] == bs_;
   }
+  // No sequence holds `block` any more: its slot, if any, is retained (a
+  // sealed block's window rows, W > 0) or freed. Engine thread, between steps.
+  void release_block(int64_t block);
   int32_t slot_of(int64_t block) const { return slot_of_[size_t(block)]; }
   uint64_t n_steals() const { return n_steals_; }
   uint64_t n_no_slot() const { return n_no_slot_; }

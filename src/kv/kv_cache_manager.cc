@@ -39,7 +39,10 @@ void KvCacheManager::free(int32_t seq) {
   Seq& s = seqs_[size_t(seq)];
   // Release last block first, so that the free list's LRU order evicts a
   // sequence's tail before its (more shareable) head once prefixes are cached.
-  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) pool_.release(*it);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) {
+    pool_.release(*it);
+    if (on_block_freed_ && pool_.ref_count(*it) == 0) on_block_freed_(*it);
+  }
   s.blocks.clear();  // keeps capacity
   s.n_tokens = 0;
   s.n_cached_blocks = 0;

@@ -96,6 +96,11 @@ class KvCacheManager {
   // sequence can start after. match_prefix keeps that many. Unset: all.
   using PrefixLimit = std::function<int32_t(std::span<const int32_t> blocks)>;
   void set_prefix_limit(PrefixLimit limit) { prefix_limit_ = std::move(limit); }
+  // Called by free() for each block no table holds any more (it is then in
+  // the free list, cached or not): the storage lets go of what it keeps per
+  // block (KvStorage::release_residual).
+  using BlockFreed = std::function<void(int32_t block)>;
+  void set_on_block_freed(BlockFreed f) { on_block_freed_ = std::move(f); }
   // Extends `keys` to the keys of t's first n_blocks full blocks (no-op when
   // caching is off). REQUIRES: n_blocks * block_size <= t.size().
   void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
@@ -164,6 +169,7 @@ class KvCacheManager {
   std::vector<int32_t> free_ids_;
   int32_t n_live_ = 0;
   PrefixLimit prefix_limit_;
+  BlockFreed on_block_freed_;
 };
 
 }  // namespace omnibus

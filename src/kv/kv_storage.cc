@@ -120,6 +120,11 @@ int32_t KvStorage::usable_prefix(std::span<const int32_t> blocks) const {
   return 0;
 }
 
+void KvStorage::release_residual(int64_t block) {
+  OMNIBUS_CHECK(block >= 0 && block < n_blocks_);
+  for (const auto& r : kivi_) r->release_block(block);
+}
+
 void KvStorage::copy_block(int64_t src, int64_t dst) {
   OMNIBUS_CHECK(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_);
   const KvUnitBytes u = kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim);

@@ -84,6 +84,11 @@ class KvStorage {
   // every layer (kv_quant_kivi.h); n for the other formats.
   int32_t usable_prefix(std::span<const int32_t> blocks) const;
 
+  // Block `block` is no longer held by any sequence: its residual slots
+  // (q4/kivi2) stop being pinned; a sealed block's fp16 window rows are
+  // retained for a later prefix-cache hit, an open block's slot is freed.
+  void release_residual(int64_t block);
+
   // The K/V pools of one layer, as the attention kernels take them.
   PagedKvLayer layer(int il) const;
 

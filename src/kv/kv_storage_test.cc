@@ -128,5 +128,34 @@ TEST(KvStorage, UsablePrefixNeedsTheWindowRows) {
   EXPECT_EQ((*f16)->usable_prefix(blocks), 3);
 }
 
+// When no sequence holds a block any more (KvCacheManager's free callback),
+// its residual slot stops being pinned: a sealed block's window rows are
+// retained for a prefix-cache hit, an open block's slot is freed. Later
+// sequences then claim slots without stealing from live ones.
+TEST(KvStorage, ReleasedBlocksLetGoOfTheirSlots) {
+  for (bool release : {false, true}) {
+    KvGeometry g = smollm_like(kKvKivi2);
+    g.n_layers = 2;
+    g.kivi_residual_slots = 2;
+    auto st = KvStorage::create(g, 8);
+    ASSERT_TRUE(st.is_ok());
+    KvStorage& kv = **st;
+    std::vector<float> k(size_t(40) * 3 * 64, 0.5f), v(k.size(), -0.25f);
+    const std::vector<int32_t> a{5, 1, 6}, b{2, 3};
+    AttentionSeq sa{0, 40, 0, a.data(), 0};  // blocks 5, 1 sealed (1 in the window), 6 open
+    for (int il = 0; il < 2; ++il) kv_store(kv.layer(il), &sa, 1, k.data(), v.data());
+    const std::vector<int32_t> hit{5, 1};
+    EXPECT_EQ(kv.usable_prefix(hit), 2);
+    if (release) {
+      for (int32_t blk : a) kv.release_residual(blk);
+    }
+    EXPECT_EQ(kv.usable_prefix(hit), 2);  // retained, not dropped
+    AttentionSeq sb{0, 20, 0, b.data(), 0};  // block 2 sealed in its window, 3 open: two slots
+    for (int il = 0; il < 2; ++il) kv_store(kv.layer(il), &sb, 1, k.data(), v.data());
+    EXPECT_EQ(kv.kivi_steals(), release ? 0u : 4u) << release;  // 2 claims x 2 layers
+    EXPECT_EQ(kv.usable_prefix(hit), 0);  // block 1's rows gave way to the live sequence
+  }
+}
+
 }  // namespace
 }  // namespace omnibus
