@@ -315,6 +315,8 @@ std::string ApiServer::engine_state() {
   r["block_size"] = info.block_size;
   r["max_model_len"] = info.max_model_len;
   r["num_preemptions"] = st.n_preemptions;
+  r["kv_residual_steals"] = st.kv_residual_steals;
+  r["max_num_seqs"] = info.max_num_seqs;
   r["engine_steps"] = st.n_steps;
   r["generation_tokens_total"] = tokens;
   r["generation_tokens_per_s"] = rate;

@@ -129,6 +129,9 @@ std::string ServerMetrics::render(const EngineStats& st) const {
   gauge("omnibus:kv_cache_blocks_total", "KV-cache blocks in the pool.", st.kv_blocks_total);
   counter("omnibus:num_preemptions_total", "Sequences preempted (their KV blocks freed, recomputed later).",
           st.n_preemptions);
+  counter("omnibus:kv_residual_steals_total",
+          "q4/kivi2: fp16 residual slots stolen or not to be had, summed over layers (0 in normal operation).",
+          st.kv_residual_steals);
   counter("omnibus:engine_steps_total", "Engine steps run.", st.n_steps);
   counter("omnibus:prefix_cache_queries_total",
           "Prompt tokens looked up in the prefix cache at admission.", st.prefix_cache_queries);

@@ -36,6 +36,7 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
   st.kv_blocks_used = 25;
   st.kv_blocks_total = 100;
   st.n_preemptions = 7;
+  st.kv_residual_steals = 4;
   const std::string t = m.render(st);
   const std::string l = "{model_name=\"smol\\\"lm\"}";
   EXPECT_NE(t.find("# TYPE omnibus:num_requests_running gauge\nomnibus:num_requests_running" + l + " 3\n"),
@@ -44,6 +45,7 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
   EXPECT_NE(t.find("omnibus:num_requests_waiting" + l + " 1\n"), std::string::npos);
   EXPECT_NE(t.find("omnibus:kv_cache_usage_perc" + l + " 0.25\n"), std::string::npos);
   EXPECT_NE(t.find("omnibus:num_preemptions_total" + l + " 7\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_residual_steals_total" + l + " 4\n"), std::string::npos);
   EXPECT_NE(t.find("omnibus:prompt_tokens_total" + l + " 10\n"), std::string::npos);
   EXPECT_NE(t.find("omnibus:generation_tokens_total" + l + " 5\n"), std::string::npos);
   EXPECT_NE(t.find("finished_reason=\"length\"} 2\n"), std::string::npos);

@@ -67,6 +67,7 @@ def test_engine_state(base_url):
     for k in ("num_requests_running", "num_requests_waiting", "kv_blocks_used", "generation_tokens_per_s",
               "num_preemptions", "engine_steps"):
         assert k in s
+    assert s["kv_residual_steals"] == 0 and s["max_num_seqs"] >= 1
 
 
 def test_metrics_exposition(server):

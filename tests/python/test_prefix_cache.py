@@ -36,3 +36,18 @@ def test_queue_time_is_observed(base_url):
     body = {"model": MODEL, "prompt": "Hello", "max_tokens": 2, "temperature": 0}
     httpx.post(base_url + "/v1/completions", json=body, timeout=120).raise_for_status()
     assert metric(base_url, "omnibus:request_queue_time_seconds_count") >= 1
+
+
+def test_kivi2_prefix_hit_keeps_the_answer(start_server):
+    """kivi2 reads the block before a query's open one in fp16: a hit must still
+    hold those rows (else it is cut back), and the answer does not change."""
+    server = start_server("--kv-cache-dtype", "kivi2")
+    base_url = server.base_url
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 8, "temperature": 0}
+    first = httpx.post(base_url + "/v1/completions", json=body, timeout=120).json()
+    second = httpx.post(base_url + "/v1/completions", json=body, timeout=120).json()
+    prompt_tokens = second["usage"]["prompt_tokens"]
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert prompt_tokens - 16 <= cached < prompt_tokens, second["usage"]
+    assert second["choices"][0]["text"] == first["choices"][0]["text"]
+    assert metric(base_url, "omnibus:kv_residual_steals_total") == 0
