@@ -11,10 +11,10 @@
 #include <random>
 
 #include "engine/engine.h"
-#include "kernels/kv_quant.h"
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "gguf/gguf_file.h"
+#include "kernels/kv_quant.h"
 #include "kernels/thread_pool.h"
 #include "model/tiny_model.h"
 
@@ -102,17 +102,12 @@ TEST(BatchInvariance, FakeModel) {
 }
 
 TEST(BatchInvariance, TinyLlama) {
-  TinyLlamaSpec spec;
-  spec.n_ctx = 256;
-  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
-  ASSERT_TRUE(file.is_ok());
   ThreadPool pool(2);
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  expect_batch_invariant(**model, 60, 12, DType::F16, {16, 37, 64});
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  expect_batch_invariant(*model, 60, 12, DType::F16, {16, 37, 64});
   // kivi2: quantized per-channel keys, the fp16 window read from slots
-  expect_batch_invariant(**model, 60, 12, kKvKivi2, {16, 37});
+  expect_batch_invariant(*model, 60, 12, kKvKivi2, {16, 37});
 }
 
 TEST(BatchInvariance, SmolLM2) {

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "engine/engine.h"
-#include "kernels/kv_quant.h"
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "gguf/gguf_file.h"
+#include "kernels/kv_quant.h"
 #include "kernels/thread_pool.h"
 #include "model/tiny_model.h"
 #include "util/sanitizers.h"
@@ -335,31 +335,21 @@ void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_token
 }
 
 TEST(EnginePrefixCache, TinyLlamaBitwiseEqual) {
-  TinyLlamaSpec spec;
-  spec.n_ctx = 256;
-  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
-  ASSERT_TRUE(file.is_ok());
   ThreadPool pool(2);
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  expect_real_model_exact(**model, 40, 6);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  expect_real_model_exact(*model, 40, 6);
 }
 
 // kivi2 reads the block before a query's open one in fp16 (its residual
 // window): a hit must find those rows still held, and then gives exactly the
 // recomputed outputs.
 TEST(EnginePrefixCache, TinyLlamaKivi2BitwiseEqual) {
-  TinyLlamaSpec spec;
-  spec.n_ctx = 256;
-  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
-  ASSERT_TRUE(file.is_ok());
   ThreadPool pool(2);
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  ASSERT_EQ((*model)->kv_geometry(16, kKvKivi2).window_blocks(), 1);
-  expect_real_model_exact(**model, 40, 6, kKvKivi2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->kv_geometry(16, kKvKivi2).window_blocks(), 1);
+  expect_real_model_exact(*model, 40, 6, kKvKivi2);
 }
 
 TEST(EnginePrefixCache, SmolLM2BitwiseEqual) {

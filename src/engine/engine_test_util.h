@@ -12,7 +12,10 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "gguf/gguf_file.h"
+#include "kernels/thread_pool.h"
 #include "model/sequence_runner.h"
+#include "model/tiny_model.h"
 
 namespace omnibus {
 
@@ -62,6 +65,20 @@ inline std::map<int32_t, SeqResult> collect(RequestStream& stream,
     if (events) events->push_back(std::move(*e));
     if (final) return out;
   }
+}
+
+// The tiny random-weight Llama the engine tests run real kernels on (n_ctx
+// 256, seed 5); null (with a test failure) if it does not load.
+inline std::unique_ptr<Model> load_tiny_llama(ThreadPool& pool) {
+  TinyLlamaSpec spec;
+  spec.n_ctx = 256;
+  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
+  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
+  EXPECT_TRUE(file.is_ok());
+  if (!file.is_ok()) return nullptr;
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  return model.is_ok() ? std::move(model).value() : nullptr;
 }
 
 inline SamplingParams greedy() {

@@ -55,14 +55,17 @@ void KiviResidual::release(int32_t slot) {
   free_.push_back(slot);
 }
 
-void KiviResidual::release_block(int64_t block) {
-  const int32_t slot = slot_of_[size_t(block)];
-  if (slot < 0) return;
+void KiviResidual::unpin(int32_t slot) {
   if (window_ > 0 && fill_[size_t(slot)] == bs_) {
-    retained_[size_t(slot)] = 1;
+    retained_[size_t(slot)] = 1;  // keeps a sealed block's rows for a later prefix-cache hit
   } else {
     release(slot);
   }
+}
+
+void KiviResidual::release_block(int64_t block) {
+  const int32_t slot = slot_of_[size_t(block)];
+  if (slot >= 0) unpin(slot);
 }
 
 void KiviResidual::pin(int64_t block) {
@@ -75,32 +78,25 @@ void KiviResidual::pin(int64_t block) {
 void KiviResidual::begin_call() {
   ++calls_;
   for (const auto& [slot, block] : pending_) {
-    if (owner_[size_t(slot)] != block) continue;  // taken meanwhile
-    if (window_ == 0) {
-      release(slot);
-    } else {
-      retained_[size_t(slot)] = 1;  // keeps the rows for a later prefix-cache hit
-    }
+    if (owner_[size_t(slot)] == block) unpin(slot);  // else taken meanwhile
   }
   pending_.clear();
 }
 
+int32_t KiviResidual::lru_retained(int32_t avoid) const {
+  int32_t best = -1;
+  for (int32_t s = 0; s < n_slots_; ++s) {
+    if (s != avoid && retained_[size_t(s)] && (best < 0 || stamp_[size_t(s)] < stamp_[size_t(best)])) best = s;
+  }
+  return best;
+}
+
 int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid, bool soft) {
   int32_t slot = -1;
-  int32_t lru_retained = -1;
-  if (free_.empty()) {
-    for (int32_t s = 0; s < n_slots_; ++s) {
-      if (s != avoid && retained_[size_t(s)] &&
-          (lru_retained < 0 || stamp_[size_t(s)] < stamp_[size_t(lru_retained)])) {
-        lru_retained = s;
-      }
-    }
-  }
   if (!free_.empty()) {
     slot = free_.back();
     free_.pop_back();
-  } else if (lru_retained >= 0) {  // a sealed block left behind: it is read quantized from now on
-    slot = lru_retained;
+  } else if ((slot = lru_retained(avoid)) >= 0) {  // a sealed block left behind: read quantized from now on
     slot_of_[size_t(owner_[size_t(slot)])] = -1;
   } else if (soft) {
     return -1;

@@ -96,7 +96,11 @@ class KiviResidual {
   // one, else (unless `soft`) a stolen pinned one (an open victim's keys
   // converted to per-token keys); -1 if none.
   int32_t claim(const PagedKvLayer& kv, int64_t block, int32_t avoid, bool soft = false);
-  void release(int32_t slot);
+  int32_t lru_retained(int32_t avoid) const;  // the retained slot used least recently, or -1
+  void release(int32_t slot);                 // to the free list
+  // No longer pinned: retained if it holds a sealed block's window rows
+  // (W > 0), else released.
+  void unpin(int32_t slot);
   void pin(int64_t block);  // a query of this call reads the block's rows
 
   const int n_kv_, bs_, hd_, n_slots_, window_;
