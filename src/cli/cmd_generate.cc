@@ -203,7 +203,8 @@ int run_chat(GenerateOptions& o, LoadedModel& m, DType kv_dtype) {
     tmpl = chat_template_from_gguf(*m.file);
   }
   if (!tmpl.is_ok()) return fail(tmpl.status(), exit_code), exit_code;
-  StatusOr<std::unique_ptr<SequenceRunner>> runner = SequenceRunner::create(*m.model, o.ctx_size, kv_dtype, 16, o.kv_residual_blocks);
+  StatusOr<std::unique_ptr<SequenceRunner>> runner =
+      SequenceRunner::create(*m.model, o.ctx_size, kv_dtype, 16, o.kv_residual_blocks);
   if (!runner.is_ok()) return fail(runner.status(), exit_code), exit_code;
   ChatSession session(o, m, *tmpl, **runner);
 

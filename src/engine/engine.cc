@@ -131,7 +131,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
     const int64_t per_seq = 1 + geometry.window_blocks();
     int64_t seqs = std::min<int64_t>(config.max_num_seqs, kKiviMaxResidentSeqs);
     if (config.kv_cache_bytes > 0) {
-      seqs = std::min<int64_t>(seqs, config.kv_cache_bytes / 2 / (per_seq * int64_t(geometry.residual_slot_bytes())));
+      const int64_t seq_bytes = per_seq * int64_t(geometry.residual_slot_bytes());
+      seqs = std::min<int64_t>(seqs, config.kv_cache_bytes / 2 / seq_bytes);
     }
     seqs = std::max<int64_t>(seqs, 1);
     geometry.kivi_residual_slots = int(seqs * per_seq);

@@ -28,7 +28,8 @@ void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32
     case kKvQ4:
     case kKvKivi2: {
       const bool rot = is_v && kv_rotates_v(kv.dtype);
-      const uint16_t* x = kivi_reads_f16(qpos, j, bs, kv.kivi->window_blocks()) ? kivi_f16_row(kv, s, h, j, is_v) : nullptr;
+      const bool f16 = kivi_reads_f16(qpos, j, bs, kv.kivi->window_blocks());
+      const uint16_t* x = f16 ? kivi_f16_row(kv, s, h, j, is_v) : nullptr;
       if (x != nullptr) {
         for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
       } else if (!is_v) {
