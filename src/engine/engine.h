@@ -61,10 +61,6 @@ struct EngineConfig {
   std::function<void(uint64_t, int32_t, int32_t, std::span<const float>)> on_logits;
 };
 
-// q4/kivi2: the most sequences the engine sizes fp16 residual slots for (and
-// so runs at once, whatever --max-num-seqs).
-inline constexpr int32_t kKiviMaxResidentSeqs = 64;
-
 // Fixed at creation.
 struct EngineInfo {
   int32_t n_blocks = 0;

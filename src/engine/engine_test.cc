@@ -55,6 +55,7 @@ TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
     for (int64_t extra : {int64_t(0), bb / 2, bb - 1}) {
       EngineConfig c = fake_config(model, 1);
       c.kv_dtype = dtype;
+      c.max_num_seqs = 64;  // the slots of 64 sequences: the geometry's default
       c.kv_cache_bytes = 300 * bb + fixed + extra;
       auto engine = Engine::create(model, c);
       ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
@@ -66,8 +67,8 @@ TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
 }
 
 // q4/kivi2: each running sequence pins 1 + window residual slots; the engine
-// sizes them for at most 64 sequences and half of --kv-cache-memory, and runs
-// no more sequences than they serve.
+// sizes them for --max-num-seqs sequences within half of --kv-cache-memory,
+// and runs no more sequences than they serve.
 TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
   FakeModel model;
   for (DType dtype : {kKvKivi2, kKvQ4}) {
@@ -89,7 +90,11 @@ TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
     c.kv_cache_bytes = 1000 * per_seq * slot;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, kKiviMaxResidentSeqs) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().max_num_seqs, 256) << kv_dtype_name(dtype);  // no fixed cap
+    c.kv_cache_bytes = 0;  // the default pool: slots for all --max-num-seqs
+    e = Engine::create(model, c);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_EQ((*e)->info().max_num_seqs, 256) << kv_dtype_name(dtype);
   }
   EngineConfig f16 = fake_config(model, 100);
   f16.max_num_seqs = 256;

@@ -50,8 +50,8 @@ Status validate(const SamplingParams& p, int32_t n_vocab) {
                                       id, bias);
     }
   }
-  if (p.n_logprobs < 0 || p.n_logprobs > 20) {
-    return Status::invalid_argument("logprobs must be in [0, 20], got {}", p.n_logprobs);
+  if (p.n_logprobs < -1 || p.n_logprobs > 20) {
+    return Status::invalid_argument("logprobs must be in [0, 20] (or -1: none), got {}", p.n_logprobs);
   }
   return Status::ok();
 }
@@ -349,9 +349,10 @@ int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
 }
 
 // Raw log_softmax of the (restored) logits: the sampled id's logprob and the
-// n_logprobs best alternatives.
+// n_logprobs best alternatives (nothing when n_logprobs < 0).
 void fill_raw_logprobs(const SamplingParams& p, int32_t n_vocab, Scratch& s,
                        const float* logits, SampledToken& out) {
+  if (p.n_logprobs < 0) return;
   const float max_logit = logits[argmax_id(logits, n_vocab)];
   const float lse = log_sum_exp(logits, n_vocab, max_logit);  // as logprobs.cc
   out.logprob = logits[out.id] - lse;

@@ -28,7 +28,9 @@
 // Logprobs are "raw", like vLLM's default logprobs mode: log_softmax of the
 // model's logits as passed in, before bias, penalties or temperature. The
 // sampled token's logprob and the top `n_logprobs` alternatives (sorted by
-// descending logprob, ties by id) are both raw.
+// descending logprob, ties by id) are both raw. With n_logprobs = -1 (the
+// default: the request asked for none) neither is computed, which saves a
+// log-sum-exp over the vocabulary per token.
 //
 // The RNG is xoshiro256** seeded through splitmix64, with our own
 // u64 -> double conversion, so a seed gives the same stream on every platform.
@@ -71,7 +73,7 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // (id, bias in [-100, 100])
   uint64_t seed = 0;
   bool has_seed = false;  // false => seeded from std::random_device
-  int32_t n_logprobs = 0;  // [0, 20] top alternatives to return
+  int32_t n_logprobs = -1;  // -1: no logprobs; [0, 20]: the sampled one's plus this many alternatives
 };
 
 // OK, or kInvalidArgument naming the first out-of-range field.
@@ -79,7 +81,7 @@ Status validate(const SamplingParams& params, int32_t n_vocab);
 
 struct SampledToken {
   int32_t id = -1;
-  float logprob = 0.0f;  // raw log_softmax of the sampled id
+  float logprob = 0.0f;  // raw log_softmax of the sampled id (0 when n_logprobs < 0)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // [n_logprobs] (id, raw logprob)
 };
 

@@ -304,6 +304,22 @@ TEST(SamplerTest, LowTemperatureSharpens) {
   EXPECT_GE(zeros, 998);
 }
 
+TEST(SamplerTest, NoLogprobsUnlessAsked) {
+  std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  ASSERT_EQ(p.n_logprobs, -1);  // the default: none
+  const SampledToken none = Sampler(p, 4).sample(logits.data(), {}, {});
+  EXPECT_EQ(none.id, 0);
+  EXPECT_EQ(none.logprob, 0.0f);
+  EXPECT_TRUE(none.top_logprobs.empty());
+  p.n_logprobs = 0;  // the sampled token's only
+  const SampledToken one = Sampler(p, 4).sample(logits.data(), {}, {});
+  EXPECT_EQ(one.id, 0);
+  EXPECT_LT(one.logprob, 0.0f);
+  EXPECT_TRUE(one.top_logprobs.empty());
+}
+
 TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
   std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
   SamplingParams p;
@@ -349,6 +365,7 @@ TEST(SamplerTest, ValidateRejectsOutOfRange) {
   bad([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; });
   bad([](SamplingParams& p) { p.logit_bias = {{5, 101.0f}}; });
   bad([](SamplingParams& p) { p.n_logprobs = 21; });
+  bad([](SamplingParams& p) { p.n_logprobs = -2; });
   EXPECT_FALSE(validate(SamplingParams{}, 0).is_ok());
   SamplingParams edge;
   edge.top_p = 1.0f;

@@ -5,8 +5,8 @@ For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
   - bytes per token of the pool's blocks (formula of kernels/kv_quant.h, from
     the GGUF's layer/head geometry) and, for kivi2 and q4 (KIVI keys), the
     fixed fp16 residual area (as src/engine/engine.cc sizes it: 1 + window
-    slots per layer for each of at most 64 running sequences, at most half of
-    the memory; the window is 1 block for kivi2, 0 for q4);
+    slots per layer for each of --max-num-seqs (256) running sequences, at most
+    half of the memory; the window is 1 block for kivi2, 0 for q4);
   - perplexity: omnibus perplexity -f tests/data/perplexity.txt --ctx-size 512
     and its change against f16;
   - max concurrent sequences of CTX (512) tokens in a POOL (64 MiB) pool,
@@ -42,8 +42,8 @@ IN = int(os.environ.get("IN", "64"))
 OUT = int(os.environ.get("OUT", "64"))
 DTYPES = os.environ.get("DTYPES", "f32 f16 q8 q4 kivi2").split()
 BS = 16
-KIVI_MAX_SEQS = 64  # kKiviMaxResidentSeqs
 WINDOW = {"kivi2": 1, "q4": 0}  # kv_default_window_blocks
+MAX_NUM_SEQS = 256  # --max-num-seqs default
 
 
 def run(args, stdout_only=False):
@@ -97,7 +97,7 @@ def resident_seqs(geo, dtype, total):
     n_layers, n_kv, hd = geo
     per_seq = 1 + WINDOW[dtype]
     slot = n_layers * 2 * n_kv * BS * hd * 2
-    return max(1, min(KIVI_MAX_SEQS, total // 2 // (per_seq * slot)))
+    return max(1, min(MAX_NUM_SEQS, total // 2 // (per_seq * slot)))
 
 
 def fixed_bytes(geo, dtype, total):
