@@ -388,9 +388,9 @@ void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum,
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
       // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
       act[b].d[lane] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-      if (with_sum) {
-        act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(simd::hsum_i32(sum)) * d, _MM_FROUND_TO_NEAREST_INT));
-      }
+      const int32_t qsum = simd::hsum_i32(sum);
+      act[b].qsum[lane] = qsum;
+      if (with_sum) act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(qsum) * d, _MM_FROUND_TO_NEAREST_INT));
     }
   }
 }

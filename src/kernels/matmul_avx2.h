@@ -26,8 +26,9 @@ struct ActBlock32 {
   int8_t qs[kTok][32];
   float d[kTok];
   float s[kTok];  // fp16(d * sum(qs)) as f32 (Q8_1); unused for Q8_0 pairings
+  int32_t qsum[kTok];  // exact sum(qs) (the packed Q5_0 kernel's offset term)
 };
-static_assert(sizeof(ActBlock32) == 160);
+static_assert(sizeof(ActBlock32) == 176);
 
 // Quantizes n_valid <= kTok tokens (rows of x, n_in floats each) into
 // act[0..n_in / 32); s is filled when with_sum. Bit-exact with the reference

@@ -53,6 +53,7 @@ void BM_Matmul_Q4_1_576x576(benchmark::State& s) { run_shape(s, DType::Q4_1, 576
 void BM_Matmul_Q4_1_576x192(benchmark::State& s) { run_shape(s, DType::Q4_1, 576, 192); }
 void BM_Matmul_Q8_0_576x49152(benchmark::State& s) { run_shape(s, DType::Q8_0, 576, 49152); }
 // K-quants need n_in % 256 == 0: 768 stands in for 576.
+void BM_Matmul_Q5_0_640x2048(benchmark::State& s) { run_shape(s, DType::Q5_0, 640, 2048); }  // Gemma 3 gate/up
 void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 768, 1536); }
 void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
 
@@ -65,6 +66,7 @@ OMNIBUS_SHAPE(BM_Matmul_Q4_1_1536x576);
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x576);
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x192);
 OMNIBUS_SHAPE(BM_Matmul_Q8_0_576x49152);
+OMNIBUS_SHAPE(BM_Matmul_Q5_0_640x2048);
 OMNIBUS_SHAPE(BM_Matmul_Q4_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q6_K_768x1536);
 

@@ -20,17 +20,29 @@ using matmul_avx2::kTok;
 //   Q4_1: per block b, 160 bytes: qs[4][8 rows][4 bytes], half d[8], half m[8]
 //   Q8_0: per pair of blocks (2p, 2p+1), 544 bytes: qs of 2p, qs of 2p+1
 //         (each [8][8 rows][4 bytes]), half d[8] of 2p, half d[8] of 2p+1
+//   Q5_0: per block b, 176 bytes: qs[4][8 rows][4 bytes] as Q4_1, then
+//         hb[8 rows][4 bytes], then half d[8]. Byte k of row r's hb holds the
+//         fifth bits of the elements that byte k of qs[i] carries: bit 2i
+//         that of its low nibble (element 4i+k), bit 2i+1 that of its high
+//         nibble (element 16+4i+k).
 // qs[i][r] is bytes 4i..4i+3 of row r's block quants: for Q4_1 their low
 // nibbles are elements 4i..4i+3 and high nibbles 16+4i..16+4i+3; for Q8_0
 // they are elements 4i..4i+3. Groups follow each other, so a run of groups is
 // one linear stream (hardware and software prefetch friendly).
-constexpr size_t kBlock41 = 160, kPair80 = 544;
+constexpr size_t kBlock41 = 160, kPair80 = 544, kBlock50 = 176;
 inline size_t qs41(int64_t b) { return size_t(b) * kBlock41; }
 inline size_t sc41(int64_t b) { return size_t(b) * kBlock41 + 128; }
 inline size_t qs80(int64_t b) { return size_t(b / 2) * kPair80 + size_t(b % 2) * 256; }
 inline size_t sc80(int64_t b) { return size_t(b / 2) * kPair80 + 512 + size_t(b % 2) * 16; }
+inline size_t qs50(int64_t b) { return size_t(b) * kBlock50; }
+inline size_t hb50(int64_t b) { return size_t(b) * kBlock50 + 128; }
+inline size_t sc50(int64_t b) { return size_t(b) * kBlock50 + 160; }
 size_t group_used_bytes(DType type, int64_t nb) {
-  return type == DType::Q4_1 ? size_t(nb) * kBlock41 : size_t((nb + 1) / 2) * kPair80;
+  switch (type) {
+    case DType::Q4_1: return size_t(nb) * kBlock41;
+    case DType::Q5_0: return size_t(nb) * kBlock50;
+    default: return size_t((nb + 1) / 2) * kPair80;
+  }
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -125,6 +137,39 @@ void pack_group_q4_1(const WeightView& w, int64_t g, uint8_t* out) {
                                          load_i32(blk[6]), load_i32(blk[7]));
     const __m256i s = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, split), _MM_SHUFFLE(3, 1, 2, 0));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + sc41(b)), s);
+  }
+}
+
+void pack_group_q5_0(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ5_0 zero{};
+  const int64_t nb = w.n_in / kQK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ5_0), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ5_0* blk[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      blk[r] = reinterpret_cast<const BlockQ5_0*>(rows.row[r] + size_t(b) * rows.step[r]);
+    }
+    __m256i v[4], o[4];
+    for (int p = 0; p < 4; ++p) v[p] = _mm256_set_m128i(load128(blk[p + 4]->qs), load128(blk[p]->qs));
+    transpose_4x8(v, o);
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + qs50(b) + 32 * i), o[i]);
+    }
+    uint8_t* hb = out + hb50(b);
+    uint16_t d[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const uint32_t qh = uint32_t(load_i32(blk[r]->qh));
+      for (int k = 0; k < 4; ++k) {
+        uint8_t byte = 0;
+        for (int i = 0; i < 4; ++i) {
+          byte |= uint8_t(((qh >> (4 * i + k)) & 1u) << (2 * i));
+          byte |= uint8_t(((qh >> (16 + 4 * i + k)) & 1u) << (2 * i + 1));
+        }
+        hb[4 * r + k] = byte;
+      }
+      d[r] = blk[r]->d;
+    }
+    std::memcpy(out + sc50(b), d, sizeof(d));
   }
 }
 
@@ -328,16 +373,6 @@ void kernel_q4_1_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
   }
 }
 
-using PairKernelFn = void (*)(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, int64_t,
-                              const ActBlock32*, float*, int64_t, int);
-
-PairKernelFn pair_kernel(int t) {
-  static const PairKernelFn fns[kTok + 1] = {nullptr, kernel_q4_1_unpacked_pair<1>,
-                                             kernel_q4_1_unpacked_pair<2>, kernel_q4_1_unpacked_pair<3>,
-                                             kernel_q4_1_unpacked_pair<4>};
-  return fns[t];
-}
-
 using UnpackedKernelFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const ActBlock32*,
                                   const ActBlock32*, float*, int64_t, int);
 
@@ -347,12 +382,154 @@ using UnpackedKernelFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const
 // Tokens per call of the unpacked kernel (<= 2 * kTok).
 constexpr int kUnpackedTok = OMNIBUS_UNPACKED_TOK;
 
-UnpackedKernelFn unpacked_kernel(int t) {
-  static const UnpackedKernelFn fns[2 * kTok + 1] = {
-      nullptr, kernel_q4_1_unpacked<1>, kernel_q4_1_unpacked<2>, kernel_q4_1_unpacked<3>,
-      kernel_q4_1_unpacked<4>, kernel_q4_1_unpacked<5>, kernel_q4_1_unpacked<6>,
-      kernel_q4_1_unpacked<7>, kernel_q4_1_unpacked<8>};
-  return fns[t];
+
+// ----------------------------------------------------------------- Q5_0
+// Unsigned quants u = q + 16 in [0, 31] (nibble | fifth bit << 4), so
+// maddubs(u, a) needs no sign trick; the exact block sum is then
+//   sum (u - 16) * a = sum u * a - 16 * sum a      (sum a: ActBlock32::qsum)
+// Two steps of maddubs pairs add up in int16 (|pair| <= 2 * 31 * 127, four of
+// them <= 31496: exact) before widening.
+
+// The fifth bits of step i's low (p = 2i) or high (p = 2i + 1) nibbles, as
+// 0x10 per byte (16-bit shifts: the bits crossing a byte boundary never land
+// on bit 4).
+template <int P>
+inline __m256i fifth_bits(__m256i hb) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  if constexpr (P <= 4) return _mm256_and_si256(_mm256_slli_epi16(hb, 4 - P), bit4);
+  else return _mm256_and_si256(_mm256_srli_epi16(hb, P - 4), bit4);
+}
+
+// Step i's unsigned quants of a packed Q5_0 block: low and high halves.
+template <int I>
+inline void q5_0_step(const uint8_t* q, __m256i hb, __m256i* lo, __m256i* hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i wq = load256(q + 32 * I);
+  *lo = _mm256_or_si256(_mm256_and_si256(wq, m4), fifth_bits<2 * I>(hb));
+  *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), fifth_bits<2 * I + 1>(hb));
+}
+
+// acc = fma(d_w * d_a, float(isum), acc) with isum = widened s16 halves - 16 * sum a.
+inline __m256 q5_0_block_acc(__m256i s32, int32_t qsum, __m256 dw, const float* da, __m256 acc) {
+  const __m256i isum = _mm256_sub_epi32(s32, _mm256_set1_epi32(16 * qsum));
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(da)), _mm256_cvtepi32_ps(isum), acc);
+}
+
+// One packed group x T tokens (the nibbles and fifth bits merged per token
+// tile: the decode path).
+template <int T>
+void kernel_q5_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
+                 int n_rows) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* q = group + qs50(b);
+    for (int l = 0; l < 3; ++l) prefetch(q + 64 * l);
+    const __m256i hb = load256(group + hb50(b));
+    __m256i s32[T];
+    auto half = [&]<int I0>() {
+      __m256i lo0, hi0, lo1, hi1;
+      q5_0_step<I0>(q, hb, &lo0, &hi0);
+      q5_0_step<I0 + 1>(q, hb, &lo1, &hi1);
+      for (int t = 0; t < T; ++t) {
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, bcast32(a.qs[t] + 4 * I0)),
+                                     _mm256_maddubs_epi16(hi0, bcast32(a.qs[t] + 16 + 4 * I0)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(lo1, bcast32(a.qs[t] + 4 * I0 + 4)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(hi1, bcast32(a.qs[t] + 20 + 4 * I0)));
+        const __m256i w = _mm256_madd_epi16(p, ones);
+        s32[t] = I0 == 0 ? w : _mm256_add_epi32(s32[t], w);
+        keep_in_register(s32[t]);
+      }
+    };
+    half.template operator()<0>();
+    half.template operator()<2>();
+    const __m256 dw = _mm256_cvtph_ps(load128(group + sc50(b)));
+    for (int t = 0; t < T; ++t) acc[t] = q5_0_block_acc(s32[t], a.qsum[t], dw, &a.d[t], acc[t]);
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+// A Q5_0 group's unsigned quants, one byte per element, once per group for
+// the many-token path: the layout of unpack_group_q4_1 (kUnpacked41 bytes
+// per block).
+void unpack_group_q5_0(const uint8_t* group, int64_t nb, uint8_t* out);
+
+// kernel_q5_0 on two groups unpacked by unpack_group_q5_0 (rows 8-15 from u1
+// / group1, n_rows1 of them valid), T <= kTok tokens: each activation
+// broadcast feeds both groups. Same integer sums and float operations in the
+// same order per output: bitwise equal to kernel_q5_0.
+template <int T>
+void kernel_q5_0_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                               const uint8_t* group1, int64_t nb, const ActBlock32* act, float* y,
+                               int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* v0 = u0 + size_t(b) * kUnpacked41;
+    const uint8_t* v1 = u1 + size_t(b) * kUnpacked41;
+    __m256i s0[T], s1[T], w0[T], w1[T];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m256i lo0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v0 + 64 * i));
+      const __m256i hi0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v0 + 64 * i + 32));
+      const __m256i lo1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v1 + 64 * i));
+      const __m256i hi1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v1 + 64 * i + 32));
+      for (int t = 0; t < T; ++t) {
+        const __m256i al = bcast32(a.qs[t] + 4 * i), ah = bcast32(a.qs[t] + 16 + 4 * i);
+        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah));
+        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah));
+        if (i % 2 == 0) {
+          w0[t] = p0;
+          w1[t] = p1;
+        } else {  // widen every two steps
+          const __m256i x0 = _mm256_madd_epi16(_mm256_add_epi16(w0[t], p0), ones);
+          const __m256i x1 = _mm256_madd_epi16(_mm256_add_epi16(w1[t], p1), ones);
+          s0[t] = i == 1 ? x0 : _mm256_add_epi32(s0[t], x0);
+          s1[t] = i == 1 ? x1 : _mm256_add_epi32(s1[t], x1);
+        }
+        if constexpr (kUnpackedBarrier) {
+          keep_in_register(i % 2 == 0 ? w0[t] : s0[t]);
+          keep_in_register(i % 2 == 0 ? w1[t] : s1[t]);
+        }
+      }
+    }
+    const __m256 dw0 = _mm256_cvtph_ps(load128(group0 + sc50(b)));
+    const __m256 dw1 = _mm256_cvtph_ps(load128(group1 + sc50(b)));
+    for (int t = 0; t < T; ++t) {
+      acc0[t] = q5_0_block_acc(s0[t], a.qsum[t], dw0, &a.d[t], acc0[t]);
+      acc1[t] = q5_0_block_acc(s1[t], a.qsum[t], dw1, &a.d[t], acc1[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    store_rows(y + t * y_stride, acc0[t], kGroupRows);
+    store_rows(y + t * y_stride + kGroupRows, acc1[t], n_rows1);
+  }
+}
+
+void unpack_group_q5_0(const uint8_t* group, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = group + qs50(b);
+    const __m256i hb = load256(group + hb50(b));
+    auto* o = reinterpret_cast<__m256i*>(out + size_t(b) * kUnpacked41);
+    __m256i lo, hi;
+    q5_0_step<0>(q, hb, &lo, &hi);
+    _mm256_store_si256(o + 0, lo);
+    _mm256_store_si256(o + 1, hi);
+    q5_0_step<1>(q, hb, &lo, &hi);
+    _mm256_store_si256(o + 2, lo);
+    _mm256_store_si256(o + 3, hi);
+    q5_0_step<2>(q, hb, &lo, &hi);
+    _mm256_store_si256(o + 4, lo);
+    _mm256_store_si256(o + 5, hi);
+    q5_0_step<3>(q, hb, &lo, &hi);
+    _mm256_store_si256(o + 6, lo);
+    _mm256_store_si256(o + 7, hi);
+  }
 }
 
 // Signed weights: |w| x (a with w's sign) per 4-byte lane (|pair| <= 2 * 128 * 127).
@@ -431,34 +608,65 @@ void kernel_q8_0_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, 
 }
 
 using PairFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const ActBlock32*, float*, int64_t, int);
-
 using KernelFn = void (*)(const uint8_t*, int64_t, const ActBlock32*, float*, int64_t, int);
 using PackFn = void (*)(const WeightView&, int64_t, uint8_t*);
+using UnpackFn = void (*)(const uint8_t*, int64_t, uint8_t*);
+using UnpackedPairFn = void (*)(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, int64_t,
+                                const ActBlock32*, float*, int64_t, int);
 
+// A packed type's kernels. Calls with several token tiles take the first of:
+// unpack (quants split to bytes once per group; upair for two groups, else
+// unpacked_single if any, else kernel), then pair, then kernel.
 struct Ops {
-  KernelFn kernel[kTok + 1];
+  KernelFn kernel[kTok + 1];  // one packed group, T tokens
   PackFn pack;
   bool with_sum;              // Q8_1 activations
-  PairFn pair[kTok + 1];      // two groups per call (null: none for this type)
+  PairFn pair[kTok + 1];      // two packed groups per call (null: none for this type)
+  UnpackFn unpack;            // null: no unpacked path
+  UnpackedPairFn upair[kTok + 1];
+  UnpackedKernelFn unpacked_single[2 * kTok + 1];  // null: kernel on the packed group
 };
 
 const Ops& ops_for(DType type) {
   static const Ops q4_1{{nullptr, kernel_q4_1<1>, kernel_q4_1<2>, kernel_q4_1<3>, kernel_q4_1<4>},
-                        pack_group_q4_1, true, {}};
+                        pack_group_q4_1,
+                        true,
+                        {},
+                        unpack_group_q4_1,
+                        {nullptr, kernel_q4_1_unpacked_pair<1>, kernel_q4_1_unpacked_pair<2>,
+                         kernel_q4_1_unpacked_pair<3>, kernel_q4_1_unpacked_pair<4>},
+                        {nullptr, kernel_q4_1_unpacked<1>, kernel_q4_1_unpacked<2>, kernel_q4_1_unpacked<3>,
+                         kernel_q4_1_unpacked<4>, kernel_q4_1_unpacked<5>, kernel_q4_1_unpacked<6>,
+                         kernel_q4_1_unpacked<7>, kernel_q4_1_unpacked<8>}};
   static const Ops q8_0{{nullptr, kernel_q8_0<1>, kernel_q8_0<2>, kernel_q8_0<3>, kernel_q8_0<4>},
-                        pack_group_q8_0, false,
+                        pack_group_q8_0,
+                        false,
                         {nullptr, kernel_q8_0_pair<1>, kernel_q8_0_pair<2>, kernel_q8_0_pair<3>,
-                         kernel_q8_0_pair<4>}};
+                         kernel_q8_0_pair<4>},
+                        nullptr,
+                        {},
+                        {}};
+  static const Ops q5_0{{nullptr, kernel_q5_0<1>, kernel_q5_0<2>, kernel_q5_0<3>, kernel_q5_0<4>},
+                        pack_group_q5_0,
+                        false,
+                        {},
+                        unpack_group_q5_0,
+                        {nullptr, kernel_q5_0_unpacked_pair<1>, kernel_q5_0_unpacked_pair<2>,
+                         kernel_q5_0_unpacked_pair<3>, kernel_q5_0_unpacked_pair<4>},
+                        {}};
   switch (type) {
     case DType::Q4_1: return q4_1;
     case DType::Q8_0: return q8_0;
+    case DType::Q5_0: return q5_0;
     default: OMNIBUS_CHECK(false && "no packed kernel for this type"); return q4_1;
   }
 }
 
 }  // namespace
 
-bool has_packed_kernel(DType type) { return type == DType::Q4_1 || type == DType::Q8_0; }
+bool has_packed_kernel(DType type) {
+  return type == DType::Q4_1 || type == DType::Q8_0 || type == DType::Q5_0;
+}
 
 size_t group_bytes(DType type, int64_t n_in) {
   return round_up(group_used_bytes(type, n_in / kQK), 64);
@@ -529,9 +737,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
     pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
   }
-  // Q4_1 with more than one token tile: each group's nibbles are split once
-  // (per-thread buffer) and shared by all its tiles.
-  const bool unpack = type == DType::Q4_1 && n_tiles > 1;
+  // Q4_1 / Q5_0 with more than one token tile: each group's quants are split
+  // to bytes once (per-thread buffer) and shared by all its tiles.
+  const bool unpack = ops.unpack != nullptr && n_tiles > 1;
   const size_t ub = size_t(nb) * kUnpacked41;
   uint8_t* unpack_buf = nullptr;
   if (unpack) {
@@ -620,11 +828,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         const bool pair = gg + 1 < g1 && gg + 1 < first_group[m + 1];
         const int step = pair ? 2 : 1;
         uint8_t* ubuf = unpack_buf + size_t(thread) * 2 * ub;
-        unpack_group_q4_1(gp, nb, ubuf);
+        const bool single_unpacked = ops.unpacked_single[1] != nullptr;
+        if (pair || single_unpacked) ops.unpack(gp, nb, ubuf);
         const uint8_t* gp1 = nullptr;
         if (pair) {
           gp1 = group_ptr(m, g + 1, 1);
-          unpack_group_q4_1(gp1, nb, ubuf + ub);
+          ops.unpack(gp1, nb, ubuf + ub);
         }
         // The next groups are read only after these ones' many token tiles:
         // bring them towards L2 now (a layer's weights come from DRAM).
@@ -635,8 +844,13 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
-            pair_kernel(T)(ubuf, ubuf + ub, gp, gp1, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out,
-                           n_rows1);
+            ops.upair[T](ubuf, ubuf + ub, gp, gp1, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out,
+                         n_rows1);
+          }
+        } else if (!single_unpacked) {
+          for (int64_t tile = c0; tile < c1; ++tile) {
+            const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
+            ops.kernel[T](gp, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out, n_rows);
           }
         } else {
           constexpr int64_t tiles_per_call = kUnpackedTok / kTok;
@@ -644,7 +858,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             const int T = int(std::min<int64_t>({kUnpackedTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
             const ActBlock32* a0 = act + tile * nb;
             const ActBlock32* a1 = T > kTok ? a0 + nb : a0;
-            unpacked_kernel(T)(ubuf, gp, nb, a0, a1, y + tile * kTok * w.n_out, w.n_out, n_rows);
+            ops.unpacked_single[T](ubuf, gp, nb, a0, a1, y + tile * kTok * w.n_out, w.n_out, n_rows);
           }
         }
         gg += step;

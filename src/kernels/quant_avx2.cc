@@ -154,24 +154,24 @@ float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
   return simd::hsum(acc);
 }
 
+// Q5_0, Q8_0 and Q4_1 keep one scalar accumulator and an exact int32 sum per
+// block: the per-output arithmetic of the packed matmul
+// (matmul_packed_avx2.h), so vec_dot and matmul agree bitwise.
 float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ5_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     // q - 16 = nibble | 0xF0 (as int8) where the fifth bit is clear, nibble where set.
     const __m256i hi = _mm256_andnot_si256(simd::bits_to_bytes(simd::load_u32(x[i].qh)),
                                            _mm256_set1_epi8(int8_t(0xF0)));
     const __m256i q = _mm256_or_si256(simd::nibbles_32(x[i].qs), hi);
-    const __m256 p = _mm256_cvtepi32_ps(simd::dot_s8s8(q, load256(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+    const int32_t isum = simd::hsum_i32(simd::dot_s8s8(q, load256(y[i].qs)));
+    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
   }
-  return simd::hsum(acc);
+  return acc;
 }
 
-// Q8_0 and Q4_1 keep one scalar accumulator and an exact int32 sum per block:
-// the per-output arithmetic of the packed matmul (matmul_packed_avx2.h), so
-// vec_dot and matmul agree bitwise.
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
