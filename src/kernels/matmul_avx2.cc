@@ -34,15 +34,6 @@ struct WQ4_0 {
     return _mm256_sub_epi8(simd::nibbles_32(b.qs), _mm256_set1_epi8(8));
   }
 };
-struct WQ5_0 {
-  using Block = BlockQ5_0;
-  static constexpr bool kSigned = true;
-  static __m256i quants(const Block& b) {
-    const __m256i hi = _mm256_andnot_si256(simd::bits_to_bytes(simd::load_u32(b.qh)),
-                                           _mm256_set1_epi8(int8_t(0xF0)));
-    return _mm256_or_si256(simd::nibbles_32(b.qs), hi);
-  }
-};
 struct WQ5_1 {
   using Block = BlockQ5_1;
   static constexpr bool kSigned = false;
@@ -171,13 +162,6 @@ void run(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPoo
 
 // ------------------------------------------------------------- K-quants
 
-// Q8_K activations of kTok tokens for one 256-element super-block.
-struct ActBlockK {
-  int8_t qs[kTok][kQKK];
-  float d[kTok];
-  int16_t bsums[kTok][kQKK / 16];
-  int16_t bsum_pairs[kTok][8];  // bsums[2j] + bsums[2j + 1]: sums of the 32-element sub-blocks
-};
 
 // A weight super-block unpacked for the kernel: 8 chunks of 32 unsigned quants
 // and, per chunk, the int16 scale of each of its 16 madd pairs.
@@ -185,27 +169,8 @@ struct UnpackedK {
   __m256i q[8];
   __m256i scale[8];
   float d, dmin;
-  __m128i mins16;   // Q4_K / Q5_K: the 8 mins as int16
+  __m128i mins16;   // Q5_K: the 8 mins as int16
   __m256i scales16; // Q6_K: the 16 scales as int16
-};
-
-struct WQ4_K {
-  using Block = BlockQ4_K;
-  static constexpr bool kMins = true;
-  static void unpack(const Block& b, UnpackedK* u) {
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
-    u->mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(b.qs + 32 * c);
-      u->q[2 * c] = _mm256_and_si256(q, m4);
-      u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    }
-    for (int j = 0; j < 8; ++j) u->scale[j] = _mm256_set1_epi16(sc[j]);
-    u->d = half_to_float(b.d);
-    u->dmin = half_to_float(b.dmin);
-  }
 };
 
 struct WQ5_K {
@@ -326,21 +291,6 @@ KernelKFn pick_k(int r, int t) {
   return r == 1 ? pick_k_t<W, 1>(t) : pick_k_t<W, kRowsK>(t);
 }
 
-void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act) {
-  const int64_t nsb = n_in / kQKK;
-  std::memset(act, 0, size_t(nsb) * sizeof(ActBlockK));
-  for (int64_t lane = 0; lane < n_valid; ++lane) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      BlockQ8_K q;
-      quant_avx2::from_float_q8_K(x + lane * n_in + sb * kQKK, &q, kQKK);
-      std::memcpy(act[sb].qs[lane], q.qs, kQKK);
-      act[sb].d[lane] = q.d;
-      std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
-      for (int j = 0; j < 8; ++j) act[sb].bsum_pairs[lane][j] = int16_t(q.bsums[2 * j] + q.bsums[2 * j + 1]);
-    }
-  }
-}
-
 template <class W>
 void run_k(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
            MatmulScratch& scratch) {
@@ -375,6 +325,21 @@ void run_k(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadP
 
 }  // namespace
 
+void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act) {
+  const int64_t nsb = n_in / kQKK;
+  std::memset(act, 0, size_t(nsb) * sizeof(ActBlockK));
+  for (int64_t lane = 0; lane < n_valid; ++lane) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      BlockQ8_K q;
+      quant_avx2::from_float_q8_K(x + lane * n_in + sb * kQKK, &q, kQKK);
+      std::memcpy(act[sb].qs[lane], q.qs, kQKK);
+      act[sb].d[lane] = q.d;
+      std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
+      for (int j = 0; j < 8; ++j) act[sb].bsum_pairs[lane][j] = int16_t(q.bsums[2 * j] + q.bsums[2 * j + 1]);
+    }
+  }
+}
+
 void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act) {
   const int64_t nb = n_in / kQK;
   std::memset(act, 0, size_t(nb) * sizeof(ActBlock32));
@@ -398,9 +363,7 @@ void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum,
 bool has_tiled_kernel(DType type) {
   switch (type) {
     case DType::Q4_0:
-    case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
       return true;
@@ -413,9 +376,7 @@ void matmul_tiled(const WeightView& w, const float* x, int64_t n_tok, float* y, 
                   MatmulScratch& scratch) {
   switch (w.type) {
     case DType::Q4_0: return run<WQ4_0>(w, x, n_tok, y, pool, scratch);
-    case DType::Q5_0: return run<WQ5_0>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_1: return run<WQ5_1>(w, x, n_tok, y, pool, scratch);
-    case DType::Q4_K: return run_k<WQ4_K>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_K: return run_k<WQ5_K>(w, x, n_tok, y, pool, scratch);
     case DType::Q6_K: return run_k<WQ6_K>(w, x, n_tok, y, pool, scratch);
     default: OMNIBUS_CHECK(false && "no tiled kernel for this type");

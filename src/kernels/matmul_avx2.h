@@ -1,5 +1,6 @@
-// Register-tiled AVX2 matmul kernels for Q4_0, Q5_0, Q5_1 and the K-quants
-// (internal to matmul.cc; Q4_1 and Q8_0 use matmul_packed_avx2.h).
+// Register-tiled AVX2 matmul kernels for Q4_0, Q5_1, Q5_K and Q6_K
+// (internal to matmul.cc; Q4_1, Q5_0, Q4_K and Q8_0 use matmul_packed_avx2.h),
+// and the activation tiles both share.
 //
 // A tile is R weight rows x T tokens: each weight block is unpacked once and
 // dotted against T activation blocks, R*T sums live in registers. Every
@@ -34,6 +35,19 @@ static_assert(sizeof(ActBlock32) == 176);
 // act[0..n_in / 32); s is filled when with_sum. Bit-exact with the reference
 // Q8_0 / Q8_1 quantizers.
 void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act);
+
+// Q8_K activations of kTok tokens for one 256-element super-block (lanes
+// past the valid tokens are zero).
+struct ActBlockK {
+  int8_t qs[kTok][256];
+  float d[kTok];
+  int16_t bsums[kTok][16];      // sums of qs[16j..16j+16)
+  int16_t bsum_pairs[kTok][8];  // bsums[2j] + bsums[2j + 1]: sums of the 32-element sub-blocks
+};
+
+// quantize_tile for the K-quants: act[0..n_in / 256), bit-exact with the
+// reference Q8_K quantizer.
+void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act);
 
 // True if `type` has a tiled kernel here.
 bool has_tiled_kernel(DType type);

@@ -14,6 +14,7 @@ namespace omnibus::matmul_packed {
 namespace {
 
 using matmul_avx2::ActBlock32;
+using matmul_avx2::ActBlockK;
 using matmul_avx2::kTok;
 
 // Group layout (nb = n_in / 32 blocks; every 256-bit load 32-byte aligned):
@@ -25,11 +26,17 @@ using matmul_avx2::kTok;
 //         fifth bits of the elements that byte k of qs[i] carries: bit 2i
 //         that of its low nibble (element 4i+k), bit 2i+1 that of its high
 //         nibble (element 16+4i+k).
+//   Q4_K: per super-block, 1248 bytes: for each sub-block j (32 elements),
+//         qs[4][8 rows][4 bytes] laid out as a Q4_1 block (low nibbles
+//         elements 32j+4i.., high nibbles 32j+16+4i..; 128 bytes), then
+//         sc[8 sub-blocks][8 rows][2] (the 6-bit scale, twice: an int16 pair
+//         after widening), mn[4][8 rows][2] (mins of sub-blocks 2k, 2k+1),
+//         half d[8], half dmin[8].
 // qs[i][r] is bytes 4i..4i+3 of row r's block quants: for Q4_1 their low
 // nibbles are elements 4i..4i+3 and high nibbles 16+4i..16+4i+3; for Q8_0
 // they are elements 4i..4i+3. Groups follow each other, so a run of groups is
 // one linear stream (hardware and software prefetch friendly).
-constexpr size_t kBlock41 = 160, kPair80 = 544, kBlock50 = 176;
+constexpr size_t kBlock41 = 160, kPair80 = 544, kBlock50 = 176, kSuper4K = 1248;
 inline size_t qs41(int64_t b) { return size_t(b) * kBlock41; }
 inline size_t sc41(int64_t b) { return size_t(b) * kBlock41 + 128; }
 inline size_t qs80(int64_t b) { return size_t(b / 2) * kPair80 + size_t(b % 2) * 256; }
@@ -37,10 +44,17 @@ inline size_t sc80(int64_t b) { return size_t(b / 2) * kPair80 + 512 + size_t(b 
 inline size_t qs50(int64_t b) { return size_t(b) * kBlock50; }
 inline size_t hb50(int64_t b) { return size_t(b) * kBlock50 + 128; }
 inline size_t sc50(int64_t b) { return size_t(b) * kBlock50 + 160; }
+inline size_t qs4K(int64_t sb, int j) { return size_t(sb) * kSuper4K + 128 * size_t(j); }
+inline size_t sc4K(int64_t sb, int j) { return size_t(sb) * kSuper4K + 1024 + 16 * size_t(j); }
+inline size_t mn4K(int64_t sb, int k) { return size_t(sb) * kSuper4K + 1152 + 16 * size_t(k); }
+inline size_t d4K(int64_t sb) { return size_t(sb) * kSuper4K + 1216; }
+inline size_t dmin4K(int64_t sb) { return size_t(sb) * kSuper4K + 1232; }
+// nb: blocks of the type's activation tile (32 elements, or 256 for Q4_K).
 size_t group_used_bytes(DType type, int64_t nb) {
   switch (type) {
     case DType::Q4_1: return size_t(nb) * kBlock41;
     case DType::Q5_0: return size_t(nb) * kBlock50;
+    case DType::Q4_K: return size_t(nb) * kSuper4K;
     default: return size_t((nb + 1) / 2) * kPair80;
   }
 }
@@ -173,6 +187,41 @@ void pack_group_q5_0(const WeightView& w, int64_t g, uint8_t* out) {
   }
 }
 
+void pack_group_q4_K(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ4_K zero{};
+  const int64_t nsb = w.n_in / kQKK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ4_K), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    // Each row's sub-blocks re-nibbled as Q4_1 blocks: byte k = q[k] | q[16 + k] << 4.
+    alignas(16) uint8_t q41[kGroupRows][8][16];
+    uint16_t d[kGroupRows], dmin[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
+      auto quant = [&](int e) {  // element e of the super-block, 0..15
+        const uint8_t byte = blk->qs[32 * (e / 64) + e % 32];
+        return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
+      };
+      for (int j = 0; j < 8; ++j) {
+        for (int k = 0; k < 16; ++k) q41[r][j][k] = uint8_t(quant(32 * j + k) | quant(32 * j + 16 + k) << 4);
+        uint8_t sc, m;
+        get_scale_min_k4(j, blk->scales, &sc, &m);
+        out[sc4K(sb, j) + 2 * r] = out[sc4K(sb, j) + 2 * r + 1] = sc;
+        out[mn4K(sb, j / 2) + 2 * r + j % 2] = m;
+      }
+      d[r] = blk->d;
+      dmin[r] = blk->dmin;
+    }
+    for (int j = 0; j < 8; ++j) {
+      __m256i v[4], o[4];
+      for (int p = 0; p < 4; ++p) v[p] = _mm256_set_m128i(load128(q41[p + 4][j]), load128(q41[p][j]));
+      transpose_4x8(v, o);
+      for (int i = 0; i < 4; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + qs4K(sb, j) + 32 * i), o[i]);
+    }
+    std::memcpy(out + d4K(sb), d, sizeof(d));
+    std::memcpy(out + dmin4K(sb), dmin, sizeof(dmin));
+  }
+}
+
 void pack_group_q8_0(const WeightView& w, int64_t g, uint8_t* out) {
   static const BlockQ8_0 zero{};
   const int64_t nb = w.n_in / kQK;
@@ -216,8 +265,9 @@ inline void store_rows(float* y, __m256 acc, int n_rows) {
 // One group x T tokens. Per block, the 8 maddubs products of a token are
 // summed in int16 (each |pair| <= 2 * 15 * 127, 8 of them <= 30480: exact).
 template <int T>
-void kernel_q4_1(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
+void kernel_q4_1(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride,
                  int n_rows) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -280,8 +330,10 @@ constexpr bool kUnpackedBarrier = OMNIBUS_UNPACKED_BARRIER;
 // same order as kernel_q4_1: bitwise equal.
 template <int T>
 void kernel_q4_1_unpacked(const uint8_t* unpacked, const uint8_t* group, int64_t nb,
-                          const ActBlock32* act0, const ActBlock32* act1, float* y, int64_t y_stride,
+                          const void* act0_v, const void* act1_v, float* y, int64_t y_stride,
                           int n_rows) {
+  const auto* act0 = static_cast<const ActBlock32*>(act0_v);
+  const auto* act1 = static_cast<const ActBlock32*>(act1_v);
   static_assert(T >= 1 && T <= 2 * kTok);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
@@ -324,8 +376,9 @@ void kernel_q4_1_unpacked(const uint8_t* unpacked, const uint8_t* group, int64_t
 // bitwise equal to kernel_q4_1_unpacked and kernel_q4_1.
 template <int T>
 void kernel_q4_1_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
-                               const uint8_t* group1, int64_t nb, const ActBlock32* act, float* y,
+                               const uint8_t* group1, int64_t nb, const void* act_v, float* y,
                                int64_t y_stride, int n_rows1) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
   static_assert(T >= 1 && T <= kTok);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0[T], acc1[T];
@@ -373,8 +426,8 @@ void kernel_q4_1_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
   }
 }
 
-using UnpackedKernelFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const ActBlock32*,
-                                  const ActBlock32*, float*, int64_t, int);
+using UnpackedKernelFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const void*, const void*, float*,
+                                  int64_t, int);
 
 #ifndef OMNIBUS_UNPACKED_TOK
 #define OMNIBUS_UNPACKED_TOK 8
@@ -418,8 +471,9 @@ inline __m256 q5_0_block_acc(__m256i s32, int32_t qsum, __m256 dw, const float* 
 // One packed group x T tokens (the nibbles and fifth bits merged per token
 // tile: the decode path).
 template <int T>
-void kernel_q5_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
+void kernel_q5_0(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride,
                  int n_rows) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -462,8 +516,9 @@ void unpack_group_q5_0(const uint8_t* group, int64_t nb, uint8_t* out);
 // same order per output: bitwise equal to kernel_q5_0.
 template <int T>
 void kernel_q5_0_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
-                               const uint8_t* group1, int64_t nb, const ActBlock32* act, float* y,
+                               const uint8_t* group1, int64_t nb, const void* act_v, float* y,
                                int64_t y_stride, int n_rows1) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
   static_assert(T >= 1 && T <= kTok);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0[T], acc1[T];
@@ -532,10 +587,162 @@ void unpack_group_q5_0(const uint8_t* group, int64_t nb, uint8_t* out) {
   }
 }
 
+// ----------------------------------------------------------------- Q4_K
+// Per output, over super-blocks in order (acc = mins = 0):
+//   isum = exact int32 sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]
+//   msum = exact int32 sum_j m_j * (a's sum over sub-block j)
+//   acc  = fma(d * d_a, float(isum), acc);  mins = fma(dmin * d_a, float(msum), mins)
+// and y = acc - mins: quant_avx2's vec_dot_q4_K. A sub-block's 8 maddubs
+// add up in int16 as Q4_1's (<= 30480), then one madd applies its scale.
+
+// msum of T tokens for one group super-block (mn: the 4 widened min pairs).
+template <int T>
+inline void q4_K_msum(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i ms[T]) {
+  __m256i mv[4];
+  for (int k = 0; k < 4; ++k) mv[k] = _mm256_cvtepu8_epi16(load128(group + mn4K(sb, k)));
+  for (int t = 0; t < T; ++t) {
+    __m256i m = _mm256_madd_epi16(mv[0], bcast32(reinterpret_cast<const int8_t*>(&a.bsum_pairs[t][0])));
+    for (int k = 1; k < 4; ++k) {
+      m = _mm256_add_epi32(
+          m, _mm256_madd_epi16(mv[k], bcast32(reinterpret_cast<const int8_t*>(&a.bsum_pairs[t][2 * k]))));
+    }
+    ms[t] = m;
+  }
+}
+
+template <int T>
+inline void q4_K_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, const __m256i isum[T],
+                        const __m256i ms[T], __m256 acc[T], __m256 mins[T]) {
+  const __m256 d = _mm256_cvtph_ps(load128(group + d4K(sb)));
+  const __m256 dm = _mm256_cvtph_ps(load128(group + dmin4K(sb)));
+  for (int t = 0; t < T; ++t) {
+    const __m256 da = _mm256_broadcast_ss(&a.d[t]);
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    mins[t] = _mm256_fmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(ms[t]), mins[t]);
+  }
+}
+
+// One packed group x T tokens (nibbles split per token tile: the decode path).
+template <int T>
+void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride,
+                 int n_rows) {
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[T], mins[T];
+  for (int t = 0; t < T; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum[T];
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = group + qs4K(sb, j);
+      for (int l = 0; l < 2; ++l) prefetch(q + 64 * l);
+      __m256i s16[T];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i wq = load256(q + 32 * i);
+        const __m256i lo = _mm256_and_si256(wq, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* aq = a.qs[t] + 32 * j + 4 * i;
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(aq)),
+                                             _mm256_maddubs_epi16(hi, bcast32(aq + 16)));
+          s16[t] = i == 0 ? p : _mm256_add_epi16(s16[t], p);
+          keep_in_register(s16[t]);
+        }
+      }
+      const __m256i scv = _mm256_cvtepu8_epi16(load128(group + sc4K(sb, j)));
+      for (int t = 0; t < T; ++t) {
+        const __m256i w = _mm256_madd_epi16(s16[t], scv);
+        isum[t] = j == 0 ? w : _mm256_add_epi32(isum[t], w);
+      }
+    }
+    __m256i ms[T];
+    q4_K_msum<T>(group, sb, a, ms);
+    q4_K_finish<T>(group, sb, a, isum, ms, acc, mins);
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, _mm256_sub_ps(acc[t], mins[t]), n_rows);
+}
+
+// A Q4_K group's quants one byte per element (per super-block, 8 sub-blocks
+// in unpack_group_q4_1's per-block layout: 2048 bytes).
+void unpack_group_q4_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = group + qs4K(sb, j);
+      uint8_t* o = out + (size_t(sb) * 8 + size_t(j)) * kUnpacked41;
+      for (int i = 0; i < 4; ++i) {
+        const __m256i wq = load256(q + 32 * i);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 64 * i), _mm256_and_si256(wq, m4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 64 * i + 32),
+                           _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4));
+      }
+    }
+  }
+}
+
+// kernel_q4_K on two groups unpacked by unpack_group_q4_K (rows 8-15 from u1
+// / group1, n_rows1 valid), T <= kTok tokens: each activation broadcast feeds
+// both groups. Same operations per output: bitwise equal to kernel_q4_K.
+template <int T>
+void kernel_q4_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
+                               int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc0[T], acc1[T], mins0[T], mins1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = mins0[t] = mins1[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum0[T], isum1[T];
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* v0 = u0 + (size_t(sb) * 8 + size_t(j)) * kUnpacked41;
+      const uint8_t* v1 = u1 + (size_t(sb) * 8 + size_t(j)) * kUnpacked41;
+      __m256i s0[T], s1[T];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i lo0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v0 + 64 * i));
+        const __m256i hi0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v0 + 64 * i + 32));
+        const __m256i lo1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v1 + 64 * i));
+        const __m256i hi1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(v1 + 64 * i + 32));
+        for (int t = 0; t < T; ++t) {
+          const int8_t* aq = a.qs[t] + 32 * j + 4 * i;
+          const __m256i al = bcast32(aq), ah = bcast32(aq + 16);
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah));
+          s0[t] = i == 0 ? p0 : _mm256_add_epi16(s0[t], p0);
+          s1[t] = i == 0 ? p1 : _mm256_add_epi16(s1[t], p1);
+          if constexpr (kUnpackedBarrier) {
+            keep_in_register(s0[t]);
+            keep_in_register(s1[t]);
+          }
+        }
+      }
+      const __m256i sc0 = _mm256_cvtepu8_epi16(load128(group0 + sc4K(sb, j)));
+      const __m256i sc1 = _mm256_cvtepu8_epi16(load128(group1 + sc4K(sb, j)));
+      for (int t = 0; t < T; ++t) {
+        const __m256i w0 = _mm256_madd_epi16(s0[t], sc0), w1 = _mm256_madd_epi16(s1[t], sc1);
+        isum0[t] = j == 0 ? w0 : _mm256_add_epi32(isum0[t], w0);
+        isum1[t] = j == 0 ? w1 : _mm256_add_epi32(isum1[t], w1);
+      }
+    }
+    __m256i ms[T];
+    q4_K_msum<T>(group0, sb, a, ms);
+    q4_K_finish<T>(group0, sb, a, isum0, ms, acc0, mins0);
+    q4_K_msum<T>(group1, sb, a, ms);
+    q4_K_finish<T>(group1, sb, a, isum1, ms, acc1, mins1);
+  }
+  for (int t = 0; t < T; ++t) {
+    store_rows(y + t * y_stride, _mm256_sub_ps(acc0[t], mins0[t]), kGroupRows);
+    store_rows(y + t * y_stride + kGroupRows, _mm256_sub_ps(acc1[t], mins1[t]), n_rows1);
+  }
+}
+
 // Signed weights: |w| x (a with w's sign) per 4-byte lane (|pair| <= 2 * 128 * 127).
 template <int T>
-void kernel_q8_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float* y, int64_t y_stride,
+void kernel_q8_0(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride,
                  int n_rows) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -568,8 +775,9 @@ void kernel_q8_0(const uint8_t* group, int64_t nb, const ActBlock32* act, float*
 // for many-token calls: each activation broadcast feeds both groups. Per
 // output the same operations in the same order: bitwise equal to kernel_q8_0.
 template <int T>
-void kernel_q8_0_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, const ActBlock32* act,
+void kernel_q8_0_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act_v,
                       float* y, int64_t y_stride, int n_rows1) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
   static_assert(T >= 1 && T <= kTok);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0[T], acc1[T];
@@ -607,12 +815,14 @@ void kernel_q8_0_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, 
   }
 }
 
-using PairFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const ActBlock32*, float*, int64_t, int);
-using KernelFn = void (*)(const uint8_t*, int64_t, const ActBlock32*, float*, int64_t, int);
+// Kernels take the activation tile as void*: ActBlock32[nb] (32-element
+// formats) or ActBlockK[nb] (K-quants), per Ops::k_act.
+using PairFn = void (*)(const uint8_t*, const uint8_t*, int64_t, const void*, float*, int64_t, int);
+using KernelFn = void (*)(const uint8_t*, int64_t, const void*, float*, int64_t, int);
 using PackFn = void (*)(const WeightView&, int64_t, uint8_t*);
 using UnpackFn = void (*)(const uint8_t*, int64_t, uint8_t*);
 using UnpackedPairFn = void (*)(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, int64_t,
-                                const ActBlock32*, float*, int64_t, int);
+                                const void*, float*, int64_t, int);
 
 // A packed type's kernels. Calls with several token tiles take the first of:
 // unpack (quants split to bytes once per group; upair for two groups, else
@@ -625,6 +835,7 @@ struct Ops {
   UnpackFn unpack;            // null: no unpacked path
   UnpackedPairFn upair[kTok + 1];
   UnpackedKernelFn unpacked_single[2 * kTok + 1];  // null: kernel on the packed group
+  bool k_act = false;         // ActBlockK (Q8_K, 256-element) activation tiles, else ActBlock32
 };
 
 const Ops& ops_for(DType type) {
@@ -654,10 +865,20 @@ const Ops& ops_for(DType type) {
                         {nullptr, kernel_q5_0_unpacked_pair<1>, kernel_q5_0_unpacked_pair<2>,
                          kernel_q5_0_unpacked_pair<3>, kernel_q5_0_unpacked_pair<4>},
                         {}};
+  static const Ops q4_K{{nullptr, kernel_q4_K<1>, kernel_q4_K<2>, kernel_q4_K<3>, kernel_q4_K<4>},
+                        pack_group_q4_K,
+                        false,
+                        {},
+                        unpack_group_q4_K,
+                        {nullptr, kernel_q4_K_unpacked_pair<1>, kernel_q4_K_unpacked_pair<2>,
+                         kernel_q4_K_unpacked_pair<3>, kernel_q4_K_unpacked_pair<4>},
+                        {},
+                        true};
   switch (type) {
     case DType::Q4_1: return q4_1;
     case DType::Q8_0: return q8_0;
     case DType::Q5_0: return q5_0;
+    case DType::Q4_K: return q4_K;
     default: OMNIBUS_CHECK(false && "no packed kernel for this type"); return q4_1;
   }
 }
@@ -665,11 +886,15 @@ const Ops& ops_for(DType type) {
 }  // namespace
 
 bool has_packed_kernel(DType type) {
-  return type == DType::Q4_1 || type == DType::Q8_0 || type == DType::Q5_0;
+  return type == DType::Q4_1 || type == DType::Q8_0 || type == DType::Q5_0 || type == DType::Q4_K;
 }
 
+namespace {
+int64_t block_elems(DType type) { return type == DType::Q4_K ? kQKK : kQK; }
+}  // namespace
+
 size_t group_bytes(DType type, int64_t n_in) {
-  return round_up(group_used_bytes(type, n_in / kQK), 64);
+  return round_up(group_used_bytes(type, n_in / block_elems(type)), 64);
 }
 
 size_t packed_size(const WeightView& w) {
@@ -678,14 +903,14 @@ size_t packed_size(const WeightView& w) {
 }
 
 void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
-  OMNIBUS_CHECK(has_packed_kernel(w.type) && w.n_in % kQK == 0);
+  OMNIBUS_CHECK(has_packed_kernel(w.type) && w.n_in % block_elems(w.type) == 0);
   const Ops& ops = ops_for(w.type);
   const size_t gb = group_bytes(w.type, w.n_in);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* dst = out + size_t(g - g0) * gb;
     ops.pack(w, g, dst);
     // zero the alignment padding so packed bytes are deterministic
-    const size_t used = group_used_bytes(w.type, w.n_in / kQK);
+    const size_t used = group_used_bytes(w.type, w.n_in / block_elems(w.type));
     std::memset(dst + used, 0, gb - used);
   }
 }
@@ -703,7 +928,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   OMNIBUS_CHECK(n_mats >= 1 && n_tok >= 1);
   const DType type = ws[0]->type;
   const int64_t n_in = ws[0]->n_in;
-  OMNIBUS_CHECK(has_packed_kernel(type) && n_in % kQK == 0);
+  OMNIBUS_CHECK(has_packed_kernel(type) && n_in % block_elems(type) == 0);
   // Group index space: matrix m's groups follow those of matrices 0..m-1.
   constexpr int kMaxMats = 4;
   OMNIBUS_CHECK(n_mats <= kMaxMats);
@@ -716,14 +941,23 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   if (n_groups == 0) return;
 
   const Ops& ops = ops_for(type);
-  const int64_t nb = n_in / kQK;
+  const int64_t nb = n_in / block_elems(type);  // activation blocks per token
   const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
-  const size_t act_bytes = size_t(n_tiles * nb) * sizeof(ActBlock32);
+  const size_t act_block = ops.k_act ? sizeof(ActBlockK) : sizeof(ActBlock32);
+  const size_t act_bytes = size_t(n_tiles * nb) * act_block;
   if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
-  auto* act = reinterpret_cast<ActBlock32*>(scratch.quantized_x.data());
+  uint8_t* act = scratch.quantized_x.data();
+  // The activation tile `tile` (nb blocks).
+  auto tile_act = [&](int64_t tile) -> const uint8_t* { return act + size_t(tile * nb) * act_block; };
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
-    matmul_avx2::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum, act + tile * nb);
+    uint8_t* a = act + size_t(tile * nb) * act_block;
+    if (ops.k_act) {
+      matmul_avx2::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, reinterpret_cast<ActBlockK*>(a));
+    } else {
+      matmul_avx2::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum,
+                                 reinterpret_cast<ActBlock32*>(a));
+    }
   });
 
   const size_t gb = group_bytes(type, n_in);
@@ -740,7 +974,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // Q4_1 / Q5_0 with more than one token tile: each group's quants are split
   // to bytes once (per-thread buffer) and shared by all its tiles.
   const bool unpack = ops.unpack != nullptr && n_tiles > 1;
-  const size_t ub = size_t(nb) * kUnpacked41;
+  const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
   uint8_t* unpack_buf = nullptr;
   if (unpack) {
     const size_t need = size_t(n_threads) * 2 * ub + 64;
@@ -810,7 +1044,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
-            ops.pair[T](gp, gp1, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out, n_rows1);
+            ops.pair[T](gp, gp1, nb, tile_act(tile), y + tile * kTok * w.n_out, w.n_out, n_rows1);
           }
           gg += 2;
           continue;
@@ -818,7 +1052,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         if (!unpack) {
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
-            ops.kernel[T](gp, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out, n_rows);
+            ops.kernel[T](gp, nb, tile_act(tile), y + tile * kTok * w.n_out, w.n_out, n_rows);
           }
           ++gg;
           continue;
@@ -844,20 +1078,20 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
-            ops.upair[T](ubuf, ubuf + ub, gp, gp1, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out,
+            ops.upair[T](ubuf, ubuf + ub, gp, gp1, nb, tile_act(tile), y + tile * kTok * w.n_out, w.n_out,
                          n_rows1);
           }
         } else if (!single_unpacked) {
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
-            ops.kernel[T](gp, nb, act + tile * nb, y + tile * kTok * w.n_out, w.n_out, n_rows);
+            ops.kernel[T](gp, nb, tile_act(tile), y + tile * kTok * w.n_out, w.n_out, n_rows);
           }
         } else {
           constexpr int64_t tiles_per_call = kUnpackedTok / kTok;
           for (int64_t tile = c0; tile < c1; tile += tiles_per_call) {
             const int T = int(std::min<int64_t>({kUnpackedTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
-            const ActBlock32* a0 = act + tile * nb;
-            const ActBlock32* a1 = T > kTok ? a0 + nb : a0;
+            const uint8_t* a0 = tile_act(tile);
+            const uint8_t* a1 = T > kTok ? tile_act(tile + 1) : a0;
             ops.unpacked_single[T](ubuf, gp, nb, a0, a1, y + tile * kTok * w.n_out, w.n_out, n_rows);
           }
         }

@@ -1,4 +1,4 @@
-// The 8-row interleaved ("packed") AVX2 matmul for Q4_1 and Q8_0 weights
+// The 8-row interleaved ("packed") AVX2 matmul for Q4_1, Q5_0, Q4_K and Q8_0 weights
 // (internal to matmul.cc; layout in docs/quant-formats.md, "Packed weights").
 //
 // Rows are taken 8 at a time (a "group"; the last one padded with zero rows).
@@ -13,12 +13,14 @@
 //   isum = exact int32 sum_k q_w[k] * q_a[k]
 //   acc  = fma(d_w * d_a, float(isum), acc)
 //   acc  = fma(m_w, s_a, acc)               (Q4_1 only)
-// whatever the tile, thread, lane or n_tok: bitwise batch invariant, and
-// equal to quant_avx2's vec_dot_q4_1 / vec_dot_q8_0.
+// (Q4_K: per 256-element super-block, isum with the sub-block scales applied
+// in int32, a second accumulator for the mins, y = acc - mins), whatever the
+// tile, thread, lane or n_tok: bitwise batch invariant, and equal to
+// quant_avx2's vec_dot of the type.
 //
 // Calls with several token tiles run two groups of one matrix per kernel call
 // where a thread's run of groups has them (each activation broadcast then
-// feeds 16 rows), Q4_1 nibbles split once per group; runs are short enough
+// feeds 16 rows), 4/5-bit quants split to bytes once per group; runs are short enough
 // (~20 us) for a slower thread's tail to be taken over by the other.
 //
 // REQUIRES: cpu_features().use_avx2().
@@ -34,7 +36,7 @@ namespace omnibus::matmul_packed {
 
 inline constexpr int kGroupRows = 8;
 
-// True if `type` has a packed kernel (Q4_1, Q8_0).
+// True if `type` has a packed kernel (Q4_1, Q5_0, Q4_K, Q8_0).
 bool has_packed_kernel(DType type);
 
 // Bytes of one packed 8-row group of rows of n_in elements (a multiple of 64).

@@ -245,24 +245,25 @@ inline __m256i k4_isum(const uint8_t sc[8], const int8_t* a, QuantsFn quants) {
 
 }  // namespace
 
+// Q4_K keeps exact int32 super-block sums and two scalar accumulators: the
+// per-output arithmetic of the packed matmul (matmul_packed_avx2.h).
 float vec_dot_q4_K(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
+  float acc = 0.0f, mins = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint8_t sc[8];
     const int32_t msum = k4_scales(x[i].scales, y[i], sc);
-    const __m256i isum = k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
+    const int32_t isum = simd::hsum_i32(k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
       const __m256i q = load256(x[i].qs + 32 * c);
       *lo = _mm256_and_si256(q, m4);
       *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    });
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    }));
+    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(isum), acc);
     mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
   }
-  return simd::hsum(acc) - mins;
+  return acc - mins;
 }
 
 float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
