@@ -169,13 +169,11 @@ struct UnpackedK {
   __m256i q[8];
   __m256i scale[8];
   float d, dmin;
-  __m128i mins16;   // Q5_K: the 8 mins as int16
-  __m256i scales16; // Q6_K: the 16 scales as int16
+  __m128i mins16;   // the 8 mins as int16
 };
 
 struct WQ5_K {
   using Block = BlockQ5_K;
-  static constexpr bool kMins = true;
   static void unpack(const Block& b, UnpackedK* u) {
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
@@ -196,32 +194,7 @@ struct WQ5_K {
   }
 };
 
-struct WQ6_K {
-  using Block = BlockQ6_K;
-  static constexpr bool kMins = false;
-  static void unpack(const Block& b, UnpackedK* u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    for (int half = 0; half < 2; ++half) {
-      const __m256i ql0 = load256(b.ql + 64 * half);
-      const __m256i ql1 = load256(b.ql + 64 * half + 32);
-      const __m256i qh = load256(b.qh + 32 * half);
-      __m256i* q = u->q + 4 * half;
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-    }
-    for (int c = 0; c < 8; ++c) {
-      u->scale[c] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * c + 1]), _mm_set1_epi16(b.scales[2 * c]));
-    }
-    u->scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-    u->d = half_to_float(b.d);
-    u->dmin = 0.0f;
-  }
-};
-
-// Same arithmetic per output as quant_avx2::vec_dot_q{4,5,6}_K: per super-block
+// Same arithmetic per output as quant_avx2::vec_dot_q5_K: per super-block
 // an exact int32 sum (8 lanes), then acc = fma(d_w * d_a, float(isum), acc);
 // the min term in a scalar fma chain; result hsum(acc) - mins.
 template <class W, int R, int T>
@@ -251,23 +224,16 @@ void kernel_k(const uint8_t* w0, size_t w_row, const ActBlockK* act, int64_t nsb
         }
       }
       for (int r = 0; r < R; ++r) {
-        if constexpr (W::kMins) {
-          const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsum_pairs[t]));
-          const int32_t msum = simd::hsum_i32_128(_mm_madd_epi16(u[r].mins16, pairs));
-          mins[r][t] = std::fma(u[r].dmin * a.d[t], float(msum), mins[r][t]);
-        } else {
-          const __m256i bs = load256(a.bsums[t]);
-          isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(_mm256_madd_epi16(u[r].scales16, bs), 5));
-        }
+        const __m128i pairs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bsum_pairs[t]));
+        const int32_t msum = simd::hsum_i32_128(_mm_madd_epi16(u[r].mins16, pairs));
+        mins[r][t] = std::fma(u[r].dmin * a.d[t], float(msum), mins[r][t]);
         acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(u[r].d * a.d[t]), _mm256_cvtepi32_ps(isum[r]), acc[r][t]);
       }
     }
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
-      float v = simd::hsum(acc[r][t]);
-      if constexpr (W::kMins) v -= mins[r][t];
-      y[t * y_stride + r] = v;
+      y[t * y_stride + r] = simd::hsum(acc[r][t]) - mins[r][t];
     }
   }
 }
@@ -365,7 +331,6 @@ bool has_tiled_kernel(DType type) {
     case DType::Q4_0:
     case DType::Q5_1:
     case DType::Q5_K:
-    case DType::Q6_K:
       return true;
     default:
       return false;
@@ -378,7 +343,6 @@ void matmul_tiled(const WeightView& w, const float* x, int64_t n_tok, float* y, 
     case DType::Q4_0: return run<WQ4_0>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_1: return run<WQ5_1>(w, x, n_tok, y, pool, scratch);
     case DType::Q5_K: return run_k<WQ5_K>(w, x, n_tok, y, pool, scratch);
-    case DType::Q6_K: return run_k<WQ6_K>(w, x, n_tok, y, pool, scratch);
     default: OMNIBUS_CHECK(false && "no tiled kernel for this type");
   }
 }

@@ -1,5 +1,5 @@
-// Register-tiled AVX2 matmul kernels for Q4_0, Q5_1, Q5_K and Q6_K
-// (internal to matmul.cc; Q4_1, Q5_0, Q4_K and Q8_0 use matmul_packed_avx2.h),
+// Register-tiled AVX2 matmul kernels for Q4_0, Q5_1 and Q5_K (internal to
+// matmul.cc; Q4_1, Q5_0, Q8_0, Q4_K and Q6_K use matmul_packed_avx2.h),
 // and the activation tiles both share.
 //
 // A tile is R weight rows x T tokens: each weight block is unpacked once and

@@ -7,6 +7,7 @@
 
 #include "kernels/matmul_avx2.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_ref.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 
@@ -32,11 +33,18 @@ using matmul_avx2::kTok;
 //         sc[8 sub-blocks][8 rows][2] (the 6-bit scale, twice: an int16 pair
 //         after widening), mn[4][8 rows][2] (mins of sub-blocks 2k, 2k+1),
 //         half d[8], half dmin[8].
+//   Q6_K: per super-block, 1936 bytes: ql[32][8 rows][4 bytes] (byte k of
+//         ql[w]: low nibble the low 4 bits of element 8w+k, high nibble those
+//         of 8w+4+k), qh[16][8 rows][4 bytes] (byte k of qh[s]: bits 2m, 2m+1
+//         the top 2 bits of element 16s+4m+k), sc[16][8 rows][2] (the int8
+//         scale of sub-block s, twice), scp[8][8 rows][2] (scales of
+//         sub-blocks 2k, 2k+1), half d[8]. Quants are unsigned (q in [0, 63],
+//         the value is q - 32).
 // qs[i][r] is bytes 4i..4i+3 of row r's block quants: for Q4_1 their low
 // nibbles are elements 4i..4i+3 and high nibbles 16+4i..16+4i+3; for Q8_0
 // they are elements 4i..4i+3. Groups follow each other, so a run of groups is
 // one linear stream (hardware and software prefetch friendly).
-constexpr size_t kBlock41 = 160, kPair80 = 544, kBlock50 = 176, kSuper4K = 1248;
+constexpr size_t kBlock41 = 160, kPair80 = 544, kBlock50 = 176, kSuper4K = 1248, kSuper6K = 1936;
 inline size_t qs41(int64_t b) { return size_t(b) * kBlock41; }
 inline size_t sc41(int64_t b) { return size_t(b) * kBlock41 + 128; }
 inline size_t qs80(int64_t b) { return size_t(b / 2) * kPair80 + size_t(b % 2) * 256; }
@@ -49,12 +57,18 @@ inline size_t sc4K(int64_t sb, int j) { return size_t(sb) * kSuper4K + 1024 + 16
 inline size_t mn4K(int64_t sb, int k) { return size_t(sb) * kSuper4K + 1152 + 16 * size_t(k); }
 inline size_t d4K(int64_t sb) { return size_t(sb) * kSuper4K + 1216; }
 inline size_t dmin4K(int64_t sb) { return size_t(sb) * kSuper4K + 1232; }
-// nb: blocks of the type's activation tile (32 elements, or 256 for Q4_K).
+inline size_t ql6K(int64_t sb, int w) { return size_t(sb) * kSuper6K + 32 * size_t(w); }
+inline size_t qh6K(int64_t sb, int s) { return size_t(sb) * kSuper6K + 1024 + 32 * size_t(s); }
+inline size_t sc6K(int64_t sb, int s) { return size_t(sb) * kSuper6K + 1536 + 16 * size_t(s); }
+inline size_t scp6K(int64_t sb, int k) { return size_t(sb) * kSuper6K + 1792 + 16 * size_t(k); }
+inline size_t d6K(int64_t sb) { return size_t(sb) * kSuper6K + 1920; }
+// nb: blocks of the type's activation tile (32 elements, or 256 for the K-quants).
 size_t group_used_bytes(DType type, int64_t nb) {
   switch (type) {
     case DType::Q4_1: return size_t(nb) * kBlock41;
     case DType::Q5_0: return size_t(nb) * kBlock50;
     case DType::Q4_K: return size_t(nb) * kSuper4K;
+    case DType::Q6_K: return size_t(nb) * kSuper6K;
     default: return size_t((nb + 1) / 2) * kPair80;
   }
 }
@@ -219,6 +233,37 @@ void pack_group_q4_K(const WeightView& w, int64_t g, uint8_t* out) {
     }
     std::memcpy(out + d4K(sb), d, sizeof(d));
     std::memcpy(out + dmin4K(sb), dmin, sizeof(dmin));
+  }
+}
+
+void pack_group_q6_K(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ6_K zero{};
+  const int64_t nsb = w.n_in / kQKK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ6_K), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    uint16_t d[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
+      int8_t q[kQKK];
+      quant_ref::unpack_q6_K(blk, q);  // q - 32
+      auto u = [&](int e) { return uint8_t(q[e] + 32); };
+      for (int wv = 0; wv < 32; ++wv) {
+        for (int k = 0; k < 4; ++k) {
+          out[ql6K(sb, wv) + 4 * r + k] = uint8_t((u(8 * wv + k) & 0x0F) | (u(8 * wv + 4 + k) & 0x0F) << 4);
+        }
+      }
+      for (int sub = 0; sub < 16; ++sub) {
+        for (int k = 0; k < 4; ++k) {
+          uint8_t byte = 0;
+          for (int m = 0; m < 4; ++m) byte |= uint8_t((u(16 * sub + 4 * m + k) >> 4) << (2 * m));
+          out[qh6K(sb, sub) + 4 * r + k] = byte;
+        }
+        out[sc6K(sb, sub) + 2 * r] = out[sc6K(sb, sub) + 2 * r + 1] = uint8_t(blk->scales[sub]);
+        out[scp6K(sb, sub / 2) + 2 * r + sub % 2] = uint8_t(blk->scales[sub]);
+      }
+      d[r] = blk->d;
+    }
+    std::memcpy(out + d6K(sb), d, sizeof(d));
   }
 }
 
@@ -738,6 +783,153 @@ void kernel_q4_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
   }
 }
 
+// ----------------------------------------------------------------- Q6_K
+// Per output, over super-blocks in order (acc = 0):
+//   isum = exact int32 sum_s sc_s * sum_{k in sub-block s} (q[k] - 32) * a[k]
+//        = sum_s sc_s * sum q[k] a[k] - 32 * sum_s sc_s * bsum_s
+//   acc  = fma(d * d_a, float(isum), acc)
+// (quant_avx2's vec_dot_q6_K). Unpacked vector v of a super-block holds
+// elements 4v..4v+3 of the 8 rows; sub-block s is vectors 4s..4s+3. Two
+// vectors' maddubs add up in int16 (|pair| <= 2 * 63 * 127, two <= 32004)
+// before the sub-block's scale is applied by madd.
+
+// The top two bits of unpacked vector 4s + M, as bits 4-5 of each byte
+// (16-bit shifts: what crosses a byte boundary never reaches bits 4-5).
+template <int M>
+inline __m256i q6_top_bits(__m256i qh) {
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  if constexpr (M <= 2) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - 2 * M), m30);
+  else return _mm256_and_si256(_mm256_srli_epi16(qh, 2 * M - 4), m30);
+}
+
+// Unpacked vectors 4s + 2M and 4s + 2M + 1 of a packed Q6_K super-block.
+template <int M>
+inline void q6_K_vectors(const uint8_t* group, int64_t sb, int s, __m256i qh, __m256i* v0, __m256i* v1) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i wq = load256(group + ql6K(sb, 2 * s + M));
+  *v0 = _mm256_or_si256(_mm256_and_si256(wq, m4), q6_top_bits<2 * M>(qh));
+  *v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), q6_top_bits<2 * M + 1>(qh));
+}
+
+// isum -= 32 * sum_s sc_s * bsum_s, for T tokens.
+template <int T>
+inline void q6_K_offset(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i isum[T]) {
+  __m256i corr[T];
+  for (int k = 0; k < 8; ++k) {
+    const __m256i scp = _mm256_cvtepi8_epi16(load128(group + scp6K(sb, k)));
+    for (int t = 0; t < T; ++t) {
+      const __m256i c = _mm256_madd_epi16(scp, bcast32(reinterpret_cast<const int8_t*>(&a.bsums[t][2 * k])));
+      corr[t] = k == 0 ? c : _mm256_add_epi32(corr[t], c);
+    }
+  }
+  for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+}
+
+// One packed group x T tokens (quants merged per token tile: the decode path).
+template <int T>
+void kernel_q6_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride,
+                 int n_rows) {
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum[T];
+    for (int s = 0; s < 16; ++s) {
+      if (s % 2 == 0) prefetch(group + ql6K(sb, 2 * s));
+      const __m256i qh = load256(group + qh6K(sb, s));
+      const __m256i scv = _mm256_cvtepi8_epi16(load128(group + sc6K(sb, s)));
+      __m256i v[4];
+      q6_K_vectors<0>(group, sb, s, qh, &v[0], &v[1]);
+      q6_K_vectors<1>(group, sb, s, qh, &v[2], &v[3]);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = a.qs[t] + 16 * s;
+        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast32(aq)),
+                                            _mm256_maddubs_epi16(v[1], bcast32(aq + 4)));
+        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast32(aq + 8)),
+                                            _mm256_maddubs_epi16(v[3], bcast32(aq + 12)));
+        const __m256i w = _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv));
+        isum[t] = s == 0 ? w : _mm256_add_epi32(isum[t], w);
+      }
+    }
+    q6_K_offset<T>(group, sb, a, isum);
+    const __m256 d = _mm256_cvtph_ps(load128(group + d6K(sb)));
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+// A Q6_K group's quants one byte per element: per super-block the 64
+// unpacked vectors in order (2048 bytes).
+void unpack_group_q6_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    auto* o = reinterpret_cast<__m256i*>(out + size_t(sb) * 2048);
+    for (int s = 0; s < 16; ++s) {
+      const __m256i qh = load256(group + qh6K(sb, s));
+      __m256i v[4];
+      q6_K_vectors<0>(group, sb, s, qh, &v[0], &v[1]);
+      q6_K_vectors<1>(group, sb, s, qh, &v[2], &v[3]);
+      for (int m = 0; m < 4; ++m) _mm256_store_si256(o + 4 * s + m, v[m]);
+    }
+  }
+}
+
+// kernel_q6_K on two groups unpacked by unpack_group_q6_K (rows 8-15 from u1
+// / group1, n_rows1 valid), T <= kTok tokens: each activation broadcast feeds
+// both groups. Same operations per output: bitwise equal to kernel_q6_K.
+template <int T>
+void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
+                               int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    const auto* x0 = reinterpret_cast<const __m256i*>(u0 + size_t(sb) * 2048);
+    const auto* x1 = reinterpret_cast<const __m256i*>(u1 + size_t(sb) * 2048);
+    __m256i isum0[T], isum1[T];
+    for (int s = 0; s < 16; ++s) {
+      const __m256i sc0 = _mm256_cvtepi8_epi16(load128(group0 + sc6K(sb, s)));
+      const __m256i sc1 = _mm256_cvtepi8_epi16(load128(group1 + sc6K(sb, s)));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {  // vectors 4s + 2h, 4s + 2h + 1
+        const __m256i a0 = _mm256_load_si256(x0 + 4 * s + 2 * h), b0 = _mm256_load_si256(x0 + 4 * s + 2 * h + 1);
+        const __m256i a1 = _mm256_load_si256(x1 + 4 * s + 2 * h), b1 = _mm256_load_si256(x1 + 4 * s + 2 * h + 1);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* aq = a.qs[t] + 16 * s + 8 * h;
+          const __m256i al = bcast32(aq), ah = bcast32(aq + 4);
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, al), _mm256_maddubs_epi16(b0, ah));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(a1, al), _mm256_maddubs_epi16(b1, ah));
+          const __m256i w0 = _mm256_madd_epi16(p0, sc0), w1 = _mm256_madd_epi16(p1, sc1);
+          isum0[t] = s == 0 && h == 0 ? w0 : _mm256_add_epi32(isum0[t], w0);
+          isum1[t] = s == 0 && h == 0 ? w1 : _mm256_add_epi32(isum1[t], w1);
+          if constexpr (kUnpackedBarrier) {
+            keep_in_register(isum0[t]);
+            keep_in_register(isum1[t]);
+          }
+        }
+      }
+    }
+    q6_K_offset<T>(group0, sb, a, isum0);
+    q6_K_offset<T>(group1, sb, a, isum1);
+    const __m256 d0 = _mm256_cvtph_ps(load128(group0 + d6K(sb)));
+    const __m256 d1 = _mm256_cvtph_ps(load128(group1 + d6K(sb)));
+    for (int t = 0; t < T; ++t) {
+      const __m256 da = _mm256_broadcast_ss(&a.d[t]);
+      acc0[t] = _mm256_fmadd_ps(_mm256_mul_ps(d0, da), _mm256_cvtepi32_ps(isum0[t]), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_mul_ps(d1, da), _mm256_cvtepi32_ps(isum1[t]), acc1[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    store_rows(y + t * y_stride, acc0[t], kGroupRows);
+    store_rows(y + t * y_stride + kGroupRows, acc1[t], n_rows1);
+  }
+}
+
 // Signed weights: |w| x (a with w's sign) per 4-byte lane (|pair| <= 2 * 128 * 127).
 template <int T>
 void kernel_q8_0(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride,
@@ -874,8 +1066,18 @@ const Ops& ops_for(DType type) {
                          kernel_q4_K_unpacked_pair<3>, kernel_q4_K_unpacked_pair<4>},
                         {},
                         true};
+  static const Ops q6_K{{nullptr, kernel_q6_K<1>, kernel_q6_K<2>, kernel_q6_K<3>, kernel_q6_K<4>},
+                        pack_group_q6_K,
+                        false,
+                        {},
+                        unpack_group_q6_K,
+                        {nullptr, kernel_q6_K_unpacked_pair<1>, kernel_q6_K_unpacked_pair<2>,
+                         kernel_q6_K_unpacked_pair<3>, kernel_q6_K_unpacked_pair<4>},
+                        {},
+                        true};
   switch (type) {
     case DType::Q4_1: return q4_1;
+    case DType::Q6_K: return q6_K;
     case DType::Q8_0: return q8_0;
     case DType::Q5_0: return q5_0;
     case DType::Q4_K: return q4_K;
@@ -886,11 +1088,20 @@ const Ops& ops_for(DType type) {
 }  // namespace
 
 bool has_packed_kernel(DType type) {
-  return type == DType::Q4_1 || type == DType::Q8_0 || type == DType::Q5_0 || type == DType::Q4_K;
+  switch (type) {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 namespace {
-int64_t block_elems(DType type) { return type == DType::Q4_K ? kQKK : kQK; }
+int64_t block_elems(DType type) { return type == DType::Q4_K || type == DType::Q6_K ? kQKK : kQK; }
 }  // namespace
 
 size_t group_bytes(DType type, int64_t n_in) {

@@ -1,4 +1,4 @@
-// The 8-row interleaved ("packed") AVX2 matmul for Q4_1, Q5_0, Q4_K and Q8_0 weights
+// The 8-row interleaved ("packed") AVX2 matmul for Q4_1, Q5_0, Q8_0, Q4_K and Q6_K weights
 // (internal to matmul.cc; layout in docs/quant-formats.md, "Packed weights").
 //
 // Rows are taken 8 at a time (a "group"; the last one padded with zero rows).
@@ -13,8 +13,9 @@
 //   isum = exact int32 sum_k q_w[k] * q_a[k]
 //   acc  = fma(d_w * d_a, float(isum), acc)
 //   acc  = fma(m_w, s_a, acc)               (Q4_1 only)
-// (Q4_K: per 256-element super-block, isum with the sub-block scales applied
-// in int32, a second accumulator for the mins, y = acc - mins), whatever the
+// (Q4_K / Q6_K: per 256-element super-block, isum with the sub-block scales
+// applied in int32; Q4_K keeps a second accumulator for the mins and gives
+// y = acc - mins), whatever the
 // tile, thread, lane or n_tok: bitwise batch invariant, and equal to
 // quant_avx2's vec_dot of the type.
 //
@@ -36,7 +37,7 @@ namespace omnibus::matmul_packed {
 
 inline constexpr int kGroupRows = 8;
 
-// True if `type` has a packed kernel (Q4_1, Q5_0, Q4_K, Q8_0).
+// True if `type` has a packed kernel (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 bool has_packed_kernel(DType type);
 
 // Bytes of one packed 8-row group of rows of n_in elements (a multiple of 64).

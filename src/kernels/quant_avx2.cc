@@ -290,12 +290,14 @@ float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
   return simd::hsum(acc) - mins;
 }
 
+// Q6_K: the exact int32 super-block sum and one scalar accumulator, the
+// packed matmul's arithmetic (matmul_packed_avx2.h).
 float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const int8_t* sc = x[i].scales;
     // sum_s sc_s * sum (q - 32) a = sum_s sc_s * (sum q a - 32 * bsum_s)
@@ -321,9 +323,9 @@ float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
       }
     }
     isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(simd::hsum_i32(isum)), acc);
   }
-  return simd::hsum(acc);
+  return acc;
 }
 
 }  // namespace omnibus::quant_avx2
