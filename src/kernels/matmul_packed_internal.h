@@ -1,0 +1,218 @@
+// Shared pieces of the packed AVX2 matmul (matmul_packed_avx2.h): load and
+// prefetch helpers, the packing transpose, the per-type kernel table (Ops),
+// and the int16 step loops that the 4/5-bit kernels share. Included only by
+// the matmul_packed_*_avx2.cc files (compiled with AVX2/FMA/F16C).
+//
+// Group layouts (8 rows; every 256-bit load 32-byte aligned; qs[i][r] is 4
+// bytes of row r, so a broadcast 4-byte activation chunk meets 8 rows):
+//   Q4_1: per block b (32 elements), 160 bytes: qs[4][8 rows][4 bytes] (low
+//         nibbles elements 4i..4i+3, high nibbles 16+4i..16+4i+3), half d[8],
+//         half m[8]                                  (matmul_packed_q4_1_avx2.cc)
+//   Q5_0: per block, 176 bytes: qs as Q4_1, hb[8 rows][4 bytes] (fifth bits),
+//         half d[8]                                  (matmul_packed_q5_0_avx2.cc)
+//   Q8_0: per pair of blocks, 544 bytes: qs[8][8 rows][4 bytes] of each (bytes
+//         4i..4i+3 = elements), half d[8] of each    (matmul_packed_q8_0_avx2.cc)
+//   Q4_K: per super-block (256), 1248 bytes; Q6_K: 1936 bytes
+//                                                    (matmul_packed_kquants_avx2.cc)
+// Groups follow each other, so a run of groups is one linear stream.
+//
+// "Unpacked" groups (many-token calls): the 4/5/6-bit quants split to one
+// unsigned byte per element once per group, kUnpackedBlock bytes per 32
+// elements: for i in 0..3 the low-nibble vector of qs[i] (elements 4i..4i+3
+// of the 8 rows), then its high-nibble vector (16+4i..16+4i+3).
+//
+// Thread-safety: stateless functions and immutable tables.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/matmul_avx2.h"
+#include "kernels/matmul_packed_avx2.h"
+
+namespace omnibus::matmul_packed::internal {
+
+using matmul_avx2::ActBlock32;
+using matmul_avx2::ActBlockK;
+using matmul_avx2::kTok;
+
+inline constexpr size_t kUnpackedBlock = 256;  // bytes per 32 elements of an unpacked group
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i load256a(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline __m256i bcast32(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
+
+#ifndef OMNIBUS_PACKED_PREFETCH
+#define OMNIBUS_PACKED_PREFETCH 1024
+#endif
+// Software prefetch distance (bytes ahead of the quants being read); the
+// packed matrix is one linear stream, so this also covers the next group.
+inline constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
+
+inline void prefetch(const uint8_t* p) {
+  if constexpr (kPrefetch > 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
+}
+
+#ifndef OMNIBUS_PACKED_BARRIER
+#define OMNIBUS_PACKED_BARRIER 1
+#endif
+// An empty asm that makes the compiler materialize v here: stops GCC from
+// reassociating the exact integer sums into a tree of products that spills
+// (it computes them all before adding). No instruction is emitted.
+inline void keep_in_register(__m256i& v) {
+  if constexpr (OMNIBUS_PACKED_BARRIER) asm("" : "+x"(v));
+}
+
+// Stores 8 lanes of acc as rows [0, n_rows) of y.
+inline void store_rows(float* y, __m256 acc, int n_rows) {
+  if (n_rows == kGroupRows) {
+    _mm256_storeu_ps(y, acc);
+  } else {
+    alignas(32) float tmp[kGroupRows];
+    _mm256_store_ps(tmp, acc);
+    std::memcpy(y, tmp, size_t(n_rows) * sizeof(float));
+  }
+}
+
+// Stores the T tokens' results of a group pair: rows 0-7 from acc0, rows
+// 8..8+n_rows1 from acc1.
+template <int T>
+inline void store_pair_rows(float* y, int64_t y_stride, const __m256 acc0[T], const __m256 acc1[T], int n_rows1) {
+  for (int t = 0; t < T; ++t) {
+    store_rows(y + t * y_stride, acc0[t], kGroupRows);
+    store_rows(y + t * y_stride + kGroupRows, acc1[t], n_rows1);
+  }
+}
+
+// ------------------------------------------------------------------ packing
+
+// 8 rows' block pointers; rows past n_out read a zero block (step 0).
+struct GroupRows {
+  const uint8_t* row[kGroupRows];
+  size_t step[kGroupRows];
+};
+
+GroupRows group_rows(const WeightView& w, int64_t g, size_t block_bytes, const uint8_t* zero);
+
+// 4 x (4 dwords of rows p, p+4 in the two 128-bit halves) -> dword i of rows 0..7.
+inline void transpose_4x8(const __m256i v[4], __m256i o[4]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  o[0] = _mm256_unpacklo_epi64(t0, t2);
+  o[1] = _mm256_unpackhi_epi64(t0, t2);
+  o[2] = _mm256_unpacklo_epi64(t1, t3);
+  o[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// Stores the 16-byte rows q[0..7] as qs[4][8 rows][4 bytes] at out.
+inline void store_transposed_16(const uint8_t* const q[kGroupRows], uint8_t* out) {
+  __m256i v[4], o[4];
+  for (int p = 0; p < 4; ++p) v[p] = _mm256_set_m128i(load128(q[p + 4]), load128(q[p]));
+  transpose_4x8(v, o);
+  for (int i = 0; i < 4; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * i), o[i]);
+}
+
+// ------------------------------------------------------------ int16 steps
+//
+// Steps [I0, I1) of one 32-element block against T tokens: step i meets
+// row bytes lo (elements 4i..4i+3) with token t's aq[t] + 4i, and hi
+// (16+4i..) with aq[t] + 16 + 4i, and adds both maddubs results into s[t]
+// (int16; the first step sets it). load(i, &lo, &hi) gives step i's unsigned
+// quant vectors. The caller keeps the int16 sums exact: |pair| <= 2 * qmax *
+// 127 per maddubs, summed over 2 * (I1 - I0) of them.
+template <int T, int I0, int I1, class Load>
+inline void steps_i16(Load load, const int8_t* const aq[T], __m256i s[T]) {
+#pragma GCC unroll 4
+  for (int i = I0; i < I1; ++i) {
+    __m256i lo, hi;
+    load(i, &lo, &hi);
+    for (int t = 0; t < T; ++t) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(aq[t] + 4 * i)),
+                                         _mm256_maddubs_epi16(hi, bcast32(aq[t] + 16 + 4 * i)));
+      s[t] = i == I0 ? p : _mm256_add_epi16(s[t], p);
+      keep_in_register(s[t]);
+    }
+  }
+}
+
+// steps_i16 on two unpacked groups at once (v0, v1: the block's
+// kUnpackedBlock bytes of each): each activation broadcast feeds both.
+template <int T, int I0, int I1>
+inline void pair_steps_i16(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T], __m256i s0[T],
+                           __m256i s1[T]) {
+#pragma GCC unroll 4
+  for (int i = I0; i < I1; ++i) {
+    const __m256i lo0 = load256a(v0 + 64 * i), hi0 = load256a(v0 + 64 * i + 32);
+    const __m256i lo1 = load256a(v1 + 64 * i), hi1 = load256a(v1 + 64 * i + 32);
+    for (int t = 0; t < T; ++t) {
+      const __m256i al = bcast32(aq[t] + 4 * i), ah = bcast32(aq[t] + 16 + 4 * i);
+      const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah));
+      const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah));
+      s0[t] = i == I0 ? p0 : _mm256_add_epi16(s0[t], p0);
+      s1[t] = i == I0 ? p1 : _mm256_add_epi16(s1[t], p1);
+      keep_in_register(s0[t]);
+      keep_in_register(s1[t]);
+    }
+  }
+}
+
+// Splits a 4-bit block (qs as Q4_1, 128 bytes) to bytes: kUnpackedBlock bytes.
+inline void unpack_nibbles_block(const uint8_t* qs, uint8_t* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < 4; ++i) {
+    const __m256i wq = load256(qs + 32 * i);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * i), _mm256_and_si256(wq, m4));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * i + 32),
+                       _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4));
+  }
+}
+
+// ------------------------------------------------------------- kernel table
+
+// Kernels take the activation tile as void*: ActBlock32[nb] (32-element
+// formats) or ActBlockK[nb] (K-quants), per Ops::k_act.
+using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y, int64_t y_stride,
+                          int n_rows);
+using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act, float* y,
+                        int64_t y_stride, int n_rows1);
+using PackFn = void (*)(const WeightView& w, int64_t g, uint8_t* out);
+using UnpackFn = void (*)(const uint8_t* group, int64_t nb, uint8_t* out);
+using UnpackedPairFn = void (*)(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                                const uint8_t* group1, int64_t nb, const void* act, float* y, int64_t y_stride,
+                                int n_rows1);
+using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb, const void* act0,
+                                  const void* act1, float* y, int64_t y_stride, int n_rows);
+
+// A packed type's kernels. Calls with several token tiles take the first of:
+// unpack (quants split to bytes once per group; upair for two groups, else
+// unpacked_single if any, else kernel), then pair, then kernel.
+struct Ops {
+  KernelFn kernel[kTok + 1];  // one packed group, T tokens
+  PackFn pack;
+  size_t (*used_bytes)(int64_t nb);  // bytes of a group of nb activation blocks
+  int block_elems = 32;       // elements per activation block
+  bool k_act = false;         // ActBlockK (Q8_K) activation tiles, else ActBlock32
+  bool with_sum = false;      // ActBlock32 with Q8_1 sums
+  PairFn pair[kTok + 1] = {};  // two packed groups per call (null: none)
+  UnpackFn unpack = nullptr;   // null: no unpacked path
+  UnpackedPairFn upair[kTok + 1] = {};
+  UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
+};
+
+const Ops& ops_q4_1();
+const Ops& ops_q5_0();
+const Ops& ops_q8_0();
+const Ops& ops_q4_K();
+const Ops& ops_q6_K();
+
+}  // namespace omnibus::matmul_packed::internal

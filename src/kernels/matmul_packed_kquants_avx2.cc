@@ -1,0 +1,399 @@
+// Packed K-quants (matmul_packed_internal.h), per 256-element super-block,
+// with Q8_K activations (ActBlockK):
+//   Q4_K, 1248 bytes: for each sub-block j (32 elements), qs[4][8 rows][4
+//         bytes] laid out as a Q4_1 block (low nibbles elements 32j+4i..,
+//         high nibbles 32j+16+4i..; re-nibbled at load, so both halves of a
+//         load share the sub-block's scale), then sc[8][8 rows][2] (the 6-bit
+//         scale, twice: an int16 pair after widening), mn[4][8 rows][2] (mins
+//         of sub-blocks 2k, 2k+1), half d[8], half dmin[8].
+//   Q6_K, 1936 bytes: ql[32][8 rows][4 bytes] (byte k of ql[w]: low nibble
+//         the low 4 bits of element 8w+k, high nibble those of 8w+4+k),
+//         qh[16][8 rows][4 bytes] (byte k of qh[s]: bits 2m, 2m+1 the top 2
+//         bits of element 16s+4m+k), sc[16][8 rows][2] (the int8 scale of
+//         sub-block s, twice), scp[8][8 rows][2] (scales of sub-blocks 2k,
+//         2k+1), half d[8]. Quants are unsigned (q in [0, 63], value q - 32).
+#include "kernels/matmul_packed_internal.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_ref.h"
+
+namespace omnibus::matmul_packed::internal {
+namespace {
+
+// ------------------------------------------------------------------- Q4_K
+
+constexpr size_t kSuper4 = 1248;
+inline size_t qs4(int64_t sb, int j) { return size_t(sb) * kSuper4 + 128 * size_t(j); }
+inline size_t sc4(int64_t sb, int j) { return size_t(sb) * kSuper4 + 1024 + 16 * size_t(j); }
+inline size_t mn4(int64_t sb, int k) { return size_t(sb) * kSuper4 + 1152 + 16 * size_t(k); }
+inline size_t d4(int64_t sb) { return size_t(sb) * kSuper4 + 1216; }
+inline size_t dmin4(int64_t sb) { return size_t(sb) * kSuper4 + 1232; }
+size_t used_bytes_q4_K(int64_t nsb) { return size_t(nsb) * kSuper4; }
+
+void pack_q4_K(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ4_K zero{};
+  const int64_t nsb = w.n_in / kQKK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ4_K), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    // Each row's sub-blocks re-nibbled as Q4_1 blocks: byte k = q[k] | q[16 + k] << 4.
+    alignas(16) uint8_t q41[kGroupRows][8][16];
+    uint16_t d[kGroupRows], dmin[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
+      auto quant = [&](int e) {  // element e of the super-block, 0..15
+        const uint8_t byte = blk->qs[32 * (e / 64) + e % 32];
+        return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
+      };
+      for (int j = 0; j < 8; ++j) {
+        for (int k = 0; k < 16; ++k) q41[r][j][k] = uint8_t(quant(32 * j + k) | quant(32 * j + 16 + k) << 4);
+        uint8_t sc, m;
+        get_scale_min_k4(j, blk->scales, &sc, &m);
+        out[sc4(sb, j) + 2 * r] = out[sc4(sb, j) + 2 * r + 1] = sc;
+        out[mn4(sb, j / 2) + 2 * r + j % 2] = m;
+      }
+      d[r] = blk->d;
+      dmin[r] = blk->dmin;
+    }
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* qs[kGroupRows];
+      for (int r = 0; r < kGroupRows; ++r) qs[r] = q41[r][j];
+      store_transposed_16(qs, out + qs4(sb, j));
+    }
+    std::memcpy(out + d4(sb), d, sizeof(d));
+    std::memcpy(out + dmin4(sb), dmin, sizeof(dmin));
+  }
+}
+
+// Per output, over super-blocks in order (acc = mins = 0):
+//   isum = exact int32 sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]
+//   msum = exact int32 sum_j m_j * (a's sum over sub-block j)
+//   acc  = fma(d * d_a, float(isum), acc);  mins = fma(dmin * d_a, float(msum), mins)
+// and y = acc - mins: quant_avx2's vec_dot_q4_K. A sub-block's 8 maddubs
+// add up in int16 as Q4_1's (<= 30480), then one madd applies its scale.
+
+// msum of T tokens for one group super-block (mn: the 4 widened min pairs).
+template <int T>
+inline void q4_K_msum(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i ms[T]) {
+  __m256i mv[4];
+  for (int k = 0; k < 4; ++k) mv[k] = _mm256_cvtepu8_epi16(load128(group + mn4(sb, k)));
+  for (int t = 0; t < T; ++t) {
+    __m256i m = _mm256_madd_epi16(mv[0], bcast32(&a.bsum_pairs[t][0]));
+    for (int k = 1; k < 4; ++k) {
+      m = _mm256_add_epi32(
+          m, _mm256_madd_epi16(mv[k], bcast32(&a.bsum_pairs[t][2 * k])));
+    }
+    ms[t] = m;
+  }
+}
+
+template <int T>
+inline void q4_K_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, const __m256i isum[T],
+                        const __m256i ms[T], __m256 acc[T], __m256 mins[T]) {
+  const __m256 d = _mm256_cvtph_ps(load128(group + d4(sb)));
+  const __m256 dm = _mm256_cvtph_ps(load128(group + dmin4(sb)));
+  for (int t = 0; t < T; ++t) {
+    const __m256 da = _mm256_broadcast_ss(&a.d[t]);
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    mins[t] = _mm256_fmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(ms[t]), mins[t]);
+  }
+}
+
+// isum[t] += sub-block j's int16 sums s16[t] times its scale.
+template <int T>
+inline void q4_K_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[T], __m256i isum[T]) {
+  const __m256i scv = _mm256_cvtepu8_epi16(load128(group + sc4(sb, j)));
+  for (int t = 0; t < T; ++t) {
+    const __m256i w = _mm256_madd_epi16(s16[t], scv);
+    isum[t] = j == 0 ? w : _mm256_add_epi32(isum[t], w);
+  }
+}
+
+// One packed group x T tokens, nibbles split per call (the one-tile path).
+template <int T>
+void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[T], mins[T];
+  for (int t = 0; t < T; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum[T];
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = group + qs4(sb, j);
+      for (int l = 0; l < 2; ++l) prefetch(q + 64 * l);
+      const int8_t* aq[T];
+      for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
+      __m256i s16[T];
+      steps_i16<T, 0, 4>(
+          [&](int i, __m256i* lo, __m256i* hi) {
+            const __m256i wq = load256(q + 32 * i);
+            *lo = _mm256_and_si256(wq, m4);
+            *hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4);
+          },
+          aq, s16);
+      q4_K_scale<T>(group, sb, j, s16, isum);
+    }
+    __m256i ms[T];
+    q4_K_msum<T>(group, sb, a, ms);
+    q4_K_finish<T>(group, sb, a, isum, ms, acc, mins);
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, _mm256_sub_ps(acc[t], mins[t]), n_rows);
+}
+
+// A Q4_K group's quants one byte per element (8 unpacked blocks per super-block).
+void unpack_q4_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    for (int j = 0; j < 8; ++j) {
+      unpack_nibbles_block(group + qs4(sb, j), out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock);
+    }
+  }
+}
+
+// kernel_q4_K on two groups split by unpack_q4_K (rows 8-15 from u1 /
+// group1, n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
+// Bitwise equal to kernel_q4_K.
+template <int T>
+void kernel_q4_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
+                               int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc0[T], acc1[T], mins0[T], mins1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = mins0[t] = mins1[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum0[T], isum1[T];
+    for (int j = 0; j < 8; ++j) {
+      const size_t off = (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock;
+      const int8_t* aq[T];
+      for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
+      __m256i s0[T], s1[T];
+      pair_steps_i16<T, 0, 4>(u0 + off, u1 + off, aq, s0, s1);
+      q4_K_scale<T>(group0, sb, j, s0, isum0);
+      q4_K_scale<T>(group1, sb, j, s1, isum1);
+    }
+    __m256i ms[T];
+    q4_K_msum<T>(group0, sb, a, ms);
+    q4_K_finish<T>(group0, sb, a, isum0, ms, acc0, mins0);
+    q4_K_msum<T>(group1, sb, a, ms);
+    q4_K_finish<T>(group1, sb, a, isum1, ms, acc1, mins1);
+  }
+  for (int t = 0; t < T; ++t) {
+    acc0[t] = _mm256_sub_ps(acc0[t], mins0[t]);
+    acc1[t] = _mm256_sub_ps(acc1[t], mins1[t]);
+  }
+  store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
+}
+
+// ------------------------------------------------------------------- Q6_K
+
+constexpr size_t kSuper6 = 1936;
+inline size_t ql6(int64_t sb, int w) { return size_t(sb) * kSuper6 + 32 * size_t(w); }
+inline size_t qh6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1024 + 32 * size_t(s); }
+inline size_t sc6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1536 + 16 * size_t(s); }
+inline size_t scp6(int64_t sb, int k) { return size_t(sb) * kSuper6 + 1792 + 16 * size_t(k); }
+inline size_t d6(int64_t sb) { return size_t(sb) * kSuper6 + 1920; }
+size_t used_bytes_q6_K(int64_t nsb) { return size_t(nsb) * kSuper6; }
+
+void pack_q6_K(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ6_K zero{};
+  const int64_t nsb = w.n_in / kQKK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ6_K), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    uint16_t d[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
+      int8_t q[kQKK];
+      quant_ref::unpack_q6_K(blk, q);  // q - 32
+      auto u = [&](int e) { return uint8_t(q[e] + 32); };
+      for (int wv = 0; wv < 32; ++wv) {
+        for (int k = 0; k < 4; ++k) {
+          out[ql6(sb, wv) + 4 * r + k] = uint8_t((u(8 * wv + k) & 0x0F) | (u(8 * wv + 4 + k) & 0x0F) << 4);
+        }
+      }
+      for (int sub = 0; sub < 16; ++sub) {
+        for (int k = 0; k < 4; ++k) {
+          uint8_t byte = 0;
+          for (int m = 0; m < 4; ++m) byte |= uint8_t((u(16 * sub + 4 * m + k) >> 4) << (2 * m));
+          out[qh6(sb, sub) + 4 * r + k] = byte;
+        }
+        out[sc6(sb, sub) + 2 * r] = out[sc6(sb, sub) + 2 * r + 1] = uint8_t(blk->scales[sub]);
+        out[scp6(sb, sub / 2) + 2 * r + sub % 2] = uint8_t(blk->scales[sub]);
+      }
+      d[r] = blk->d;
+    }
+    std::memcpy(out + d6(sb), d, sizeof(d));
+  }
+}
+
+// Per output, over super-blocks in order (acc = 0):
+//   isum = exact int32 sum_s sc_s * sum_{k in sub-block s} (q[k] - 32) * a[k]
+//        = sum_s sc_s * sum q[k] a[k] - 32 * sum_s sc_s * bsum_s
+//   acc  = fma(d * d_a, float(isum), acc)
+// (quant_avx2's vec_dot_q6_K). Unpacked vector v of a super-block holds
+// elements 4v..4v+3 of the 8 rows; sub-block s is vectors 4s..4s+3. Two
+// vectors' maddubs add up in int16 (|pair| <= 2 * 63 * 127, two <= 32004)
+// before the sub-block's scale is applied by madd.
+
+// The top two bits of unpacked vector 4s + M, as bits 4-5 of each byte
+// (16-bit shifts: what crosses a byte boundary never reaches bits 4-5).
+template <int M>
+inline __m256i q6_top_bits(__m256i qh) {
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  if constexpr (M <= 2) return _mm256_and_si256(_mm256_slli_epi16(qh, 4 - 2 * M), m30);
+  else return _mm256_and_si256(_mm256_srli_epi16(qh, 2 * M - 4), m30);
+}
+
+// Unpacked vectors 4s + 2M and 4s + 2M + 1 of a packed Q6_K super-block.
+template <int M>
+inline void q6_K_vectors(const uint8_t* group, int64_t sb, int s, __m256i qh, __m256i* v0, __m256i* v1) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i wq = load256(group + ql6(sb, 2 * s + M));
+  *v0 = _mm256_or_si256(_mm256_and_si256(wq, m4), q6_top_bits<2 * M>(qh));
+  *v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), q6_top_bits<2 * M + 1>(qh));
+}
+
+// isum -= 32 * sum_s sc_s * bsum_s, for T tokens.
+template <int T>
+inline void q6_K_offset(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i isum[T]) {
+  __m256i corr[T];
+  for (int k = 0; k < 8; ++k) {
+    const __m256i scp = _mm256_cvtepi8_epi16(load128(group + scp6(sb, k)));
+    for (int t = 0; t < T; ++t) {
+      const __m256i c = _mm256_madd_epi16(scp, bcast32(&a.bsums[t][2 * k]));
+      corr[t] = k == 0 ? c : _mm256_add_epi32(corr[t], c);
+    }
+  }
+  for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+}
+
+// One packed group x T tokens (quants merged per token tile: the decode path).
+template <int T>
+void kernel_q6_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride,
+                 int n_rows) {
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum[T];
+    for (int s = 0; s < 16; ++s) {
+      if (s % 2 == 0) prefetch(group + ql6(sb, 2 * s));
+      const __m256i qh = load256(group + qh6(sb, s));
+      const __m256i scv = _mm256_cvtepi8_epi16(load128(group + sc6(sb, s)));
+      __m256i v[4];
+      q6_K_vectors<0>(group, sb, s, qh, &v[0], &v[1]);
+      q6_K_vectors<1>(group, sb, s, qh, &v[2], &v[3]);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = a.qs[t] + 16 * s;
+        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast32(aq)),
+                                            _mm256_maddubs_epi16(v[1], bcast32(aq + 4)));
+        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast32(aq + 8)),
+                                            _mm256_maddubs_epi16(v[3], bcast32(aq + 12)));
+        const __m256i w = _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv));
+        isum[t] = s == 0 ? w : _mm256_add_epi32(isum[t], w);
+      }
+    }
+    q6_K_offset<T>(group, sb, a, isum);
+    const __m256 d = _mm256_cvtph_ps(load128(group + d6(sb)));
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+// A Q6_K group's quants one byte per element: per super-block the 64
+// unpacked vectors in order (2048 bytes).
+void unpack_q6_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    auto* o = reinterpret_cast<__m256i*>(out + size_t(sb) * 2048);
+    for (int s = 0; s < 16; ++s) {
+      const __m256i qh = load256(group + qh6(sb, s));
+      __m256i v[4];
+      q6_K_vectors<0>(group, sb, s, qh, &v[0], &v[1]);
+      q6_K_vectors<1>(group, sb, s, qh, &v[2], &v[3]);
+      for (int m = 0; m < 4; ++m) _mm256_store_si256(o + 4 * s + m, v[m]);
+    }
+  }
+}
+
+// kernel_q6_K on two groups unpacked by unpack_q6_K (rows 8-15 from u1
+// / group1, n_rows1 valid), T <= kTok tokens: each activation broadcast feeds
+// both groups. Same operations per output: bitwise equal to kernel_q6_K.
+template <int T>
+void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
+                               int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    const auto* x0 = reinterpret_cast<const __m256i*>(u0 + size_t(sb) * 2048);
+    const auto* x1 = reinterpret_cast<const __m256i*>(u1 + size_t(sb) * 2048);
+    __m256i isum0[T], isum1[T];
+    for (int s = 0; s < 16; ++s) {
+      const __m256i sc0 = _mm256_cvtepi8_epi16(load128(group0 + sc6(sb, s)));
+      const __m256i sc1 = _mm256_cvtepi8_epi16(load128(group1 + sc6(sb, s)));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {  // vectors 4s + 2h, 4s + 2h + 1
+        const __m256i a0 = _mm256_load_si256(x0 + 4 * s + 2 * h), b0 = _mm256_load_si256(x0 + 4 * s + 2 * h + 1);
+        const __m256i a1 = _mm256_load_si256(x1 + 4 * s + 2 * h), b1 = _mm256_load_si256(x1 + 4 * s + 2 * h + 1);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* aq = a.qs[t] + 16 * s + 8 * h;
+          const __m256i al = bcast32(aq), ah = bcast32(aq + 4);
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, al), _mm256_maddubs_epi16(b0, ah));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(a1, al), _mm256_maddubs_epi16(b1, ah));
+          const __m256i w0 = _mm256_madd_epi16(p0, sc0), w1 = _mm256_madd_epi16(p1, sc1);
+          isum0[t] = s == 0 && h == 0 ? w0 : _mm256_add_epi32(isum0[t], w0);
+          isum1[t] = s == 0 && h == 0 ? w1 : _mm256_add_epi32(isum1[t], w1);
+          keep_in_register(isum0[t]);
+          keep_in_register(isum1[t]);
+        }
+      }
+    }
+    q6_K_offset<T>(group0, sb, a, isum0);
+    q6_K_offset<T>(group1, sb, a, isum1);
+    const __m256 d0 = _mm256_cvtph_ps(load128(group0 + d6(sb)));
+    const __m256 d1 = _mm256_cvtph_ps(load128(group1 + d6(sb)));
+    for (int t = 0; t < T; ++t) {
+      const __m256 da = _mm256_broadcast_ss(&a.d[t]);
+      acc0[t] = _mm256_fmadd_ps(_mm256_mul_ps(d0, da), _mm256_cvtepi32_ps(isum0[t]), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_mul_ps(d1, da), _mm256_cvtepi32_ps(isum1[t]), acc1[t]);
+    }
+  }
+  store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
+}
+
+}  // namespace
+
+const Ops& ops_q4_K() {
+  static const Ops ops{
+      .kernel = {nullptr, kernel_q4_K<1>, kernel_q4_K<2>, kernel_q4_K<3>, kernel_q4_K<4>},
+      .pack = pack_q4_K,
+      .used_bytes = used_bytes_q4_K,
+      .block_elems = kQKK,
+      .k_act = true,
+      .unpack = unpack_q4_K,
+      .upair = {nullptr, kernel_q4_K_unpacked_pair<1>, kernel_q4_K_unpacked_pair<2>, kernel_q4_K_unpacked_pair<3>,
+                kernel_q4_K_unpacked_pair<4>},
+  };
+  return ops;
+}
+
+const Ops& ops_q6_K() {
+  static const Ops ops{
+      .kernel = {nullptr, kernel_q6_K<1>, kernel_q6_K<2>, kernel_q6_K<3>, kernel_q6_K<4>},
+      .pack = pack_q6_K,
+      .used_bytes = used_bytes_q6_K,
+      .block_elems = kQKK,
+      .k_act = true,
+      .unpack = unpack_q6_K,
+      .upair = {nullptr, kernel_q6_K_unpacked_pair<1>, kernel_q6_K_unpacked_pair<2>, kernel_q6_K_unpacked_pair<3>,
+                kernel_q6_K_unpacked_pair<4>},
+  };
+  return ops;
+}
+
+}  // namespace omnibus::matmul_packed::internal

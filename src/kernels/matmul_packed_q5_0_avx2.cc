@@ -1,0 +1,160 @@
+// Packed Q5_0 (matmul_packed_internal.h): per block b, 176 bytes: qs[4][8
+// rows][4 bytes] as Q4_1, then hb[8 rows][4 bytes], then half d[8]. Byte k
+// of row r's hb holds the fifth bits of the elements that byte k of qs[i]
+// carries: bit 2i that of its low nibble (element 4i+k), bit 2i+1 that of its
+// high nibble (element 16+4i+k).
+//
+// Quants are used unsigned (u = q + 16 in [0, 31]: nibble | fifth bit << 4),
+// so maddubs needs no sign trick, and the exact block sum is
+//   sum (u - 16) * a = sum u * a - 16 * sum a      (sum a: ActBlock32::qsum)
+// Per output: acc = fma(d_w * d_a, float(isum), acc) (quant_avx2's
+// vec_dot_q5_0). Two steps of maddubs pairs add up in int16 (|pair| <= 2 * 31
+// * 127, four <= 31496: exact) before widening.
+#include "kernels/matmul_packed_internal.h"
+#include "kernels/quant_blocks.h"
+
+namespace omnibus::matmul_packed::internal {
+namespace {
+
+constexpr size_t kBlock = 176;
+inline size_t qs_at(int64_t b) { return size_t(b) * kBlock; }
+inline size_t hb_at(int64_t b) { return size_t(b) * kBlock + 128; }
+inline size_t sc_at(int64_t b) { return size_t(b) * kBlock + 160; }
+
+void pack_group(const WeightView& w, int64_t g, uint8_t* out) {
+  static const BlockQ5_0 zero{};
+  const int64_t nb = w.n_in / kQK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ5_0), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ5_0* blk[kGroupRows];
+    const uint8_t* qs[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      blk[r] = reinterpret_cast<const BlockQ5_0*>(rows.row[r] + size_t(b) * rows.step[r]);
+      qs[r] = blk[r]->qs;
+    }
+    store_transposed_16(qs, out + qs_at(b));
+    uint8_t* hb = out + hb_at(b);
+    uint16_t d[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const uint32_t qh = uint32_t(load_i32(blk[r]->qh));
+      for (int k = 0; k < 4; ++k) {
+        uint8_t byte = 0;
+        for (int i = 0; i < 4; ++i) {
+          byte |= uint8_t(((qh >> (4 * i + k)) & 1u) << (2 * i));
+          byte |= uint8_t(((qh >> (16 + 4 * i + k)) & 1u) << (2 * i + 1));
+        }
+        hb[4 * r + k] = byte;
+      }
+      d[r] = blk[r]->d;
+    }
+    std::memcpy(out + sc_at(b), d, sizeof(d));
+  }
+}
+
+size_t used_bytes(int64_t nb) { return size_t(nb) * kBlock; }
+
+// The fifth bits of step i's low (p = 2i) or high (p = 2i + 1) nibbles, as
+// 0x10 per byte (16-bit shifts: the bits crossing a byte boundary never land
+// on bit 4).
+inline __m256i fifth_bits(__m256i hb, int p) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  if (p <= 4) return _mm256_and_si256(_mm256_sll_epi16(hb, _mm_cvtsi32_si128(4 - p)), bit4);
+  return _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(p - 4)), bit4);
+}
+
+// Step i's unsigned quants of a packed block: low and high halves.
+inline void load_step(const uint8_t* q, __m256i hb, int i, __m256i* lo, __m256i* hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i wq = load256(q + 32 * i);
+  *lo = _mm256_or_si256(_mm256_and_si256(wq, m4), fifth_bits(hb, 2 * i));
+  *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), fifth_bits(hb, 2 * i + 1));
+}
+
+// acc[t] += block b's contribution, from the int16 sums of steps 0-1 and 2-3.
+template <int T>
+inline void finish_block(const uint8_t* group, int64_t b, const ActBlock32& a, const __m256i s01[T],
+                         const __m256i s23[T], __m256 acc[T]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 dw = _mm256_cvtph_ps(load128(group + sc_at(b)));
+  for (int t = 0; t < T; ++t) {
+    const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(s01[t], ones), _mm256_madd_epi16(s23[t], ones));
+    const __m256i isum = _mm256_sub_epi32(s32, _mm256_set1_epi32(16 * a.qsum[t]));
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum), acc[t]);
+  }
+}
+
+// One packed group x T tokens, quants merged per call (the one-tile path).
+template <int T>
+void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* q = group + qs_at(b);
+    for (int l = 0; l < 3; ++l) prefetch(q + 64 * l);
+    const __m256i hb = load256(group + hb_at(b));
+    auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step(q, hb, i, lo, hi); };
+    const int8_t* aq[T];
+    for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
+    __m256i s01[T], s23[T];
+    steps_i16<T, 0, 2>(load, aq, s01);
+    steps_i16<T, 2, 4>(load, aq, s23);
+    finish_block<T>(group, b, a, s01, s23, acc);
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+
+void unpack_group(const uint8_t* group, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i hb = load256(group + hb_at(b));
+    auto* o = reinterpret_cast<__m256i*>(out + size_t(b) * kUnpackedBlock);
+    for (int i = 0; i < 4; ++i) {
+      __m256i lo, hi;
+      load_step(group + qs_at(b), hb, i, &lo, &hi);
+      _mm256_store_si256(o + 2 * i, lo);
+      _mm256_store_si256(o + 2 * i + 1, hi);
+    }
+  }
+}
+
+// kernel on two groups split by unpack_group (rows 8-15 from u1 / group1,
+// n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
+// Bitwise equal to kernel.
+template <int T>
+void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0, const uint8_t* group1,
+                          int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlock32*>(act_v);
+  __m256 acc0[T], acc1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* v0 = u0 + size_t(b) * kUnpackedBlock;
+    const uint8_t* v1 = u1 + size_t(b) * kUnpackedBlock;
+    const int8_t* aq[T];
+    for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
+    __m256i s01_0[T], s01_1[T], s23_0[T], s23_1[T];
+    pair_steps_i16<T, 0, 2>(v0, v1, aq, s01_0, s01_1);
+    pair_steps_i16<T, 2, 4>(v0, v1, aq, s23_0, s23_1);
+    finish_block<T>(group0, b, a, s01_0, s23_0, acc0);
+    finish_block<T>(group1, b, a, s01_1, s23_1, acc1);
+  }
+  store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
+}
+
+}  // namespace
+
+const Ops& ops_q5_0() {
+  static const Ops ops{
+      .kernel = {nullptr, kernel<1>, kernel<2>, kernel<3>, kernel<4>},
+      .pack = pack_group,
+      .used_bytes = used_bytes,
+      .unpack = unpack_group,
+      .upair = {nullptr, kernel_unpacked_pair<1>, kernel_unpacked_pair<2>, kernel_unpacked_pair<3>,
+                kernel_unpacked_pair<4>},
+  };
+  return ops;
+}
+
+}  // namespace omnibus::matmul_packed::internal
