@@ -306,9 +306,11 @@ void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* a
   }
 }
 
-void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act) {
+void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act,
+                   int32_t* qsum) {
   const int64_t nb = n_in / kQK;
   std::memset(act, 0, size_t(nb) * sizeof(ActBlock32));
+  if (qsum != nullptr) std::memset(qsum, 0, size_t(nb) * kTok * sizeof(int32_t));
   for (int64_t lane = 0; lane < n_valid; ++lane) {
     const float* xr = x + lane * n_in;
     for (int64_t b = 0; b < nb; ++b) {
@@ -319,9 +321,11 @@ void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum,
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
       // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
       act[b].d[lane] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-      const int32_t qsum = simd::hsum_i32(sum);
-      act[b].qsum[lane] = qsum;
-      if (with_sum) act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(qsum) * d, _MM_FROUND_TO_NEAREST_INT));
+      if (with_sum || qsum != nullptr) {
+        const int32_t total = simd::hsum_i32(sum);
+        if (qsum != nullptr) qsum[b * kTok + lane] = total;
+        if (with_sum) act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(total) * d, _MM_FROUND_TO_NEAREST_INT));
+      }
     }
   }
 }

@@ -27,14 +27,16 @@ struct ActBlock32 {
   int8_t qs[kTok][32];
   float d[kTok];
   float s[kTok];  // fp16(d * sum(qs)) as f32 (Q8_1); unused for Q8_0 pairings
-  int32_t qsum[kTok];  // exact sum(qs) (the packed Q5_0 kernel's offset term)
 };
-static_assert(sizeof(ActBlock32) == 176);
+static_assert(sizeof(ActBlock32) == 160);
 
 // Quantizes n_valid <= kTok tokens (rows of x, n_in floats each) into
-// act[0..n_in / 32); s is filled when with_sum. Bit-exact with the reference
-// Q8_0 / Q8_1 quantizers.
-void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act);
+// act[0..n_in / 32); s is filled when with_sum, and qsum (if not null) with
+// the exact sums: qsum[b * kTok + t] = sum of act[b].qs[t] (the packed Q5_0
+// kernel's offset term; kept out of ActBlock32 so that the other kernels'
+// tiles stay small). Bit-exact with the reference Q8_0 / Q8_1 quantizers.
+void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act,
+                   int32_t* qsum = nullptr);
 
 // Q8_K activations of kTok tokens for one 256-element super-block (lanes
 // past the valid tokens are zero).

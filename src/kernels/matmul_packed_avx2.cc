@@ -123,7 +123,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   const Ops& ops = ops_for(type);
   const int64_t nb = n_in / ops.block_elems;  // activation blocks per token
   const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
-  const size_t act_block = ops.k_act ? sizeof(ActBlockK) : sizeof(ActBlock32);
+  // Bytes per activation block of a tile (a tile is nb of them).
+  const size_t act_block = ops.k_act       ? sizeof(ActBlockK)
+                           : ops.with_qsum ? sizeof(ActBlock32) + kTok * sizeof(int32_t)
+                                           : sizeof(ActBlock32);
   const size_t act_bytes = size_t(n_tiles * nb) * act_block;
   if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
   uint8_t* act = scratch.quantized_x.data();
@@ -135,8 +138,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     if (ops.k_act) {
       matmul_avx2::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, reinterpret_cast<ActBlockK*>(a));
     } else {
-      matmul_avx2::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum,
-                                 reinterpret_cast<ActBlock32*>(a));
+      auto* blocks = reinterpret_cast<ActBlock32*>(a);
+      int32_t* qsum = ops.with_qsum ? reinterpret_cast<int32_t*>(blocks + nb) : nullptr;
+      matmul_avx2::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum, blocks, qsum);
     }
   });
 

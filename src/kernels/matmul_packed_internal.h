@@ -180,7 +180,8 @@ inline void unpack_nibbles_block(const uint8_t* qs, uint8_t* out) {
 // ------------------------------------------------------------- kernel table
 
 // Kernels take the activation tile as void*: ActBlock32[nb] (32-element
-// formats) or ActBlockK[nb] (K-quants), per Ops::k_act.
+// formats; with Ops::with_qsum followed by int32 qsum[nb][kTok]) or
+// ActBlockK[nb] (K-quants), per Ops::k_act.
 using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y, int64_t y_stride,
                           int n_rows);
 using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act, float* y,
@@ -203,6 +204,7 @@ struct Ops {
   int block_elems = 32;       // elements per activation block
   bool k_act = false;         // ActBlockK (Q8_K) activation tiles, else ActBlock32
   bool with_sum = false;      // ActBlock32 with Q8_1 sums
+  bool with_qsum = false;     // ActBlock32 tiles followed by exact sums (quantize_tile's qsum)
   PairFn pair[kTok + 1] = {};  // two packed groups per call (null: none)
   UnpackFn unpack = nullptr;   // null: no unpacked path
   UnpackedPairFn upair[kTok + 1] = {};

@@ -53,6 +53,26 @@ inline void finish_block(const uint8_t* group, int64_t b, const float* const da[
   }
 }
 
+// finish_block for a pair of groups, each token's scale and sum broadcast once.
+template <int T>
+inline void finish_block_pair(const uint8_t* group0, const uint8_t* group1, int64_t b, const ActBlock32& a,
+                              const __m256i s0[T], const __m256i s1[T], __m256 acc0[T], __m256 acc1[T]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256 dw0 = _mm256_cvtph_ps(load128(group0 + sc_at(b)));
+  const __m256 mw0 = _mm256_cvtph_ps(load128(group0 + sc_at(b) + 16));
+  const __m256 dw1 = _mm256_cvtph_ps(load128(group1 + sc_at(b)));
+  const __m256 mw1 = _mm256_cvtph_ps(load128(group1 + sc_at(b) + 16));
+  for (int t = 0; t < T; ++t) {
+    const __m256 da = _mm256_broadcast_ss(&a.d[t]), sa = _mm256_broadcast_ss(&a.s[t]);
+    const __m256 isum0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s0[t], ones));
+    const __m256 isum1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s1[t], ones));
+    acc0[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, da), isum0, acc0[t]);
+    acc0[t] = _mm256_fmadd_ps(mw0, sa, acc0[t]);
+    acc1[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw1, da), isum1, acc1[t]);
+    acc1[t] = _mm256_fmadd_ps(mw1, sa, acc1[t]);
+  }
+}
+
 // One packed group x T tokens, nibbles split per call (the one-tile path).
 template <int T>
 void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
@@ -129,12 +149,10 @@ void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* g
   for (int64_t b = 0; b < nb; ++b) {
     const ActBlock32& a = act[b];
     const int8_t* aq[T];
-    const float *da[T], *sa[T];
-    for (int t = 0; t < T; ++t) aq[t] = a.qs[t], da[t] = &a.d[t], sa[t] = &a.s[t];
+    for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
     __m256i s0[T], s1[T];
     pair_steps_i16<T, 0, 4>(u0 + size_t(b) * kUnpackedBlock, u1 + size_t(b) * kUnpackedBlock, aq, s0, s1);
-    finish_block<T>(group0, b, da, sa, s0, acc0);
-    finish_block<T>(group1, b, da, sa, s1, acc1);
+    finish_block_pair<T>(group0, group1, b, a, s0, s1, acc0, acc1);
   }
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }

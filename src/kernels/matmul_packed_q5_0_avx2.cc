@@ -6,7 +6,7 @@
 //
 // Quants are used unsigned (u = q + 16 in [0, 31]: nibble | fifth bit << 4),
 // so maddubs needs no sign trick, and the exact block sum is
-//   sum (u - 16) * a = sum u * a - 16 * sum a      (sum a: ActBlock32::qsum)
+//   sum (u - 16) * a = sum u * a - 16 * sum a      (sum a: the tile's qsum)
 // Per output: acc = fma(d_w * d_a, float(isum), acc) (quant_avx2's
 // vec_dot_q5_0). Two steps of maddubs pairs add up in int16 (|pair| <= 2 * 31
 // * 127, four <= 31496: exact) before widening.
@@ -70,15 +70,21 @@ inline void load_step(const uint8_t* q, __m256i hb, int i, __m256i* lo, __m256i*
   *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), fifth_bits(hb, 2 * i + 1));
 }
 
-// acc[t] += block b's contribution, from the int16 sums of steps 0-1 and 2-3.
+// The exact activation sums of an ActBlock32 tile of nb blocks: [nb][kTok].
+inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
+  return reinterpret_cast<const int32_t*>(act + nb);
+}
+
+// acc[t] += block b's contribution, from the int16 sums of steps 0-1 and 2-3
+// (qsum: block b's kTok activation sums).
 template <int T>
-inline void finish_block(const uint8_t* group, int64_t b, const ActBlock32& a, const __m256i s01[T],
-                         const __m256i s23[T], __m256 acc[T]) {
+inline void finish_block(const uint8_t* group, int64_t b, const ActBlock32& a, const int32_t* qsum,
+                         const __m256i s01[T], const __m256i s23[T], __m256 acc[T]) {
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256 dw = _mm256_cvtph_ps(load128(group + sc_at(b)));
   for (int t = 0; t < T; ++t) {
     const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(s01[t], ones), _mm256_madd_epi16(s23[t], ones));
-    const __m256i isum = _mm256_sub_epi32(s32, _mm256_set1_epi32(16 * a.qsum[t]));
+    const __m256i isum = _mm256_sub_epi32(s32, _mm256_set1_epi32(16 * qsum[t]));
     acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum), acc[t]);
   }
 }
@@ -100,7 +106,7 @@ void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64
     __m256i s01[T], s23[T];
     steps_i16<T, 0, 2>(load, aq, s01);
     steps_i16<T, 2, 4>(load, aq, s23);
-    finish_block<T>(group, b, a, s01, s23, acc);
+    finish_block<T>(group, b, a, tile_qsum(act, nb) + b * kTok, s01, s23, acc);
   }
   for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
 }
@@ -137,8 +143,9 @@ void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* g
     __m256i s01_0[T], s01_1[T], s23_0[T], s23_1[T];
     pair_steps_i16<T, 0, 2>(v0, v1, aq, s01_0, s01_1);
     pair_steps_i16<T, 2, 4>(v0, v1, aq, s23_0, s23_1);
-    finish_block<T>(group0, b, a, s01_0, s23_0, acc0);
-    finish_block<T>(group1, b, a, s01_1, s23_1, acc1);
+    const int32_t* qsum = tile_qsum(act, nb) + b * kTok;
+    finish_block<T>(group0, b, a, qsum, s01_0, s23_0, acc0);
+    finish_block<T>(group1, b, a, qsum, s01_1, s23_1, acc1);
   }
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
@@ -150,6 +157,7 @@ const Ops& ops_q5_0() {
       .kernel = {nullptr, kernel<1>, kernel<2>, kernel<3>, kernel<4>},
       .pack = pack_group,
       .used_bytes = used_bytes,
+      .with_qsum = true,
       .unpack = unpack_group,
       .upair = {nullptr, kernel_unpacked_pair<1>, kernel_unpacked_pair<2>, kernel_unpacked_pair<3>,
                 kernel_unpacked_pair<4>},
