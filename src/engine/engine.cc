@@ -125,14 +125,19 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   if (kv_has_residual(config.kv_dtype)) {
     // q4/kivi2: every running sequence pins 1 + window fp16 residual slots
     // (its open group and its window; kernels/kv_quant_kivi.h). Size them for
-    // --max-num-seqs sequences, within half of the cache's memory
-    // (--kv-cache-memory, or the default), and run no more sequences at once
-    // than they serve (beyond that, steals would turn open groups into lossy
-    // per-token keys).
+    // --max-num-seqs sequences within half of the cache's memory
+    // (--kv-cache-memory, or the default), past kResidualSeqsAlways only while
+    // they take at most an eighth of it (in a small pool more slots would only
+    // crowd out the blocks those sequences need), and run no more sequences
+    // at once than they serve (beyond that, steals would turn open groups into
+    // lossy per-token keys).
     const int64_t per_seq = 1 + geometry.window_blocks();
     const int64_t budget = config.kv_cache_bytes > 0 ? config.kv_cache_bytes : default_kv_cache_bytes();
     const int64_t seq_bytes = per_seq * int64_t(geometry.residual_slot_bytes());
     int64_t seqs = std::min<int64_t>(config.max_num_seqs, budget / 2 / seq_bytes);
+    if (seqs > kResidualSeqsAlways) {
+      seqs = std::max<int64_t>(kResidualSeqsAlways, std::min<int64_t>(seqs, budget / 8 / seq_bytes));
+    }
     seqs = std::max<int64_t>(seqs, 1);
     geometry.kivi_residual_slots = int(seqs * per_seq);
     config.max_num_seqs = int32_t(seqs);

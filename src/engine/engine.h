@@ -61,6 +61,10 @@ struct EngineConfig {
   std::function<void(uint64_t, int32_t, int32_t, std::span<const float>)> on_logits;
 };
 
+// q4/kivi2: running sequences the residual slots are sized for whatever the
+// pool (within half of it); more only in pools where they take <= 1/8.
+inline constexpr int64_t kResidualSeqsAlways = 64;
+
 // Fixed at creation.
 struct EngineInfo {
   int32_t n_blocks = 0;

@@ -67,8 +67,9 @@ TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
 }
 
 // q4/kivi2: each running sequence pins 1 + window residual slots; the engine
-// sizes them for --max-num-seqs sequences within half of --kv-cache-memory,
-// and runs no more sequences than they serve.
+// sizes them for --max-num-seqs sequences within half of --kv-cache-memory
+// (past 64 sequences within an eighth), and runs no more sequences than they
+// serve.
 TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
   FakeModel model;
   for (DType dtype : {kKvKivi2, kKvQ4}) {
@@ -90,7 +91,15 @@ TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
     c.kv_cache_bytes = 1000 * per_seq * slot;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, 256) << kv_dtype_name(dtype);  // no fixed cap
+    EXPECT_EQ((*e)->info().max_num_seqs, 1000 / 8) << kv_dtype_name(dtype);  // past 64: an eighth
+    c.kv_cache_bytes = 200 * per_seq * slot;  // half: 100, an eighth: 25 -> 64
+    e = Engine::create(model, c);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_EQ((*e)->info().max_num_seqs, kResidualSeqsAlways) << kv_dtype_name(dtype);
+    c.kv_cache_bytes = 100 * per_seq * slot;  // half: 50, an eighth: 12
+    e = Engine::create(model, c);
+    ASSERT_TRUE(e.is_ok());
+    EXPECT_EQ((*e)->info().max_num_seqs, 50) << kv_dtype_name(dtype);
     c.kv_cache_bytes = 0;  // the default pool: slots for all --max-num-seqs
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());

@@ -6,7 +6,8 @@ For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
     the GGUF's layer/head geometry) and, for kivi2 and q4 (KIVI keys), the
     fixed fp16 residual area (as src/engine/engine.cc sizes it: 1 + window
     slots per layer for each of --max-num-seqs (256) running sequences, at most
-    half of the memory; the window is 1 block for kivi2, 0 for q4);
+    half of the memory, and past 64 sequences at most an eighth; the window is
+    1 block for kivi2, 0 for q4);
   - perplexity: omnibus perplexity -f tests/data/perplexity.txt --ctx-size 512
     and its change against f16;
   - max concurrent sequences of CTX (512) tokens in a POOL (64 MiB) pool,
@@ -44,6 +45,7 @@ DTYPES = os.environ.get("DTYPES", "f32 f16 q8 q4 kivi2").split()
 BS = 16
 WINDOW = {"kivi2": 1, "q4": 0}  # kv_default_window_blocks
 MAX_NUM_SEQS = 256  # --max-num-seqs default
+RESIDUAL_SEQS_ALWAYS = 64  # kResidualSeqsAlways (src/engine/engine.h)
 
 
 def run(args, stdout_only=False):
@@ -97,7 +99,10 @@ def resident_seqs(geo, dtype, total):
     n_layers, n_kv, hd = geo
     per_seq = 1 + WINDOW[dtype]
     slot = n_layers * 2 * n_kv * BS * hd * 2
-    return max(1, min(MAX_NUM_SEQS, total // 2 // (per_seq * slot)))
+    seqs = min(MAX_NUM_SEQS, total // 2 // (per_seq * slot))
+    if seqs > RESIDUAL_SEQS_ALWAYS:  # past 64 only within an eighth of the memory
+        seqs = max(RESIDUAL_SEQS_ALWAYS, min(seqs, total // 8 // (per_seq * slot)))
+    return max(1, seqs)
 
 
 def fixed_bytes(geo, dtype, total):
