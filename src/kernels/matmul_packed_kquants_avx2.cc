@@ -97,13 +97,15 @@ inline void q4_K_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, co
   }
 }
 
-// isum[t] += sub-block j's int16 sums s16[t] times its scale.
+// isum[t] += sub-block j's int16 sums s16[t] times its scale (isum starts at
+// zero: accumulators are zeroed, not set on the first pass, so that no
+// compiler sees a maybe-uninitialized read across the non-unrolled loop).
 template <int T>
 inline void q4_K_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[T], __m256i isum[T]) {
   const __m256i scv = _mm256_cvtepu8_epi16(load128(group + sc4(sb, j)));
   for (int t = 0; t < T; ++t) {
     const __m256i w = _mm256_madd_epi16(s16[t], scv);
-    isum[t] = j == 0 ? w : _mm256_add_epi32(isum[t], w);
+    isum[t] = _mm256_add_epi32(isum[t], w);
   }
 }
 
@@ -117,6 +119,7 @@ void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const ActBlockK& a = act[sb];
     __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
       const uint8_t* q = group + qs4(sb, j);
       for (int l = 0; l < 2; ++l) prefetch(q + 64 * l);
@@ -162,6 +165,7 @@ void kernel_q4_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const ActBlockK& a = act[sb];
     __m256i isum0[T], isum1[T];
+    for (int t = 0; t < T; ++t) isum0[t] = isum1[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
       const size_t off = (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock;
       const int8_t* aq[T];
@@ -256,11 +260,12 @@ inline void q6_K_vectors(const uint8_t* group, int64_t sb, int s, __m256i qh, __
 template <int T>
 inline void q6_K_offset(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i isum[T]) {
   __m256i corr[T];
+  for (int t = 0; t < T; ++t) corr[t] = _mm256_setzero_si256();
   for (int k = 0; k < 8; ++k) {
     const __m256i scp = _mm256_cvtepi8_epi16(load128(group + scp6(sb, k)));
     for (int t = 0; t < T; ++t) {
       const __m256i c = _mm256_madd_epi16(scp, bcast32(&a.bsums[t][2 * k]));
-      corr[t] = k == 0 ? c : _mm256_add_epi32(corr[t], c);
+      corr[t] = _mm256_add_epi32(corr[t], c);
     }
   }
   for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
@@ -276,6 +281,7 @@ void kernel_q6_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const ActBlockK& a = act[sb];
     __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int s = 0; s < 16; ++s) {
       if (s % 2 == 0) prefetch(group + ql6(sb, 2 * s));
       const __m256i qh = load256(group + qh6(sb, s));
@@ -290,7 +296,7 @@ void kernel_q6_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
         const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast32(aq + 8)),
                                             _mm256_maddubs_epi16(v[3], bcast32(aq + 12)));
         const __m256i w = _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv));
-        isum[t] = s == 0 ? w : _mm256_add_epi32(isum[t], w);
+        isum[t] = _mm256_add_epi32(isum[t], w);
       }
     }
     q6_K_offset<T>(group, sb, a, isum);
@@ -333,6 +339,7 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
     const auto* x0 = reinterpret_cast<const __m256i*>(u0 + size_t(sb) * 2048);
     const auto* x1 = reinterpret_cast<const __m256i*>(u1 + size_t(sb) * 2048);
     __m256i isum0[T], isum1[T];
+    for (int t = 0; t < T; ++t) isum0[t] = isum1[t] = _mm256_setzero_si256();
     for (int s = 0; s < 16; ++s) {
       const __m256i sc0 = _mm256_cvtepi8_epi16(load128(group0 + sc6(sb, s)));
       const __m256i sc1 = _mm256_cvtepi8_epi16(load128(group1 + sc6(sb, s)));
@@ -346,8 +353,8 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
           const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, al), _mm256_maddubs_epi16(b0, ah));
           const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(a1, al), _mm256_maddubs_epi16(b1, ah));
           const __m256i w0 = _mm256_madd_epi16(p0, sc0), w1 = _mm256_madd_epi16(p1, sc1);
-          isum0[t] = s == 0 && h == 0 ? w0 : _mm256_add_epi32(isum0[t], w0);
-          isum1[t] = s == 0 && h == 0 ? w1 : _mm256_add_epi32(isum1[t], w1);
+          isum0[t] = _mm256_add_epi32(isum0[t], w0);
+          isum1[t] = _mm256_add_epi32(isum1[t], w1);
           keep_in_register(isum0[t]);
           keep_in_register(isum1[t]);
         }
