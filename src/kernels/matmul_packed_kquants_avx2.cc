@@ -39,7 +39,7 @@ void pack_q4_K(const WeightView& w, int64_t g, uint8_t* out) {
     uint16_t d[kGroupRows], dmin[kGroupRows];
     for (int r = 0; r < kGroupRows; ++r) {
       const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
-      auto quant = [&](int e) {  // element e of the super-block, 0..15
+      auto quant = [&](int e) {  // the 4-bit quant of element e (0..255) of the super-block
         const uint8_t byte = blk->qs[32 * (e / 64) + e % 32];
         return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
       };

@@ -74,7 +74,12 @@ def test_gemma3_two_turn_chat_answers_with_the_transcript_template():
     # and repeats the question under them, in llama.cpp too (docs/gemma3.md).
     # A base model chats through a plain transcript, with a stop string that
     # cuts off the next user turn it invents (llama-cli's reverse prompt).
-    r = chat("gemma3-270m", ["Hello!", "What is the capital of France?"],
+    # "What is the capital of France?" put this 270M base model at a near-tie
+    # for its first answer token (" France" -2.09 vs " The" -2.22 in omnibus,
+    # llama.cpp took " The ... Paris"): any change of float summation order
+    # could flip it. With "capital city", " Paris" leads by 0.83 in omnibus and
+    # llama-completion answers "Paris" too.
+    r = chat("gemma3-270m", ["Hello!", "What is the capital city of France?"],
              "--chat-template-file", str(ROOT / "share" / "chat-templates" / "transcript.jinja"),
              "--stop", "\\nUser:", n_predict=48)
     assert r.returncode == 0, r.stderr
