@@ -74,7 +74,8 @@ bool has_packed_kernel(DType type) {
 }
 
 size_t group_bytes(DType type, int64_t n_in) {
-  return round_up(ops_for(type).used_bytes(n_in / ops_for(type).block_elems), 64);
+  const Ops& ops = ops_for(type);
+  return round_up(ops.used_bytes(n_in / ops.block_elems), 64);
 }
 
 size_t packed_size(const WeightView& w) {
@@ -83,8 +84,9 @@ size_t packed_size(const WeightView& w) {
 }
 
 void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
-  OMNIBUS_CHECK(has_packed_kernel(w.type) && w.n_in % ops_for(w.type).block_elems == 0);
+  OMNIBUS_CHECK(has_packed_kernel(w.type));
   const Ops& ops = ops_for(w.type);
+  OMNIBUS_CHECK(w.n_in % ops.block_elems == 0);
   const size_t gb = group_bytes(w.type, w.n_in);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* dst = out + size_t(g - g0) * gb;
@@ -108,7 +110,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   OMNIBUS_CHECK(n_mats >= 1 && n_tok >= 1);
   const DType type = ws[0]->type;
   const int64_t n_in = ws[0]->n_in;
-  OMNIBUS_CHECK(has_packed_kernel(type) && n_in % ops_for(type).block_elems == 0);
+  OMNIBUS_CHECK(has_packed_kernel(type));
+  const Ops& ops = ops_for(type);
+  OMNIBUS_CHECK(n_in % ops.block_elems == 0);
   // Group index space: matrix m's groups follow those of matrices 0..m-1.
   constexpr int kMaxMats = 4;
   OMNIBUS_CHECK(n_mats <= kMaxMats);
@@ -120,7 +124,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   const int64_t n_groups = first_group[n_mats];
   if (n_groups == 0) return;
 
-  const Ops& ops = ops_for(type);
   const int64_t nb = n_in / ops.block_elems;  // activation blocks per token
   const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
   // Bytes per activation block of a tile (a tile is nb of them).
