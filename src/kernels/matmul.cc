@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "kernels/cpu_features.h"
-#include "kernels/matmul_avx2.h"
 #include "kernels/matmul_packed_avx2.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
@@ -51,10 +50,6 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
   if (n_tok == 0 || w.n_out == 0) return;
   if (cpu_features().use_avx2() && matmul_packed::has_packed_kernel(w.type)) {
     matmul_packed::matmul(w, nullptr, x, n_tok, y, pool, scratch);
-    return;
-  }
-  if (cpu_features().use_avx2() && matmul_avx2::has_tiled_kernel(w.type)) {
-    matmul_avx2::matmul_tiled(w, x, n_tok, y, pool, scratch);
     return;
   }
   matmul_generic(w, x, n_tok, y, pool, scratch);

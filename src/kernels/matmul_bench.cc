@@ -54,6 +54,10 @@ void BM_Matmul_Q4_1_576x192(benchmark::State& s) { run_shape(s, DType::Q4_1, 576
 void BM_Matmul_Q8_0_576x49152(benchmark::State& s) { run_shape(s, DType::Q8_0, 576, 49152); }
 // K-quants need n_in % 256 == 0: 768 stands in for 576.
 void BM_Matmul_Q5_0_640x2048(benchmark::State& s) { run_shape(s, DType::Q5_0, 640, 2048); }  // Gemma 3 gate/up
+// Common formats the bundled models do not use (Q4_0, Q5_1, Q5_K_M files).
+void BM_Matmul_Q4_0_576x1536(benchmark::State& s) { run_shape(s, DType::Q4_0, 576, 1536); }
+void BM_Matmul_Q5_1_576x1536(benchmark::State& s) { run_shape(s, DType::Q5_1, 576, 1536); }
+void BM_Matmul_Q5_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q5_K, 768, 1536); }
 void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 768, 1536); }
 void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
 
@@ -67,6 +71,9 @@ OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x576);
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x192);
 OMNIBUS_SHAPE(BM_Matmul_Q8_0_576x49152);
 OMNIBUS_SHAPE(BM_Matmul_Q5_0_640x2048);
+OMNIBUS_SHAPE(BM_Matmul_Q4_0_576x1536);
+OMNIBUS_SHAPE(BM_Matmul_Q5_1_576x1536);
+OMNIBUS_SHAPE(BM_Matmul_Q5_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q4_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q6_K_768x1536);
 

@@ -35,10 +35,13 @@ using internal::Ops;
 
 const Ops& ops_for(DType type) {
   switch (type) {
+    case DType::Q4_0: return internal::ops_q4_0();
     case DType::Q4_1: return internal::ops_q4_1();
     case DType::Q5_0: return internal::ops_q5_0();
+    case DType::Q5_1: return internal::ops_q5_1();
     case DType::Q8_0: return internal::ops_q8_0();
     case DType::Q4_K: return internal::ops_q4_K();
+    case DType::Q5_K: return internal::ops_q5_K();
     case DType::Q6_K: return internal::ops_q6_K();
     default: OMNIBUS_CHECK(false && "no packed kernel for this type"); return internal::ops_q4_1();
   }
@@ -62,10 +65,13 @@ constexpr int kUnpackedTok = OMNIBUS_UNPACKED_TOK;
 
 bool has_packed_kernel(DType type) {
   switch (type) {
+    case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
+    case DType::Q5_1:
     case DType::Q8_0:
     case DType::Q4_K:
+    case DType::Q5_K:
     case DType::Q6_K:
       return true;
     default:
@@ -139,11 +145,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
     uint8_t* a = act + size_t(tile * nb) * act_block;
     if (ops.k_act) {
-      matmul_avx2::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, reinterpret_cast<ActBlockK*>(a));
+      matmul_act::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, reinterpret_cast<ActBlockK*>(a));
     } else {
       auto* blocks = reinterpret_cast<ActBlock32*>(a);
       int32_t* qsum = ops.with_qsum ? reinterpret_cast<int32_t*>(blocks + nb) : nullptr;
-      matmul_avx2::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum, blocks, qsum);
+      matmul_act::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum, blocks, qsum);
     }
   });
 
@@ -158,7 +164,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
     pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
   }
-  // Q4_1 / Q5_0 with more than one token tile: each group's quants are split
+  // 4/5/6-bit types with more than one token tile: each group's quants are split
   // to bytes once (per-thread buffer) and shared by all its tiles.
   const bool unpack = ops.unpack != nullptr && n_tiles > 1;
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group

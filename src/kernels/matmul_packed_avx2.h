@@ -1,5 +1,6 @@
-// The 8-row interleaved ("packed") AVX2 matmul for Q4_1, Q5_0, Q8_0, Q4_K and Q6_K weights
-// (internal to matmul.cc; layout in docs/quant-formats.md, "Packed weights").
+// The 8-row interleaved ("packed") AVX2 matmul for Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q4_K, Q5_K and Q6_K weights (internal to matmul.cc; layout in
+// docs/quant-formats.md, "Packed weights").
 //
 // Rows are taken 8 at a time (a "group"; the last one padded with zero rows).
 // In a group's block b, 32-bit lane r of each 256-bit quant register holds 4
@@ -12,16 +13,15 @@
 // Per output y[t, r] the arithmetic is, over blocks b in order (acc = 0):
 //   isum = exact int32 sum_k q_w[k] * q_a[k]
 //   acc  = fma(d_w * d_a, float(isum), acc)
-//   acc  = fma(m_w, s_a, acc)               (Q4_1 only)
-// (Q4_K / Q6_K: per 256-element super-block, isum with the sub-block scales
-// applied in int32; Q4_K keeps a second accumulator for the mins and gives
-// y = acc - mins), whatever the
-// tile, thread, lane or n_tok: bitwise batch invariant, and equal to
-// quant_avx2's vec_dot of the type.
+//   acc  = fma(m_w, s_a, acc)               (Q4_1, Q5_1 only)
+// (K-quants: per 256-element super-block, isum with the sub-block scales
+// applied in int32; Q4_K / Q5_K keep a second accumulator for the mins and
+// give y = acc - mins), whatever the tile, thread, lane or n_tok: bitwise
+// batch invariant, and equal to quant_avx2's vec_dot of the type.
 //
 // Calls with several token tiles run two groups of one matrix per kernel call
 // where a thread's run of groups has them (each activation broadcast then
-// feeds 16 rows), 4/5-bit quants split to bytes once per group; runs are short enough
+// feeds 16 rows), 4/5/6-bit quants split to bytes once per group; runs are short enough
 // (~20 us) for a slower thread's tail to be taken over by the other.
 //
 // REQUIRES: cpu_features().use_avx2().
@@ -37,7 +37,7 @@ namespace omnibus::matmul_packed {
 
 inline constexpr int kGroupRows = 8;
 
-// True if `type` has a packed kernel (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
+// True if `type` has a packed kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
 bool has_packed_kernel(DType type);
 
 // Bytes of one packed 8-row group of rows of n_in elements (a multiple of 64).

@@ -8,11 +8,14 @@
 //   Q4_1: per block b (32 elements), 160 bytes: qs[4][8 rows][4 bytes] (low
 //         nibbles elements 4i..4i+3, high nibbles 16+4i..16+4i+3), half d[8],
 //         half m[8]                                  (matmul_packed_q4_1_avx2.cc)
+//   Q4_0: per block, 144 bytes: qs as Q4_1, half d[8] (matmul_packed_q4_0_avx2.cc)
 //   Q5_0: per block, 176 bytes: qs as Q4_1, hb[8 rows][4 bytes] (fifth bits),
 //         half d[8]                                  (matmul_packed_q5_0_avx2.cc)
+//   Q5_1: per block, 192 bytes: qs, hb as Q5_0, half d[8], half m[8]
+//                                                    (matmul_packed_q5_1_avx2.cc)
 //   Q8_0: per pair of blocks, 544 bytes: qs[8][8 rows][4 bytes] of each (bytes
 //         4i..4i+3 = elements), half d[8] of each    (matmul_packed_q8_0_avx2.cc)
-//   Q4_K: per super-block (256), 1248 bytes; Q6_K: 1936 bytes
+//   Q4_K: per super-block (256), 1248 bytes; Q5_K: 1504; Q6_K: 1936
 //                                                    (matmul_packed_kquants_avx2.cc)
 // Groups follow each other, so a run of groups is one linear stream.
 //
@@ -31,14 +34,14 @@
 #include <cstring>
 
 #include "kernels/matmul.h"
-#include "kernels/matmul_avx2.h"
+#include "kernels/matmul_act_avx2.h"
 #include "kernels/matmul_packed_avx2.h"
 
 namespace omnibus::matmul_packed::internal {
 
-using matmul_avx2::ActBlock32;
-using matmul_avx2::ActBlockK;
-using matmul_avx2::kTok;
+using matmul_act::ActBlock32;
+using matmul_act::ActBlockK;
+using matmul_act::kTok;
 
 inline constexpr size_t kUnpackedBlock = 256;  // bytes per 32 elements of an unpacked group
 
@@ -177,6 +180,64 @@ inline void unpack_nibbles_block(const uint8_t* qs, uint8_t* out) {
   }
 }
 
+// ------------------------------------------------------- 5-bit quants
+//
+// Q5_0 / Q5_1 groups carry, after qs, hb[8 rows][4 bytes]: byte k of row r's
+// hb holds the fifth bits of the elements that byte k of qs[i] carries: bit
+// 2i that of its low nibble (element 4i+k), bit 2i+1 that of its high nibble
+// (element 16+4i+k).
+
+// Packs 8 rows' qh (Q5_0 / Q5_1 layout: bit j = element j) into hb.
+inline void pack_fifth_bits(const uint8_t* const qh[kGroupRows], uint8_t* hb) {
+  for (int r = 0; r < kGroupRows; ++r) {
+    const uint32_t bits = uint32_t(load_i32(qh[r]));
+    for (int k = 0; k < 4; ++k) {
+      uint8_t byte = 0;
+      for (int i = 0; i < 4; ++i) {
+        byte |= uint8_t(((bits >> (4 * i + k)) & 1u) << (2 * i));
+        byte |= uint8_t(((bits >> (16 + 4 * i + k)) & 1u) << (2 * i + 1));
+      }
+      hb[4 * r + k] = byte;
+    }
+  }
+}
+
+// The fifth bits of step i's low (p = 2i) or high (p = 2i + 1) nibbles, as
+// 0x10 per byte (16-bit shifts: the bits crossing a byte boundary never land
+// on bit 4).
+inline __m256i fifth_bits(__m256i hb, int p) {
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  if (p <= 4) return _mm256_and_si256(_mm256_sll_epi16(hb, _mm_cvtsi32_si128(4 - p)), bit4);
+  return _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(p - 4)), bit4);
+}
+
+// Step i's unsigned 5-bit quants (nibble | fifth bit << 4) of a block's qs
+// and hb: low and high halves.
+inline void load_step_5bit(const uint8_t* q, __m256i hb, int i, __m256i* lo, __m256i* hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i wq = load256(q + 32 * i);
+  *lo = _mm256_or_si256(_mm256_and_si256(wq, m4), fifth_bits(hb, 2 * i));
+  *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), fifth_bits(hb, 2 * i + 1));
+}
+
+// Splits a 5-bit block (qs, hb) to bytes: kUnpackedBlock bytes.
+inline void unpack_5bit_block(const uint8_t* qs, const uint8_t* hb_bytes, uint8_t* out) {
+  const __m256i hb = load256(hb_bytes);
+  auto* o = reinterpret_cast<__m256i*>(out);
+  for (int i = 0; i < 4; ++i) {
+    __m256i lo, hi;
+    load_step_5bit(qs, hb, i, &lo, &hi);
+    _mm256_store_si256(o + 2 * i, lo);
+    _mm256_store_si256(o + 2 * i + 1, hi);
+  }
+}
+
+// The exact activation sums that follow an ActBlock32 tile of nb blocks
+// (Ops::with_qsum): [nb][kTok].
+inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
+  return reinterpret_cast<const int32_t*>(act + nb);
+}
+
 // ------------------------------------------------------------- kernel table
 
 // Kernels take the activation tile as void*: ActBlock32[nb] (32-element
@@ -211,10 +272,13 @@ struct Ops {
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
 };
 
+const Ops& ops_q4_0();
 const Ops& ops_q4_1();
 const Ops& ops_q5_0();
+const Ops& ops_q5_1();
 const Ops& ops_q8_0();
 const Ops& ops_q4_K();
+const Ops& ops_q5_K();
 const Ops& ops_q6_K();
 
 }  // namespace omnibus::matmul_packed::internal

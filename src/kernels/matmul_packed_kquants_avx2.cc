@@ -6,6 +6,9 @@
 //         load share the sub-block's scale), then sc[8][8 rows][2] (the 6-bit
 //         scale, twice: an int16 pair after widening), mn[4][8 rows][2] (mins
 //         of sub-blocks 2k, 2k+1), half d[8], half dmin[8].
+//   Q5_K, 1504 bytes: for each sub-block j, qs as Q4_K's then hb[8 rows][4
+//         bytes] (its fifth bits, laid out as a Q5_0 block's), then sc, mn,
+//         d, dmin as Q4_K. Quants u = nibble | fifth bit << 4 in [0, 31].
 //   Q6_K, 1936 bytes: ql[32][8 rows][4 bytes] (byte k of ql[w]: low nibble
 //         the low 4 bits of element 8w+k, high nibble those of 8w+4+k),
 //         qh[16][8 rows][4 bytes] (byte k of qh[s]: bits 2m, 2m+1 the top 2
@@ -21,60 +24,126 @@ namespace {
 
 // ------------------------------------------------------------------- Q4_K
 
-constexpr size_t kSuper4 = 1248;
-inline size_t qs4(int64_t sb, int j) { return size_t(sb) * kSuper4 + 128 * size_t(j); }
-inline size_t sc4(int64_t sb, int j) { return size_t(sb) * kSuper4 + 1024 + 16 * size_t(j); }
-inline size_t mn4(int64_t sb, int k) { return size_t(sb) * kSuper4 + 1152 + 16 * size_t(k); }
-inline size_t d4(int64_t sb) { return size_t(sb) * kSuper4 + 1216; }
-inline size_t dmin4(int64_t sb) { return size_t(sb) * kSuper4 + 1232; }
-size_t used_bytes_q4_K(int64_t nsb) { return size_t(nsb) * kSuper4; }
+// Offsets in a packed Q4_K / Q5_K group: quants qs (and Q5_K's hb) of
+// sub-block j, then the shared tail sc, mn, d, dmin.
+struct LayoutQ4_K {
+  static constexpr size_t kSuper = 1248, kSub = 128, kTail = 8 * kSub;
+  static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
+  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 16 * size_t(j); }
+  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 128 + 16 * size_t(k); }
+  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 192; }
+  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 208; }
+};
+struct LayoutQ5_K {
+  static constexpr size_t kSuper = 1504, kSub = 160, kTail = 8 * kSub;
+  static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
+  static size_t hb(int64_t sb, int j) { return qs(sb, j) + 128; }
+  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 16 * size_t(j); }
+  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 128 + 16 * size_t(k); }
+  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 192; }
+  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 208; }
+};
+static_assert(LayoutQ4_K::kTail + 224 == LayoutQ4_K::kSuper && LayoutQ5_K::kTail + 224 == LayoutQ5_K::kSuper);
+size_t used_bytes_q4_K(int64_t nsb) { return size_t(nsb) * LayoutQ4_K::kSuper; }
+size_t used_bytes_q5_K(int64_t nsb) { return size_t(nsb) * LayoutQ5_K::kSuper; }
+
+// The 4-bit quant of element e (0..255) of a Q4_K / Q5_K super-block's qs.
+inline uint8_t k4_nibble(const uint8_t* qs, int e) {
+  const uint8_t byte = qs[32 * (e / 64) + e % 32];
+  return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
+}
+
+// Packs the shared tail of super-block sb of 8 rows (scales, mins, d, dmin;
+// blk[r]: a BlockQ4_K or BlockQ5_K, which share these fields' layout).
+template <class L, class Block>
+void pack_k4_tail(const Block* const blk[kGroupRows], int64_t sb, uint8_t* out) {
+  uint16_t d[kGroupRows], dmin[kGroupRows];
+  for (int r = 0; r < kGroupRows; ++r) {
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, blk[r]->scales, &sc, &m);
+      out[L::sc(sb, j) + 2 * r] = out[L::sc(sb, j) + 2 * r + 1] = sc;
+      out[L::mn(sb, j / 2) + 2 * r + j % 2] = m;
+    }
+    d[r] = blk[r]->d;
+    dmin[r] = blk[r]->dmin;
+  }
+  std::memcpy(out + L::d(sb), d, sizeof(d));
+  std::memcpy(out + L::dmin(sb), dmin, sizeof(dmin));
+}
 
 void pack_q4_K(const WeightView& w, int64_t g, uint8_t* out) {
+  using L = LayoutQ4_K;
   static const BlockQ4_K zero{};
   const int64_t nsb = w.n_in / kQKK;
   const GroupRows rows = group_rows(w, g, sizeof(BlockQ4_K), reinterpret_cast<const uint8_t*>(&zero));
   for (int64_t sb = 0; sb < nsb; ++sb) {
     // Each row's sub-blocks re-nibbled as Q4_1 blocks: byte k = q[k] | q[16 + k] << 4.
     alignas(16) uint8_t q41[kGroupRows][8][16];
-    uint16_t d[kGroupRows], dmin[kGroupRows];
+    const BlockQ4_K* blk[kGroupRows];
     for (int r = 0; r < kGroupRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
-      auto quant = [&](int e) {  // the 4-bit quant of element e (0..255) of the super-block
-        const uint8_t byte = blk->qs[32 * (e / 64) + e % 32];
-        return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
-      };
+      blk[r] = reinterpret_cast<const BlockQ4_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
       for (int j = 0; j < 8; ++j) {
-        for (int k = 0; k < 16; ++k) q41[r][j][k] = uint8_t(quant(32 * j + k) | quant(32 * j + 16 + k) << 4);
-        uint8_t sc, m;
-        get_scale_min_k4(j, blk->scales, &sc, &m);
-        out[sc4(sb, j) + 2 * r] = out[sc4(sb, j) + 2 * r + 1] = sc;
-        out[mn4(sb, j / 2) + 2 * r + j % 2] = m;
+        for (int k = 0; k < 16; ++k) {
+          q41[r][j][k] = uint8_t(k4_nibble(blk[r]->qs, 32 * j + k) | k4_nibble(blk[r]->qs, 32 * j + 16 + k) << 4);
+        }
       }
-      d[r] = blk->d;
-      dmin[r] = blk->dmin;
     }
     for (int j = 0; j < 8; ++j) {
       const uint8_t* qs[kGroupRows];
       for (int r = 0; r < kGroupRows; ++r) qs[r] = q41[r][j];
-      store_transposed_16(qs, out + qs4(sb, j));
+      store_transposed_16(qs, out + L::qs(sb, j));
     }
-    std::memcpy(out + d4(sb), d, sizeof(d));
-    std::memcpy(out + dmin4(sb), dmin, sizeof(dmin));
+    pack_k4_tail<L>(blk, sb, out);
   }
 }
 
-// Per output, over super-blocks in order (acc = mins = 0):
+// As pack_q4_K, plus each sub-block's fifth bits (bit j of qh[l]: element
+// 32j + l) packed as a Q5_0 block's hb.
+void pack_q5_K(const WeightView& w, int64_t g, uint8_t* out) {
+  using L = LayoutQ5_K;
+  static const BlockQ5_K zero{};
+  const int64_t nsb = w.n_in / kQKK;
+  const GroupRows rows = group_rows(w, g, sizeof(BlockQ5_K), reinterpret_cast<const uint8_t*>(&zero));
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    alignas(16) uint8_t q41[kGroupRows][8][16];
+    uint8_t qh[kGroupRows][8][4];  // per sub-block: bit l = fifth bit of element l
+    const BlockQ5_K* blk[kGroupRows];
+    for (int r = 0; r < kGroupRows; ++r) {
+      blk[r] = reinterpret_cast<const BlockQ5_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
+      for (int j = 0; j < 8; ++j) {
+        for (int k = 0; k < 16; ++k) {
+          q41[r][j][k] = uint8_t(k4_nibble(blk[r]->qs, 32 * j + k) | k4_nibble(blk[r]->qs, 32 * j + 16 + k) << 4);
+        }
+        uint32_t bits = 0;
+        for (int l = 0; l < 32; ++l) bits |= uint32_t((blk[r]->qh[l] >> j) & 1u) << l;
+        std::memcpy(qh[r][j], &bits, 4);
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t *qs[kGroupRows], *hbits[kGroupRows];
+      for (int r = 0; r < kGroupRows; ++r) qs[r] = q41[r][j], hbits[r] = qh[r][j];
+      store_transposed_16(qs, out + L::qs(sb, j));
+      pack_fifth_bits(hbits, out + L::hb(sb, j));
+    }
+    pack_k4_tail<L>(blk, sb, out);
+  }
+}
+
+// Q4_K and Q5_K, per output, over super-blocks in order (acc = mins = 0):
 //   isum = exact int32 sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]
 //   msum = exact int32 sum_j m_j * (a's sum over sub-block j)
 //   acc  = fma(d * d_a, float(isum), acc);  mins = fma(dmin * d_a, float(msum), mins)
-// and y = acc - mins: quant_avx2's vec_dot_q4_K. A sub-block's 8 maddubs
-// add up in int16 as Q4_1's (<= 30480), then one madd applies its scale.
+// and y = acc - mins: quant_avx2's vec_dot_q4_K / vec_dot_q5_K. A Q4_K
+// sub-block's 8 maddubs add up in int16 as Q4_1's (<= 30480), then one madd
+// applies its scale; Q5_K's (|pair| <= 2 * 31 * 127) in two halves of 4
+// (<= 31496), each scaled by its own madd.
 
 // msum of T tokens for one group super-block (mn: the 4 widened min pairs).
-template <int T>
-inline void q4_K_msum(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i ms[T]) {
+template <class L, int T>
+inline void k4_msum(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i ms[T]) {
   __m256i mv[4];
-  for (int k = 0; k < 4; ++k) mv[k] = _mm256_cvtepu8_epi16(load128(group + mn4(sb, k)));
+  for (int k = 0; k < 4; ++k) mv[k] = _mm256_cvtepu8_epi16(load128(group + L::mn(sb, k)));
   for (int t = 0; t < T; ++t) {
     __m256i m = _mm256_madd_epi16(mv[0], bcast32(&a.bsum_pairs[t][0]));
     for (int k = 1; k < 4; ++k) {
@@ -85,11 +154,11 @@ inline void q4_K_msum(const uint8_t* group, int64_t sb, const ActBlockK& a, __m2
   }
 }
 
-template <int T>
-inline void q4_K_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, const __m256i isum[T],
-                        const __m256i ms[T], __m256 acc[T], __m256 mins[T]) {
-  const __m256 d = _mm256_cvtph_ps(load128(group + d4(sb)));
-  const __m256 dm = _mm256_cvtph_ps(load128(group + dmin4(sb)));
+template <class L, int T>
+inline void k4_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, const __m256i isum[T],
+                      const __m256i ms[T], __m256 acc[T], __m256 mins[T]) {
+  const __m256 d = _mm256_cvtph_ps(load128(group + L::d(sb)));
+  const __m256 dm = _mm256_cvtph_ps(load128(group + L::dmin(sb)));
   for (int t = 0; t < T; ++t) {
     const __m256 da = _mm256_broadcast_ss(&a.d[t]);
     acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
@@ -100,9 +169,9 @@ inline void q4_K_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, co
 // isum[t] += sub-block j's int16 sums s16[t] times its scale (isum starts at
 // zero: accumulators are zeroed, not set on the first pass, so that no
 // compiler sees a maybe-uninitialized read across the non-unrolled loop).
-template <int T>
-inline void q4_K_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[T], __m256i isum[T]) {
-  const __m256i scv = _mm256_cvtepu8_epi16(load128(group + sc4(sb, j)));
+template <class L, int T>
+inline void k4_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[T], __m256i isum[T]) {
+  const __m256i scv = _mm256_cvtepu8_epi16(load128(group + L::sc(sb, j)));
   for (int t = 0; t < T; ++t) {
     const __m256i w = _mm256_madd_epi16(s16[t], scv);
     isum[t] = _mm256_add_epi32(isum[t], w);
@@ -121,7 +190,7 @@ void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* q = group + qs4(sb, j);
+      const uint8_t* q = group + LayoutQ4_K::qs(sb, j);
       for (int l = 0; l < 2; ++l) prefetch(q + 64 * l);
       const int8_t* aq[T];
       for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
@@ -133,11 +202,11 @@ void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
             *hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4);
           },
           aq, s16);
-      q4_K_scale<T>(group, sb, j, s16, isum);
+      k4_scale<LayoutQ4_K, T>(group, sb, j, s16, isum);
     }
     __m256i ms[T];
-    q4_K_msum<T>(group, sb, a, ms);
-    q4_K_finish<T>(group, sb, a, isum, ms, acc, mins);
+    k4_msum<LayoutQ4_K, T>(group, sb, a, ms);
+    k4_finish<LayoutQ4_K, T>(group, sb, a, isum, ms, acc, mins);
   }
   for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, _mm256_sub_ps(acc[t], mins[t]), n_rows);
 }
@@ -146,7 +215,7 @@ void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
 void unpack_q4_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     for (int j = 0; j < 8; ++j) {
-      unpack_nibbles_block(group + qs4(sb, j), out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock);
+      unpack_nibbles_block(group + LayoutQ4_K::qs(sb, j), out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock);
     }
   }
 }
@@ -172,14 +241,99 @@ void kernel_q4_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
       for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
       __m256i s0[T], s1[T];
       pair_steps_i16<T, 0, 4>(u0 + off, u1 + off, aq, s0, s1);
-      q4_K_scale<T>(group0, sb, j, s0, isum0);
-      q4_K_scale<T>(group1, sb, j, s1, isum1);
+      k4_scale<LayoutQ4_K, T>(group0, sb, j, s0, isum0);
+      k4_scale<LayoutQ4_K, T>(group1, sb, j, s1, isum1);
     }
     __m256i ms[T];
-    q4_K_msum<T>(group0, sb, a, ms);
-    q4_K_finish<T>(group0, sb, a, isum0, ms, acc0, mins0);
-    q4_K_msum<T>(group1, sb, a, ms);
-    q4_K_finish<T>(group1, sb, a, isum1, ms, acc1, mins1);
+    k4_msum<LayoutQ4_K, T>(group0, sb, a, ms);
+    k4_finish<LayoutQ4_K, T>(group0, sb, a, isum0, ms, acc0, mins0);
+    k4_msum<LayoutQ4_K, T>(group1, sb, a, ms);
+    k4_finish<LayoutQ4_K, T>(group1, sb, a, isum1, ms, acc1, mins1);
+  }
+  for (int t = 0; t < T; ++t) {
+    acc0[t] = _mm256_sub_ps(acc0[t], mins0[t]);
+    acc1[t] = _mm256_sub_ps(acc1[t], mins1[t]);
+  }
+  store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
+}
+
+// ------------------------------------------------------------------- Q5_K
+
+// One packed group x T tokens, quants merged per call (the one-tile path).
+template <int T>
+void kernel_q5_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
+  using L = LayoutQ5_K;
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc[T], mins[T];
+  for (int t = 0; t < T; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = group + L::qs(sb, j);
+      for (int l = 0; l < 3; ++l) prefetch(q + 64 * l);
+      const __m256i hb = load256(group + L::hb(sb, j));
+      auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step_5bit(q, hb, i, lo, hi); };
+      const int8_t* aq[T];
+      for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
+      __m256i s01[T], s23[T];
+      steps_i16<T, 0, 2>(load, aq, s01);
+      steps_i16<T, 2, 4>(load, aq, s23);
+      k4_scale<L, T>(group, sb, j, s01, isum);
+      k4_scale<L, T>(group, sb, j, s23, isum);
+    }
+    __m256i ms[T];
+    k4_msum<L, T>(group, sb, a, ms);
+    k4_finish<L, T>(group, sb, a, isum, ms, acc, mins);
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, _mm256_sub_ps(acc[t], mins[t]), n_rows);
+}
+
+// A Q5_K group's quants one byte per element (8 unpacked blocks per super-block).
+void unpack_q5_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
+  using L = LayoutQ5_K;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    for (int j = 0; j < 8; ++j) {
+      unpack_5bit_block(group + L::qs(sb, j), group + L::hb(sb, j),
+                        out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock);
+    }
+  }
+}
+
+// kernel_q5_K on two groups split by unpack_q5_K (rows 8-15 from u1 /
+// group1, n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
+// Bitwise equal to kernel_q5_K.
+template <int T>
+void kernel_q5_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
+                               int64_t y_stride, int n_rows1) {
+  using L = LayoutQ5_K;
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m256 acc0[T], acc1[T], mins0[T], mins1[T];
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = mins0[t] = mins1[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    __m256i isum0[T], isum1[T];
+    for (int t = 0; t < T; ++t) isum0[t] = isum1[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const size_t off = (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock;
+      const int8_t* aq[T];
+      for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
+      __m256i s01_0[T], s01_1[T], s23_0[T], s23_1[T];
+      pair_steps_i16<T, 0, 2>(u0 + off, u1 + off, aq, s01_0, s01_1);
+      pair_steps_i16<T, 2, 4>(u0 + off, u1 + off, aq, s23_0, s23_1);
+      k4_scale<L, T>(group0, sb, j, s01_0, isum0);
+      k4_scale<L, T>(group0, sb, j, s23_0, isum0);
+      k4_scale<L, T>(group1, sb, j, s01_1, isum1);
+      k4_scale<L, T>(group1, sb, j, s23_1, isum1);
+    }
+    __m256i ms[T];
+    k4_msum<L, T>(group0, sb, a, ms);
+    k4_finish<L, T>(group0, sb, a, isum0, ms, acc0, mins0);
+    k4_msum<L, T>(group1, sb, a, ms);
+    k4_finish<L, T>(group1, sb, a, isum1, ms, acc1, mins1);
   }
   for (int t = 0; t < T; ++t) {
     acc0[t] = _mm256_sub_ps(acc0[t], mins0[t]);
@@ -385,6 +539,20 @@ const Ops& ops_q4_K() {
       .unpack = unpack_q4_K,
       .upair = {nullptr, kernel_q4_K_unpacked_pair<1>, kernel_q4_K_unpacked_pair<2>, kernel_q4_K_unpacked_pair<3>,
                 kernel_q4_K_unpacked_pair<4>},
+  };
+  return ops;
+}
+
+const Ops& ops_q5_K() {
+  static const Ops ops{
+      .kernel = {nullptr, kernel_q5_K<1>, kernel_q5_K<2>, kernel_q5_K<3>, kernel_q5_K<4>},
+      .pack = pack_q5_K,
+      .used_bytes = used_bytes_q5_K,
+      .block_elems = kQKK,
+      .k_act = true,
+      .unpack = unpack_q5_K,
+      .upair = {nullptr, kernel_q5_K_unpacked_pair<1>, kernel_q5_K_unpacked_pair<2>, kernel_q5_K_unpacked_pair<3>,
+                kernel_q5_K_unpacked_pair<4>},
   };
   return ops;
 }

@@ -1,8 +1,6 @@
 // Packed Q5_0 (matmul_packed_internal.h): per block b, 176 bytes: qs[4][8
-// rows][4 bytes] as Q4_1, then hb[8 rows][4 bytes], then half d[8]. Byte k
-// of row r's hb holds the fifth bits of the elements that byte k of qs[i]
-// carries: bit 2i that of its low nibble (element 4i+k), bit 2i+1 that of its
-// high nibble (element 16+4i+k).
+// rows][4 bytes] as Q4_1, then the fifth bits hb[8 rows][4 bytes], then
+// half d[8].
 //
 // Quants are used unsigned (u = q + 16 in [0, 31]: nibble | fifth bit << 4),
 // so maddubs needs no sign trick, and the exact block sum is
@@ -33,47 +31,15 @@ void pack_group(const WeightView& w, int64_t g, uint8_t* out) {
       qs[r] = blk[r]->qs;
     }
     store_transposed_16(qs, out + qs_at(b));
-    uint8_t* hb = out + hb_at(b);
+    const uint8_t* qh[kGroupRows];
     uint16_t d[kGroupRows];
-    for (int r = 0; r < kGroupRows; ++r) {
-      const uint32_t qh = uint32_t(load_i32(blk[r]->qh));
-      for (int k = 0; k < 4; ++k) {
-        uint8_t byte = 0;
-        for (int i = 0; i < 4; ++i) {
-          byte |= uint8_t(((qh >> (4 * i + k)) & 1u) << (2 * i));
-          byte |= uint8_t(((qh >> (16 + 4 * i + k)) & 1u) << (2 * i + 1));
-        }
-        hb[4 * r + k] = byte;
-      }
-      d[r] = blk[r]->d;
-    }
+    for (int r = 0; r < kGroupRows; ++r) qh[r] = blk[r]->qh, d[r] = blk[r]->d;
+    pack_fifth_bits(qh, out + hb_at(b));
     std::memcpy(out + sc_at(b), d, sizeof(d));
   }
 }
 
 size_t used_bytes(int64_t nb) { return size_t(nb) * kBlock; }
-
-// The fifth bits of step i's low (p = 2i) or high (p = 2i + 1) nibbles, as
-// 0x10 per byte (16-bit shifts: the bits crossing a byte boundary never land
-// on bit 4).
-inline __m256i fifth_bits(__m256i hb, int p) {
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  if (p <= 4) return _mm256_and_si256(_mm256_sll_epi16(hb, _mm_cvtsi32_si128(4 - p)), bit4);
-  return _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(p - 4)), bit4);
-}
-
-// Step i's unsigned quants of a packed block: low and high halves.
-inline void load_step(const uint8_t* q, __m256i hb, int i, __m256i* lo, __m256i* hi) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i wq = load256(q + 32 * i);
-  *lo = _mm256_or_si256(_mm256_and_si256(wq, m4), fifth_bits(hb, 2 * i));
-  *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), fifth_bits(hb, 2 * i + 1));
-}
-
-// The exact activation sums of an ActBlock32 tile of nb blocks: [nb][kTok].
-inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
-  return reinterpret_cast<const int32_t*>(act + nb);
-}
 
 // acc[t] += block b's contribution, from the int16 sums of steps 0-1 and 2-3
 // (qsum: block b's kTok activation sums).
@@ -100,7 +66,7 @@ void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64
     const uint8_t* q = group + qs_at(b);
     for (int l = 0; l < 3; ++l) prefetch(q + 64 * l);
     const __m256i hb = load256(group + hb_at(b));
-    auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step(q, hb, i, lo, hi); };
+    auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step_5bit(q, hb, i, lo, hi); };
     const int8_t* aq[T];
     for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
     __m256i s01[T], s23[T];
@@ -113,14 +79,7 @@ void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64
 
 void unpack_group(const uint8_t* group, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i hb = load256(group + hb_at(b));
-    auto* o = reinterpret_cast<__m256i*>(out + size_t(b) * kUnpackedBlock);
-    for (int i = 0; i < 4; ++i) {
-      __m256i lo, hi;
-      load_step(group + qs_at(b), hb, i, &lo, &hi);
-      _mm256_store_si256(o + 2 * i, lo);
-      _mm256_store_si256(o + 2 * i + 1, hi);
-    }
+    unpack_5bit_block(group + qs_at(b), group + hb_at(b), out + size_t(b) * kUnpackedBlock);
   }
 }
 

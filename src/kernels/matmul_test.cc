@@ -152,9 +152,6 @@ TEST_P(MatmulTest, EqualsVecDot) {
   }
 }
 
-// Extreme quants (all 15 nibbles, Q5_0's 31, Q4_K's scale 63, Q6_K's 63 at
-// scale -128, Q8_0 at -128, against +-127 activations):
-// the packed kernels' int16 partial sums must not overflow.
 // Several matrices sharing the input (q/k/v, gate/up): each output bitwise
 // what its own matmul gives, across odd row counts, token counts and threads.
 TEST_P(MatmulTest, SharedInputEqualsSeparate) {
@@ -211,16 +208,20 @@ TEST(Matmul, SharedInputMixedTypes) {
   EXPECT_EQ(std::memcmp(yb.data(), wb.data(), yb.size() * 4), 0);
 }
 
+// Extreme quants (all 15 nibbles, Q5_0's, Q5_1's and Q5_K's 31, Q4_K's and Q5_K's scale 63,
+// Q6_K's 63 at scale -128, Q8_0 at -128, against +-127 activations):
+// the packed kernels' int16 partial sums must not overflow.
 TEST(Matmul, PackedExtremeQuantsAreExact) {
   ThreadPool pool(1);
   MatmulScratch scratch;
   const int64_t n_out = 41;  // 6 groups: runs of two (paired kernels) and one
-  for (DType type : {DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
-    const bool k_quant = type == DType::Q4_K || type == DType::Q6_K;
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                     DType::Q6_K}) {
+    const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
     const int64_t n_in = k_quant ? 512 : 64;
     std::vector<float> x(static_cast<size_t>(n_in));
     for (int64_t k = 0; k < n_in; ++k) x[size_t(k)] = k % 3 == 0 ? -1.0f : 1.0f;
-    // Q4_1 all 15, Q5_0 all fifth bits and nibbles set (u = 31), Q4_K all 15
+    // Q4_0 / Q4_1 all 15, Q5_0 / Q5_1 / Q5_K all fifth bits and nibbles set (u = 31), Q4_K all 15
     // with scales and mins 63, Q6_K all 63 (value 31) with scales -128, Q8_0 all -128
     std::vector<uint8_t> wdata(dtype_row_size(type, n_in) * n_out);
     for (size_t i = 0; i < wdata.size(); ++i) wdata[i] = type == DType::Q8_0 ? 0x80 : 0xFF;
@@ -229,7 +230,9 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
     for (size_t b = 0; b < wdata.size() / bs; ++b) {
       wdata[b * bs] = 0x00;
       wdata[b * bs + 1] = 0x3C;
-      if (type == DType::Q4_1 || type == DType::Q4_K) wdata[b * bs + 2] = wdata[b * bs + 3] = 0;
+      if (type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K) {
+        wdata[b * bs + 2] = wdata[b * bs + 3] = 0;
+      }
       if (type == DType::Q6_K) {  // scales at 192, d last
         std::fill_n(wdata.begin() + ptrdiff_t(b * bs), 192, uint8_t(0xFF));
         std::fill_n(wdata.begin() + ptrdiff_t(b * bs + 192), 16, uint8_t(0x80));
@@ -265,9 +268,10 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
   ThreadPool pool1(1), pool2(2), pool3(3);
   ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
   MatmulScratch scratch;
-  for (DType type : {DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                     DType::Q6_K}) {
     for (int64_t n_in : {96, 160}) {
-      if (type == DType::Q4_K || type == DType::Q6_K) n_in *= 8;  // 3 and 5 super-blocks
+      if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) n_in *= 8;  // 3 and 5 super-blocks
       const int64_t n_out = 8 * 37 + 5;
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};

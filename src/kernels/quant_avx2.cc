@@ -142,21 +142,21 @@ float vec_dot_f16(int64_t n, const void* w, const void* a) {
 
 // ------------------------------------------------------- 32-element blocks
 
+// The 32-element formats keep one scalar accumulator and an exact int32 sum
+// per block: the per-output arithmetic of the packed matmul
+// (matmul_packed_avx2.h), so vec_dot and matmul agree bitwise.
 float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
-  __m256 acc = _mm256_setzero_ps();
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = _mm256_sub_epi8(simd::nibbles_32(x[i].qs), _mm256_set1_epi8(8));
-    const __m256 p = _mm256_cvtepi32_ps(simd::dot_s8s8(q, load256(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
+    const int32_t isum = simd::hsum_i32(simd::dot_s8s8(q, load256(y[i].qs)));
+    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
   }
-  return simd::hsum(acc);
+  return acc;
 }
 
-// Q5_0, Q8_0 and Q4_1 keep one scalar accumulator and an exact int32 sum per
-// block: the per-output arithmetic of the packed matmul
-// (matmul_packed_avx2.h), so vec_dot and matmul agree bitwise.
 float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ5_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
@@ -198,17 +198,16 @@ float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ5_1*>(w);
   const auto* y = static_cast<const BlockQ8_1*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  float summs = 0.0f;
+  float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i hi = _mm256_and_si256(simd::bits_to_bytes(simd::load_u32(x[i].qh)),
                                         _mm256_set1_epi8(0x10));
     const __m256i q = _mm256_or_si256(simd::nibbles_32(x[i].qs), hi);
-    const __m256 p = _mm256_cvtepi32_ps(simd::dot_u8s8(q, load256(y[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d)), p, acc);
-    summs = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), summs);
+    const int32_t isum = simd::hsum_i32(simd::dot_u8s8(q, load256(y[i].qs)));
+    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
+    acc = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), acc);
   }
-  return simd::hsum(acc) + summs;
+  return acc;
 }
 
 // ------------------------------------------------------------- K-quants
@@ -271,23 +270,22 @@ float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
+  float acc = 0.0f, mins = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint8_t sc[8];
     const int32_t msum = k4_scales(x[i].scales, y[i], sc);
     const __m256i qh = load256(x[i].qh);
-    const __m256i isum = k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
+    const int32_t isum = simd::hsum_i32(k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
       const __m256i q = load256(x[i].qs + 32 * c);
       const __m256i h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
       const __m256i h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
       *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
       *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
-    });
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    }));
+    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(isum), acc);
     mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
   }
-  return simd::hsum(acc) - mins;
+  return acc - mins;
 }
 
 // Q6_K: the exact int32 super-block sum and one scalar accumulator, the

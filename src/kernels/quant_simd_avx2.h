@@ -1,4 +1,4 @@
-// Small AVX2 building blocks shared by quant_avx2.cc and matmul_avx2.cc.
+// Small AVX2 building blocks shared by quant_avx2.cc and matmul_act_avx2.cc.
 // Include only from *_avx2.cc files (compiled with -mavx2 -mfma -mf16c).
 //
 // Thread-safety: pure inline functions.

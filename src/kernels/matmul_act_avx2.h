@@ -1,22 +1,15 @@
-// Register-tiled AVX2 matmul kernels for Q4_0, Q5_1 and Q5_K (internal to
-// matmul.cc; Q4_1, Q5_0, Q8_0, Q4_K and Q6_K use matmul_packed_avx2.h),
-// and the activation tiles both share.
-//
-// A tile is R weight rows x T tokens: each weight block is unpacked once and
-// dotted against T activation blocks, R*T sums live in registers. Every
-// output element sees the same sequence of operations whatever R, T, the
-// thread or n_tok (partial tiles are the same template with smaller R / T),
-// so results are bitwise batch invariant — and equal to quant_avx2's vec_dot.
+// Activation tiles of the packed AVX2 matmul (matmul_packed_avx2.h): the
+// input rows of kTok tokens quantized per block the way the reference
+// quantizes a vec_dot's activations (Q8_0 / Q8_1 per 32 elements, Q8_K per
+// 256), interleaved by token so a kernel reads one tile per weight block.
 //
 // REQUIRES: cpu_features().use_avx2().
-// Thread-safety: as matmul().
+// Thread-safety: stateless functions.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/matmul.h"
-
-namespace omnibus::matmul_avx2 {
+namespace omnibus::matmul_act {
 
 inline constexpr int kTok = 4;  // tokens per activation tile (T <= kTok)
 
@@ -32,8 +25,8 @@ static_assert(sizeof(ActBlock32) == 160);
 
 // Quantizes n_valid <= kTok tokens (rows of x, n_in floats each) into
 // act[0..n_in / 32); s is filled when with_sum, and qsum (if not null) with
-// the exact sums: qsum[b * kTok + t] = sum of act[b].qs[t] (the packed Q5_0
-// kernel's offset term; kept out of ActBlock32 so that the other kernels'
+// the exact sums: qsum[b * kTok + t] = sum of act[b].qs[t] (the packed Q4_0 /
+// Q5_0 kernels' offset term; kept out of ActBlock32 so that the other kernels'
 // tiles stay small). Bit-exact with the reference Q8_0 / Q8_1 quantizers.
 void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act,
                    int32_t* qsum = nullptr);
@@ -51,11 +44,4 @@ struct ActBlockK {
 // reference Q8_K quantizer.
 void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act);
 
-// True if `type` has a tiled kernel here.
-bool has_tiled_kernel(DType type);
-
-// REQUIRES has_tiled_kernel(w.type), n_tok >= 1.
-void matmul_tiled(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
-                  MatmulScratch& scratch);
-
-}  // namespace omnibus::matmul_avx2
+}  // namespace omnibus::matmul_act

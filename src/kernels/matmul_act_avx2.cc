@@ -1,0 +1,53 @@
+// Activation tiles of the packed matmul (matmul_act_avx2.h).
+#include "kernels/matmul_act_avx2.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/quant_avx2.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_simd_avx2.h"
+
+namespace omnibus::matmul_act {
+
+void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act) {
+  const int64_t nsb = n_in / kQKK;
+  std::memset(act, 0, size_t(nsb) * sizeof(ActBlockK));
+  for (int64_t lane = 0; lane < n_valid; ++lane) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      BlockQ8_K q;
+      quant_avx2::from_float_q8_K(x + lane * n_in + sb * kQKK, &q, kQKK);
+      std::memcpy(act[sb].qs[lane], q.qs, kQKK);
+      act[sb].d[lane] = q.d;
+      std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
+      for (int j = 0; j < 8; ++j) act[sb].bsum_pairs[lane][j] = int16_t(q.bsums[2 * j] + q.bsums[2 * j + 1]);
+    }
+  }
+}
+
+void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act,
+                   int32_t* qsum) {
+  const int64_t nb = n_in / kQK;
+  std::memset(act, 0, size_t(nb) * sizeof(ActBlock32));
+  if (qsum != nullptr) std::memset(qsum, 0, size_t(nb) * kTok * sizeof(int32_t));
+  for (int64_t lane = 0; lane < n_valid; ++lane) {
+    const float* xr = x + lane * n_in;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float d = simd::abs_max_32(xr + b * kQK) / 127;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      __m256i sum;
+      const __m256i q = simd::quantize_32(xr + b * kQK, id, &sum);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
+      // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
+      act[b].d[lane] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+      if (with_sum || qsum != nullptr) {
+        const int32_t total = simd::hsum_i32(sum);
+        if (qsum != nullptr) qsum[b * kTok + lane] = total;
+        if (with_sum) act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(total) * d, _MM_FROUND_TO_NEAREST_INT));
+      }
+    }
+  }
+}
+
+}  // namespace omnibus::matmul_act
