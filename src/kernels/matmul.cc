@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_float_avx2.h"
 #include "kernels/matmul_packed_avx2.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
@@ -16,7 +17,8 @@ int64_t rows_per_task(int64_t n_out, int n_threads) {
   return std::max<int64_t>(16, (n_out + tasks - 1) / tasks);
 }
 
-// Any weight type: quantize x once, then one vec_dot per output element.
+// Any weight type (the fallback without AVX2, and Q2_K / Q3_K): quantize x
+// once, then one vec_dot per output element.
 // Batch invariant because every y[t, r] is the same vec_dot of the same rows.
 void matmul_generic(const WeightView& w, const float* x, int64_t n_tok, float* y,
                     ThreadPool& pool, MatmulScratch& scratch) {
@@ -50,6 +52,10 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
   if (n_tok == 0 || w.n_out == 0) return;
   if (cpu_features().use_avx2() && matmul_packed::has_packed_kernel(w.type)) {
     matmul_packed::matmul(w, nullptr, x, n_tok, y, pool, scratch);
+    return;
+  }
+  if (cpu_features().use_avx2() && matmul_float::has_float_kernel(w.type)) {
+    matmul_float::matmul(w, x, n_tok, y, pool, scratch);
     return;
   }
   matmul_generic(w, x, n_tok, y, pool, scratch);

@@ -295,6 +295,40 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
   }
 }
 
+// The unquantized formats at row lengths that leave a scalar tail (n_in % 8
+// != 0, and shorter than one vector): every output bitwise the table's
+// vec_dot, whatever the tile, and close to the reference.
+TEST(Matmul, FloatTypesOddRowLengths) {
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    const DTypeTraits& wt = dtype_traits(type);
+    const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
+    for (int64_t n_in : {1, 7, 13, 37}) {
+      const int64_t n_out = 11;
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      const WeightView w{type, wdata.data(), n_in, n_out};
+      const size_t w_row = dtype_row_size(type, n_in);
+      for (int64_t n_tok : {1, 6}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        std::vector<float> y(size_t(n_tok * n_out), NAN);
+        matmul(w, x.data(), n_tok, y.data(), pool, scratch);
+        expect_matches_ref(w, x, n_tok, y);
+        std::vector<uint8_t> qa(dtype_row_size(at.type, n_in));
+        for (int64_t t = 0; t < n_tok; ++t) {
+          at.from_float(x.data() + t * n_in, qa.data(), n_in);
+          for (int64_t r = 0; r < n_out; ++r) {
+            const float want = wt.vec_dot(n_in, wdata.data() + r * w_row, qa.data());
+            ASSERT_EQ(std::memcmp(&want, &y[size_t(t * n_out + r)], 4), 0) << "t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, EmptyShapesAreNoOps) {
   ThreadPool pool(1);
   MatmulScratch scratch;

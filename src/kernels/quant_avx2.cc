@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/float_dot_avx2.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_ref.h"
 #include "kernels/quant_simd_avx2.h"
@@ -29,6 +30,12 @@ void to_float_f16(const void* x, float* y, int64_t n) {
     _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
   }
   for (; i < n; ++i) y[i] = half_to_float(h[i]);
+}
+
+void to_float_bf16(const void* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, float_dot::BF16::load8(x, i));
+  for (; i < n; ++i) y[i] = float_dot::BF16::load1(x, i);
 }
 
 void from_float_f16(const float* x, void* y, int64_t n) {
@@ -101,43 +108,18 @@ void from_float_q8_K(const float* x, void* y, int64_t n) {
   }
 }
 
+// The unquantized formats: float_dot::dot, the float matmul's per-output
+// arithmetic (matmul_float_avx2.h), so vec_dot and matmul agree bitwise.
 float vec_dot_f32(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const float*>(w);
-  const auto* y = static_cast<const float*>(a);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int k = 0; k < 4; ++k) {
-      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
-  }
-  float s = simd::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) s = std::fma(x[i], y[i], s);
-  return s;
+  return float_dot::dot<float_dot::F32, float_dot::F32>(n, w, a);
 }
 
 float vec_dot_f16(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  const auto* y = static_cast<const uint16_t*>(a);
-  auto load = [](const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  };
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int k = 0; k < 4; ++k) {
-      acc[k] = _mm256_fmadd_ps(load(x + i + 8 * k), load(y + i + 8 * k), acc[k]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(x + i), load(y + i), acc[0]);
-  float s = simd::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) s = std::fma(half_to_float(x[i]), half_to_float(y[i]), s);
-  return s;
+  return float_dot::dot<float_dot::F16, float_dot::F16>(n, w, a);
+}
+
+float vec_dot_bf16(int64_t n, const void* w, const void* a) {
+  return float_dot::dot<float_dot::BF16, float_dot::BF16>(n, w, a);
 }
 
 // ------------------------------------------------------- 32-element blocks

@@ -11,7 +11,7 @@
 # read the same file.
 #
 # Usage: tools/bench/other_formats.sh OUT [TYPE...]
-#   default types: Q4_0 Q5_1 Q5_K_M (Q5_K_M: Q5_K / Q6_K where rows are
+#   default types: Q4_0 Q5_1 Q5_K_M F16 BF16 (Q5_K_M: Q5_K / Q6_K where rows are
 #   multiples of 256, the FFN down projections; Q5_1 / Q8_0 elsewhere)
 # Environment:
 #   OMNIBUS_LLAMA_CPP_DIR  llama.cpp build (default .ref/build, from
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/../.."
 out=$1
 shift
 types=("$@")
-[ ${#types[@]} -gt 0 ] || types=(Q4_0 Q5_1 Q5_K_M)
+[ ${#types[@]} -gt 0 ] || types=(Q4_0 Q5_1 Q5_K_M F16 BF16)
 build=${OMNIBUS_LLAMA_CPP_DIR:-.ref/build}
 export OMNIBUS_LLAMA_CPP_DIR=$build
 bin=$build/bin
