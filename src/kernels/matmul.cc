@@ -55,7 +55,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
     return;
   }
   if (cpu_features().use_avx2() && matmul_float::has_float_kernel(w.type)) {
-    matmul_float::matmul(w, x, n_tok, y, pool, scratch);
+    matmul_float::matmul(w, nullptr, x, n_tok, y, pool, scratch);
     return;
   }
   matmul_generic(w, x, n_tok, y, pool, scratch);
@@ -64,18 +64,25 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
 PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
   PackedWeight p;
   p.view_ = w;
-  if (!cpu_features().use_avx2() || !matmul_packed::has_packed_kernel(w.type) || w.n_out == 0) return p;
-  OMNIBUS_CHECK(w.n_in % 32 == 0);
-  p.size_ = matmul_packed::packed_size(w);
+  if (!cpu_features().use_avx2() || w.n_out == 0) return p;
+  const bool quantized = matmul_packed::has_packed_kernel(w.type);
+  if (!quantized && !matmul_float::has_float_kernel(w.type)) return p;
+  if (quantized) OMNIBUS_CHECK(w.n_in % 32 == 0);
+  p.size_ = quantized ? matmul_packed::packed_size(w) : matmul_float::packed_size(w);
   p.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, p.size_)));
   OMNIBUS_CHECK(p.data_ != nullptr);
-  const size_t gb = matmul_packed::group_bytes(w.type, w.n_in);
+  const size_t gb = quantized ? matmul_packed::group_bytes(w.type, w.n_in) : matmul_float::group_bytes(w.type, w.n_in);
   const int64_t n_groups = int64_t(p.size_ / gb);
   constexpr int64_t kGroupsPerTask = 64;
   const int64_t n_tasks = (n_groups + kGroupsPerTask - 1) / kGroupsPerTask;
   auto task = [&](int64_t i, int) {
     const int64_t g0 = i * kGroupsPerTask, g1 = std::min(n_groups, g0 + kGroupsPerTask);
-    matmul_packed::pack_groups(w, g0, g1, p.data_.get() + size_t(g0) * gb);
+    uint8_t* out = p.data_.get() + size_t(g0) * gb;
+    if (quantized) {
+      matmul_packed::pack_groups(w, g0, g1, out);
+    } else {
+      matmul_float::pack_groups(w, g0, g1, out);
+    }
   };
   if (pool != nullptr) {
     pool->parallel_for(n_tasks, task);
@@ -92,7 +99,11 @@ void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, Thre
     return;
   }
   OMNIBUS_CHECK(n_tok >= 0);
-  if (n_tok == 0) return;
+  if (n_tok == 0 || w.view().n_out == 0) return;
+  if (matmul_float::has_float_kernel(w.view().type)) {
+    matmul_float::matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
+    return;
+  }
   matmul_packed::matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
 }
 
@@ -104,7 +115,8 @@ void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x,
   bool fused = true;
   for (const PackedWeight* p : w) {
     OMNIBUS_CHECK(p->view().n_in == w[0]->view().n_in);
-    fused = fused && p->is_packed() && p->view().type == w[0]->view().type;
+    fused = fused && p->is_packed() && p->view().type == w[0]->view().type &&
+            matmul_packed::has_packed_kernel(p->view().type);
   }
   if (!fused) {
     for (size_t m = 0; m < w.size(); ++m) matmul(*w[m], x, n_tok, y[m], pool, scratch);

@@ -17,8 +17,10 @@
 // into an 8-row interleaved layout that the AVX2 kernels stream at close to
 // memory bandwidth (docs/quant-formats.md, "Packed weights"). matmul on a
 // PackedWeight gives bitwise the same y as matmul on its WeightView — the
-// unpacked path packs row groups on the fly into scratch — so packing is
-// purely a speed choice and may differ between two models of the same file.
+// unpacked path packs row groups on the fly into scratch (quantized types) or
+// reads the rows where they are (F32 / F16 / BF16, matmul_float_avx2.h) — so
+// packing is purely a speed choice and may differ between two models of the
+// same file.
 //
 // Thread-safety: the caller owns `scratch`; one matmul at a time per scratch.
 // A PackedWeight is immutable after pack_weight and may be shared by threads.

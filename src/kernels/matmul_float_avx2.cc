@@ -16,10 +16,36 @@ using float_dot::F32;
 
 constexpr int kMaxTok = 4;  // tokens per register tile
 
-// y[t * y_stride + r] for r < R, t < T: rows w0 + r * w_row against the
+// Where the weights are. Element k of row r (relative to the tile's first
+// row):
+//   RowMajor: the GGUF layout, rows w_row bytes apart;
+//   Grouped:  pack_groups' 8-row groups ([n8 / 8][8 rows][8 elements], then
+//             the tail [8 rows][n - n8]); the tile's rows start at row r0 of
+//             the group (r0 + R <= 8).
+template <class W>
+struct RowMajor {
+  const uint8_t* w0;
+  size_t w_row;
+  int64_t n;
+  __m256 load8(int r, int64_t k) const { return W::load8(w0 + size_t(r) * w_row, k); }
+  float load1(int r, int64_t k) const { return W::load1(w0 + size_t(r) * w_row, k); }
+};
+template <class W>
+struct Grouped {
+  const uint8_t* group;
+  int r0;
+  int64_t n;
+  __m256 load8(int r, int64_t k) const { return W::load8(group, (k + r0 + r) * 8); }  // k % 8 == 0
+  float load1(int r, int64_t k) const {
+    const int64_t n8 = n - n % 8;
+    return W::load1(group, n8 * 8 + (r0 + r) * (n - n8) + (k - n8));
+  }
+};
+
+// y[t * y_stride + r] for r < R, t < T: R rows (from L) against the
 // activation rows x + t * n (f32). Per output: float_dot::dot's arithmetic.
-template <class W, int R, int T>
-void tile(const uint8_t* w0, size_t w_row, const float* x, int64_t n, float* y, int64_t y_stride) {
+template <int R, int T, class L>
+void tile(const L& w, const float* x, int64_t n, float* y, int64_t y_stride) {
   const int64_t n8 = n - n % 8;
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r) {
@@ -28,10 +54,10 @@ void tile(const uint8_t* w0, size_t w_row, const float* x, int64_t n, float* y, 
   for (int64_t k = 0; k < n8; k += 8) {
     if constexpr (T == 1) {
       const __m256 xv = _mm256_loadu_ps(x + k);
-      for (int r = 0; r < R; ++r) acc[r][0] = _mm256_fmadd_ps(W::load8(w0 + r * w_row, k), xv, acc[r][0]);
+      for (int r = 0; r < R; ++r) acc[r][0] = _mm256_fmadd_ps(w.load8(r, k), xv, acc[r][0]);
     } else {
       __m256 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = W::load8(w0 + r * w_row, k);
+      for (int r = 0; r < R; ++r) wv[r] = w.load8(r, k);
       for (int t = 0; t < T; ++t) {
         const __m256 xv = _mm256_loadu_ps(x + t * n + k);
         for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
@@ -41,48 +67,44 @@ void tile(const uint8_t* w0, size_t w_row, const float* x, int64_t n, float* y, 
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
       float s = simd::hsum(acc[r][t]);
-      for (int64_t k = n8; k < n; ++k) s = std::fma(W::load1(w0 + r * w_row, k), x[t * n + k], s);
+      for (int64_t k = n8; k < n; ++k) s = std::fma(w.load1(r, k), x[t * n + k], s);
       y[t * y_stride + r] = s;
     }
   }
 }
-
-using TileFn = void (*)(const uint8_t*, size_t, const float*, int64_t, float*, int64_t);
 
 // Rows per tile: 8 for single tokens (8 independent chains hide the FMA
 // latency), 3 for 2-4 tokens (12 accumulators, 3 rows and one token vector:
 // the 16 registers; 4 rows spill and run at 60%).
 constexpr int kRowsOne = 8, kRowsMany = 3;
 
-template <class W, int R>
-TileFn pick_t(int t) {
-  switch (t) {
-    case 1: return tile<W, R, 1>;
-    case 2: return tile<W, R, 2>;
-    case 3: return tile<W, R, 3>;
-    default: return tile<W, R, 4>;
-  }
-}
-
-template <class W>
-TileFn pick(int r, int t) {
-  if (t == 1) {
-    switch (r) {
-      case 1: return tile<W, 1, 1>;
-      case 2: return tile<W, 2, 1>;
-      case 3: return tile<W, 3, 1>;
-      case 4: return tile<W, 4, 1>;
-      case 5: return tile<W, 5, 1>;
-      case 6: return tile<W, 6, 1>;
-      case 7: return tile<W, 7, 1>;
-      default: return tile<W, kRowsOne, 1>;
+// tile<R, T> for runtime R <= (T == 1 ? kRowsOne : kRowsMany), T <= kMaxTok.
+template <class L>
+void run_tile(int R, int T, const L& w, const float* x, int64_t n, float* y, int64_t y_stride) {
+  static_assert(kRowsOne == 8 && kRowsMany == 3 && kMaxTok == 4);
+  if (T == 1) {
+    switch (R) {
+      case 1: return tile<1, 1>(w, x, n, y, y_stride);
+      case 2: return tile<2, 1>(w, x, n, y, y_stride);
+      case 3: return tile<3, 1>(w, x, n, y, y_stride);
+      case 4: return tile<4, 1>(w, x, n, y, y_stride);
+      case 5: return tile<5, 1>(w, x, n, y, y_stride);
+      case 6: return tile<6, 1>(w, x, n, y, y_stride);
+      case 7: return tile<7, 1>(w, x, n, y, y_stride);
+      default: return tile<8, 1>(w, x, n, y, y_stride);
     }
   }
-  static_assert(kRowsMany == 3);
-  switch (r) {
-    case 1: return pick_t<W, 1>(t);
-    case 2: return pick_t<W, 2>(t);
-    default: return pick_t<W, 3>(t);
+  auto rows = [&]<int T_>() {
+    switch (R) {
+      case 1: return tile<1, T_>(w, x, n, y, y_stride);
+      case 2: return tile<2, T_>(w, x, n, y, y_stride);
+      default: return tile<3, T_>(w, x, n, y, y_stride);
+    }
+  };
+  switch (T) {
+    case 2: return rows.template operator()<2>();
+    case 3: return rows.template operator()<3>();
+    default: return rows.template operator()<4>();
   }
 }
 
@@ -108,7 +130,8 @@ void round_bf16(const float* x, float* dst, int64_t n) {
 }
 
 template <class W>
-void run(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool, MatmulScratch& scratch) {
+void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+         MatmulScratch& scratch) {
   const int64_t n = w.n_in;
   const float* xa = x;  // activations as the vec_dot type's values, f32
   if (w.type != DType::F32) {
@@ -122,41 +145,106 @@ void run(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPoo
     xa = dst;
   }
   const size_t w_row = dtype_row_size(w.type, n);
+  const size_t gb = group_bytes(w.type, n);
   // Rows per task: a multiple of kChunkRows, a few tasks per thread; a task
-  // runs its rows kChunkRows at a time (a multiple of both tile heights)
-  // against every token tile, so the chunk's rows stay in L1/L2.
-  constexpr int64_t kChunkRows = 24;
+  // runs its rows kChunkRows at a time (whole groups, a multiple of both tile
+  // heights) against every token tile, so the chunk's rows stay in L1/L2.
+  constexpr int64_t kChunkRows = 24, kChunkTok = 64;
   const int64_t tasks_wanted = int64_t(pool.n_threads()) * 4;
   const int64_t rows = ((w.n_out + tasks_wanted - 1) / tasks_wanted + kChunkRows - 1) / kChunkRows * kChunkRows;
   const int64_t n_tasks = (w.n_out + rows - 1) / rows;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   pool.parallel_for(n_tasks, [&](int64_t task, int) {
     const int64_t r0 = task * rows, r1 = std::min(w.n_out, r0 + rows);
-    for (int64_t c0 = r0; c0 < r1; c0 += kChunkRows) {
-      const int64_t c1 = std::min(r1, c0 + kChunkRows);
-      for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxTok) {
-        const int T = int(std::min<int64_t>(kMaxTok, n_tok - t0));
-        const int R_max = T == 1 ? kRowsOne : kRowsMany;
-        for (int64_t r = c0; r < c1; r += R_max) {
-          const int R = int(std::min<int64_t>(R_max, c1 - r));
-          pick<W>(R, T)(wdata + size_t(r) * w_row, w_row, xa + t0 * n, n, y + t0 * w.n_out + r, w.n_out);
+    // Tokens kChunkTok at a time, so a prompt's activations (2.3 KB per token
+    // at n_in 576) stay in L2 while the task's rows are walked.
+    for (int64_t k0 = 0; k0 < n_tok; k0 += kChunkTok) {
+      const int64_t k1 = std::min(n_tok, k0 + kChunkTok);
+      for (int64_t c0 = r0; c0 < r1; c0 += kChunkRows) {
+        const int64_t c1 = std::min(r1, c0 + kChunkRows);
+        if (k1 - k0 > kMaxTok && c1 < r1) {
+          // The chunk is read once per token tile: bring the next one towards
+          // L2 meanwhile (row-major rows and packed groups alike are one range).
+          const int64_t c2 = std::min(r1, c1 + kChunkRows);
+          const uint8_t* lo = packed != nullptr ? packed + size_t(c1 / kGroupRows) * gb : wdata + size_t(c1) * w_row;
+          const size_t len = packed != nullptr ? size_t((c2 - c1 + kGroupRows - 1) / kGroupRows) * gb
+                                               : size_t(c2 - c1) * w_row;
+          for (size_t off = 0; off < len; off += 64) _mm_prefetch(reinterpret_cast<const char*>(lo + off), _MM_HINT_T1);
+        }
+        for (int64_t t0 = k0; t0 < k1; t0 += kMaxTok) {
+          const int T = int(std::min<int64_t>(kMaxTok, k1 - t0));
+          const int R_max = T == 1 ? kRowsOne : kRowsMany;
+          for (int64_t r = c0; r < c1;) {
+            // Tiles never cross an 8-row group (the packed layout's unit).
+            const int R = int(std::min<int64_t>({R_max, c1 - r, kGroupRows - r % kGroupRows}));
+            const float* xt = xa + t0 * n;
+            float* yt = y + t0 * w.n_out + r;
+            if (packed != nullptr) {
+              const Grouped<W> l{packed + size_t(r / kGroupRows) * gb, int(r % kGroupRows), n};
+              run_tile(R, T, l, xt, n, yt, w.n_out);
+            } else {
+              run_tile(R, T, RowMajor<W>{wdata + size_t(r) * w_row, w_row, n}, xt, n, yt, w.n_out);
+            }
+            r += R;
+          }
         }
       }
     }
   });
 }
 
+// Group g's rows (rows past n_out read as zeros) in Grouped's layout.
+template <size_t kElem>
+void pack_group(const WeightView& w, int64_t g, uint8_t* out) {
+  const int64_t n = w.n_in, n8 = n - n % 8;
+  const size_t w_row = dtype_row_size(w.type, n);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int r = 0; r < kGroupRows; ++r) {
+    const int64_t row = g * kGroupRows + r;
+    const uint8_t* src = row < w.n_out ? base + size_t(row) * w_row : nullptr;
+    for (int64_t k = 0; k < n8; k += 8) {
+      uint8_t* dst = out + size_t((k + r) * 8) * kElem;
+      if (src != nullptr) std::memcpy(dst, src + size_t(k) * kElem, 8 * kElem);
+      else std::memset(dst, 0, 8 * kElem);
+    }
+    uint8_t* tail = out + size_t(n8 * 8 + r * (n - n8)) * kElem;
+    if (src != nullptr) std::memcpy(tail, src + size_t(n8) * kElem, size_t(n - n8) * kElem);
+    else std::memset(tail, 0, size_t(n - n8) * kElem);
+  }
+}
+
 }  // namespace
 
 bool has_float_kernel(DType type) { return type == DType::F32 || type == DType::F16 || type == DType::BF16; }
 
-void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+size_t group_bytes(DType type, int64_t n_in) {
+  const size_t bytes = size_t(n_in) * kGroupRows * (type == DType::F32 ? 4 : 2);
+  return (bytes + 63) / 64 * 64;
+}
+
+size_t packed_size(const WeightView& w) {
+  return size_t((w.n_out + kGroupRows - 1) / kGroupRows) * group_bytes(w.type, w.n_in);
+}
+
+void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
+  OMNIBUS_CHECK(has_float_kernel(w.type));
+  const size_t gb = group_bytes(w.type, w.n_in);
+  const size_t used = size_t(w.n_in) * kGroupRows * (w.type == DType::F32 ? 4 : 2);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* dst = out + size_t(g - g0) * gb;
+    if (w.type == DType::F32) pack_group<4>(w, g, dst);
+    else pack_group<2>(w, g, dst);
+    std::memset(dst + used, 0, gb - used);  // padding: deterministic bytes
+  }
+}
+
+void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch) {
   OMNIBUS_CHECK(n_tok >= 1);
   switch (w.type) {
-    case DType::F32: return run<F32>(w, x, n_tok, y, pool, scratch);
-    case DType::F16: return run<float_dot::F16>(w, x, n_tok, y, pool, scratch);
-    case DType::BF16: return run<float_dot::BF16>(w, x, n_tok, y, pool, scratch);
+    case DType::F32: return run<F32>(w, packed, x, n_tok, y, pool, scratch);
+    case DType::F16: return run<float_dot::F16>(w, packed, x, n_tok, y, pool, scratch);
+    case DType::BF16: return run<float_dot::BF16>(w, packed, x, n_tok, y, pool, scratch);
     default: OMNIBUS_CHECK(false && "no float kernel for this type");
   }
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/thread_pool.h"
 
@@ -297,7 +298,8 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 
 // The unquantized formats at row lengths that leave a scalar tail (n_in % 8
 // != 0, and shorter than one vector): every output bitwise the table's
-// vec_dot, whatever the tile, and close to the reference.
+// vec_dot, whatever the tile or layout (row-major or packed at load), and
+// close to the reference.
 TEST(Matmul, FloatTypesOddRowLengths) {
   std::mt19937 rng(17);
   ThreadPool pool(2);
@@ -309,13 +311,18 @@ TEST(Matmul, FloatTypesOddRowLengths) {
       const int64_t n_out = 11;
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
+      const PackedWeight packed = pack_weight(w);
+      EXPECT_EQ(packed.is_packed(), cpu_features().use_avx2());
       const size_t w_row = dtype_row_size(type, n_in);
-      for (int64_t n_tok : {1, 6}) {
+      for (int64_t n_tok : {1, 6, 70}) {  // 70: two token chunks
         SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> y(size_t(n_tok * n_out), NAN);
         matmul(w, x.data(), n_tok, y.data(), pool, scratch);
         expect_matches_ref(w, x, n_tok, y);
+        std::vector<float> yp(y.size(), NAN);
+        matmul(packed, x.data(), n_tok, yp.data(), pool, scratch);
+        ASSERT_EQ(std::memcmp(y.data(), yp.data(), y.size() * 4), 0);
         std::vector<uint8_t> qa(dtype_row_size(at.type, n_in));
         for (int64_t t = 0; t < n_tok; ++t) {
           at.from_float(x.data() + t * n_in, qa.data(), n_in);
