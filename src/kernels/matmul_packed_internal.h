@@ -8,11 +8,11 @@
 //   Q4_1: per block b (32 elements), 160 bytes: qs[4][8 rows][4 bytes] (low
 //         nibbles elements 4i..4i+3, high nibbles 16+4i..16+4i+3), half d[8],
 //         half m[8]                                  (matmul_packed_q4_1_avx2.cc)
-//   Q4_0: per block, 144 bytes: qs as Q4_1, half d[8] (matmul_packed_q4_0_avx2.cc)
+//   Q4_0: per block, 144 bytes: qs as Q4_1, half d[8]
 //   Q5_0: per block, 176 bytes: qs as Q4_1, hb[8 rows][4 bytes] (fifth bits),
-//         half d[8]                                  (matmul_packed_q5_0_avx2.cc)
+//         half d[8]
 //   Q5_1: per block, 192 bytes: qs, hb as Q5_0, half d[8], half m[8]
-//                                                    (matmul_packed_q5_1_avx2.cc)
+//                                     (these three: matmul_packed_q4_0_q5_avx2.cc)
 //   Q8_0: per pair of blocks, 544 bytes: qs[8][8 rows][4 bytes] of each (bytes
 //         4i..4i+3 = elements), half d[8] of each    (matmul_packed_q8_0_avx2.cc)
 //   Q4_K: per super-block (256), 1248 bytes; Q5_K: 1504; Q6_K: 1936
