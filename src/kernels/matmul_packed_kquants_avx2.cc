@@ -22,11 +22,12 @@
 namespace omnibus::matmul_packed::internal {
 namespace {
 
-// ------------------------------------------------------------------- Q4_K
+// ------------------------------------------------------------ Q4_K, Q5_K
 
 // Offsets in a packed Q4_K / Q5_K group: quants qs (and Q5_K's hb) of
 // sub-block j, then the shared tail sc, mn, d, dmin.
 struct LayoutQ4_K {
+  static constexpr bool kFifth = false;
   static constexpr size_t kSuper = 1248, kSub = 128, kTail = 8 * kSub;
   static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
   static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 16 * size_t(j); }
@@ -35,6 +36,7 @@ struct LayoutQ4_K {
   static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 208; }
 };
 struct LayoutQ5_K {
+  static constexpr bool kFifth = true;
   static constexpr size_t kSuper = 1504, kSub = 160, kTail = 8 * kSub;
   static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
   static size_t hb(int64_t sb, int j) { return qs(sb, j) + 128; }
@@ -178,9 +180,10 @@ inline void k4_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[
   }
 }
 
-// One packed group x T tokens, nibbles split per call (the one-tile path).
-template <int T>
-void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
+// One packed Q4_K / Q5_K group x T tokens, quants merged per call (the
+// one-tile path).
+template <class L, int T>
+void kernel_k4(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
   const auto* act = static_cast<const ActBlockK*>(act_v);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[T], mins[T];
@@ -190,98 +193,29 @@ void kernel_q4_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* q = group + LayoutQ4_K::qs(sb, j);
-      for (int l = 0; l < 2; ++l) prefetch(q + 64 * l);
-      const int8_t* aq[T];
-      for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
-      __m256i s16[T];
-      steps_i16<T, 0, 4>(
-          [&](int i, __m256i* lo, __m256i* hi) {
-            const __m256i wq = load256(q + 32 * i);
-            *lo = _mm256_and_si256(wq, m4);
-            *hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4);
-          },
-          aq, s16);
-      k4_scale<LayoutQ4_K, T>(group, sb, j, s16, isum);
-    }
-    __m256i ms[T];
-    k4_msum<LayoutQ4_K, T>(group, sb, a, ms);
-    k4_finish<LayoutQ4_K, T>(group, sb, a, isum, ms, acc, mins);
-  }
-  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, _mm256_sub_ps(acc[t], mins[t]), n_rows);
-}
-
-// A Q4_K group's quants one byte per element (8 unpacked blocks per super-block).
-void unpack_q4_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    for (int j = 0; j < 8; ++j) {
-      unpack_nibbles_block(group + LayoutQ4_K::qs(sb, j), out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock);
-    }
-  }
-}
-
-// kernel_q4_K on two groups split by unpack_q4_K (rows 8-15 from u1 /
-// group1, n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
-// Bitwise equal to kernel_q4_K.
-template <int T>
-void kernel_q4_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
-                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
-                               int64_t y_stride, int n_rows1) {
-  static_assert(T >= 1 && T <= kTok);
-  const auto* act = static_cast<const ActBlockK*>(act_v);
-  __m256 acc0[T], acc1[T], mins0[T], mins1[T];
-  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = mins0[t] = mins1[t] = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const ActBlockK& a = act[sb];
-    __m256i isum0[T], isum1[T];
-    for (int t = 0; t < T; ++t) isum0[t] = isum1[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      const size_t off = (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock;
-      const int8_t* aq[T];
-      for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
-      __m256i s0[T], s1[T];
-      pair_steps_i16<T, 0, 4>(u0 + off, u1 + off, aq, s0, s1);
-      k4_scale<LayoutQ4_K, T>(group0, sb, j, s0, isum0);
-      k4_scale<LayoutQ4_K, T>(group1, sb, j, s1, isum1);
-    }
-    __m256i ms[T];
-    k4_msum<LayoutQ4_K, T>(group0, sb, a, ms);
-    k4_finish<LayoutQ4_K, T>(group0, sb, a, isum0, ms, acc0, mins0);
-    k4_msum<LayoutQ4_K, T>(group1, sb, a, ms);
-    k4_finish<LayoutQ4_K, T>(group1, sb, a, isum1, ms, acc1, mins1);
-  }
-  for (int t = 0; t < T; ++t) {
-    acc0[t] = _mm256_sub_ps(acc0[t], mins0[t]);
-    acc1[t] = _mm256_sub_ps(acc1[t], mins1[t]);
-  }
-  store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
-}
-
-// ------------------------------------------------------------------- Q5_K
-
-// One packed group x T tokens, quants merged per call (the one-tile path).
-template <int T>
-void kernel_q5_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
-  using L = LayoutQ5_K;
-  const auto* act = static_cast<const ActBlockK*>(act_v);
-  __m256 acc[T], mins[T];
-  for (int t = 0; t < T; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const ActBlockK& a = act[sb];
-    __m256i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
       const uint8_t* q = group + L::qs(sb, j);
-      for (int l = 0; l < 3; ++l) prefetch(q + 64 * l);
-      const __m256i hb = load256(group + L::hb(sb, j));
-      auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step_5bit(q, hb, i, lo, hi); };
+      for (size_t l = 0; l < L::kSub / 64; ++l) prefetch(q + 64 * l);
       const int8_t* aq[T];
       for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
-      __m256i s01[T], s23[T];
-      steps_i16<T, 0, 2>(load, aq, s01);
-      steps_i16<T, 2, 4>(load, aq, s23);
-      k4_scale<L, T>(group, sb, j, s01, isum);
-      k4_scale<L, T>(group, sb, j, s23, isum);
+      if constexpr (L::kFifth) {
+        const __m256i hb = load256(group + L::hb(sb, j));
+        auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step_5bit(q, hb, i, lo, hi); };
+        __m256i s01[T], s23[T];
+        steps_i16<T, 0, 2>(load, aq, s01);
+        steps_i16<T, 2, 4>(load, aq, s23);
+        k4_scale<L, T>(group, sb, j, s01, isum);
+        k4_scale<L, T>(group, sb, j, s23, isum);
+      } else {
+        __m256i s16[T];
+        steps_i16<T, 0, 4>(
+            [&](int i, __m256i* lo, __m256i* hi) {
+              const __m256i wq = load256(q + 32 * i);
+              *lo = _mm256_and_si256(wq, m4);
+              *hi = _mm256_and_si256(_mm256_srli_epi16(wq, 4), m4);
+            },
+            aq, s16);
+        k4_scale<L, T>(group, sb, j, s16, isum);
+      }
     }
     __m256i ms[T];
     k4_msum<L, T>(group, sb, a, ms);
@@ -290,25 +224,28 @@ void kernel_q5_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
   for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, _mm256_sub_ps(acc[t], mins[t]), n_rows);
 }
 
-// A Q5_K group's quants one byte per element (8 unpacked blocks per super-block).
-void unpack_q5_K(const uint8_t* group, int64_t nsb, uint8_t* out) {
-  using L = LayoutQ5_K;
+// A Q4_K / Q5_K group's quants one byte per element (8 unpacked blocks per
+// super-block).
+template <class L>
+void unpack_k4(const uint8_t* group, int64_t nsb, uint8_t* out) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     for (int j = 0; j < 8; ++j) {
-      unpack_5bit_block(group + L::qs(sb, j), group + L::hb(sb, j),
-                        out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock);
+      uint8_t* o = out + (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock;
+      if constexpr (L::kFifth) {
+        unpack_5bit_block(group + L::qs(sb, j), group + L::hb(sb, j), o);
+      } else {
+        unpack_nibbles_block(group + L::qs(sb, j), o);
+      }
     }
   }
 }
 
-// kernel_q5_K on two groups split by unpack_q5_K (rows 8-15 from u1 /
-// group1, n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
-// Bitwise equal to kernel_q5_K.
-template <int T>
-void kernel_q5_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
-                               const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
-                               int64_t y_stride, int n_rows1) {
-  using L = LayoutQ5_K;
+// kernel_k4 on two groups split by unpack_k4 (rows 8-15 from u1 / group1,
+// n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
+// Bitwise equal to kernel_k4.
+template <class L, int T>
+void kernel_k4_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0, const uint8_t* group1,
+                             int64_t nsb, const void* act_v, float* y, int64_t y_stride, int n_rows1) {
   static_assert(T >= 1 && T <= kTok);
   const auto* act = static_cast<const ActBlockK*>(act_v);
   __m256 acc0[T], acc1[T], mins0[T], mins1[T];
@@ -321,13 +258,20 @@ void kernel_q5_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
       const size_t off = (size_t(sb) * 8 + size_t(j)) * kUnpackedBlock;
       const int8_t* aq[T];
       for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
-      __m256i s01_0[T], s01_1[T], s23_0[T], s23_1[T];
-      pair_steps_i16<T, 0, 2>(u0 + off, u1 + off, aq, s01_0, s01_1);
-      pair_steps_i16<T, 2, 4>(u0 + off, u1 + off, aq, s23_0, s23_1);
-      k4_scale<L, T>(group0, sb, j, s01_0, isum0);
-      k4_scale<L, T>(group0, sb, j, s23_0, isum0);
-      k4_scale<L, T>(group1, sb, j, s01_1, isum1);
-      k4_scale<L, T>(group1, sb, j, s23_1, isum1);
+      if constexpr (L::kFifth) {
+        __m256i s01_0[T], s01_1[T], s23_0[T], s23_1[T];
+        pair_steps_i16<T, 0, 2>(u0 + off, u1 + off, aq, s01_0, s01_1);
+        pair_steps_i16<T, 2, 4>(u0 + off, u1 + off, aq, s23_0, s23_1);
+        k4_scale<L, T>(group0, sb, j, s01_0, isum0);
+        k4_scale<L, T>(group0, sb, j, s23_0, isum0);
+        k4_scale<L, T>(group1, sb, j, s01_1, isum1);
+        k4_scale<L, T>(group1, sb, j, s23_1, isum1);
+      } else {
+        __m256i s0[T], s1[T];
+        pair_steps_i16<T, 0, 4>(u0 + off, u1 + off, aq, s0, s1);
+        k4_scale<L, T>(group0, sb, j, s0, isum0);
+        k4_scale<L, T>(group1, sb, j, s1, isum1);
+      }
     }
     __m256i ms[T];
     k4_msum<L, T>(group0, sb, a, ms);
@@ -527,33 +471,29 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
 
+template <class L>
+Ops make_ops_k4(PackFn pack, size_t (*used_bytes)(int64_t)) {
+  return Ops{
+      .kernel = {nullptr, kernel_k4<L, 1>, kernel_k4<L, 2>, kernel_k4<L, 3>, kernel_k4<L, 4>},
+      .pack = pack,
+      .used_bytes = used_bytes,
+      .block_elems = kQKK,
+      .k_act = true,
+      .unpack = unpack_k4<L>,
+      .upair = {nullptr, kernel_k4_unpacked_pair<L, 1>, kernel_k4_unpacked_pair<L, 2>,
+                kernel_k4_unpacked_pair<L, 3>, kernel_k4_unpacked_pair<L, 4>},
+  };
+}
+
 }  // namespace
 
 const Ops& ops_q4_K() {
-  static const Ops ops{
-      .kernel = {nullptr, kernel_q4_K<1>, kernel_q4_K<2>, kernel_q4_K<3>, kernel_q4_K<4>},
-      .pack = pack_q4_K,
-      .used_bytes = used_bytes_q4_K,
-      .block_elems = kQKK,
-      .k_act = true,
-      .unpack = unpack_q4_K,
-      .upair = {nullptr, kernel_q4_K_unpacked_pair<1>, kernel_q4_K_unpacked_pair<2>, kernel_q4_K_unpacked_pair<3>,
-                kernel_q4_K_unpacked_pair<4>},
-  };
+  static const Ops ops = make_ops_k4<LayoutQ4_K>(pack_q4_K, used_bytes_q4_K);
   return ops;
 }
 
 const Ops& ops_q5_K() {
-  static const Ops ops{
-      .kernel = {nullptr, kernel_q5_K<1>, kernel_q5_K<2>, kernel_q5_K<3>, kernel_q5_K<4>},
-      .pack = pack_q5_K,
-      .used_bytes = used_bytes_q5_K,
-      .block_elems = kQKK,
-      .k_act = true,
-      .unpack = unpack_q5_K,
-      .upair = {nullptr, kernel_q5_K_unpacked_pair<1>, kernel_q5_K_unpacked_pair<2>, kernel_q5_K_unpacked_pair<3>,
-                kernel_q5_K_unpacked_pair<4>},
-  };
+  static const Ops ops = make_ops_k4<LayoutQ5_K>(pack_q5_K, used_bytes_q5_K);
   return ops;
 }
 
