@@ -43,6 +43,24 @@ void expect_matches_ref(const WeightView& w, const std::vector<float>& x, int64_
   }
 }
 
+// Every y[t, r] bitwise the table's vec_dot of row r with token t quantized
+// to the weight's vec_dot type.
+void expect_equals_vec_dot(const WeightView& w, const std::vector<float>& x, int64_t n_tok,
+                           const std::vector<float>& y) {
+  const DTypeTraits& wt = dtype_traits(w.type);
+  const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
+  const size_t w_row = dtype_row_size(w.type, w.n_in);
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  std::vector<uint8_t> qa(dtype_row_size(at.type, w.n_in));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    at.from_float(x.data() + t * w.n_in, qa.data(), w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      const float want = wt.vec_dot(w.n_in, wdata + r * w_row, qa.data());
+      ASSERT_EQ(std::memcmp(&want, &y[size_t(t * w.n_out + r)], 4), 0) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
 class MatmulTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(MatmulTest, MatchesReference) {
@@ -134,23 +152,13 @@ TEST_P(MatmulTest, EqualsVecDot) {
   std::mt19937 rng(14);
   ThreadPool pool(2);
   MatmulScratch scratch;
-  const DTypeTraits& wt = dtype_traits(type);
-  const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
   const int64_t n_in = n_in_for(type, 5), n_out = 19, n_tok = 6;
   std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
   const WeightView w{type, wdata.data(), n_in, n_out};
   std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
   std::vector<float> y(size_t(n_tok * n_out));
   matmul(w, x.data(), n_tok, y.data(), pool, scratch);
-  const size_t w_row = dtype_row_size(type, n_in);
-  std::vector<uint8_t> qa(dtype_row_size(at.type, n_in));
-  for (int64_t t = 0; t < n_tok; ++t) {
-    at.from_float(x.data() + t * n_in, qa.data(), n_in);
-    for (int64_t r = 0; r < n_out; ++r) {
-      const float want = wt.vec_dot(n_in, wdata.data() + r * w_row, qa.data());
-      ASSERT_EQ(std::memcmp(&want, &y[size_t(t * n_out + r)], 4), 0) << "t=" << t << " r=" << r;
-    }
-  }
+  expect_equals_vec_dot(w, x, n_tok, y);
 }
 
 // Several matrices sharing the input (q/k/v, gate/up): each output bitwise
@@ -305,15 +313,12 @@ TEST(Matmul, FloatTypesOddRowLengths) {
   ThreadPool pool(2);
   MatmulScratch scratch;
   for (DType type : {DType::F32, DType::F16, DType::BF16}) {
-    const DTypeTraits& wt = dtype_traits(type);
-    const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
     for (int64_t n_in : {1, 7, 13, 37}) {
       const int64_t n_out = 11;
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
       EXPECT_EQ(packed.is_packed(), cpu_features().use_avx2());
-      const size_t w_row = dtype_row_size(type, n_in);
       for (int64_t n_tok : {1, 6, 70}) {  // 70: two token chunks
         SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
@@ -323,14 +328,7 @@ TEST(Matmul, FloatTypesOddRowLengths) {
         std::vector<float> yp(y.size(), NAN);
         matmul(packed, x.data(), n_tok, yp.data(), pool, scratch);
         ASSERT_EQ(std::memcmp(y.data(), yp.data(), y.size() * 4), 0);
-        std::vector<uint8_t> qa(dtype_row_size(at.type, n_in));
-        for (int64_t t = 0; t < n_tok; ++t) {
-          at.from_float(x.data() + t * n_in, qa.data(), n_in);
-          for (int64_t r = 0; r < n_out; ++r) {
-            const float want = wt.vec_dot(n_in, wdata.data() + r * w_row, qa.data());
-            ASSERT_EQ(std::memcmp(&want, &y[size_t(t * n_out + r)], 4), 0) << "t=" << t << " r=" << r;
-          }
-        }
+        expect_equals_vec_dot(w, x, n_tok, y);
       }
     }
   }
