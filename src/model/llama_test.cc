@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -139,6 +140,33 @@ TEST(LlamaForward, MatchesReferenceWithQuantizedWeightsAndF16Cache) {
   double range = 0;
   for (const auto& row : want) for (double v : row) range = std::max(range, std::abs(v));
   EXPECT_LT(max_abs_diff(*logits, want), 0.08 * range) << "logit range " << range;
+}
+
+// The other weight formats with a kernel of their own (F16, BF16 in float
+// tiles; Q4_0, Q5_1 packed int8): the same bound as Q4_1 above, which the
+// 8-bit (or bf16) activations account for.
+TEST(LlamaForward, MatchesReferenceWithOtherWeightTypes) {
+  for (DType type : {DType::F16, DType::BF16, DType::Q4_0, DType::Q5_1}) {
+    SCOPED_TRACE(dtype_name(type));
+    TinyLlamaSpec spec;
+    spec.weight_type = type;
+    spec.embd_type = type;
+    spec.n_embd = 128;
+    spec.n_ff = 256;
+    Loaded l = load_tiny(spec, 5);
+    const auto tokens = random_tokens(23, spec.n_vocab, 6);
+    auto runner = SequenceRunner::create(*l.model, 64, DType::F16, 16);
+    ASSERT_TRUE(runner.is_ok());
+    auto logits = (*runner)->eval(tokens, true);
+    ASSERT_TRUE(logits.is_ok());
+    const auto want = reference_forward(*l.file, spec, tokens);
+    double range = 0;
+    for (const auto& row : want) for (double v : row) range = std::max(range, std::abs(v));
+    const double err = max_abs_diff(*logits, want);
+    EXPECT_LT(err, 0.08 * range) << "logit range " << range;
+    std::printf("%.*s weights: max |logit diff| %.4f on a range of %.2f\n", int(dtype_name(type).size()),
+                dtype_name(type).data(), err, range);
+  }
 }
 
 TEST(LlamaForward, ChunkingDoesNotChangeAnyBit) {
