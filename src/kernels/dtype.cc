@@ -83,6 +83,8 @@ Table make_avx2_table() {
   t.at(DType::Q4_K).vec_dot = a::vec_dot_q4_K;
   t.at(DType::Q5_K).vec_dot = a::vec_dot_q5_K;
   t.at(DType::Q6_K).vec_dot = a::vec_dot_q6_K;
+  t.at(DType::Q2_K).vec_dot = a::vec_dot_q2_K;
+  t.at(DType::Q3_K).vec_dot = a::vec_dot_q3_K;
   return t;
 }
 

@@ -58,6 +58,8 @@ void BM_Matmul_Q5_0_640x2048(benchmark::State& s) { run_shape(s, DType::Q5_0, 64
 void BM_Matmul_Q4_0_576x1536(benchmark::State& s) { run_shape(s, DType::Q4_0, 576, 1536); }
 void BM_Matmul_Q5_1_576x1536(benchmark::State& s) { run_shape(s, DType::Q5_1, 576, 1536); }
 void BM_Matmul_Q5_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q5_K, 768, 1536); }
+void BM_Matmul_Q2_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q2_K, 768, 1536); }  // generic path
+void BM_Matmul_Q3_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q3_K, 768, 1536); }  // generic path
 // Unquantized weights (F16 / BF16 GGUFs).
 void BM_Matmul_F16_576x1536(benchmark::State& s) { run_shape(s, DType::F16, 576, 1536); }
 void BM_Matmul_BF16_576x1536(benchmark::State& s) { run_shape(s, DType::BF16, 576, 1536); }
@@ -78,6 +80,8 @@ OMNIBUS_SHAPE(BM_Matmul_Q5_0_640x2048);
 OMNIBUS_SHAPE(BM_Matmul_Q4_0_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q5_1_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q5_K_768x1536);
+OMNIBUS_SHAPE(BM_Matmul_Q2_K_768x1536);
+OMNIBUS_SHAPE(BM_Matmul_Q3_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_F16_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_BF16_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_F16_576x49152);

@@ -270,6 +270,83 @@ float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
   return acc - mins;
 }
 
+namespace {
+
+// The 2-bit quants of chunk (half, j) of a Q2_K / Q3_K super-block: elements
+// 128 half + 32 j + l (l < 32) are bits 2j, 2j + 1 of qs[32 half + l].
+inline __m256i low2_chunk(const uint8_t* qs, int half, int j) {
+  return _mm256_and_si256(_mm256_srl_epi16(load256(qs + 32 * half), _mm_cvtsi32_si128(2 * j)),
+                          _mm256_set1_epi8(3));
+}
+
+// sum over the 16 sub-blocks s of sc[s] * (sum of u * a over s): chunk c =
+// 4 half + j holds sub-blocks 2c (its low 16 bytes) and 2c + 1. u(half, j):
+// the chunk's 32 unsigned quants (<= 7: |maddubs pair| <= 2 * 7 * 127).
+template <typename QuantsFn>
+inline int32_t k16_isum(const int16_t sc[16], const int8_t* a, QuantsFn u) {
+  __m256i sum = _mm256_setzero_si256();
+  for (int half = 0; half < 2; ++half) {
+    for (int j = 0; j < 4; ++j) {
+      const int c = 4 * half + j;
+      const __m256i p = _mm256_maddubs_epi16(u(half, j), load256(a + 32 * c));
+      const __m256i scv = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * c]), _mm_set1_epi16(sc[2 * c + 1]));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, scv));
+    }
+  }
+  return simd::hsum_i32(sum);
+}
+
+}  // namespace
+
+// Q2_K / Q3_K (no packed kernel; the generic matmul calls these): exact
+// int32 super-block sums, then the reference's float steps as explicit FMAs.
+float vec_dot_q2_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ2_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  float acc = 0.0f, mins = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int16_t sc[16];
+    int32_t msum = 0;
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = int16_t(x[i].scales[s] & 0xF);
+      msum += int32_t(x[i].scales[s] >> 4) * y[i].bsums[s];
+    }
+    const int32_t isum = k16_isum(sc, y[i].qs, [&](int half, int j) { return low2_chunk(x[i].qs, half, j); });
+    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(isum), acc);
+    mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
+  }
+  return acc - mins;
+}
+
+// Q3_K: u = low 2 bits | hmask bit << 2 in [0, 7], q = u - 4, so
+// sum_s sc_s * sum q a = sum_s sc_s * (sum u a - 4 * bsum_s).
+float vec_dot_q3_K(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const BlockQ3_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int8_t sc8[16];
+    get_scales_q3_K(x[i].scales, sc8);
+    int16_t sc[16];
+    int32_t corr = 0;
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = sc8[s];
+      corr += int32_t(sc8[s]) * y[i].bsums[s];
+    }
+    const __m256i hm = load256(x[i].hmask);
+    const int32_t usum = k16_isum(sc, y[i].qs, [&](int half, int j) {
+      // hmask bit 4 half + j of byte l, moved to bit 2 (16-bit shifts: bits
+      // crossing a byte boundary are masked off)
+      const int bit = 4 * half + j;
+      const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
+                                  : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
+      return _mm256_or_si256(low2_chunk(x[i].qs, half, j), _mm256_and_si256(hb, _mm256_set1_epi8(4)));
+    });
+    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(usum - 4 * corr), acc);
+  }
+  return acc;
+}
+
 // Q6_K: the exact int32 super-block sum and one scalar accumulator, the
 // packed matmul's arithmetic (matmul_packed_avx2.h).
 float vec_dot_q6_K(int64_t n, const void* w, const void* a) {

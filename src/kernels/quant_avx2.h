@@ -28,6 +28,8 @@ float vec_dot_q4_1(int64_t n, const void* w, const void* a);
 float vec_dot_q5_0(int64_t n, const void* w, const void* a);
 float vec_dot_q5_1(int64_t n, const void* w, const void* a);
 float vec_dot_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q2_K(int64_t n, const void* w, const void* a);
+float vec_dot_q3_K(int64_t n, const void* w, const void* a);
 float vec_dot_q4_K(int64_t n, const void* w, const void* a);
 float vec_dot_q5_K(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K(int64_t n, const void* w, const void* a);
