@@ -72,6 +72,7 @@ Table make_avx2_table() {
   t.at(DType::F16).from_float = a::from_float_f16;
   t.at(DType::BF16).vec_dot = a::vec_dot_bf16;
   t.at(DType::BF16).to_float = a::to_float_bf16;
+  t.at(DType::BF16).from_float = a::from_float_bf16;
   t.at(DType::Q8_0).from_float = a::from_float_q8_0;
   t.at(DType::Q8_1).from_float = a::from_float_q8_1;
   t.at(DType::Q8_K).from_float = a::from_float_q8_K;

@@ -46,6 +46,18 @@ struct BF16 {
   }
 };
 
+// fp32 -> bf16 of 8 values as fp32 bit patterns (low 16 bits zero): round
+// to nearest even, NaN kept quiet -- util/fp16.h's fp32_to_bf16, bit for bit.
+inline __m256i bf16_round_bits(__m256i u) {
+  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i hi = _mm256_set1_epi32(int32_t(0xffff0000u));
+  const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), hi);
+  const __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi);
+  return _mm256_blendv_epi8(rounded, quiet, is_nan);
+}
+
 // The per-output arithmetic above, for one row of W against one of A.
 template <class W, class A>
 inline float dot(int64_t n, const void* w, const void* a) {

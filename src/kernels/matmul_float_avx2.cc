@@ -8,6 +8,7 @@
 #include "kernels/float_dot_avx2.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
+#include "util/fp16.h"
 
 namespace omnibus::matmul_float {
 namespace {
@@ -108,7 +109,8 @@ void run_tile(int R, int T, const L& w, const float* x, int64_t n, float* y, int
   }
 }
 
-// x rounded through the 16-bit format: dst[i] = f32(fmt(x[i])), round to nearest even.
+// x rounded through the 16-bit format: dst[i] = f32(fmt(x[i])), round to
+// nearest even (bf16: as fp32_to_bf16, NaN kept quiet).
 void round_f16(const float* x, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -117,16 +119,12 @@ void round_f16(const float* x, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 void round_bf16(const float* x, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-      u = (u | 0x00400000u) & 0xffff0000u;  // quiet NaN, as fp32_to_bf16
-    } else {
-      u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    }
-    std::memcpy(dst + i, &u, 4);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), float_dot::bf16_round_bits(u));
   }
+  for (; i < n; ++i) dst[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
 }
 
 template <class W>

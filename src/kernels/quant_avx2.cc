@@ -38,6 +38,18 @@ void to_float_bf16(const void* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = float_dot::BF16::load1(x, i);
 }
 
+void from_float_bf16(const float* x, void* y, int64_t n) {
+  auto* h = static_cast<uint16_t*>(y);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = float_dot::bf16_round_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    const __m256i top = _mm256_srli_epi32(bits, 16);  // <= 0xffff: packus keeps it
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(top, top), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_castsi256_si128(packed));
+  }
+  for (; i < n; ++i) h[i] = fp32_to_bf16(x[i]);
+}
+
 void from_float_f16(const float* x, void* y, int64_t n) {
   auto* h = static_cast<uint16_t*>(y);
   int64_t i = 0;

@@ -15,6 +15,7 @@ namespace omnibus::quant_avx2 {
 
 void to_float_f16(const void* x, float* y, int64_t n);
 void to_float_bf16(const void* x, float* y, int64_t n);
+void from_float_bf16(const float* x, void* y, int64_t n);
 void from_float_f16(const float* x, void* y, int64_t n);
 void from_float_q8_0(const float* x, void* y, int64_t n);
 void from_float_q8_1(const float* x, void* y, int64_t n);
