@@ -86,12 +86,20 @@ int run_perplexity(const PerplexityOptions& o) {
               chunk.begin());
     if (add_bos && bos >= 0) chunk[0] = bos;
     (*runner)->reset();
-    StatusOr<std::span<const float>> logits = (*runner)->eval(chunk, /*all_logits=*/true, o.batch);
+    // The unscored first half needs no logits (the output head is most of a
+    // small model's prompt cost); splitting the chunk there changes no bit of
+    // the second half's (batch invariance).
+    const std::span<const int32_t> whole(chunk);
+    if (first > 0) {
+      StatusOr<std::span<const float>> head = (*runner)->eval(whole.first(size_t(first)), false, o.batch);
+      if (!head.is_ok()) return fail(head.status());
+    }
+    StatusOr<std::span<const float>> logits = (*runner)->eval(whole.subspan(size_t(first)), true, o.batch);
     if (!logits.is_ok()) return fail(logits.status());
     // Targets are the original tokens (the BOS substitution only affects input).
     const int32_t* target = tokens.data() + int64_t(c) * n_ctx;
     for (int j = first; j < n_ctx - 1; ++j) {
-      nll += nll_of(logits->subspan(size_t(j) * n_vocab, n_vocab), target[j + 1]);
+      nll += nll_of(logits->subspan(size_t(j - first) * n_vocab, n_vocab), target[j + 1]);
       ++count;
     }
     bar.update(uint64_t(c + 1));
