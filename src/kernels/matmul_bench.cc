@@ -63,6 +63,7 @@ void BM_Matmul_Q3_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q3_K, 76
 // Unquantized weights (F16 / BF16 GGUFs).
 void BM_Matmul_F16_576x1536(benchmark::State& s) { run_shape(s, DType::F16, 576, 1536); }
 void BM_Matmul_BF16_576x1536(benchmark::State& s) { run_shape(s, DType::BF16, 576, 1536); }
+void BM_Matmul_F16_1536x576(benchmark::State& s) { run_shape(s, DType::F16, 1536, 576); }
 void BM_Matmul_F16_576x49152(benchmark::State& s) { run_shape(s, DType::F16, 576, 49152); }  // an F16 output head (DRAM)
 void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 768, 1536); }
 void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
@@ -84,6 +85,7 @@ OMNIBUS_SHAPE(BM_Matmul_Q2_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q3_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_F16_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_BF16_576x1536);
+OMNIBUS_SHAPE(BM_Matmul_F16_1536x576);
 OMNIBUS_SHAPE(BM_Matmul_F16_576x49152);
 OMNIBUS_SHAPE(BM_Matmul_Q4_K_768x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q6_K_768x1536);

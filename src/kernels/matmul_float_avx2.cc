@@ -147,7 +147,9 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
   // Rows per task: a multiple of kChunkRows, a few tasks per thread; a task
   // runs its rows kChunkRows at a time (whole groups, a multiple of both tile
   // heights) against every token tile, so the chunk's rows stay in L1/L2.
-  constexpr int64_t kChunkRows = 24, kChunkTok = 64;
+  constexpr int64_t kChunkRows = 24;
+  // Tokens per chunk: about 128 KB of activations (64 at n_in 576, 20 at 1536).
+  const int64_t kChunkTok = std::clamp<int64_t>((int64_t(128) << 10) / (n * 4) / kMaxTok * kMaxTok, kMaxTok, 64);
   const int64_t tasks_wanted = int64_t(pool.n_threads()) * 4;
   const int64_t rows = ((w.n_out + tasks_wanted - 1) / tasks_wanted + kChunkRows - 1) / kChunkRows * kChunkRows;
   const int64_t n_tasks = (w.n_out + rows - 1) / rows;
