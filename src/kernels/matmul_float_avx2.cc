@@ -1,8 +1,11 @@
+// Register tiles for F32 / F16 / BF16 weights, row-major or packed
+// (contract and layout: matmul_float_avx2.h).
 #include "kernels/matmul_float_avx2.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/float_dot_avx2.h"
