@@ -24,18 +24,24 @@ namespace omnibus::float_dot {
 
 // Element loaders: 8 consecutive elements from k, or one, as f32.
 struct F32 {
-  static __m256 load8(const void* p, int64_t k) { return _mm256_loadu_ps(static_cast<const float*>(p) + k); }
+  static __m256 load8(const void* p, int64_t k) {
+    return _mm256_loadu_ps(static_cast<const float*>(p) + k);
+  }
   static float load1(const void* p, int64_t k) { return static_cast<const float*>(p)[k]; }
 };
 struct F16 {
   static __m256 load8(const void* p, int64_t k) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + k)));
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + k)));
   }
-  static float load1(const void* p, int64_t k) { return _cvtsh_ss(static_cast<const uint16_t*>(p)[k]); }
+  static float load1(const void* p, int64_t k) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(p)[k]);
+  }
 };
 struct BF16 {
   static __m256 load8(const void* p, int64_t k) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + k));
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + k));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
   static float load1(const void* p, int64_t k) {
@@ -53,7 +59,8 @@ inline __m256i bf16_round_bits(__m256i u) {
   const __m256i is_nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   const __m256i hi = _mm256_set1_epi32(int32_t(0xffff0000u));
-  const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), hi);
+  const __m256i rounded =
+      _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), hi);
   const __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi);
   return _mm256_blendv_epi8(rounded, quiet, is_nan);
 }

@@ -88,27 +88,41 @@ void run_tile(int R, int T, const L& w, const float* x, int64_t n, float* y, int
   static_assert(kRowsOne == 8 && kRowsMany == 3 && kMaxTok == 4);
   if (T == 1) {
     switch (R) {
-      case 1: return tile<1, 1>(w, x, n, y, y_stride);
-      case 2: return tile<2, 1>(w, x, n, y, y_stride);
-      case 3: return tile<3, 1>(w, x, n, y, y_stride);
-      case 4: return tile<4, 1>(w, x, n, y, y_stride);
-      case 5: return tile<5, 1>(w, x, n, y, y_stride);
-      case 6: return tile<6, 1>(w, x, n, y, y_stride);
-      case 7: return tile<7, 1>(w, x, n, y, y_stride);
-      default: return tile<8, 1>(w, x, n, y, y_stride);
+      case 1:
+        return tile<1, 1>(w, x, n, y, y_stride);
+      case 2:
+        return tile<2, 1>(w, x, n, y, y_stride);
+      case 3:
+        return tile<3, 1>(w, x, n, y, y_stride);
+      case 4:
+        return tile<4, 1>(w, x, n, y, y_stride);
+      case 5:
+        return tile<5, 1>(w, x, n, y, y_stride);
+      case 6:
+        return tile<6, 1>(w, x, n, y, y_stride);
+      case 7:
+        return tile<7, 1>(w, x, n, y, y_stride);
+      default:
+        return tile<8, 1>(w, x, n, y, y_stride);
     }
   }
   auto rows = [&]<int T_>() {
     switch (R) {
-      case 1: return tile<1, T_>(w, x, n, y, y_stride);
-      case 2: return tile<2, T_>(w, x, n, y, y_stride);
-      default: return tile<3, T_>(w, x, n, y, y_stride);
+      case 1:
+        return tile<1, T_>(w, x, n, y, y_stride);
+      case 2:
+        return tile<2, T_>(w, x, n, y, y_stride);
+      default:
+        return tile<3, T_>(w, x, n, y, y_stride);
     }
   };
   switch (T) {
-    case 2: return rows.template operator()<2>();
-    case 3: return rows.template operator()<3>();
-    default: return rows.template operator()<4>();
+    case 2:
+      return rows.template operator()<2>();
+    case 3:
+      return rows.template operator()<3>();
+    default:
+      return rows.template operator()<4>();
   }
 }
 
@@ -117,7 +131,8 @@ void run_tile(int R, int T, const L& w, const float* x, int64_t n, float* y, int
 void round_f16(const float* x, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                              _MM_FROUND_TO_NEAREST_INT)));
   }
   for (; i < n; ++i) dst[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
@@ -131,8 +146,8 @@ void round_bf16(const float* x, float* dst, int64_t n) {
 }
 
 template <class W>
-void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
-         MatmulScratch& scratch) {
+void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
+         ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t n = w.n_in;
   const float* xa = x;  // activations as the vec_dot type's values, f32
   if (w.type != DType::F32) {
@@ -140,8 +155,10 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
     if (scratch.quantized_x.size() < bytes) scratch.quantized_x.resize(bytes);
     auto* dst = reinterpret_cast<float*>(scratch.quantized_x.data());
     pool.parallel_for(n_tok, [&](int64_t t, int) {
-      if (w.type == DType::F16) round_f16(x + t * n, dst + t * n, n);
-      else round_bf16(x + t * n, dst + t * n, n);
+      if (w.type == DType::F16)
+        round_f16(x + t * n, dst + t * n, n);
+      else
+        round_bf16(x + t * n, dst + t * n, n);
     });
     xa = dst;
   }
@@ -152,9 +169,11 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
   // heights) against every token tile, so the chunk's rows stay in L1/L2.
   constexpr int64_t kChunkRows = 24;
   // Tokens per chunk: about 128 KB of activations (64 at n_in 576, 20 at 1536).
-  const int64_t kChunkTok = std::clamp<int64_t>((int64_t(128) << 10) / (n * 4) / kMaxTok * kMaxTok, kMaxTok, 64);
+  const int64_t kChunkTok =
+      std::clamp<int64_t>((int64_t(128) << 10) / (n * 4) / kMaxTok * kMaxTok, kMaxTok, 64);
   const int64_t tasks_wanted = int64_t(pool.n_threads()) * 4;
-  const int64_t rows = ((w.n_out + tasks_wanted - 1) / tasks_wanted + kChunkRows - 1) / kChunkRows * kChunkRows;
+  const int64_t rows =
+      ((w.n_out + tasks_wanted - 1) / tasks_wanted + kChunkRows - 1) / kChunkRows * kChunkRows;
   const int64_t n_tasks = (w.n_out + rows - 1) / rows;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   pool.parallel_for(n_tasks, [&](int64_t task, int) {
@@ -169,10 +188,13 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
           // The chunk is read once per token tile: bring the next one towards
           // L2 meanwhile (row-major rows and packed groups alike are one range).
           const int64_t c2 = std::min(r1, c1 + kChunkRows);
-          const uint8_t* lo = packed != nullptr ? packed + size_t(c1 / kGroupRows) * gb : wdata + size_t(c1) * w_row;
-          const size_t len = packed != nullptr ? size_t((c2 - c1 + kGroupRows - 1) / kGroupRows) * gb
-                                               : size_t(c2 - c1) * w_row;
-          for (size_t off = 0; off < len; off += 64) _mm_prefetch(reinterpret_cast<const char*>(lo + off), _MM_HINT_T1);
+          const uint8_t* lo = packed != nullptr ? packed + size_t(c1 / kGroupRows) * gb
+                                                : wdata + size_t(c1) * w_row;
+          const size_t len = packed != nullptr
+                                 ? size_t((c2 - c1 + kGroupRows - 1) / kGroupRows) * gb
+                                 : size_t(c2 - c1) * w_row;
+          for (size_t off = 0; off < len; off += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(lo + off), _MM_HINT_T1);
         }
         for (int64_t t0 = k0; t0 < k1; t0 += kMaxTok) {
           const int T = int(std::min<int64_t>(kMaxTok, k1 - t0));
@@ -207,18 +229,24 @@ void pack_group(const WeightView& w, int64_t g, uint8_t* out) {
     const uint8_t* src = row < w.n_out ? base + size_t(row) * w_row : nullptr;
     for (int64_t k = 0; k < n8; k += 8) {
       uint8_t* dst = out + size_t((k + r) * 8) * kElem;
-      if (src != nullptr) std::memcpy(dst, src + size_t(k) * kElem, 8 * kElem);
-      else std::memset(dst, 0, 8 * kElem);
+      if (src != nullptr)
+        std::memcpy(dst, src + size_t(k) * kElem, 8 * kElem);
+      else
+        std::memset(dst, 0, 8 * kElem);
     }
     uint8_t* tail = out + size_t(n8 * 8 + r * (n - n8)) * kElem;
-    if (src != nullptr) std::memcpy(tail, src + size_t(n8) * kElem, size_t(n - n8) * kElem);
-    else std::memset(tail, 0, size_t(n - n8) * kElem);
+    if (src != nullptr)
+      std::memcpy(tail, src + size_t(n8) * kElem, size_t(n - n8) * kElem);
+    else
+      std::memset(tail, 0, size_t(n - n8) * kElem);
   }
 }
 
 }  // namespace
 
-bool has_float_kernel(DType type) { return type == DType::F32 || type == DType::F16 || type == DType::BF16; }
+bool has_float_kernel(DType type) {
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16;
+}
 
 size_t group_bytes(DType type, int64_t n_in) {
   const size_t bytes = size_t(n_in) * kGroupRows * (type == DType::F32 ? 4 : 2);
@@ -235,20 +263,26 @@ void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
   const size_t used = size_t(w.n_in) * kGroupRows * (w.type == DType::F32 ? 4 : 2);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* dst = out + size_t(g - g0) * gb;
-    if (w.type == DType::F32) pack_group<4>(w, g, dst);
-    else pack_group<2>(w, g, dst);
+    if (w.type == DType::F32)
+      pack_group<4>(w, g, dst);
+    else
+      pack_group<2>(w, g, dst);
     std::memset(dst + used, 0, gb - used);  // padding: deterministic bytes
   }
 }
 
-void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
-            MatmulScratch& scratch) {
+void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
+            ThreadPool& pool, MatmulScratch& scratch) {
   OMNIBUS_CHECK(n_tok >= 1);
   switch (w.type) {
-    case DType::F32: return run<F32>(w, packed, x, n_tok, y, pool, scratch);
-    case DType::F16: return run<float_dot::F16>(w, packed, x, n_tok, y, pool, scratch);
-    case DType::BF16: return run<float_dot::BF16>(w, packed, x, n_tok, y, pool, scratch);
-    default: OMNIBUS_CHECK(false && "no float kernel for this type");
+    case DType::F32:
+      return run<F32>(w, packed, x, n_tok, y, pool, scratch);
+    case DType::F16:
+      return run<float_dot::F16>(w, packed, x, n_tok, y, pool, scratch);
+    case DType::BF16:
+      return run<float_dot::BF16>(w, packed, x, n_tok, y, pool, scratch);
+    default:
+      OMNIBUS_CHECK(false && "no float kernel for this type");
   }
 }
 

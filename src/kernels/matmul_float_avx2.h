@@ -41,7 +41,7 @@ void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out);
 // y[n_tok, n_out] = x[n_tok, n_in] W^T, reading `packed` (pack_groups of all
 // of w) or, if null, w itself: bitwise the same either way.
 // REQUIRES has_float_kernel(w.type), n_tok >= 1.
-void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
-            MatmulScratch& scratch);
+void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
+            ThreadPool& pool, MatmulScratch& scratch);
 
 }  // namespace omnibus::matmul_float

@@ -88,8 +88,10 @@ inline void finish_block(const uint8_t* group, int64_t b, const ActBlock32& a, c
   for (int t = 0; t < T; ++t) {
     __m256i isum = _mm256_madd_epi16(s[0][t], ones);
     if constexpr (L::kHalves == 2) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s[1][t], ones));
-    if constexpr (F::kOffset != 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(F::kOffset * qsum[t]));
-    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum), acc[t]);
+    if constexpr (F::kOffset != 0)
+      isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(F::kOffset * qsum[t]));
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])),
+                             _mm256_cvtepi32_ps(isum), acc[t]);
   }
   if constexpr (F::kMin) {
     const __m256 mw = _mm256_cvtph_ps(load128(group + L::m(b)));
@@ -106,7 +108,8 @@ inline const int32_t* block_qsum(const ActBlock32* act, int64_t nb, int64_t b) {
 
 // One packed group x T tokens, quants merged per call (the one-tile path).
 template <class F, int T>
-void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
+void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride,
+            int n_rows) {
   using L = Layout<F>;
   const auto* act = static_cast<const ActBlock32*>(act_v);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -155,8 +158,9 @@ void unpack_group(const uint8_t* group, int64_t nb, uint8_t* out) {
 // n_rows1 valid), T <= kTok: each activation broadcast feeds 16 rows.
 // Bitwise equal to kernel.
 template <class F, int T>
-void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0, const uint8_t* group1,
-                          int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows1) {
+void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                          const uint8_t* group1, int64_t nb, const void* act_v, float* y,
+                          int64_t y_stride, int n_rows1) {
   using L = Layout<F>;
   static_assert(T >= 1 && T <= kTok);
   const auto* act = static_cast<const ActBlock32*>(act_v);
@@ -191,8 +195,8 @@ Ops make_ops() {
       .with_sum = F::kMin,
       .with_qsum = F::kOffset != 0,
       .unpack = unpack_group<F>,
-      .upair = {nullptr, kernel_unpacked_pair<F, 1>, kernel_unpacked_pair<F, 2>, kernel_unpacked_pair<F, 3>,
-                kernel_unpacked_pair<F, 4>},
+      .upair = {nullptr, kernel_unpacked_pair<F, 1>, kernel_unpacked_pair<F, 2>,
+                kernel_unpacked_pair<F, 3>, kernel_unpacked_pair<F, 4>},
   };
 }
 
