@@ -4,7 +4,8 @@
 # each TYPE, then on that same GGUF
 #   perplexity:  omnibus perplexity  vs  llama-perplexity  (ctx 512, 2 threads)
 #   speed:       tools/bench/single_stream.sh (pp512 / tg128, A B A B)
-# and a markdown table of both to OUT.
+# and a markdown table of both to OUT, and OUT.svg: the prefill and decode
+# ratios omnibus / llama.cpp per type (tools/bench/plot_svg.py).
 #
 # Requantizing an already 4-bit model loses some quality (the perplexities
 # are higher than the bundled Q4_1's); what matters here is that both engines
@@ -74,3 +75,19 @@ done
   echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
 } | tee "$out"
+
+python3 - "$out" "$work/plot.json" <<'PY'
+import json, sys
+series = {"prefill pp512": [], "decode tg128": []}
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    if len(cells) != 10 or not cells[6].endswith("x"):
+        continue
+    series["prefill pp512"].append([cells[0], float(cells[6][:-1])])
+    series["decode tg128"].append([cells[0], float(cells[9][:-1])])
+json.dump({"title": "omnibus / llama.cpp on the same requantized SmolLM2 (1.0 = parity)",
+           "x_label": "weight type", "y_label": "speed ratio",
+           "series": [{"name": k, "points": v} for k, v in series.items()]}, open(sys.argv[2], "w"))
+PY
+python3 tools/bench/plot_svg.py "$work/plot.json" "$out.svg"
+echo "other_formats: wrote $out and $out.svg" >&2
