@@ -74,59 +74,37 @@ void pack_k4_tail(const Block* const blk[kGroupRows], int64_t sb, uint8_t* out) 
   std::memcpy(out + L::dmin(sb), dmin, sizeof(dmin));
 }
 
-void pack_q4_K(const WeightView& w, int64_t g, uint8_t* out) {
-  using L = LayoutQ4_K;
-  static const BlockQ4_K zero{};
-  const int64_t nsb = w.n_in / kQKK;
-  const GroupRows rows = group_rows(w, g, sizeof(BlockQ4_K), reinterpret_cast<const uint8_t*>(&zero));
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    // Each row's sub-blocks re-nibbled as Q4_1 blocks: byte k = q[k] | q[16 + k] << 4.
-    alignas(16) uint8_t q41[kGroupRows][8][16];
-    const BlockQ4_K* blk[kGroupRows];
-    for (int r = 0; r < kGroupRows; ++r) {
-      blk[r] = reinterpret_cast<const BlockQ4_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
-      for (int j = 0; j < 8; ++j) {
-        for (int k = 0; k < 16; ++k) {
-          q41[r][j][k] = uint8_t(k4_nibble(blk[r]->qs, 32 * j + k) | k4_nibble(blk[r]->qs, 32 * j + 16 + k) << 4);
-        }
-      }
-    }
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* qs[kGroupRows];
-      for (int r = 0; r < kGroupRows; ++r) qs[r] = q41[r][j];
-      store_transposed_16(qs, out + L::qs(sb, j));
-    }
-    pack_k4_tail<L>(blk, sb, out);
-  }
-}
-
-// As pack_q4_K, plus each sub-block's fifth bits (bit j of qh[l]: element
+// Packs group g of Q4_K / Q5_K rows (Block: BlockQ4_K / BlockQ5_K, with L):
+// each row's sub-blocks re-nibbled as Q4_1 blocks (byte k = q[k] | q[16 + k]
+// << 4); for Q5_K also each sub-block's fifth bits (bit j of qh[l]: element
 // 32j + l) packed as a Q5_0 block's hb.
-void pack_q5_K(const WeightView& w, int64_t g, uint8_t* out) {
-  using L = LayoutQ5_K;
-  static const BlockQ5_K zero{};
+template <class L, class Block>
+void pack_k4(const WeightView& w, int64_t g, uint8_t* out) {
+  static const Block zero{};
   const int64_t nsb = w.n_in / kQKK;
-  const GroupRows rows = group_rows(w, g, sizeof(BlockQ5_K), reinterpret_cast<const uint8_t*>(&zero));
+  const GroupRows rows = group_rows(w, g, sizeof(Block), reinterpret_cast<const uint8_t*>(&zero));
   for (int64_t sb = 0; sb < nsb; ++sb) {
     alignas(16) uint8_t q41[kGroupRows][8][16];
-    uint8_t qh[kGroupRows][8][4];  // per sub-block: bit l = fifth bit of element l
-    const BlockQ5_K* blk[kGroupRows];
+    uint8_t qh[kGroupRows][8][4];  // Q5_K, per sub-block: bit l = fifth bit of element l
+    const Block* blk[kGroupRows];
     for (int r = 0; r < kGroupRows; ++r) {
-      blk[r] = reinterpret_cast<const BlockQ5_K*>(rows.row[r] + size_t(sb) * rows.step[r]);
+      blk[r] = reinterpret_cast<const Block*>(rows.row[r] + size_t(sb) * rows.step[r]);
       for (int j = 0; j < 8; ++j) {
         for (int k = 0; k < 16; ++k) {
           q41[r][j][k] = uint8_t(k4_nibble(blk[r]->qs, 32 * j + k) | k4_nibble(blk[r]->qs, 32 * j + 16 + k) << 4);
         }
-        uint32_t bits = 0;
-        for (int l = 0; l < 32; ++l) bits |= uint32_t((blk[r]->qh[l] >> j) & 1u) << l;
-        std::memcpy(qh[r][j], &bits, 4);
+        if constexpr (L::kFifth) {
+          uint32_t bits = 0;
+          for (int l = 0; l < 32; ++l) bits |= uint32_t((blk[r]->qh[l] >> j) & 1u) << l;
+          std::memcpy(qh[r][j], &bits, 4);
+        }
       }
     }
     for (int j = 0; j < 8; ++j) {
       const uint8_t *qs[kGroupRows], *hbits[kGroupRows];
       for (int r = 0; r < kGroupRows; ++r) qs[r] = q41[r][j], hbits[r] = qh[r][j];
       store_transposed_16(qs, out + L::qs(sb, j));
-      pack_fifth_bits(hbits, out + L::hb(sb, j));
+      if constexpr (L::kFifth) pack_fifth_bits(hbits, out + L::hb(sb, j));
     }
     pack_k4_tail<L>(blk, sb, out);
   }
@@ -488,12 +466,12 @@ Ops make_ops_k4(PackFn pack, size_t (*used_bytes)(int64_t)) {
 }  // namespace
 
 const Ops& ops_q4_K() {
-  static const Ops ops = make_ops_k4<LayoutQ4_K>(pack_q4_K, used_bytes_q4_K);
+  static const Ops ops = make_ops_k4<LayoutQ4_K>(pack_k4<LayoutQ4_K, BlockQ4_K>, used_bytes_q4_K);
   return ops;
 }
 
 const Ops& ops_q5_K() {
-  static const Ops ops = make_ops_k4<LayoutQ5_K>(pack_q5_K, used_bytes_q5_K);
+  static const Ops ops = make_ops_k4<LayoutQ5_K>(pack_k4<LayoutQ5_K, BlockQ5_K>, used_bytes_q5_K);
   return ops;
 }
 
