@@ -1,6 +1,6 @@
 // `omnibus generate`: one prompt from the terminal, streamed, with timings;
 // with --chat, a conversation: user lines from stdin, each answer rendered
-// through the model's chat template (tokenizer/chat_template.h) and streamed
+// through the model's chat template (template/chat_template.h) and streamed
 // until an end-of-generation token. In both modes --stop strings (llama-cli's
 // reverse prompts) end a reply; they are never printed.
 #include <unistd.h>
@@ -22,7 +22,7 @@
 #include "engine/sampler.h"
 #include "model/sequence_runner.h"
 #include "server/stop_matcher.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace omnibus {
 namespace {

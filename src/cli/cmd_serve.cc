@@ -27,7 +27,7 @@
 #include "kv/kv_storage.h"
 #include "server/api_server.h"
 #include "server/http_transport.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace omnibus {
 namespace {

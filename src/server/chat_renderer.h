@@ -1,6 +1,6 @@
 // ChatRenderer: turns a chat conversation into the prompt text the model was
 // trained on. The API depends only on this function type; cmd_serve builds
-// one from the model's Jinja chat template (tokenizer/chat_template.h) with
+// one from the model's Jinja chat template (template/chat_template.h) with
 // template_renderer(). chatml_renderer() renders the built-in ChatML
 // template, for tests and as the fallback when a model's template does not parse.
 //
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "util/status.h"
 
 namespace omnibus::server {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Golden chat-template renderings from Python's jinja2, for
-src/tokenizer/chat_template_test.cc.
+src/template/chat_template_test.cc.
 
 Renders every tests/golden/chat/templates/*.jinja over a fixed set of
 conversations, with and without add_generation_prompt, in the environment
@@ -14,7 +14,7 @@ bos_token=..., eos_token=....
 
 Also renders the interpreter unit cases (JINJA_CASES below) into
 tests/golden/chat/jinja_cases.json ({"template", "variables", "output" or
-"error"}), checked by src/tokenizer/jinja_test.cc.
+"error"}), checked by src/template/jinja_test.cc.
 
 Writes tests/golden/chat/golden.json: a list of cases
   {"template": "smollm2.jinja", "bos_token": ..., "eos_token": ...,
@@ -99,7 +99,7 @@ CONVERSATIONS = {
 
 
 # Interpreter unit cases: (template, variables). Rendered into
-# tests/golden/chat/jinja_cases.json for src/tokenizer/jinja_test.cc.
+# tests/golden/chat/jinja_cases.json for src/template/jinja_test.cc.
 JINJA_CASES = [
     ("plain text", {}),
     ("a{{ x }}b", {"x": "X"}),

@@ -2,7 +2,7 @@
 // (made by tools/golden/gen_chat_golden.py from tests/golden/chat/templates/)
 // must render byte for byte, or fail where jinja2 raised. Plus the GGUF
 // lookup and its built-in fallbacks.
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
 

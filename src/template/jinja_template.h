@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 #include "util/status.h"
 
 namespace omnibus::jinja {

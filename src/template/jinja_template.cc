@@ -1,12 +1,12 @@
 // Template::parse and the tree-walking interpreter behind Template::render.
-#include "tokenizer/jinja_template.h"
+#include "template/jinja_template.h"
 
 #include <unordered_map>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
+#include "template/jinja_parser.h"
 
 namespace omnibus::jinja {
 

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja_template.h"
+#include "template/jinja_template.h"
 #include "util/status.h"
 
 namespace omnibus {

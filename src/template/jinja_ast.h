@@ -1,6 +1,7 @@
 // The syntax tree of a parsed Jinja template (produced by jinja_parser.h,
-// walked by jinja_interpreter.h). Every node records the byte offset of its
-// source in the normalised template text, for error messages.
+// walked by the interpreter in jinja_template.cc). Every node records the
+// byte offset of its source in the normalised template text, for error
+// messages.
 //
 // Thread-safety: immutable after parsing; shared by concurrent renders.
 #pragma once
@@ -11,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace omnibus::jinja {
 

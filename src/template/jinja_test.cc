@@ -2,7 +2,7 @@
 // whitespace control against jinja2's answers (tests/golden/chat/jinja_cases.json,
 // made by tools/golden/gen_chat_golden.py), plus errors, limits, and random
 // mutations of real templates that must never crash.
-#include "tokenizer/jinja_template.h"
+#include "template/jinja_template.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 namespace omnibus::jinja {
 namespace {

@@ -1,4 +1,4 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include "gguf/gguf_file.h"
 

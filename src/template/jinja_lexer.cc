@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <cerrno>
 #include <cstdlib>

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 #include "util/status.h"
 
 namespace omnibus::jinja {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace omnibus::jinja {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace omnibus::jinja {
 namespace {

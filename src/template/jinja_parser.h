@@ -15,8 +15,8 @@
 
 #include <string>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_lexer.h"
 #include "util/status.h"
 
 namespace omnibus::jinja {

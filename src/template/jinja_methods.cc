@@ -2,7 +2,7 @@
 // interpreter (see jinja_builtins.h).
 #include <ctime>
 
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace omnibus::jinja {
 namespace {
