@@ -151,14 +151,34 @@ void json_string(std::string_view s, std::string& out) {
   out += '"';
 }
 
+void json_newline(int indent, int level, std::string& out) {
+  if (indent < 0) return;
+  out += '\n';
+  out.append(size_t(indent) * size_t(level), ' ');
+}
+
+// A JSON array or object of n items as json.dumps lays it out: "[]" / "{}"
+// when empty, else the items between `open` and `close` separated by
+// item_sep, one per line when indenting. write_item(i) writes item i.
+template <typename WriteItem>
+Status json_container(char open, char close, size_t n, int indent, std::string_view item_sep,
+                      int level, std::string& out, WriteItem write_item) {
+  out += open;
+  if (n > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0) out += item_sep;
+      json_newline(indent, level + 1, out);
+      OMNIBUS_RETURN_IF_ERROR(write_item(i));
+    }
+    json_newline(indent, level, out);
+  }
+  out += close;
+  return Status::ok();
+}
+
 Status json_value(const Value& v, int indent, bool sort_keys, std::string_view item_sep,
                   std::string_view key_sep, int level, std::string& out) {
   if (level > 100) return Status::invalid_argument("tojson: value nested too deeply");
-  auto newline = [&](int lvl) {
-    if (indent < 0) return;
-    out += '\n';
-    out.append(size_t(indent) * size_t(lvl), ' ');
-  };
   switch (v.kind()) {
     case Value::Kind::kNone: out += "null"; return Status::ok();
     case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; return Status::ok();
@@ -171,19 +191,9 @@ Status json_value(const Value& v, int indent, bool sort_keys, std::string_view i
     case Value::Kind::kString: json_string(v.as_string(), out); return Status::ok();
     case Value::Kind::kList: {
       const ValueList& l = v.as_list();
-      if (l.empty()) {
-        out += "[]";
-        return Status::ok();
-      }
-      out += '[';
-      for (size_t i = 0; i < l.size(); ++i) {
-        if (i > 0) out += item_sep;
-        newline(level + 1);
-        OMNIBUS_RETURN_IF_ERROR(json_value(l[i], indent, sort_keys, item_sep, key_sep, level + 1, out));
-      }
-      newline(level);
-      out += ']';
-      return Status::ok();
+      return json_container('[', ']', l.size(), indent, item_sep, level, out, [&](size_t i) {
+        return json_value(l[i], indent, sort_keys, item_sep, key_sep, level + 1, out);
+      });
     }
     case Value::Kind::kMap: {
       std::vector<const std::pair<std::string, Value>*> entries;
@@ -191,22 +201,11 @@ Status json_value(const Value& v, int indent, bool sort_keys, std::string_view i
       if (sort_keys) {
         std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
       }
-      if (entries.empty()) {
-        out += "{}";
-        return Status::ok();
-      }
-      out += '{';
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (i > 0) out += item_sep;
-        newline(level + 1);
+      return json_container('{', '}', entries.size(), indent, item_sep, level, out, [&](size_t i) {
         json_string(entries[i]->first, out);
         out += key_sep;
-        OMNIBUS_RETURN_IF_ERROR(
-            json_value(entries[i]->second, indent, sort_keys, item_sep, key_sep, level + 1, out));
-      }
-      newline(level);
-      out += '}';
-      return Status::ok();
+        return json_value(entries[i]->second, indent, sort_keys, item_sep, key_sep, level + 1, out);
+      });
     }
     default:
       return Status::invalid_argument("Object of type {} is not JSON serializable", v.type_name());

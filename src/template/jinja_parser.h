@@ -10,6 +10,9 @@
 // call blocks, raw, ...) is a kInvalidArgument error naming the line and
 // column; parsing never crashes on any input.
 //
+// Statements are parsed in jinja_parser.cc, expressions in
+// jinja_expr_parser.cc, on the token cursor of jinja_parse_cursor.h.
+//
 // Thread-safety: a pure function.
 #pragma once
 
