@@ -11,32 +11,22 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
+#include "template/jinja2_golden_testing.h"
+#include "util/testdata.h"
 
 namespace omnibus {
 namespace {
 
-std::string source_dir() {
-  if (const char* env = std::getenv("OMNIBUS_SOURCE_DIR")) return env;
-  return OMNIBUS_SOURCE_DIR;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string templates_dir() { return source_dir() + "/tests/golden/chat/templates"; }
+using jinja2_golden::templates_dir;
+using testdata::read_file;
 
 nlohmann::json load_golden() {
-  std::ifstream in(source_dir() + "/tests/golden/chat/golden.json");
+  std::ifstream in(jinja2_golden::chat_dir() + "/golden.json");
   EXPECT_TRUE(in.good()) << "tests/golden/chat/golden.json missing";
   if (!in.good()) return nlohmann::json::array();
   return nlohmann::json::parse(in);
@@ -75,19 +65,7 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
     StatusOr<std::string> out =
         it->second.render(messages_of(c["messages"]), c["add_generation_prompt"].get<bool>(),
                           c["bos_token"].get<std::string>(), c["eos_token"].get<std::string>());
-    if (c.contains("error")) {
-      EXPECT_FALSE(out.is_ok()) << what << ": jinja2 failed with '" << c["error"].get<std::string>()
-                                << "' but omnibus rendered:\n" << *out;
-      if (!out.is_ok() && c["raised"].get<bool>()) {
-        EXPECT_NE(out.status().message().find(c["error"].get<std::string>()), std::string::npos)
-            << what << ": " << out.status().message();
-      }
-    } else {
-      EXPECT_TRUE(out.is_ok()) << what << ": " << out.status().to_string();
-      if (out.is_ok()) {
-        EXPECT_EQ(*out, c["output"].get<std::string>()) << what;
-      }
-    }
+    jinja2_golden::expect_matches(out, c, what);
     ++n_checked;
   }
   // The families the acceptance asks for are all covered.
@@ -163,8 +141,8 @@ TEST(ChatTemplate, RendersConcurrently) {
 class ChatTemplateGguf : public ::testing::Test {
  protected:
   static std::unique_ptr<GgufFile> open(const std::string& name) {
-    const std::string path = source_dir() + "/models/" + name;
-    if (!std::ifstream(path).good()) return nullptr;
+    const std::string path = testdata::model_path(name);
+    if (!testdata::file_exists(path)) return nullptr;
     auto f = GgufFile::open(path);
     EXPECT_TRUE(f.is_ok()) << f.status().to_string();
     return f.is_ok() ? std::move(f).value() : nullptr;

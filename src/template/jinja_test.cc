@@ -9,19 +9,15 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "template/jinja2_golden_testing.h"
 #include "template/jinja_lexer.h"
+#include "util/testdata.h"
 
 namespace omnibus::jinja {
 namespace {
-
-std::string source_dir() {
-  if (const char* env = std::getenv("OMNIBUS_SOURCE_DIR")) return env;
-  return OMNIBUS_SOURCE_DIR;
-}
 
 Value from_json(const nlohmann::ordered_json& j) {
   if (j.is_null()) return Value::none();
@@ -51,25 +47,14 @@ std::string render_ok(std::string_view source, const ValueMap& vars = {}) {
 }
 
 TEST(JinjaGolden, InterpreterCasesMatchJinja2) {
-  std::ifstream in(source_dir() + "/tests/golden/chat/jinja_cases.json");
+  std::ifstream in(jinja2_golden::chat_dir() + "/jinja_cases.json");
   ASSERT_TRUE(in.good()) << "tests/golden/chat/jinja_cases.json missing";
   const nlohmann::ordered_json cases = nlohmann::ordered_json::parse(in);
   ASSERT_GE(cases.size(), 50u);
   for (const auto& c : cases) {
     const std::string source = c["template"].get<std::string>();
     const Value vars = from_json(c["variables"]);
-    StatusOr<std::string> out = render(source, vars.as_map());
-    if (c.contains("error")) {
-      EXPECT_FALSE(out.is_ok()) << source << ": jinja2 failed (" << c["error"].get<std::string>()
-                                << ") but omnibus rendered '" << *out << "'";
-      if (!out.is_ok() && c["raised"].get<bool>()) {
-        EXPECT_NE(out.status().message().find(c["error"].get<std::string>()), std::string::npos)
-            << out.status().message();
-      }
-    } else {
-      ASSERT_TRUE(out.is_ok()) << source << ": " << out.status().to_string();
-      EXPECT_EQ(*out, c["output"].get<std::string>()) << source;
-    }
+    jinja2_golden::expect_matches(render(source, vars.as_map()), c, source);
   }
 }
 
@@ -95,11 +80,24 @@ TEST(Jinja, ScopingMatchesJinja) {
             "4");
 }
 
+// A template whose parse or render must fail with a message containing `expect`.
+struct ErrorCase {
+  const char* source;
+  const char* expect;
+};
+
+template <typename T>
+void expect_error(const StatusOr<T>& r, const ErrorCase& c) {
+  if (r.is_ok()) {
+    ADD_FAILURE() << c.source << " did not fail";
+    return;
+  }
+  EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+      << c.source << " -> " << r.status().message();
+}
+
 TEST(Jinja, SyntaxErrorsNameLineAndColumn) {
-  struct Case {
-    const char* source;
-    const char* expect;
-  } cases[] = {
+  const ErrorCase cases[] = {
       {"{{ 1 + }}", "line 1, column 8"},
       {"ok\n{% if x %}", "unexpected end of template"},
       {"{% for x in y %}{% endif %}", "line 1"},
@@ -112,18 +110,11 @@ TEST(Jinja, SyntaxErrorsNameLineAndColumn) {
       {"{{ 99999999999999999999 }}", "too large"},
       {"{% for x in y recursive %}{% endfor %}", "recursive"},
   };
-  for (const Case& c : cases) {
-    StatusOr<Template> t = Template::parse(c.source);
-    ASSERT_FALSE(t.is_ok()) << c.source;
-    EXPECT_NE(t.status().message().find(c.expect), std::string::npos) << c.source << " -> " << t.status().message();
-  }
+  for (const ErrorCase& c : cases) expect_error(Template::parse(c.source), c);
 }
 
 TEST(Jinja, RenderErrors) {
-  struct Case {
-    const char* source;
-    const char* expect;
-  } cases[] = {
+  const ErrorCase cases[] = {
       {"{{ missing.attr }}", "'missing' is undefined"},
       {"{{ 1 + 'a' }}", "unsupported operand"},
       {"\n  {{ raise_exception('boom') }}", "line 2, column 6: boom"},
@@ -138,12 +129,10 @@ TEST(Jinja, RenderErrors) {
       {"{{ 9223372036854775807 + 1 }}", "overflow"},
       {"{{ range(10000000) | length }}", "too long"},
   };
-  for (const Case& c : cases) {
-    ValueMap vars;
+  for (const ErrorCase& c : cases) {
+    ValueMap vars;  // fresh each time: a namespace is mutable
     vars.set("ns", Value::make_namespace({}));
-    StatusOr<std::string> out = render(c.source, vars);
-    ASSERT_FALSE(out.is_ok()) << c.source << " rendered " << *out;
-    EXPECT_NE(out.status().message().find(c.expect), std::string::npos) << c.source << " -> " << out.status().message();
+    expect_error(render(c.source, vars), c);
   }
 }
 
@@ -197,11 +186,8 @@ TEST(Jinja, PythonFloatRepr) {
 // or fail cleanly, and render or fail cleanly: never crash, hang or overflow.
 TEST(JinjaFuzz, MutatedTemplatesNeverCrash) {
   std::vector<std::string> seeds;
-  for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/tests/golden/chat/templates")) {
-    std::ifstream in(e.path(), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    seeds.push_back(ss.str());
+  for (const auto& e : std::filesystem::directory_iterator(jinja2_golden::templates_dir())) {
+    seeds.push_back(testdata::read_file(e.path().string()));
   }
   ASSERT_FALSE(seeds.empty());
   static const char* kPieces[] = {

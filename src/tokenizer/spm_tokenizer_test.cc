@@ -7,12 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
 
-#include "gguf/gguf_file.h"
+#include "tokenizer/golden_tokenizer_testing.h"
 #include "tokenizer/unicode.h"
 
 namespace omnibus {
@@ -120,102 +117,46 @@ TEST(SpmTokenizer, RejectsVocabularyWithoutByteTokens) {
 
 // ---------------------------------------------------------------- Gemma 3
 
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
-class Gemma3Tokenizer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string model = std::string(OMNIBUS_SOURCE_DIR) + "/models/gemma3-270m.gguf";
-    if (!std::ifstream(model).good()) return;
-    auto file = GgufFile::open(model);
-    ASSERT_TRUE(file.is_ok()) << file.status().to_string();
-    auto tok = Tokenizer::from_gguf(**file);
-    ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
-    tok_ = std::move(tok).value().release();
-    std::ifstream in(std::string(OMNIBUS_SOURCE_DIR) + "/tests/golden/tokenizer/gemma3-270m.json");
-    ASSERT_TRUE(in.good()) << "golden file missing";
-    golden_ = new nlohmann::json(nlohmann::json::parse(in));
-  }
-  static void TearDownTestSuite() {
-    delete tok_;
-    delete golden_;
-    tok_ = nullptr;
-    golden_ = nullptr;
-  }
-  void SetUp() override {
-    if (!tok_) GTEST_SKIP() << "models/gemma3-270m.gguf not found (scripts/fetch_models.sh)";
-  }
-  static std::string case_text(const nlohmann::json& c) {
-    return c.contains("text") ? c["text"].get<std::string>() : from_hex(c["text_hex"].get<std::string>());
-  }
-
-  static inline Tokenizer* tok_ = nullptr;
-  static inline nlohmann::json* golden_ = nullptr;
+class Gemma3Tokenizer : public golden_tokenizer::GoldenTokenizerTest<Gemma3Tokenizer> {
+ public:
+  static std::string model_path() { return testdata::model_path("gemma3-270m.gguf"); }
+  static std::string golden_path() { return golden_tokenizer::golden_path("gemma3-270m"); }
 };
 
+using golden_tokenizer::case_text;
+
 TEST_F(Gemma3Tokenizer, VocabularyFacts) {
-  const auto& g = *golden_;
-  EXPECT_EQ(tok_->n_vocab(), g["n_vocab"].get<int32_t>());
-  EXPECT_EQ(tok_->bos_id(), g["bos_id"].get<int32_t>());
-  EXPECT_EQ(tok_->eos_id(), g["eos_id"].get<int32_t>());
-  EXPECT_EQ(tok_->add_bos(), g["add_bos"].get<bool>());
-  EXPECT_EQ(tok_->add_eos(), g["add_eos"].get<bool>());
-  EXPECT_EQ(tok_->eog_ids(), g["eog_ids"].get<std::vector<int32_t>>());
-  const auto eot = tok_->token_id("<end_of_turn>");
+  golden_tokenizer::expect_vocabulary_facts(tok(), golden());
+  const auto eot = tok().token_id("<end_of_turn>");
   ASSERT_TRUE(eot.has_value());
-  EXPECT_TRUE(tok_->is_eog(*eot));
-  EXPECT_FALSE(tok_->is_eog(*tok_->token_id("<start_of_turn>")));
-  std::vector<int32_t> control;
-  for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
-    if (tok_->vocab().attr(id) & kAttrControl) control.push_back(id);
-  }
-  EXPECT_EQ(control, g["control_ids"].get<std::vector<int32_t>>());
-  EXPECT_FALSE(static_cast<const SpmTokenizer*>(tok_)->add_space_prefix());
+  EXPECT_TRUE(tok().is_eog(*eot));
+  EXPECT_FALSE(tok().is_eog(*tok().token_id("<start_of_turn>")));
+  EXPECT_FALSE(static_cast<const SpmTokenizer&>(tok()).add_space_prefix());
 }
 
 TEST_F(Gemma3Tokenizer, MatchesLlamaCppOnEveryGoldenString) {
-  const auto& cases = (*golden_)["cases"];
-  ASSERT_GE(cases.size(), 100u);
-  int failures = 0;
-  for (const auto& c : cases) {
-    const std::string text = case_text(c);
-    EXPECT_EQ(tok_->encode(text, false, true), c["special"].get<std::vector<int32_t>>())
-        << "parse_special, text: " << c.dump();
-    EXPECT_EQ(tok_->encode(text, false, false), c["plain"].get<std::vector<int32_t>>())
-        << "plain, text: " << c.dump();
-    if (c.contains("add_special")) {
-      EXPECT_EQ(tok_->encode(text, true, true), c["add_special"].get<std::vector<int32_t>>())
-          << "add_special, text: " << c.dump();
-    }
-    if (::testing::Test::HasFailure() && ++failures > 20) break;
-  }
+  golden_tokenizer::expect_ids_match(tok(), golden()["cases"], 100);
 }
 
 TEST_F(Gemma3Tokenizer, DecodeInvertsEncode) {
-  for (const auto& c : (*golden_)["cases"]) {
+  for (const auto& c : golden()["cases"]) {
     const std::string text = case_text(c);
     if (text.find(kMarker) != std::string::npos) continue;  // a literal "▁" decodes as ' '
     // Invalid UTF-8: a bad lead byte swallows the next bytes into one symbol,
     // spelled as byte tokens, escaped "▁" included (as in llama.cpp).
     if (!unicode::is_valid_utf8(text)) continue;
-    EXPECT_EQ(tok_->decode(tok_->encode(text, false, false)), text) << c.dump();
-    EXPECT_EQ(tok_->decode(tok_->encode(text, false, true), /*render_special=*/true), text) << c.dump();
+    EXPECT_EQ(tok().decode(tok().encode(text, false, false)), text) << c.dump();
+    EXPECT_EQ(tok().decode(tok().encode(text, false, true), /*render_special=*/true), text) << c.dump();
   }
 }
 
 TEST_F(Gemma3Tokenizer, ChatTurnPieces) {
-  const auto ids = tok_->encode("<start_of_turn>user\nhi<end_of_turn>\n", true, true);
+  const auto ids = tok().encode("<start_of_turn>user\nhi<end_of_turn>\n", true, true);
   ASSERT_GE(ids.size(), 4u);
-  EXPECT_EQ(ids[0], tok_->bos_id());
-  EXPECT_EQ(ids[1], *tok_->token_id("<start_of_turn>"));
-  EXPECT_EQ(tok_->decode(ids), "user\nhi\n");
-  EXPECT_EQ(tok_->decode(ids, true), "<bos><start_of_turn>user\nhi<end_of_turn>\n");
+  EXPECT_EQ(ids[0], tok().bos_id());
+  EXPECT_EQ(ids[1], *tok().token_id("<start_of_turn>"));
+  EXPECT_EQ(tok().decode(ids), "user\nhi\n");
+  EXPECT_EQ(tok().decode(ids, true), "<bos><start_of_turn>user\nhi<end_of_turn>\n");
 }
 
 }  // namespace
