@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/special_split.h"
 #include "tokenizer/unicode.h"
 #include "util/check.h"
 
@@ -79,9 +78,8 @@ BpeTokenizer::BpeTokenizer(VocabIndex vocab, PreTokenizerKind pre)
     : Tokenizer(std::move(vocab)), pre_(pre) {
   std::unordered_map<std::string, int32_t> extra;
   for (int b = 0; b < 256; ++b) {
-    std::string s;
-    unicode::append_utf8(&s, byte_level::byte_to_cp(static_cast<uint8_t>(b)));
-    byte_symbol_[static_cast<size_t>(b)] = intern(s, &extra);
+    byte_symbol_[static_cast<size_t>(b)] =
+        intern(byte_level::spell(std::string(1, static_cast<char>(b))), &extra);
   }
   const auto& merges = vocab_.vocab().merges;
   merges_.reserve(merges.size());
@@ -97,20 +95,7 @@ BpeTokenizer::BpeTokenizer(VocabIndex vocab, PreTokenizerKind pre)
     merges_.emplace(pair_key(l, r), Merge{static_cast<int32_t>(rank), result});  // first rank wins
   }
 
-  pieces_.resize(static_cast<size_t>(vocab_.n_vocab()));
-  for (int32_t id = 0; id < vocab_.n_vocab(); ++id) {
-    const uint32_t attr = vocab_.attr(id);
-    const std::string& text = vocab_.text(id);
-    std::string& piece = pieces_[static_cast<size_t>(id)];
-    if (attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) {
-      piece = text;
-    } else if (attr & kAttrNormal) {
-      piece = decode_byte_level(text);
-    } else if (attr & kAttrByte) {
-      const int b = parse_byte_token(text);
-      if (b >= 0) piece.assign(1, static_cast<char>(b));
-    }
-  }
+  build_pieces(decode_byte_level, [this](int32_t id) { return parse_byte_token(vocab_.text(id)); });
 }
 
 int32_t BpeTokenizer::intern(const std::string& text, std::unordered_map<std::string, int32_t>* extra) {
@@ -120,23 +105,8 @@ int32_t BpeTokenizer::intern(const std::string& text, std::unordered_map<std::st
   return it->second;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
-  if (add_special && vocab_.add_bos() && vocab_.bos_id() >= 0) out.push_back(vocab_.bos_id());
-  for (const TextFragment& f : split_special_tokens(vocab_, text, parse_special)) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-    } else {
-      encode_plain(text.substr(f.begin, f.length), &out);
-    }
-  }
-  if (add_special && vocab_.add_eos() && vocab_.eos_id() >= 0) out.push_back(vocab_.eos_id());
-  return out;
-}
-
-void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out) const {
+void BpeTokenizer::encode_fragment(std::string_view text, bool /*after_special*/,
+                                   std::vector<int32_t>* out) const {
   const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(text);
   std::vector<uint32_t> word_lens;
   pre_tokenize(pre_, cps, &word_lens);
@@ -210,12 +180,6 @@ void BpeTokenizer::append_symbol(int32_t sym, std::vector<int32_t>* out) const {
   for (char c : text) {
     if (auto id = vocab_.find(std::string_view(&c, 1))) out->push_back(*id);
   }
-}
-
-std::string BpeTokenizer::token_to_piece(int32_t id, bool render_special) const {
-  if (!vocab_.in_range(id)) return {};
-  if (!render_special && (vocab_.attr(id) & (kAttrUnknown | kAttrControl))) return {};
-  return pieces_[static_cast<size_t>(id)];
 }
 
 }  // namespace omnibus

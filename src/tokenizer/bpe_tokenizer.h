@@ -36,10 +36,6 @@ class BpeTokenizer final : public Tokenizer {
   // kUnsupported for pre-tokenizers omnibus does not implement.
   static StatusOr<std::unique_ptr<Tokenizer>> create(VocabIndex vocab);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_special,
-                              bool parse_special) const override;
-  std::string token_to_piece(int32_t id, bool render_special = false) const override;
-
  private:
   struct Merge {
     int32_t rank;
@@ -49,8 +45,10 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(VocabIndex vocab, PreTokenizerKind pre);
   // Symbol id of `text`: its token id, else an id past n_vocab (created here).
   int32_t intern(const std::string& text, std::unordered_map<std::string, int32_t>* extra);
-  // Pre-tokenizes and merges text with no special tokens in it.
-  void encode_plain(std::string_view text, std::vector<int32_t>* out) const;
+  // Steps 2-3 of encode (above): pre-tokenizes and merges text with no
+  // special tokens in it (after_special does not matter to BPE).
+  void encode_fragment(std::string_view text, bool after_special,
+                       std::vector<int32_t>* out) const override;
   // Merges one word given as initial symbols; appends its tokens.
   void merge_word(std::vector<int32_t>* syms, std::vector<int32_t>* out) const;
   void append_symbol(int32_t sym, std::vector<int32_t>* out) const;
@@ -63,7 +61,6 @@ class BpeTokenizer final : public Tokenizer {
   std::array<int32_t, 256> byte_symbol_{};     // byte -> symbol id of its alphabet codepoint
   std::vector<std::string> extra_symbols_;     // text of symbol n_vocab + i
   std::unordered_map<uint64_t, Merge> merges_; // pair_key(left, right) -> merge
-  std::vector<std::string> pieces_;            // [n_vocab] token_to_piece(id, true)
 };
 
 }  // namespace omnibus

@@ -8,35 +8,18 @@
 #include <thread>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/unicode.h"
+#include "tokenizer/byte_level_test_vocab.h"
 
 namespace omnibus {
 namespace {
 
 // Raw bytes -> their byte-level alphabet spelling ("a b" -> "aĠb").
-std::string bl(std::string_view raw) {
-  std::string s;
-  for (char c : raw) unicode::append_utf8(&s, byte_level::byte_to_cp(static_cast<uint8_t>(c)));
-  return s;
-}
+std::string bl(std::string_view raw) { return byte_level::spell(raw); }
 
 // Specials (ids 0..3), the 256 byte symbols (ids 4..259), then `extra` tokens.
 TokenizerVocab make_vocab(const std::vector<std::string>& merges, const std::vector<std::string>& extra) {
-  TokenizerVocab v;
-  v.model = "gpt2";
-  v.pre = "smollm";
-  v.tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<user>"};
-  v.token_types = {3, 3, 3, 4};
-  for (int b = 0; b < 256; ++b) {
-    v.tokens.push_back(bl(std::string(1, static_cast<char>(b))));
-    v.token_types.push_back(1);
-  }
-  for (const auto& t : extra) {
-    v.tokens.push_back(t);
-    v.token_types.push_back(1);
-  }
-  for (const auto& m : merges) v.merges.push_back(m);
-  return v;
+  return byte_level_test_vocab(
+      {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<user>", 4}}, extra, merges);
 }
 
 int32_t byte_id(char c) { return 4 + static_cast<uint8_t>(c); }

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "tokenizer/unicode.h"
+
 namespace omnibus::byte_level {
 namespace {
 
@@ -35,6 +37,12 @@ uint32_t byte_to_cp(uint8_t b) { return tables().to_cp[b]; }
 int cp_to_byte(uint32_t cp) {
   const auto& t = tables();
   return cp < t.to_byte.size() ? t.to_byte[cp] : -1;
+}
+
+std::string spell(std::string_view bytes) {
+  std::string out;
+  for (char c : bytes) unicode::append_utf8(&out, byte_to_cp(static_cast<uint8_t>(c)));
+  return out;
 }
 
 }  // namespace omnibus::byte_level

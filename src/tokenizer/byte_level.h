@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace omnibus::byte_level {
 
@@ -18,5 +20,8 @@ uint32_t byte_to_cp(uint8_t b);
 
 // The byte that codepoint cp stands for, or -1 when cp is not in the alphabet.
 int cp_to_byte(uint32_t cp);
+
+// Raw bytes spelled in the alphabet, as UTF-8 ("a b\n" -> "aĠbĊ").
+std::string spell(std::string_view bytes);
 
 }  // namespace omnibus::byte_level

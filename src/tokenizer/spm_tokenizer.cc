@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/special_split.h"
 #include "util/check.h"
 
 namespace omnibus {
@@ -105,43 +104,17 @@ SpmTokenizer::SpmTokenizer(VocabIndex vocab, bool add_space_prefix)
     byte_token_[size_t(b)] = id.value_or(-1);
   }
 
-  pieces_.resize(size_t(n));
-  for (int32_t id = 0; id < n; ++id) {
-    const uint32_t a = vocab_.attr(id);
-    const std::string& text = vocab_.text(id);
-    std::string& piece = pieces_[size_t(id)];
-    if (a & (kAttrUnknown | kAttrControl | kAttrUserDefined)) {
-      piece = text;
-    } else if (a & kAttrNormal) {
-      piece = unescape_spaces(text);
-    } else if ((a & kAttrByte) && token_byte[size_t(id)] >= 0) {
-      piece = std::string(1, static_cast<char>(token_byte[size_t(id)]));
-    }  // unused / undefined tokens: ""
-  }
+  build_pieces(unescape_spaces, [&token_byte](int32_t id) { return token_byte[size_t(id)]; });
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
-  std::vector<int32_t> out;
-  const bool bos = add_special && vocab_.add_bos() && vocab_.bos_id() >= 0;
-  if (bos) out.push_back(vocab_.bos_id());
-  bool prev_special = true;  // the start counts as "after a special token"
-  for (const TextFragment& f : split_special_tokens(vocab_, text, parse_special)) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-      prev_special = true;
-      continue;
-    }
-    std::string frag = add_space_prefix_ && prev_special ? " " : "";
-    frag.append(text.substr(f.begin, f.length));
-    encode_fragment(escape_spaces(frag), &out);
-    prev_special = false;
-  }
-  if (add_special && vocab_.add_eos() && vocab_.eos_id() >= 0) out.push_back(vocab_.eos_id());
-  return out;
+void SpmTokenizer::encode_fragment(std::string_view text, bool after_special,
+                                   std::vector<int32_t>* out) const {
+  std::string frag = add_space_prefix_ && after_special ? " " : "";
+  frag.append(text);
+  merge_escaped(escape_spaces(frag), out);
 }
 
-void SpmTokenizer::encode_fragment(std::string_view text, std::vector<int32_t>* out) const {
+void SpmTokenizer::merge_escaped(std::string_view text, std::vector<int32_t>* out) const {
   OMNIBUS_CHECK(text.size() < (size_t(1) << 31));
   std::vector<Symbol> syms;
   syms.reserve(text.size());
@@ -189,13 +162,6 @@ void SpmTokenizer::encode_fragment(std::string_view text, std::vector<int32_t>* 
       for (char c : piece) out->push_back(byte_token_[static_cast<uint8_t>(c)]);
     }
   }
-}
-
-std::string SpmTokenizer::token_to_piece(int32_t id, bool render_special) const {
-  if (!vocab_.in_range(id)) return {};
-  const uint32_t a = vocab_.attr(id);
-  if (!render_special && (a & (kAttrUnknown | kAttrControl))) return {};
-  return pieces_[size_t(id)];
 }
 
 }  // namespace omnibus

@@ -42,21 +42,19 @@ class SpmTokenizer final : public Tokenizer {
   // itself) in the vocabulary.
   static StatusOr<std::unique_ptr<Tokenizer>> create(VocabIndex vocab);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_special,
-                              bool parse_special) const override;
-  std::string token_to_piece(int32_t id, bool render_special = false) const override;
-
   bool add_space_prefix() const { return add_space_prefix_; }
 
  private:
   SpmTokenizer(VocabIndex vocab, bool add_space_prefix);
-  // Merges one escaped fragment (no special tokens in it); appends its ids.
-  void encode_fragment(std::string_view text, std::vector<int32_t>* out) const;
+  // Steps 2-4 of encode (above) for one fragment.
+  void encode_fragment(std::string_view text, bool after_special,
+                       std::vector<int32_t>* out) const override;
+  // Steps 3-4: merges one escaped fragment; appends its ids.
+  void merge_escaped(std::string_view text, std::vector<int32_t>* out) const;
 
   const bool add_space_prefix_;
   std::array<int32_t, 256> byte_token_{};  // byte -> its fallback token
   std::vector<float> scores_;              // [n_vocab], 0 where the GGUF has none
-  std::vector<std::string> pieces_;        // [n_vocab] token_to_piece(id, true)
 };
 
 }  // namespace omnibus

@@ -4,7 +4,11 @@
 // A Tokenizer is built from the GGUF tokenizer.ggml.* metadata (from_gguf) or
 // from plain data (from_vocab, for tests and tools). tokenizer.ggml.model
 // chooses the algorithm: "gpt2" is byte-level BPE (bpe_tokenizer.h);
-// "llama" is SentencePiece (spm_tokenizer.h).
+// "llama" is SentencePiece (spm_tokenizer.h). This class does what both
+// share: BOS / EOS, cutting special tokens out of the text
+// (special_split.h) and token pieces; a subclass only encodes the plain text
+// between special tokens (encode_fragment) and says how its tokens spell
+// bytes (build_pieces).
 // Ids, special-token handling and the EOG set follow llama.cpp so that
 // omnibus and llama.cpp read the same prompt as the same tokens
 // (tests/golden/tokenizer/ holds llama.cpp's answers for many strings).
@@ -15,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,14 +53,13 @@ class Tokenizer {
   // control tokens (e.g. "<|im_start|>") becomes those tokens; when false it is
   // tokenized as plain text. User-defined tokens are always matched.
   // Invalid UTF-8 in `text` is read as U+FFFD, never an error.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
-                                      bool parse_special) const = 0;
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // The bytes token `id` stands for: plain tokens decode to their raw bytes (a
   // piece may be part of a UTF-8 character); user-defined tokens give their
   // text; control and unknown tokens give their text only when render_special,
   // else "". Ids out of range give "".
-  virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
+  std::string token_to_piece(int32_t id, bool render_special = false) const;
 
   // Concatenated pieces (may end in an incomplete UTF-8 character; use
   // StreamDecoder for streaming).
@@ -84,7 +88,22 @@ class Tokenizer {
  protected:
   explicit Tokenizer(VocabIndex vocab) : vocab_(std::move(vocab)) {}
 
+  // Appends the ids of `fragment`, text with no special token in it.
+  // after_special: the fragment starts the text or follows a special token.
+  virtual void encode_fragment(std::string_view fragment, bool after_special,
+                               std::vector<int32_t>* out) const = 0;
+
+  // Fills pieces_; each subclass's constructor calls it once. Unknown,
+  // control and user-defined tokens: their text; normal tokens: their text
+  // through normal_piece; byte tokens: the byte byte_of(id) names (none when
+  // it is negative); other tokens: "".
+  void build_pieces(const std::function<std::string(std::string_view text)>& normal_piece,
+                    const std::function<int(int32_t id)>& byte_of);
+
   const VocabIndex vocab_;
+
+ private:
+  std::vector<std::string> pieces_;  // [n_vocab] token_to_piece(id, true)
 };
 
 // Incremental detokenizer for one output stream. push() returns only complete,

@@ -36,12 +36,33 @@ Status read_strings(const GgufFile& f, std::string_view key, std::vector<std::st
   return Status::ok();
 }
 
+// The special-token ids and the metadata keys they are read from.
+struct IdKey {
+  std::string_view key;
+  std::optional<int32_t> TokenizerVocab::*id;
+};
+constexpr IdKey kIdKeys[] = {
+    {"tokenizer.ggml.bos_token_id", &TokenizerVocab::bos_id},
+    {"tokenizer.ggml.eos_token_id", &TokenizerVocab::eos_id},
+    {"tokenizer.ggml.eot_token_id", &TokenizerVocab::eot_id},
+    {"tokenizer.ggml.eom_token_id", &TokenizerVocab::eom_id},
+    {"tokenizer.ggml.unknown_token_id", &TokenizerVocab::unk_id},
+    {"tokenizer.ggml.padding_token_id", &TokenizerVocab::pad_id},
+    {"tokenizer.ggml.fim_pre_token_id", &TokenizerVocab::fim_pre_id},
+    {"tokenizer.ggml.fim_suf_token_id", &TokenizerVocab::fim_suf_id},
+    {"tokenizer.ggml.fim_mid_token_id", &TokenizerVocab::fim_mid_id},
+    {"tokenizer.ggml.fim_pad_token_id", &TokenizerVocab::fim_pad_id},
+    {"tokenizer.ggml.fim_rep_token_id", &TokenizerVocab::fim_rep_id},
+    {"tokenizer.ggml.fim_sep_token_id", &TokenizerVocab::fim_sep_id},
+};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
   TokenizerVocab v;
   const auto model = f.get_string("tokenizer.ggml.model");
-  if (!model) return Status::not_found("{}: no tokenizer (metadata key 'tokenizer.ggml.model')", f.path());
+  if (!model)
+    return Status::not_found("{}: no tokenizer (metadata key 'tokenizer.ggml.model')", f.path());
   v.model = std::string(*model);
   if (f.find("tokenizer.ggml.pre")) {
     const auto pre = f.get_string("tokenizer.ggml.pre");
@@ -64,22 +85,14 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
     if (!scores) return wrong_type(f, "tokenizer.ggml.scores", "an array of floats");
     v.scores = std::move(*scores);
   }
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.bos_token_id", &v.bos_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eos_token_id", &v.eos_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eot_token_id", &v.eot_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.eom_token_id", &v.eom_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.unknown_token_id", &v.unk_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.padding_token_id", &v.pad_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_pre_token_id", &v.fim_pre_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_suf_token_id", &v.fim_suf_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_mid_token_id", &v.fim_mid_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_pad_token_id", &v.fim_pad_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_rep_token_id", &v.fim_rep_id));
-  OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.fim_sep_token_id", &v.fim_sep_id));
+  for (const IdKey& k : kIdKeys) OMNIBUS_RETURN_IF_ERROR(read_id(f, k.key, &(v.*k.id)));
   // Older names of the FIM ids.
-  if (!v.fim_pre_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.prefix_token_id", &v.fim_pre_id));
-  if (!v.fim_suf_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.suffix_token_id", &v.fim_suf_id));
-  if (!v.fim_mid_id) OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.middle_token_id", &v.fim_mid_id));
+  if (!v.fim_pre_id)
+    OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.prefix_token_id", &v.fim_pre_id));
+  if (!v.fim_suf_id)
+    OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.suffix_token_id", &v.fim_suf_id));
+  if (!v.fim_mid_id)
+    OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.middle_token_id", &v.fim_mid_id));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_bos_token", &v.add_bos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_eos_token", &v.add_eos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
