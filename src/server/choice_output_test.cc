@@ -9,25 +9,14 @@
 #include "engine/request_stream.h"
 #include "server/openai_response.h"
 #include "server/stream_pump.h"
-#include "tokenizer/byte_level.h"
-#include "tokenizer/unicode.h"
+#include "tokenizer/byte_level_test_vocab.h"
 
 namespace omnibus::server {
 namespace {
 
 std::unique_ptr<Tokenizer> byte_tokenizer() {
-  TokenizerVocab v;
-  v.model = "gpt2";
-  v.pre = "smollm";
-  v.tokens = {"<|endoftext|>", "<|im_end|>", "<x>", "<y>"};
-  v.token_types = {3, 3, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    unicode::append_utf8(&s, byte_level::byte_to_cp(static_cast<uint8_t>(b)));
-    v.tokens.push_back(s);
-    v.token_types.push_back(1);
-  }
-  auto t = Tokenizer::from_vocab(std::move(v));
+  auto t = Tokenizer::from_vocab(
+      byte_level_test_vocab({{"<|endoftext|>", 3}, {"<|im_end|>", 3}, {"<x>", 3}, {"<y>", 3}}));
   EXPECT_TRUE(t.is_ok()) << t.status().to_string();
   return std::move(t).value();
 }

@@ -1,5 +1,7 @@
 // Tokenizer::from_gguf: TokenizerVocab from the tokenizer.ggml.* metadata.
 
+#include <fmt/format.h>
+
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,33 +38,33 @@ Status read_strings(const GgufFile& f, std::string_view key, std::vector<std::st
   return Status::ok();
 }
 
-// The special-token ids and the metadata keys they are read from.
+// The special-token ids, read from tokenizer.ggml.<name>_token_id; the FIM
+// ids also from their older names when the newer ones are absent.
+using V = TokenizerVocab;
 struct IdKey {
-  std::string_view key;
-  std::optional<int32_t> TokenizerVocab::*id;
+  std::string_view name;
+  std::optional<int32_t> V::*id;
 };
 constexpr IdKey kIdKeys[] = {
-    {"tokenizer.ggml.bos_token_id", &TokenizerVocab::bos_id},
-    {"tokenizer.ggml.eos_token_id", &TokenizerVocab::eos_id},
-    {"tokenizer.ggml.eot_token_id", &TokenizerVocab::eot_id},
-    {"tokenizer.ggml.eom_token_id", &TokenizerVocab::eom_id},
-    {"tokenizer.ggml.unknown_token_id", &TokenizerVocab::unk_id},
-    {"tokenizer.ggml.padding_token_id", &TokenizerVocab::pad_id},
-    {"tokenizer.ggml.fim_pre_token_id", &TokenizerVocab::fim_pre_id},
-    {"tokenizer.ggml.fim_suf_token_id", &TokenizerVocab::fim_suf_id},
-    {"tokenizer.ggml.fim_mid_token_id", &TokenizerVocab::fim_mid_id},
-    {"tokenizer.ggml.fim_pad_token_id", &TokenizerVocab::fim_pad_id},
-    {"tokenizer.ggml.fim_rep_token_id", &TokenizerVocab::fim_rep_id},
-    {"tokenizer.ggml.fim_sep_token_id", &TokenizerVocab::fim_sep_id},
-};
+    {"bos", &V::bos_id},         {"eos", &V::eos_id},         {"eot", &V::eot_id},
+    {"eom", &V::eom_id},         {"unknown", &V::unk_id},     {"padding", &V::pad_id},
+    {"fim_pre", &V::fim_pre_id}, {"fim_suf", &V::fim_suf_id}, {"fim_mid", &V::fim_mid_id},
+    {"fim_pad", &V::fim_pad_id}, {"fim_rep", &V::fim_rep_id}, {"fim_sep", &V::fim_sep_id}};
+constexpr IdKey kOldFimKeys[] = {
+    {"prefix", &V::fim_pre_id}, {"suffix", &V::fim_suf_id}, {"middle", &V::fim_mid_id}};
+
+Status read_id_of(const GgufFile& f, const IdKey& k, TokenizerVocab* v) {
+  return read_id(f, fmt::format("tokenizer.ggml.{}_token_id", k.name), &(v->*k.id));
+}
 
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
   TokenizerVocab v;
   const auto model = f.get_string("tokenizer.ggml.model");
-  if (!model)
+  if (!model) {
     return Status::not_found("{}: no tokenizer (metadata key 'tokenizer.ggml.model')", f.path());
+  }
   v.model = std::string(*model);
   if (f.find("tokenizer.ggml.pre")) {
     const auto pre = f.get_string("tokenizer.ggml.pre");
@@ -85,14 +87,10 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
     if (!scores) return wrong_type(f, "tokenizer.ggml.scores", "an array of floats");
     v.scores = std::move(*scores);
   }
-  for (const IdKey& k : kIdKeys) OMNIBUS_RETURN_IF_ERROR(read_id(f, k.key, &(v.*k.id)));
-  // Older names of the FIM ids.
-  if (!v.fim_pre_id)
-    OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.prefix_token_id", &v.fim_pre_id));
-  if (!v.fim_suf_id)
-    OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.suffix_token_id", &v.fim_suf_id));
-  if (!v.fim_mid_id)
-    OMNIBUS_RETURN_IF_ERROR(read_id(f, "tokenizer.ggml.middle_token_id", &v.fim_mid_id));
+  for (const IdKey& k : kIdKeys) OMNIBUS_RETURN_IF_ERROR(read_id_of(f, k, &v));
+  for (const IdKey& k : kOldFimKeys) {
+    if (!(v.*k.id)) OMNIBUS_RETURN_IF_ERROR(read_id_of(f, k, &v));
+  }
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_bos_token", &v.add_bos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_eos_token", &v.add_eos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
