@@ -52,7 +52,8 @@ class Tokenizer {
   // the model type's default; SmolLM2 adds neither). parse_special: text of
   // control tokens (e.g. "<|im_start|>") becomes those tokens; when false it is
   // tokenized as plain text. User-defined tokens are always matched.
-  // Invalid UTF-8 in `text` is read as U+FFFD, never an error.
+  // Invalid UTF-8 in `text` is never an error: BPE reads it as U+FFFD,
+  // SentencePiece keeps its bytes (byte-fallback tokens), as llama.cpp does.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // The bytes token `id` stands for: plain tokens decode to their raw bytes (a
