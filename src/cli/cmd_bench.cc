@@ -131,8 +131,10 @@ int run_single_stream(const BenchOptions& o) {
   auto timed = [&](int n_prompt, int max_tokens, bool until_last) -> StatusOr<double> {
     std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
     for (int32_t& t : prompt) t = any_token(rng);
-    OMNIBUS_ASSIGN_OR_RETURN(EngineRequest req, EngineRequest::submit(e, *m.tokenizer,
-                                                                      fixed_length_request(std::move(prompt), max_tokens)));
+    OMNIBUS_ASSIGN_OR_RETURN(
+        EngineRequest req,
+        EngineRequest::submit(e, *m.tokenizer,
+                              fixed_length_request(std::move(prompt), max_tokens)));
     OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait());
     const auto end = until_last ? r.completions[0].end : r.first_token;
     return Seconds(end - r.first_scheduled).count();
@@ -280,7 +282,8 @@ int run_engine_workload(const BenchOptions& o) {
     std::vector<int32_t> warm(shared_prefix.size() + units[0].user[0].size());
     for (int32_t& tok : warm) tok = any_token(rng);
     StatusOr<EngineRequest> w = EngineRequest::submit(
-        e, *m.tokenizer, fixed_length_request(std::move(warm), std::min(4, units[0].max_tokens[0])));
+        e, *m.tokenizer,
+        fixed_length_request(std::move(warm), std::min(4, units[0].max_tokens[0])));
     if (!w.is_ok()) return fail(w.status());
     if (StatusOr<EngineRequestResult> r = w->wait(); !r.is_ok()) return fail(r.status());
   }
@@ -482,7 +485,8 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",
              double(j["mean_batch_size"]), double(j["mean_step_tokens"]), steps);
   fmt::print("prefix cache        {}, hit rate {:.1f}% ({} scheduling)\n",
-             o.engine.no_prefix_caching ? "off" : "on", 100 * hit_rate, std::string(j["scheduling_policy"]));
+             o.engine.no_prefix_caching ? "off" : "on", 100 * hit_rate,
+             std::string(j["scheduling_policy"]));
   fmt::print("prompt tokens       {} submitted, {} computed ({:.1f}%), {} expected ({:.1f}%)\n",
              n_input_tokens, n_computed_prompt,
              n_input_tokens ? 100.0 * double(n_computed_prompt) / double(n_input_tokens) : 0.0,
@@ -510,7 +514,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tg", o->tg, "Tokens generated one at a time (0 = skip)")->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", o->seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
   // Engine workload mode.
@@ -526,7 +531,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--request-rate", o->request_rate,
                   "Engine mode: Poisson arrivals, requests/s (0 = all at once)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--shared-prefix-len", o->shared_prefix_len,
                   "Engine mode: every prompt starts with the same N random tokens, then its own "
                   "--input-len tokens")

@@ -13,12 +13,14 @@
 // re-rendered prompt adds after the blocks already computed.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -120,9 +122,10 @@ class ChatSession {
     messages_.push_back({"user", user});
     OMNIBUS_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, render_prompt());
     const size_t n_prompt = prompt.size();
-    OMNIBUS_ASSIGN_OR_RETURN(EngineRequest req, EngineRequest::submit(engine_, *m_.tokenizer,
-                                                                      make_request(o_, std::move(prompt)),
-                                                                      request_options(o_)));
+    OMNIBUS_ASSIGN_OR_RETURN(
+        EngineRequest req,
+        EngineRequest::submit(engine_, *m_.tokenizer, make_request(o_, std::move(prompt)),
+                              request_options(o_)));
     OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait([](int32_t, std::string_view text) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
@@ -135,11 +138,12 @@ class ChatSession {
     const size_t keep = size_t(r.n_cached_tokens);
     const double prompt_ms = ms_between(r.submitted, r.first_token);
     const double gen_ms = ms_between(r.first_token, c.end);
-    fmt::print(stderr,
-               "[prompt: {} new tokens ({} cached) in {:.1f} ms ({:.1f} tok/s); generated: {} tokens in "
-               "{:.1f} ms ({:.1f} tok/s), stopped by {}]\n",
-               n_prompt - keep, keep, prompt_ms, rate(int64_t(n_prompt - keep), prompt_ms), c.n_tokens,
-               gen_ms, rate(c.n_tokens - 1, gen_ms), c.stopped_by);
+    fmt::print(
+        stderr,
+        "[prompt: {} new tokens ({} cached) in {:.1f} ms ({:.1f} tok/s); generated: {} tokens in "
+        "{:.1f} ms ({:.1f} tok/s), stopped by {}]\n",
+        n_prompt - keep, keep, prompt_ms, rate(int64_t(n_prompt - keep), prompt_ms), c.n_tokens,
+        gen_ms, rate(c.n_tokens - 1, gen_ms), c.stopped_by);
     return Status::ok();
   }
 
@@ -156,7 +160,8 @@ class ChatSession {
       const size_t first = !messages_.empty() && messages_[0].role == "system" ? 1 : 0;
       if (messages_.size() <= first + 1) {
         return Status::invalid_argument(
-            "the message ({} tokens) plus {} tokens to generate exceeds the context size {} (raise --ctx-size)",
+            "the message ({} tokens) plus {} tokens to generate exceeds the context size {} (raise "
+            "--ctx-size)",
             ids.size(), o_.n_predict, o_.ctx_size);
       }
       // Drop the oldest user message and the replies up to the next user message.
@@ -223,7 +228,8 @@ Status write_json(const GenerateOptions& o, const LoadedModel& m, const EngineRe
     const Completion& c = r.completions[i];
     nlohmann::json lp = nullptr;
     if (o.logprobs >= 0) server::append_completion_logprobs(*m.tokenizer, c.logprobs, lp);
-    choices.push_back({{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+    choices.push_back(
+        {{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
     completion_tokens += c.n_tokens;
   }
   j["choices"] = std::move(choices);
@@ -235,15 +241,17 @@ Status write_json(const GenerateOptions& o, const LoadedModel& m, const EngineRe
 }
 
 int run_one_shot(const GenerateOptions& o, LoadedModel& m, Engine& engine) {
-  std::vector<int32_t> prompt = m.tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
+  std::vector<int32_t> prompt =
+      m.tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
   if (prompt.empty()) return fail(Status::invalid_argument("the prompt is empty"));
   if (int64_t(prompt.size()) + o.n_predict > o.ctx_size) {
-    return fail(Status::invalid_argument(
-        "prompt ({} tokens) plus {} tokens to generate exceeds the context size {} (raise --ctx-size)",
-        prompt.size(), o.n_predict, o.ctx_size));
+    return fail(
+        Status::invalid_argument("prompt ({} tokens) plus {} tokens to generate exceeds the "
+                                 "context size {} (raise --ctx-size)",
+                                 prompt.size(), o.n_predict, o.ctx_size));
   }
-  StatusOr<EngineRequest> req =
-      EngineRequest::submit(engine, *m.tokenizer, make_request(o, std::move(prompt)), request_options(o));
+  StatusOr<EngineRequest> req = EngineRequest::submit(
+      engine, *m.tokenizer, make_request(o, std::move(prompt)), request_options(o));
   if (!req.is_ok()) return fail(req.status());
   // One completion streams as it comes; several are printed one after another at the end.
   const bool streaming = o.n_completions == 1;
@@ -258,7 +266,9 @@ int run_one_shot(const GenerateOptions& o, LoadedModel& m, Engine& engine) {
   });
   if (!r.is_ok()) return fail(r.status());
   for (size_t i = 0; i < r->completions.size(); ++i) {
-    if (!streaming) fmt::print("--- completion {} of {} ---\n{}{}", i + 1, o.n_completions, o.prompt, r->completions[i].text);
+    if (!streaming)
+      fmt::print("--- completion {} of {} ---\n{}{}", i + 1, o.n_completions, o.prompt,
+                 r->completions[i].text);
     std::fputc('\n', stdout);
   }
   std::fflush(stdout);
@@ -266,8 +276,8 @@ int run_one_shot(const GenerateOptions& o, LoadedModel& m, Engine& engine) {
   // The first token of a completion comes from the prompt's logits; the
   // others each cost one decode step.
   const double prompt_ms = ms_between(r->first_scheduled, r->first_token);
-  fmt::print(stderr, "\nprompt: {} tokens in {:.1f} ms ({:.1f} tok/s)\n", r->n_prompt_tokens, prompt_ms,
-             rate(r->n_prompt_tokens, prompt_ms));
+  fmt::print(stderr, "\nprompt: {} tokens in {:.1f} ms ({:.1f} tok/s)\n", r->n_prompt_tokens,
+             prompt_ms, rate(r->n_prompt_tokens, prompt_ms));
   for (size_t i = 0; i < r->completions.size(); ++i) {
     const Completion& c = r->completions[i];
     const double gen_ms = ms_between(r->first_token, c.end);
@@ -294,7 +304,8 @@ int run_generate(GenerateOptions& o) {
     if (stop.empty()) return fail(Status::invalid_argument("--stop: a stop string is empty"));
   }
   if (o.chat && (o.n_completions != 1 || o.logprobs >= 0 || !o.json_path.empty())) {
-    return fail(Status::invalid_argument("--num-completions, --logprobs and --json are for one-shot prompts, not --chat"));
+    return fail(Status::invalid_argument(
+        "--num-completions, --logprobs and --json are for one-shot prompts, not --chat"));
   }
   if (o.seed >= 0) {
     o.sampling.seed = uint64_t(o.seed);
@@ -306,8 +317,8 @@ int run_generate(GenerateOptions& o) {
   if (!m.is_ok()) return fail(m.status());
   const int32_t n_ctx_train = m->model->config().n_ctx_train;
   if (n_ctx_train > 0 && o.ctx_size > n_ctx_train) {
-    return fail(Status::invalid_argument("--ctx-size {} exceeds the model's context length {}", o.ctx_size,
-                                         n_ctx_train));
+    return fail(Status::invalid_argument("--ctx-size {} exceeds the model's context length {}",
+                                         o.ctx_size, n_ctx_train));
   }
   cfg->max_model_len = o.ctx_size;
   cfg->max_num_seqs = o.n_completions;
@@ -340,17 +351,23 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "Frequency penalty")
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "RNG seed (-1 = random); completion i uses seed + i")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "RNG seed (-1 = random); completion i uses seed + i")
+      ->capture_default_str();
   cmd->add_option("--min-tokens", o->min_tokens,
-                  "End-of-generation and --stop-token-ids tokens are suppressed until this many were generated")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--stop-token-ids", o->stop_token_ids, "Token ids that end a completion (comma-separated)")
+                  "End-of-generation and --stop-token-ids tokens are suppressed until this many "
+                  "were generated")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--stop-token-ids", o->stop_token_ids,
+                  "Token ids that end a completion (comma-separated)")
       ->delimiter(',');
   cmd->add_option("--num-completions", o->n_completions,
                   "Completions of the prompt (the API's n), printed one after another")
-      ->capture_default_str()->check(CLI::Range(1, 128));
-  cmd->add_option("--logprobs", o->logprobs,
-                  "With --json: each token's logprob and this many alternatives (the API's logprobs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
+  cmd->add_option(
+         "--logprobs", o->logprobs,
+         "With --json: each token's logprob and this many alternatives (the API's logprobs)")
       ->check(CLI::Range(0, 20));
   cmd->add_option("--json", o->json_path,
                   "Also write the completions as a /v1/completions response body to this file");

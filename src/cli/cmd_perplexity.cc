@@ -69,8 +69,8 @@ int run_perplexity(const PerplexityOptions& o) {
   // A request generates at least one token after its prompt (the chunk).
   const int32_t n_ctx_train = m->model->config().n_ctx_train;
   if (n_ctx_train > 0 && n_ctx >= n_ctx_train) {
-    return fail(Status::invalid_argument("--ctx-size {} must be below the model's context length {}", n_ctx,
-                                         n_ctx_train));
+    return fail(Status::invalid_argument(
+        "--ctx-size {} must be below the model's context length {}", n_ctx, n_ctx_train));
   }
   int n_chunks = int(tokens.size() / size_t(n_ctx));
   if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
@@ -118,7 +118,9 @@ int run_perplexity(const PerplexityOptions& o) {
     // Entry i scores prompt token i + 1 from the tokens before it; the BOS
     // substitution only changed the input of token 0, which is never a target.
     const std::vector<PromptLogprob>& lp = r->prompt_logprobs;
-    if (int64_t(lp.size()) != n_ctx - 1) return fail(Status::internal("{} prompt logprobs for a chunk of {}", lp.size(), n_ctx));
+    if (int64_t(lp.size()) != n_ctx - 1) {
+      return fail(Status::internal("{} prompt logprobs for a chunk of {}", lp.size(), n_ctx));
+    }
     for (int j = first; j < n_ctx - 1; ++j) {
       nll -= double(lp[size_t(j)].logprob);
       ++count;

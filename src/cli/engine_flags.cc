@@ -19,7 +19,8 @@ Status set_kv_format(const EngineFlags& f, EngineConfig& cfg) {
 
 void add_model_flags(CLI::App& cmd, ModelFlags& f) {
   cmd.add_option("-m,--model", f.model, "GGUF path or bundled model name")->capture_default_str();
-  cmd.add_option("-t,--threads", f.threads, "Compute threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("-t,--threads", f.threads, "Compute threads (0 = all cores)")
+      ->capture_default_str();
 }
 
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {
@@ -43,8 +44,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--block-size", f.block_size, "KV cache block size in tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd.add_option("--kv-cache-memory", f.kv_cache_memory,
-                 "KV cache pool size, e.g. 2GiB, 512MiB or bytes (default: from the available memory)");
+  cmd.add_option(
+      "--kv-cache-memory", f.kv_cache_memory,
+      "KV cache pool size, e.g. 2GiB, 512MiB or bytes (default: from the available memory)");
   cmd.add_option("--max-model-len", f.max_model_len,
                  "Longest prompt + completion in tokens (0 = the model's, capped to the pool)")
       ->capture_default_str()
@@ -52,8 +54,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   add_kv_format_flags(cmd, f);
   cmd.add_flag("--no-prefix-caching", f.no_prefix_caching,
                "Do not reuse the KV blocks of prompt prefixes computed before");
-  cmd.add_option("--scheduling-policy", f.scheduling_policy,
-                 "Waiting-queue order: cache-aware (longest cached prefix first, with aging) or fcfs")
+  cmd.add_option(
+         "--scheduling-policy", f.scheduling_policy,
+         "Waiting-queue order: cache-aware (longest cached prefix first, with aging) or fcfs")
       ->capture_default_str();
 }
 

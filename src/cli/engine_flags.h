@@ -1,6 +1,7 @@
 // The flags every subcommand that runs a model shares, declared once: the
-// model and its threads (ModelFlags), and the Engine's scheduling, KV pool and
-// KV format settings (EngineFlags), with their mapping into EngineConfig.
+// model and its threads (ModelFlags, cli/loaded_model.h), and the Engine's
+// scheduling, KV pool and KV format settings (EngineFlags), with their
+// mapping into EngineConfig.
 //
 //   serve, bench:          add_model_flags + add_engine_flags (all of them)
 //   generate, perplexity:  add_model_flags + add_kv_format_flags (the KV
@@ -11,9 +12,8 @@
 // references to the flag structs, which must outlive the CLI::App's parse.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
@@ -22,15 +22,15 @@
 namespace omnibus {
 
 struct EngineFlags {
-  int max_num_seqs = 256;
-  int max_num_batched_tokens = 512;
-  int block_size = 16;
-  int max_model_len = 0;
-  std::string kv_cache_memory;  // "": derived from the available memory
-  std::string kv_dtype = "f16";
-  int kv_residual_blocks = -1;  // -1: the format's default
-  bool no_prefix_caching = false;
-  std::string scheduling_policy = "cache-aware";
+  int max_num_seqs = 256;            // --max-num-seqs
+  int max_num_batched_tokens = 512;  // --max-num-batched-tokens
+  int block_size = 16;               // --block-size
+  int max_model_len = 0;             // --max-model-len
+  std::string kv_cache_memory;       // --kv-cache-memory; "": from the available memory
+  std::string kv_dtype = "f16";      // --kv-cache-dtype
+  int kv_residual_blocks = -1;       // --kv-residual-blocks; -1: the format's default
+  bool no_prefix_caching = false;    // --no-prefix-caching
+  std::string scheduling_policy = "cache-aware";  // --scheduling-policy
 };
 
 // -m,--model and -t,--threads.

@@ -11,11 +11,13 @@ StatusOr<EngineRequest> EngineRequest::submit(Engine& engine, const Tokenizer& t
                                               TextOptions options) {
   const bool want_logprobs = request.sampling.n_logprobs >= 0;
   std::vector<int32_t> stop_token_ids = request.stop_token_ids;
-  OMNIBUS_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> stream, engine.submit(std::move(request)));
+  OMNIBUS_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> stream,
+                           engine.submit(std::move(request)));
   EngineRequest r(engine, std::move(stream), std::move(stop_token_ids));
   for (int32_t i = 0; i < r.stream_->n(); ++i) {
     r.outputs_.push_back(std::make_unique<server::ChoiceOutput>(tok, options.stops, want_logprobs,
-                                                                /*text_base=*/0, options.render_special));
+                                                                /*text_base=*/0,
+                                                                options.render_special));
   }
   r.result_.completions.resize(r.outputs_.size());
   return r;
@@ -25,6 +27,10 @@ EngineRequest::EngineRequest(Engine& engine, std::shared_ptr<RequestStream> stre
                              std::vector<int32_t> stop_token_ids)
     : engine_(&engine), stop_token_ids_(std::move(stop_token_ids)), stream_(std::move(stream)) {
   result_.submitted = stream_->submit_time();
+}
+
+EngineRequest::~EngineRequest() {
+  if (stream_ != nullptr) engine_->abort(stream_->id());
 }
 
 StatusOr<EngineRequestResult> EngineRequest::wait(const OnText& on_text) {
@@ -58,8 +64,8 @@ StatusOr<EngineRequestResult> EngineRequest::wait(const OnText& on_text) {
         c.end = e.time;
         switch (e.finish) {
           case FinishReason::kStop: {
-            const bool stop_token = std::find(stop_token_ids_.begin(), stop_token_ids_.end(), e.token) !=
-                                    stop_token_ids_.end();
+            const bool stop_token = std::find(stop_token_ids_.begin(), stop_token_ids_.end(),
+                                              e.token) != stop_token_ids_.end();
             c.stopped_by = stop_token ? "stop token" : "end of generation token";
             break;
           }
@@ -74,8 +80,8 @@ StatusOr<EngineRequestResult> EngineRequest::wait(const OnText& on_text) {
     }
     if (e.final) break;
     // Every completion ended (stop strings are ours): end the engine request.
-    if (!aborted_after_stop &&
-        std::all_of(outputs_.begin(), outputs_.end(), [](const auto& o) { return o->finished(); })) {
+    if (!aborted_after_stop && std::all_of(outputs_.begin(), outputs_.end(),
+                                           [](const auto& o) { return o->finished(); })) {
       aborted_after_stop = true;
       engine_->abort(stream_->id());
     }

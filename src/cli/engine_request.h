@@ -68,12 +68,18 @@ class EngineRequest {
   static StatusOr<EngineRequest> submit(Engine& engine, const Tokenizer& tok, Request request,
                                         TextOptions options = {});
 
+  // A request never waited for is aborted.
+  ~EngineRequest();
+  EngineRequest(EngineRequest&&) = default;
+  EngineRequest& operator=(EngineRequest&&) = default;
+
   // Consumes the events until the request's final one. kInternal when the
-  // engine aborted a completion (it was shutting down).
+  // engine aborted a completion (it was shutting down). REQUIRES: called once.
   StatusOr<EngineRequestResult> wait(const OnText& on_text = {});
 
  private:
-  EngineRequest(Engine& engine, std::shared_ptr<RequestStream> stream, std::vector<int32_t> stop_token_ids);
+  EngineRequest(Engine& engine, std::shared_ptr<RequestStream> stream,
+                std::vector<int32_t> stop_token_ids);
 
   Engine* engine_;
   std::vector<int32_t> stop_token_ids_;

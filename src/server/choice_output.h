@@ -42,8 +42,8 @@ class ChoiceOutput {
   // REQUIRES: tok outlives this. text_base: bytes already in the choice's text
   // before the completion (the echoed prompt), for text_offset. render_special:
   // special tokens' text is printed (the CLI's --show-special).
-  ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs, size_t text_base,
-               bool render_special = false);
+  ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs,
+               size_t text_base, bool render_special = false);
 
   // One of this sequence's events. Ignored (empty delta) once finished().
   ChoiceDelta on_event(const EngineEvent& e);
