@@ -4,6 +4,8 @@
 //   omnibus bench -m MODEL --pp 512 --tg 128 --repetitions 3 --json out.json
 //   pp: one prompt of N random tokens from an empty cache, tokens/s;
 //   tg: N tokens generated one decode step at a time from an empty cache, tokens/s.
+//   Each is one request on the engine, alone, timed by its events (from the
+//   request's first step); the prompt runs in --max-num-batched-tokens chunks.
 //
 // Engine mode (selected by --num-requests): a synthetic serving workload
 // through the same Engine::submit + RequestStream path the server uses:
@@ -47,24 +49,22 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "cli/engine_request.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
 #include "kernels/kv_quant.h"
-#include "kv/kv_cache_size.h"
-#include "model/sequence_runner.h"
 #include "util/progress.h"
 
 namespace omnibus {
 namespace {
 
 struct BenchOptions {
-  std::string model = "smollm2-135m";
-  int threads = 0;
+  ModelFlags model;
+  EngineFlags engine;
   int pp = 512;
   int tg = 128;
   int repetitions = 3;
-  std::string kv_dtype = "f16";
-  int kv_residual_blocks = -1;  // --kv-residual-blocks
   std::string json_path;
   uint64_t seed = 42;
 
@@ -74,13 +74,6 @@ struct BenchOptions {
   std::string output_len = "128";
   int concurrency = 0;       // 0: no cap
   double request_rate = 0;   // 0: all at once (subject to concurrency)
-  int max_num_seqs = 256;
-  int max_num_batched_tokens = 512;
-  int block_size = 16;
-  int max_model_len = 0;
-  std::string kv_cache_memory;  // empty: derived from available memory
-  bool no_prefix_caching = false;
-  std::string scheduling_policy = "cache-aware";
   int shared_prefix_len = 0;
   int multi_turn = 0;  // 0: single-turn requests
 };
@@ -91,52 +84,79 @@ double median(std::vector<double> v) {
   return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
 }
 
-int run_single_stream(const BenchOptions& o) {
-  auto fail = [](const Status& s) {
-    std::fprintf(stderr, "omnibus bench: %s\n", s.to_string().c_str());
-    return 1;
-  };
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
-  if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
-  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
-  if (!m.is_ok()) return fail(m.status());
-  const int n_vocab = m->model->config().n_vocab;
-  StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m->model, std::max(o.pp, o.tg) + 1, *kv_dtype, 16, o.kv_residual_blocks);
-  if (!runner.is_ok()) return fail(runner.status());
+int fail(const Status& s) {
+  std::fprintf(stderr, "omnibus bench: %s\n", s.to_string().c_str());
+  return 1;
+}
 
+// The model and an engine configured by the flags (eog_ids from the tokenizer).
+struct BenchSetup {
+  LoadedModel m;
+  EngineConfig cfg;
+  std::unique_ptr<Engine> engine;
+};
+
+Status set_up(const BenchOptions& o, BenchSetup& b) {
+  OMNIBUS_ASSIGN_OR_RETURN(b.cfg, to_engine_config(o.engine));
+  OMNIBUS_ASSIGN_OR_RETURN(b.m, load_model_for_cli(o.model));
+  b.cfg.eog_ids = b.m.tokenizer->eog_ids();
+  OMNIBUS_ASSIGN_OR_RETURN(b.engine, Engine::create(*b.m.model, b.cfg));
+  return Status::ok();
+}
+
+// A greedy request for `prompt` that generates exactly max_tokens tokens.
+Request fixed_length_request(std::vector<int32_t> prompt, int max_tokens) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+// Single-stream mode, one request at a time on the engine; the times are
+// the engine's (EngineEvent), from the request's first step:
+//   pp: a prompt of N random tokens, until its first token is sampled;
+//   tg: a one-token prompt and N tokens, until the last one is sampled
+//       (N forward passes, the first of them the one-token prompt).
+int run_single_stream(const BenchOptions& o) {
+  BenchSetup b;
+  if (Status s = set_up(o, b); !s.is_ok()) return fail(s);
+  const LoadedModel& m = b.m;
+  Engine& e = *b.engine;
   std::mt19937_64 rng(o.seed);
-  std::uniform_int_distribution<int32_t> any_token(0, n_vocab - 1);
-  using Clock = std::chrono::steady_clock;
+  std::uniform_int_distribution<int32_t> any_token(0, m.model->config().n_vocab - 1);
+  using Seconds = std::chrono::duration<double>;
+  // Runs one request; the seconds from its first step to its first (or last) token.
+  auto timed = [&](int n_prompt, int max_tokens, bool until_last) -> StatusOr<double> {
+    std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+    for (int32_t& t : prompt) t = any_token(rng);
+    OMNIBUS_ASSIGN_OR_RETURN(
+        EngineRequest req,
+        EngineRequest::submit(e, *m.tokenizer,
+                              fixed_length_request(std::move(prompt), max_tokens)));
+    OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait());
+    const auto end = until_last ? r.completions[0].end : r.first_token;
+    return Seconds(end - r.first_scheduled).count();
+  };
   std::vector<double> pp_rates, tg_rates;
   // One untimed warm-up of each kind, then the timed repetitions.
   for (int rep = -1; rep < o.repetitions; ++rep) {
     if (o.pp > 0) {
-      std::vector<int32_t> prompt(size_t(o.pp));
-      for (int32_t& t : prompt) t = any_token(rng);
-      (*runner)->reset();
-      const auto t0 = Clock::now();
-      if (auto l = (*runner)->eval(prompt); !l.is_ok()) return fail(l.status());
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (rep >= 0) pp_rates.push_back(o.pp / s);
+      StatusOr<double> s = timed(o.pp, 1, false);
+      if (!s.is_ok()) return fail(s.status());
+      if (rep >= 0) pp_rates.push_back(o.pp / *s);
     }
     if (o.tg > 0) {
-      (*runner)->reset();
-      int32_t token = any_token(rng);
-      const auto t0 = Clock::now();
-      for (int i = 0; i < o.tg; ++i) {
-        auto l = (*runner)->eval(std::span<const int32_t>(&token, 1));
-        if (!l.is_ok()) return fail(l.status());
-        token = int32_t(std::max_element(l->begin(), l->end()) - l->begin());
-      }
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (rep >= 0) tg_rates.push_back(o.tg / s);
+      StatusOr<double> s = timed(1, o.tg, true);
+      if (!s.is_ok()) return fail(s.status());
+      if (rep >= 0) tg_rates.push_back(o.tg / *s);
     }
   }
   nlohmann::json j;
-  j["model"] = m->path;
-  j["threads"] = m->pool->n_threads();
-  j["kv_cache_dtype"] = o.kv_dtype;
+  j["model"] = m.path;
+  j["threads"] = m.pool->n_threads();
+  j["kv_cache_dtype"] = o.engine.kv_dtype;
   j["repetitions"] = o.repetitions;
   fmt::print("| test | tokens/s (median of {}) | min | max |\n|---|---|---|---|\n", o.repetitions);
   if (!pp_rates.empty()) {
@@ -200,47 +220,24 @@ nlohmann::json summarize_ms(std::vector<double> v) {
 }
 
 int run_engine_workload(const BenchOptions& o) {
-  auto fail = [](const Status& s) {
-    std::fprintf(stderr, "omnibus bench: %s\n", s.to_string().c_str());
-    return 1;
-  };
   using Clock = std::chrono::steady_clock;
   using Seconds = std::chrono::duration<double>;
   StatusOr<std::pair<int, int>> in_len = parse_len_range("--input-len", o.input_len);
   if (!in_len.is_ok()) return fail(in_len.status());
   StatusOr<std::pair<int, int>> out_len = parse_len_range("--output-len", o.output_len);
   if (!out_len.is_ok()) return fail(out_len.status());
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
-  if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
-  EngineConfig cfg;
-  cfg.max_num_seqs = o.max_num_seqs;
-  cfg.max_num_batched_tokens = o.max_num_batched_tokens;
-  cfg.block_size = o.block_size;
-  cfg.max_model_len = o.max_model_len;
-  cfg.kv_dtype = *kv_dtype;
-  cfg.kv_window_blocks = o.kv_residual_blocks;
-  cfg.enable_prefix_caching = !o.no_prefix_caching;
-  StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
-  if (!policy.is_ok()) return fail(policy.status());
-  cfg.scheduling_policy = *policy;
-  if (!o.kv_cache_memory.empty()) {
-    StatusOr<int64_t> bytes = parse_byte_size(o.kv_cache_memory);
-    if (!bytes.is_ok()) return fail(bytes.status());
-    cfg.kv_cache_bytes = *bytes;
-  }
-  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
-  if (!m.is_ok()) return fail(m.status());
-  cfg.eog_ids = m->tokenizer->eog_ids();
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, cfg);
-  if (!engine.is_ok()) return fail(engine.status());
-  Engine& e = **engine;
+  BenchSetup b;
+  if (Status s = set_up(o, b); !s.is_ok()) return fail(s);
+  const LoadedModel& m = b.m;
+  const EngineConfig& cfg = b.cfg;
+  Engine& e = *b.engine;
 
   // The workload, drawn up front from the seed. Single-turn: one request per
   // unit; multi-turn: a unit is a conversation whose turns follow each other.
   const int n_units = o.num_requests;
   const int n_turns = std::max(1, o.multi_turn);
   const int n = n_units * n_turns;  // requests
-  const int n_vocab = m->model->config().n_vocab;
+  const int n_vocab = m.model->config().n_vocab;
   const int32_t block = e.info().block_size;
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<int32_t> any_token(0, n_vocab - 1);
@@ -275,27 +272,20 @@ int run_engine_workload(const BenchOptions& o) {
     Unit& u = units[size_t(unit)];
     const std::vector<int32_t>& own = u.user[size_t(u.next_turn)];
     u.history.insert(u.history.end(), own.begin(), own.end());
-    Request r;
-    r.prompt = u.history;
-    r.max_tokens = u.max_tokens[size_t(u.next_turn)];
-    r.ignore_eos = true;
-    r.sampling.temperature = 0.0f;
+    Request r = fixed_length_request(u.history, u.max_tokens[size_t(u.next_turn)]);
     ++u.next_turn;
     return r;
   };
   // Warm-up: one short request of unrelated tokens (so it primes no cache
   // entry the workload could hit), so buffers have grown before timing.
   {
-    Request w;
-    w.prompt.resize(shared_prefix.size() + units[0].user[0].size());
-    for (int32_t& tok : w.prompt) tok = any_token(rng);
-    w.max_tokens = std::min(4, units[0].max_tokens[0]);
-    w.ignore_eos = true;
-    w.sampling.temperature = 0.0f;
-    StatusOr<std::shared_ptr<RequestStream>> s = e.submit(w);
-    if (!s.is_ok()) return fail(s.status());
-    while (!(*s)->pop(std::chrono::seconds(600)).value_or(EngineEvent{}).final) {
-    }
+    std::vector<int32_t> warm(shared_prefix.size() + units[0].user[0].size());
+    for (int32_t& tok : warm) tok = any_token(rng);
+    StatusOr<EngineRequest> w = EngineRequest::submit(
+        e, *m.tokenizer,
+        fixed_length_request(std::move(warm), std::min(4, units[0].max_tokens[0])));
+    if (!w.is_ok()) return fail(w.status());
+    if (StatusOr<EngineRequestResult> r = w->wait(); !r.is_ok()) return fail(r.status());
   }
   const EngineStats before = e.stats();
 
@@ -342,7 +332,7 @@ int run_engine_workload(const BenchOptions& o) {
       int64_t reusable = unit_computed[size_t(unit)];
       if (prefix_computed) reusable = std::max<int64_t>(reusable, int64_t(shared_prefix.size()));
       const int64_t expected_cached = std::min(reusable, p - 1) / block * block;
-      n_expected_computed += o.no_prefix_caching ? p : p - expected_cached;
+      n_expected_computed += o.engine.no_prefix_caching ? p : p - expected_cached;
       prefix_computed = true;
       n_input_tokens += p;
       StatusOr<std::shared_ptr<RequestStream>> s = e.submit(std::move(r));
@@ -413,10 +403,10 @@ int run_engine_workload(const BenchOptions& o) {
       queries ? double(after.prefix_cache_hits - before.prefix_cache_hits) / double(queries) : 0.0;
 
   nlohmann::json j;
-  j["model"] = m->path;
-  j["threads"] = m->pool->n_threads();
+  j["model"] = m.path;
+  j["threads"] = m.pool->n_threads();
   j["num_requests"] = n;
-  j["prefix_caching"] = !o.no_prefix_caching;
+  j["prefix_caching"] = !o.engine.no_prefix_caching;
   j["scheduling_policy"] = scheduling_policy_name(e.info().scheduling_policy);
   j["shared_prefix_len"] = o.shared_prefix_len;
   j["multi_turn"] = o.multi_turn;
@@ -495,7 +485,8 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",
              double(j["mean_batch_size"]), double(j["mean_step_tokens"]), steps);
   fmt::print("prefix cache        {}, hit rate {:.1f}% ({} scheduling)\n",
-             o.no_prefix_caching ? "off" : "on", 100 * hit_rate, std::string(j["scheduling_policy"]));
+             o.engine.no_prefix_caching ? "off" : "on", 100 * hit_rate,
+             std::string(j["scheduling_policy"]));
   fmt::print("prompt tokens       {} submitted, {} computed ({:.1f}%), {} expected ({:.1f}%)\n",
              n_input_tokens, n_computed_prompt,
              n_input_tokens ? 100.0 * double(n_computed_prompt) / double(n_input_tokens) : 0.0,
@@ -517,20 +508,14 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "bench",
       "Offline benchmark: single-stream prompt/generation speed, or with --num-requests a "
       "synthetic serving workload through the engine");
-  cmd->add_option("-m,--model", o->model, "GGUF path or bundled model name")->capture_default_str();
+  add_model_flags(*cmd, o->model);
   cmd->add_option("--pp", o->pp, "Prompt tokens processed in one go (0 = skip)")->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--tg", o->tg, "Tokens generated one at a time (0 = skip)")->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
-      ->capture_default_str();
-  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
-                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
-                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
-      ->capture_default_str()->check(CLI::Range(-1, 64));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", o->seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
   // Engine workload mode.
@@ -546,25 +531,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--request-rate", o->request_rate,
                   "Engine mode: Poisson arrivals, requests/s (0 = all at once)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one engine step")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
-                  "Token budget of one engine step (prompt chunks + decodes)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory,
-                  "KV cache pool size, e.g. 2GiB, 512MiB or bytes (default: from available memory)");
-  cmd->add_option("--max-model-len", o->max_model_len,
-                  "Longest prompt + output (0 = the model's context, capped to the pool)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
-  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
-                "Engine mode: turn automatic prefix caching off (for comparisons)");
-  cmd->add_option("--scheduling-policy", o->scheduling_policy,
-                  "Engine mode: admission order of waiting requests: fcfs or cache-aware "
-                  "(longest cached prefix first, with aging)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--shared-prefix-len", o->shared_prefix_len,
                   "Engine mode: every prompt starts with the same N random tokens, then its own "
                   "--input-len tokens")
@@ -573,6 +541,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "Engine mode: --num-requests conversations of this many turns; each turn resends "
                   "the whole history plus a new --input-len user turn (0 = single-turn requests)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 16));
+  add_engine_flags(*cmd, o->engine);
   cmd->callback([o, &exit_code] {
     exit_code = o->num_requests > 0 ? run_engine_workload(*o) : run_single_stream(*o);
   });

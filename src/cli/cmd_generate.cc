@@ -1,11 +1,18 @@
 // `omnibus generate`: one prompt from the terminal, streamed, with timings;
 // with --chat, a conversation: user lines from stdin, each answer rendered
 // through the model's chat template (template/chat_template.h) and streamed
-// until an end-of-generation token. In both modes --stop strings (llama-cli's
-// reverse prompts) end a reply; they are never printed.
+// until an end-of-generation token.
+//
+// Both run on the Engine, one Request per prompt or turn, through
+// EngineRequest (cli/engine_request.h): the text is what /v1/completions
+// returns for the same request. --stop strings end a reply and are never
+// printed (llama-cli's reverse prompts); --min-tokens, --stop-token-ids,
+// --ignore-eos, --seed, --num-completions (the API's n) and --logprobs (in
+// the --json report) mean what the API's fields mean. In --chat the engine's
+// prefix cache keeps the conversation: each turn computes only what its
+// re-rendered prompt adds after the blocks already computed.
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,38 +20,46 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "cli/engine_request.h"
 #include "cli/loaded_model.h"
-#include "engine/sampler.h"
-#include "model/sequence_runner.h"
-#include "server/stop_matcher.h"
+#include "engine/engine.h"
+#include "server/openai_response.h"
 #include "template/chat_template.h"
 
 namespace omnibus {
 namespace {
 
 struct GenerateOptions {
-  std::string model = "smollm2-135m";
+  ModelFlags model;
+  EngineFlags engine;  // the KV format flags only
   std::string prompt;
   std::string prompt_file;
   int n_predict = 128;
-  int threads = 0;
   int ctx_size = 4096;
-  std::string kv_dtype = "f16";
-  int kv_residual_blocks = -1;  // --kv-residual-blocks
   bool ignore_eos = false;
   bool show_special = false;
   SamplingParams sampling;
   int64_t seed = -1;
+  int min_tokens = 0;
+  std::vector<int32_t> stop_token_ids;
+  int n_completions = 1;
+  int logprobs = -1;
+  std::string json_path;
   bool chat = false;
   std::string system;
   std::string chat_template_file;
   std::vector<std::string> stops;  // escapes (\\n, \\t, \\\\) already processed
 };
+
+using Clock = std::chrono::steady_clock;
 
 // "\\n" -> newline, "\\t" -> tab, "\\\\" -> backslash; other characters stay.
 std::string process_escapes(const std::string& in) {
@@ -63,22 +78,39 @@ std::string process_escapes(const std::string& in) {
   return out;
 }
 
-void fail(const Status& s, int& exit_code) {
+int fail(const Status& s) {
   std::fprintf(stderr, "omnibus generate: %s\n", s.to_string().c_str());
-  exit_code = 1;
+  return 1;
 }
 
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
-using Clock = std::chrono::steady_clock;
+// Tokens per second of n tokens in ms milliseconds (0 when there is nothing to rate).
+double rate(int64_t n, double ms) { return n > 0 && ms > 0 ? double(n) * 1e3 / ms : 0.0; }
 
-// One interactive conversation. The KV cache keeps the evaluated tokens;
-// each turn feeds only what the re-rendered conversation adds after them
-// (or starts over when the template re-renders earlier turns differently).
+// The engine request for one prompt (or chat turn), with every generation rule of the flags.
+Request make_request(const GenerateOptions& o, std::vector<int32_t> prompt) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.sampling = o.sampling;
+  r.sampling.n_logprobs = o.logprobs;
+  r.max_tokens = o.n_predict;
+  r.min_tokens = o.min_tokens;
+  r.stop_token_ids = o.stop_token_ids;
+  r.ignore_eos = o.ignore_eos && !o.chat;
+  r.n = o.n_completions;
+  return r;
+}
+
+TextOptions request_options(const GenerateOptions& o) { return {o.stops, o.show_special}; }
+
+// One interactive conversation, one engine request per turn.
 class ChatSession {
  public:
-  ChatSession(const GenerateOptions& o, LoadedModel& m, ChatTemplate tmpl, SequenceRunner& runner)
-      : o_(o), m_(m), tmpl_(std::move(tmpl)), runner_(runner), n_vocab_(m.model->config().n_vocab),
-        sampler_(o.sampling, n_vocab_), logits_(size_t(n_vocab_)) {
+  ChatSession(const GenerateOptions& o, LoadedModel& m, ChatTemplate tmpl, Engine& engine)
+      : o_(o), m_(m), tmpl_(std::move(tmpl)), engine_(engine) {
     const Tokenizer& tok = *m.tokenizer;
     if (tok.bos_id() >= 0) bos_ = tok.token_to_piece(tok.bos_id(), /*render_special=*/true);
     if (tok.eos_id() >= 0) eos_ = tok.token_to_piece(tok.eos_id(), /*render_special=*/true);
@@ -89,69 +121,29 @@ class ChatSession {
   Status turn(const std::string& user) {
     messages_.push_back({"user", user});
     OMNIBUS_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, render_prompt());
-    // Reuse the cached prefix when the new prompt extends what was evaluated.
-    size_t keep = 0;
-    while (keep < evaluated_.size() && keep < prompt.size() && evaluated_[keep] == prompt[keep]) ++keep;
-    if (keep < evaluated_.size() || keep == prompt.size()) {
-      runner_.reset();
-      evaluated_.clear();
-      keep = 0;
-    }
-    const auto t0 = Clock::now();
-    StatusOr<std::span<const float>> l =
-        runner_.eval(std::span<const int32_t>(prompt.data() + keep, prompt.size() - keep));
-    if (!l.is_ok()) return l.status();
-    evaluated_ = prompt;
-    const auto t1 = Clock::now();
-
-    StreamDecoder decoder(*m_.tokenizer, o_.show_special);
-    server::StopMatcher stops(o_.stops);
-    std::vector<int32_t> output;
-    std::string reply;
-    std::string stop_reason = "length";
-    for (int i = 0; i < o_.n_predict; ++i) {
-      std::copy(l->begin(), l->end(), logits_.begin());
-      const SampledToken tok = sampler_.sample(logits_.data(), prompt, output);
-      output.push_back(tok.id);
-      if (m_.tokenizer->is_eog(tok.id)) {
-        stop_reason = "end of generation token";
-        break;
-      }
-      const std::string text = stops.push(decoder.push(tok.id));
-      reply += text;
+    const size_t n_prompt = prompt.size();
+    OMNIBUS_ASSIGN_OR_RETURN(
+        EngineRequest req,
+        EngineRequest::submit(engine_, *m_.tokenizer, make_request(o_, std::move(prompt)),
+                              request_options(o_)));
+    OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait([](int32_t, std::string_view text) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
-      if (stops.stopped()) {
-        stop_reason = "stop string";
-        break;
-      }
-      if (runner_.n_past() >= runner_.n_ctx()) {
-        stop_reason = "context full";
-        break;
-      }
-      if (i + 1 == o_.n_predict) break;
-      const int32_t next = tok.id;
-      l = runner_.eval(std::span<const int32_t>(&next, 1));
-      if (!l.is_ok()) return l.status();
-      evaluated_.push_back(next);
-    }
-    const std::string rest = stops.stopped() ? std::string() : stops.push(decoder.flush()) + stops.flush();
-    reply += rest;
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    }));
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    const auto t2 = Clock::now();
-    messages_.push_back({"assistant", reply});
+    const Completion& c = r.completions[0];
+    messages_.push_back({"assistant", c.text});
 
-    const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
-    const double gen_s = std::chrono::duration<double>(t2 - t1).count();
-    const size_t n_new = prompt.size() - keep;
-    const size_t n_decode = output.empty() ? 0 : output.size() - 1;
-    fmt::print(stderr,
-               "[prompt: {} new tokens ({} cached) in {:.1f} ms ({:.1f} tok/s); generated: {} tokens in "
-               "{:.1f} ms ({:.1f} tok/s), stopped by {}]\n",
-               n_new, keep, prompt_s * 1e3, n_new > 0 ? double(n_new) / prompt_s : 0.0, output.size(),
-               gen_s * 1e3, n_decode > 0 ? double(n_decode) / gen_s : 0.0, stop_reason);
+    const size_t keep = size_t(r.n_cached_tokens);
+    const double prompt_ms = ms_between(r.submitted, r.first_token);
+    const double gen_ms = ms_between(r.first_token, c.end);
+    fmt::print(
+        stderr,
+        "[prompt: {} new tokens ({} cached) in {:.1f} ms ({:.1f} tok/s); generated: {} tokens in "
+        "{:.1f} ms ({:.1f} tok/s), stopped by {}]\n",
+        n_prompt - keep, keep, prompt_ms, rate(int64_t(n_prompt - keep), prompt_ms), c.n_tokens,
+        gen_ms, rate(c.n_tokens - 1, gen_ms), c.stopped_by);
     return Status::ok();
   }
 
@@ -164,12 +156,13 @@ class ChatSession {
       // The template may write the BOS text itself; then the tokenizer must not add another.
       const bool has_bos = !bos_.empty() && text.compare(0, bos_.size(), bos_) == 0;
       std::vector<int32_t> ids = m_.tokenizer->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
-      if (int64_t(ids.size()) + o_.n_predict <= runner_.n_ctx()) return ids;
+      if (int64_t(ids.size()) + o_.n_predict <= o_.ctx_size) return ids;
       const size_t first = !messages_.empty() && messages_[0].role == "system" ? 1 : 0;
       if (messages_.size() <= first + 1) {
         return Status::invalid_argument(
-            "the message ({} tokens) plus {} tokens to generate exceeds the context size {} (raise --ctx-size)",
-            ids.size(), o_.n_predict, runner_.n_ctx());
+            "the message ({} tokens) plus {} tokens to generate exceeds the context size {} (raise "
+            "--ctx-size)",
+            ids.size(), o_.n_predict, o_.ctx_size);
       }
       // Drop the oldest user message and the replies up to the next user message.
       auto end = messages_.begin() + std::ptrdiff_t(first) + 1;
@@ -181,32 +174,24 @@ class ChatSession {
   const GenerateOptions& o_;
   LoadedModel& m_;
   const ChatTemplate tmpl_;
-  SequenceRunner& runner_;
-  const int32_t n_vocab_;
-  Sampler sampler_;
-  std::vector<float> logits_;
+  Engine& engine_;
   std::string bos_, eos_;
   std::vector<ChatMessage> messages_;
-  std::vector<int32_t> evaluated_;  // the tokens in the KV cache, in order
 };
 
-int run_chat(GenerateOptions& o, LoadedModel& m, DType kv_dtype) {
-  int exit_code = 0;
+int run_chat(const GenerateOptions& o, LoadedModel& m, Engine& engine) {
   StatusOr<ChatTemplate> tmpl = Status::internal("unset");
   if (!o.chat_template_file.empty()) {
     std::ifstream in(o.chat_template_file, std::ios::binary);
-    if (!in) return fail(Status::not_found("cannot read chat template '{}'", o.chat_template_file), exit_code), exit_code;
+    if (!in) return fail(Status::not_found("cannot read chat template '{}'", o.chat_template_file));
     std::stringstream ss;
     ss << in.rdbuf();
     tmpl = ChatTemplate::parse(ss.str());
   } else {
     tmpl = chat_template_from_gguf(*m.file);
   }
-  if (!tmpl.is_ok()) return fail(tmpl.status(), exit_code), exit_code;
-  StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m.model, o.ctx_size, kv_dtype, 16, o.kv_residual_blocks);
-  if (!runner.is_ok()) return fail(runner.status(), exit_code), exit_code;
-  ChatSession session(o, m, *tmpl, **runner);
+  if (!tmpl.is_ok()) return fail(tmpl.status());
+  ChatSession session(o, m, *tmpl, engine);
 
   const bool interactive = isatty(STDIN_FILENO);
   if (interactive) fmt::print(stderr, "chat with {} (end with Ctrl-D)\n", m.path);
@@ -226,108 +211,121 @@ int run_chat(GenerateOptions& o, LoadedModel& m, DType kv_dtype) {
     }
     const std::string user = std::move(pending.front());
     pending.erase(pending.begin());
-    if (Status s = session.turn(user); !s.is_ok()) return fail(s, exit_code), exit_code;
+    if (Status s = session.turn(user); !s.is_ok()) return fail(s);
   }
   if (interactive) std::fputc('\n', stdout);
-  return exit_code;
+  return 0;
+}
+
+// The --json report: what /v1/completions returns for the same request.
+Status write_json(const GenerateOptions& o, const LoadedModel& m, const EngineRequestResult& r) {
+  nlohmann::json j;
+  j["object"] = "text_completion";
+  j["model"] = m.path;
+  nlohmann::json choices = nlohmann::json::array();
+  int64_t completion_tokens = 0;
+  for (size_t i = 0; i < r.completions.size(); ++i) {
+    const Completion& c = r.completions[i];
+    nlohmann::json lp = nullptr;
+    if (o.logprobs >= 0) server::append_completion_logprobs(*m.tokenizer, c.logprobs, lp);
+    choices.push_back(
+        {{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+    completion_tokens += c.n_tokens;
+  }
+  j["choices"] = std::move(choices);
+  j["usage"] = server::usage_json(r.n_prompt_tokens, completion_tokens, r.n_cached_tokens);
+  std::ofstream out(o.json_path);
+  out << j.dump(2) << "\n";
+  if (!out) return Status::io("cannot write '{}'", o.json_path);
+  return Status::ok();
+}
+
+int run_one_shot(const GenerateOptions& o, LoadedModel& m, Engine& engine) {
+  std::vector<int32_t> prompt =
+      m.tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (prompt.empty()) return fail(Status::invalid_argument("the prompt is empty"));
+  if (int64_t(prompt.size()) + o.n_predict > o.ctx_size) {
+    return fail(
+        Status::invalid_argument("prompt ({} tokens) plus {} tokens to generate exceeds the "
+                                 "context size {} (raise --ctx-size)",
+                                 prompt.size(), o.n_predict, o.ctx_size));
+  }
+  StatusOr<EngineRequest> req = EngineRequest::submit(
+      engine, *m.tokenizer, make_request(o, std::move(prompt)), request_options(o));
+  if (!req.is_ok()) return fail(req.status());
+  // One completion streams as it comes; several are printed one after another at the end.
+  const bool streaming = o.n_completions == 1;
+  if (streaming) {
+    std::fputs(o.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  StatusOr<EngineRequestResult> r = req->wait([streaming](int32_t, std::string_view text) {
+    if (!streaming) return;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (!r.is_ok()) return fail(r.status());
+  for (size_t i = 0; i < r->completions.size(); ++i) {
+    if (!streaming)
+      fmt::print("--- completion {} of {} ---\n{}{}", i + 1, o.n_completions, o.prompt,
+                 r->completions[i].text);
+    std::fputc('\n', stdout);
+  }
+  std::fflush(stdout);
+
+  // The first token of a completion comes from the prompt's logits; the
+  // others each cost one decode step.
+  const double prompt_ms = ms_between(r->first_scheduled, r->first_token);
+  fmt::print(stderr, "\nprompt: {} tokens in {:.1f} ms ({:.1f} tok/s)\n", r->n_prompt_tokens,
+             prompt_ms, rate(r->n_prompt_tokens, prompt_ms));
+  for (size_t i = 0; i < r->completions.size(); ++i) {
+    const Completion& c = r->completions[i];
+    const double gen_ms = ms_between(r->first_token, c.end);
+    fmt::print(stderr, "{}generated: {} tokens in {:.1f} ms ({:.1f} tok/s), stopped by {}\n",
+               streaming ? "" : fmt::format("completion {}: ", i + 1), c.n_tokens, gen_ms,
+               rate(c.n_tokens - 1, gen_ms), c.stopped_by);
+  }
+  if (!o.json_path.empty()) {
+    if (Status s = write_json(o, m, *r); !s.is_ok()) return fail(s);
+  }
+  return 0;
 }
 
 int run_generate(GenerateOptions& o) {
-  int exit_code = 0;
   if (!o.prompt_file.empty()) {
     std::ifstream in(o.prompt_file, std::ios::binary);
-    if (!in) {
-      fail(Status::not_found("cannot read prompt file '{}'", o.prompt_file), exit_code);
-      return exit_code;
-    }
+    if (!in) return fail(Status::not_found("cannot read prompt file '{}'", o.prompt_file));
     std::stringstream ss;
     ss << in.rdbuf();
     o.prompt = ss.str();
   }
   for (std::string& stop : o.stops) {
     stop = process_escapes(stop);
-    if (stop.empty()) return fail(Status::invalid_argument("--stop: a stop string is empty"), exit_code), exit_code;
+    if (stop.empty()) return fail(Status::invalid_argument("--stop: a stop string is empty"));
+  }
+  if (o.chat && (o.n_completions != 1 || o.logprobs >= 0 || !o.json_path.empty())) {
+    return fail(Status::invalid_argument(
+        "--num-completions, --logprobs and --json are for one-shot prompts, not --chat"));
   }
   if (o.seed >= 0) {
     o.sampling.seed = uint64_t(o.seed);
     o.sampling.has_seed = true;
   }
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
-  if (!kv_dtype.is_ok()) return fail(kv_dtype.status(), exit_code), exit_code;
-  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
-  if (!m.is_ok()) return fail(m.status(), exit_code), exit_code;
-  const int32_t n_vocab = m->model->config().n_vocab;
-  if (Status s = validate(o.sampling, n_vocab); !s.is_ok()) return fail(s, exit_code), exit_code;
-  if (o.chat) return run_chat(o, *m, *kv_dtype);
-
-  std::vector<int32_t> prompt = m->tokenizer->encode(o.prompt, /*add_special=*/true,
-                                                     /*parse_special=*/true);
-  if (prompt.empty()) {
-    return fail(Status::invalid_argument("the prompt is empty"), exit_code), exit_code;
+  StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
+  if (!cfg.is_ok()) return fail(cfg.status());
+  StatusOr<LoadedModel> m = load_model_for_cli(o.model);
+  if (!m.is_ok()) return fail(m.status());
+  const int32_t n_ctx_train = m->model->config().n_ctx_train;
+  if (n_ctx_train > 0 && o.ctx_size > n_ctx_train) {
+    return fail(Status::invalid_argument("--ctx-size {} exceeds the model's context length {}",
+                                         o.ctx_size, n_ctx_train));
   }
-  if (int64_t(prompt.size()) + o.n_predict > o.ctx_size) {
-    return fail(Status::invalid_argument(
-                    "prompt ({} tokens) plus {} tokens to generate exceeds the context size {} "
-                    "(raise --ctx-size)",
-                    prompt.size(), o.n_predict, o.ctx_size),
-                exit_code),
-           exit_code;
-  }
-  StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m->model, o.ctx_size, *kv_dtype, 16, o.kv_residual_blocks);
-  if (!runner.is_ok()) return fail(runner.status(), exit_code), exit_code;
-
-  std::fputs(o.prompt.c_str(), stdout);
-  std::fflush(stdout);
-
-  Sampler sampler(o.sampling, n_vocab);
-  StreamDecoder decoder(*m->tokenizer, o.show_special);
-  server::StopMatcher stops(o.stops);
-  std::vector<int32_t> output;
-  std::vector<float> logits(static_cast<size_t>(n_vocab));
-
-  const auto t0 = Clock::now();
-  StatusOr<std::span<const float>> l = (*runner)->eval(prompt);
-  if (!l.is_ok()) return fail(l.status(), exit_code), exit_code;
-  const auto t1 = Clock::now();
-  std::string stop_reason = "length";
-  for (int i = 0; i < o.n_predict; ++i) {
-    std::copy(l->begin(), l->end(), logits.begin());
-    const SampledToken tok = sampler.sample(logits.data(), prompt, output);
-    output.push_back(tok.id);
-    if (!o.ignore_eos && m->tokenizer->is_eog(tok.id)) {
-      stop_reason = "end of generation token";
-      break;
-    }
-    const std::string text = stops.push(decoder.push(tok.id));
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    if (stops.stopped()) {
-      stop_reason = "stop string";
-      break;
-    }
-    if (i + 1 == o.n_predict) break;
-    const int32_t next = tok.id;
-    l = (*runner)->eval(std::span<const int32_t>(&next, 1));
-    if (!l.is_ok()) return fail(l.status(), exit_code), exit_code;
-  }
-  const std::string rest = stops.stopped() ? std::string() : stops.push(decoder.flush()) + stops.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-  const auto t2 = Clock::now();
-
-  const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
-  const double gen_s = std::chrono::duration<double>(t2 - t1).count();
-  // The first generated token comes from the prompt's logits; the others each
-  // cost one decode step.
-  const size_t n_decode = output.empty() ? 0 : output.size() - 1;
-  fmt::print(stderr,
-             "\nprompt: {} tokens in {:.1f} ms ({:.1f} tok/s)\n"
-             "generated: {} tokens in {:.1f} ms ({:.1f} tok/s), stopped by {}\n",
-             prompt.size(), prompt_s * 1e3, double(prompt.size()) / prompt_s, output.size(),
-             gen_s * 1e3, n_decode > 0 ? double(n_decode) / gen_s : 0.0, stop_reason);
-  return exit_code;
+  cfg->max_model_len = o.ctx_size;
+  cfg->max_num_seqs = o.n_completions;
+  cfg->eog_ids = m->tokenizer->eog_ids();
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, *cfg);
+  if (!engine.is_ok()) return fail(engine.status());
+  return o.chat ? run_chat(o, *m, **engine) : run_one_shot(o, *m, **engine);
 }
 
 }  // namespace
@@ -336,7 +334,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate a continuation of one prompt, streamed to the terminal, with timings");
-  cmd->add_option("-m,--model", o->model, "GGUF path or bundled model name")->capture_default_str();
+  add_model_flags(*cmd, o->model);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (special tokens like <|im_start|> are recognised)");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->capture_default_str()
@@ -353,16 +351,29 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "Frequency penalty")
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "RNG seed (-1 = random)")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "RNG seed (-1 = random); completion i uses seed + i")
+      ->capture_default_str();
+  cmd->add_option("--min-tokens", o->min_tokens,
+                  "End-of-generation and --stop-token-ids tokens are suppressed until this many "
+                  "were generated")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--stop-token-ids", o->stop_token_ids,
+                  "Token ids that end a completion (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--num-completions", o->n_completions,
+                  "Completions of the prompt (the API's n), printed one after another")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
+  cmd->add_option(
+         "--logprobs", o->logprobs,
+         "With --json: each token's logprob and this many alternatives (the API's logprobs)")
+      ->check(CLI::Range(0, 20));
+  cmd->add_option("--json", o->json_path,
+                  "Also write the completions as a /v1/completions response body to this file");
   cmd->add_option("-c,--ctx-size", o->ctx_size, "Context size in tokens")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
-      ->capture_default_str();
-  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
-                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
-                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
-      ->capture_default_str()->check(CLI::Range(-1, 64));
+  add_kv_format_flags(*cmd, o->engine);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--show-special", o->show_special, "Print special tokens' text");
   cmd->add_flag("--chat", o->chat,

@@ -4,8 +4,15 @@
 // empty cache (its first token replaced by BOS when the model adds one) and
 // only the second half of each chunk is scored, so every scored token has at
 // least ctx-size/2 tokens of context.
+//
+// It runs on the Engine: one request per chunk, whose prompt logprobs
+// (Request::prompt_logprobs, the engine's log-softmax of each prompt token)
+// give the scores. Outputs are batch-invariant, so chunks in flight together
+// and -b (the engine's token budget per step) change no bit of the result.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -15,32 +22,27 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "cli/engine_request.h"
 #include "cli/loaded_model.h"
-#include "model/sequence_runner.h"
+#include "engine/engine.h"
 #include "util/progress.h"
 
 namespace omnibus {
 namespace {
 
 struct PerplexityOptions {
-  std::string model = "smollm2-135m";
+  ModelFlags model;
+  EngineFlags engine;  // the KV format flags only
   std::string file;
   int ctx_size = 512;
-  int threads = 0;
   int batch = 512;
   int max_chunks = -1;
-  std::string kv_dtype = "f16";
-  int kv_residual_blocks = -1;  // --kv-residual-blocks
 };
 
-// -log p(target) from one row of logits, in double precision.
-double nll_of(std::span<const float> logits, int32_t target) {
-  float max = logits[0];
-  for (float v : logits) max = std::max(max, v);
-  double sum = 0;
-  for (float v : logits) sum += std::exp(double(v) - double(max));
-  return -(double(logits[size_t(target)]) - double(max) - std::log(sum));
-}
+// Chunks in flight at once: the next one is queued while one is scored, so
+// the engine never waits for this thread.
+constexpr int kChunksInFlight = 2;
 
 int run_perplexity(const PerplexityOptions& o) {
   auto fail = [](const Status& s) {
@@ -51,9 +53,9 @@ int run_perplexity(const PerplexityOptions& o) {
   if (!in) return fail(Status::not_found("cannot read '{}'", o.file));
   std::stringstream ss;
   ss << in.rdbuf();
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
-  if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
-  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
+  StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
+  if (!cfg.is_ok()) return fail(cfg.status());
+  StatusOr<LoadedModel> m = load_model_for_cli(o.model);
   if (!m.is_ok()) return fail(m.status());
 
   std::vector<int32_t> tokens = m->tokenizer->encode(ss.str(), /*add_special=*/true,
@@ -64,42 +66,63 @@ int run_perplexity(const PerplexityOptions& o) {
         "'{}' has {} tokens; perplexity at context {} needs at least {}", o.file, tokens.size(),
         n_ctx, 2 * n_ctx));
   }
+  // A request generates at least one token after its prompt (the chunk).
+  const int32_t n_ctx_train = m->model->config().n_ctx_train;
+  if (n_ctx_train > 0 && n_ctx >= n_ctx_train) {
+    return fail(Status::invalid_argument(
+        "--ctx-size {} must be below the model's context length {}", n_ctx, n_ctx_train));
+  }
   int n_chunks = int(tokens.size() / size_t(n_ctx));
   if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}, kv cache {}\n", tokens.size(),
-             n_chunks, n_ctx, o.kv_dtype);
+             n_chunks, n_ctx, o.engine.kv_dtype);
 
-  StatusOr<std::unique_ptr<SequenceRunner>> runner =
-      SequenceRunner::create(*m->model, n_ctx, *kv_dtype, 16, o.kv_residual_blocks);
-  if (!runner.is_ok()) return fail(runner.status());
+  cfg->max_model_len = n_ctx + 1;
+  cfg->max_num_batched_tokens = o.batch;
+  cfg->max_num_seqs = kChunksInFlight;
+  cfg->eog_ids = m->tokenizer->eog_ids();
+  cfg->log_startup = false;
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, *cfg);
+  if (!engine.is_ok()) return fail(engine.status());
   const int32_t bos = m->tokenizer->bos_id();
   // The model adds BOS iff encoding the empty string with special tokens yields it.
   const bool add_bos = bos >= 0 && m->tokenizer->encode("", true, false) == std::vector<int32_t>{bos};
-  const size_t n_vocab = size_t(m->model->config().n_vocab);
+  // One request per chunk: its prompt logprobs score every token from the
+  // second on; the second half is counted. Each chunk starts from an empty
+  // cache (prompt logprobs bypass the prefix cache).
+  auto submit = [&](int c) {
+    Request r;
+    r.prompt.assign(tokens.begin() + int64_t(c) * n_ctx, tokens.begin() + int64_t(c + 1) * n_ctx);
+    if (add_bos) r.prompt[0] = bos;
+    r.prompt_logprobs = 0;
+    r.max_tokens = 1;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.0f;
+    return EngineRequest::submit(**engine, *m->tokenizer, std::move(r));
+  };
   const int first = n_ctx / 2;
   double nll = 0;
   int64_t count = 0;
   ProgressBar bar("evaluating", uint64_t(n_chunks), "chunks");
-  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
+  std::deque<EngineRequest> in_flight;
+  int next = 0;
   for (int c = 0; c < n_chunks; ++c) {
-    std::copy(tokens.begin() + int64_t(c) * n_ctx, tokens.begin() + int64_t(c + 1) * n_ctx,
-              chunk.begin());
-    if (add_bos && bos >= 0) chunk[0] = bos;
-    (*runner)->reset();
-    // The unscored first half needs no logits (the output head is most of a
-    // small model's prompt cost); splitting the chunk there changes no bit of
-    // the second half's (batch invariance).
-    const std::span<const int32_t> whole(chunk);
-    if (first > 0) {
-      StatusOr<std::span<const float>> head = (*runner)->eval(whole.first(size_t(first)), false, o.batch);
-      if (!head.is_ok()) return fail(head.status());
+    for (; next < n_chunks && next < c + kChunksInFlight; ++next) {
+      StatusOr<EngineRequest> r = submit(next);
+      if (!r.is_ok()) return fail(r.status());
+      in_flight.push_back(std::move(r).value());
     }
-    StatusOr<std::span<const float>> logits = (*runner)->eval(whole.subspan(size_t(first)), true, o.batch);
-    if (!logits.is_ok()) return fail(logits.status());
-    // Targets are the original tokens (the BOS substitution only affects input).
-    const int32_t* target = tokens.data() + int64_t(c) * n_ctx;
+    StatusOr<EngineRequestResult> r = in_flight.front().wait();
+    in_flight.pop_front();
+    if (!r.is_ok()) return fail(r.status());
+    // Entry i scores prompt token i + 1 from the tokens before it; the BOS
+    // substitution only changed the input of token 0, which is never a target.
+    const std::vector<PromptLogprob>& lp = r->prompt_logprobs;
+    if (int64_t(lp.size()) != n_ctx - 1) {
+      return fail(Status::internal("{} prompt logprobs for a chunk of {}", lp.size(), n_ctx));
+    }
     for (int j = first; j < n_ctx - 1; ++j) {
-      nll += nll_of(logits->subspan(size_t(j - first) * n_vocab, n_vocab), target[j + 1]);
+      nll -= double(lp[size_t(j)].logprob);
       ++count;
     }
     bar.update(uint64_t(c + 1));
@@ -116,7 +139,7 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<PerplexityOptions>();
   CLI::App* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text file (same method as llama.cpp's llama-perplexity)");
-  cmd->add_option("-m,--model", o->model, "GGUF path or bundled model name")->capture_default_str();
+  add_model_flags(*cmd, o->model);
   cmd->add_option("-f,--file", o->file, "Text file to evaluate")->required();
   cmd->add_option("-c,--ctx-size", o->ctx_size, "Tokens per chunk")->capture_default_str()
       ->check(CLI::Range(8, 1 << 20));
@@ -124,13 +147,7 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--chunks", o->max_chunks, "Evaluate at most this many chunks (-1 = all)")
       ->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
-      ->capture_default_str();
-  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
-                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
-                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
-      ->capture_default_str()->check(CLI::Range(-1, 64));
+  add_kv_format_flags(*cmd, o->engine);
   cmd->callback([o, &exit_code] { exit_code = run_perplexity(*o); });
 }
 

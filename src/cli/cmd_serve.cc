@@ -20,11 +20,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
-#include "engine/scheduler_policy.h"
-#include "kv/kv_cache_size.h"
-#include "kv/kv_storage.h"
 #include "server/api_server.h"
 #include "server/http_transport.h"
 #include "template/chat_template.h"
@@ -33,26 +31,16 @@ namespace omnibus {
 namespace {
 
 struct ServeOptions {
-  std::string model = "smollm2-135m";
+  ModelFlags model;
+  EngineFlags engine;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
   std::string served_model_name;  // "": the -m argument
-  int threads = 0;
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_waiting = 1024;
   double grace_period_s = 30.0;
-  // Engine.
-  int max_num_seqs = 256;
-  int max_num_batched_tokens = 512;
-  int block_size = 16;
-  int max_model_len = 0;
-  std::string kv_cache_memory;
-  std::string kv_dtype = "f16";
-  int kv_residual_blocks = -1;  // --kv-residual-blocks
-  bool no_prefix_caching = false;
-  std::string scheduling_policy = "cache-aware";
 };
 
 // Signals are blocked in every thread; this thread takes them with sigwait.
@@ -110,27 +98,11 @@ int run_serve(const ServeOptions& o) {
   // (its thread lives until the process ends).
   SignalWaiter& signals = *new SignalWaiter();
 
-  EngineConfig cfg;
-  cfg.max_num_seqs = o.max_num_seqs;
-  cfg.max_num_batched_tokens = o.max_num_batched_tokens;
-  cfg.block_size = o.block_size;
-  cfg.max_model_len = o.max_model_len;
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
-  if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
-  cfg.kv_dtype = *kv_dtype;
-  cfg.kv_window_blocks = o.kv_residual_blocks;
-  cfg.enable_prefix_caching = !o.no_prefix_caching;
-  StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
-  if (!policy.is_ok()) return fail(policy.status());
-  cfg.scheduling_policy = *policy;
-  if (!o.kv_cache_memory.empty()) {
-    StatusOr<int64_t> bytes = parse_byte_size(o.kv_cache_memory);
-    if (!bytes.is_ok()) return fail(bytes.status());
-    cfg.kv_cache_bytes = *bytes;
-  }
+  StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
+  if (!cfg.is_ok()) return fail(cfg.status());
 
   server::ApiConfig api_cfg;
-  api_cfg.served_model_name = o.served_model_name.empty() ? o.model : o.served_model_name;
+  api_cfg.served_model_name = o.served_model_name.empty() ? o.model.model : o.served_model_name;
   api_cfg.api_key = o.api_key;
   api_cfg.max_waiting = o.max_waiting;
   auto api = std::make_unique<server::ApiServer>(api_cfg);
@@ -144,10 +116,10 @@ int run_serve(const ServeOptions& o) {
   fmt::print(stderr, "omnibus serve: listening on http://{}:{} (model '{}' loading; /health is 503 until ready)\n",
              o.host, (*transport)->port(), api_cfg.served_model_name);
 
-  StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
+  StatusOr<LoadedModel> m = load_model_for_cli(o.model);
   if (!m.is_ok()) return fail(m.status());
-  cfg.eog_ids = m->tokenizer->eog_ids();
-  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, cfg);
+  cfg->eog_ids = m->tokenizer->eog_ids();
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, *cfg);
   if (!engine.is_ok()) return fail(engine.status());
 
   server::Backend backend;
@@ -210,7 +182,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /metrics) with a chat page at /");
-  cmd->add_option("-m,--model", o->model, "GGUF path or bundled model name")->capture_default_str();
+  add_model_flags(*cmd, o->model);
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to listen on (0 = any free port)")->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -219,7 +191,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->envname("OMNIBUS_API_KEY");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "Model name in the API (default: the -m argument)");
-  cmd->add_option("-t,--threads", o->threads, "Compute threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads, "I/O threads for HTTP connections")->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413")
@@ -230,29 +201,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--grace-period", o->grace_period_s,
                   "Seconds running requests may take to finish after SIGINT/SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Most sequences in one engine step")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
-                  "Token budget of one engine step (prompt chunks + decodes)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory,
-                  "KV cache pool size, e.g. 512MiB (default: from the available memory)");
-  cmd->add_option("--max-model-len", o->max_model_len,
-                  "Longest prompt + completion in tokens (0 = the model's, capped to the pool)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--kv-cache-dtype", o->kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
-      ->capture_default_str();
-  cmd->add_option("--kv-residual-blocks", o->kv_residual_blocks,
-                  "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
-                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
-      ->capture_default_str()->check(CLI::Range(-1, 64));
-  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
-                "Do not reuse the KV blocks of prompt prefixes computed before");
-  cmd->add_option("--scheduling-policy", o->scheduling_policy,
-                  "Waiting-queue order: cache-aware (longest cached prefix first, with aging) or fcfs")
-      ->capture_default_str();
+  add_engine_flags(*cmd, o->engine);
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
 

@@ -7,12 +7,13 @@
 
 namespace omnibus {
 
-StatusOr<LoadedModel> load_model_for_cli(const std::string& model, int threads) {
+StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
+  const std::string& model = flags.model;
   LoadedModel m;
   OMNIBUS_ASSIGN_OR_RETURN(m.path, resolve_model_path(model));
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(m.path));
   m.file = std::move(file);
-  m.pool = std::make_unique<ThreadPool>(threads);
+  m.pool = std::make_unique<ThreadPool>(flags.threads);
   {
     ProgressBar bar("loading " + model, 0, "MiB", double(1 << 20));
     OMNIBUS_ASSIGN_OR_RETURN(m.model,

@@ -14,6 +14,12 @@
 
 namespace omnibus {
 
+// -m and -t (cli/engine_flags.h declares them).
+struct ModelFlags {
+  std::string model = "smollm2-135m";  // a GGUF path or a bundled name
+  int threads = 0;                     // 0 = all cores
+};
+
 struct LoadedModel {
   std::string path;
   std::shared_ptr<const GgufFile> file;
@@ -22,7 +28,6 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-// `model` is a path or bundled name; threads 0 = all cores.
-StatusOr<LoadedModel> load_model_for_cli(const std::string& model, int threads);
+StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags);
 
 }  // namespace omnibus

@@ -14,7 +14,7 @@
 #include "engine/sampler.h"
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
-#include "model/sequence_runner.h"
+#include "model/sequence_runner_testing.h"
 #include "model/tiny_model.h"
 
 namespace omnibus {

@@ -35,7 +35,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
-#include "model/sequence_runner.h"
+#include "model/sequence_runner_testing.h"
 #include "util/sanitizers.h"
 
 namespace omnibus::golden {

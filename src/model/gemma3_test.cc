@@ -13,7 +13,7 @@
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/reference_testing.h"
-#include "model/sequence_runner.h"
+#include "model/sequence_runner_testing.h"
 #include "model/tiny_model.h"
 
 namespace omnibus {

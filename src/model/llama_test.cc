@@ -18,7 +18,7 @@
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 #include "model/reference_testing.h"
-#include "model/sequence_runner.h"
+#include "model/sequence_runner_testing.h"
 #include "model/tiny_model.h"
 
 namespace omnibus {

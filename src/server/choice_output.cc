@@ -49,8 +49,13 @@ std::string token_display(const Tokenizer& tok, int32_t id) {
   return out;
 }
 
-ChoiceOutput::ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs, size_t text_base)
-    : tok_(tok), decoder_(tok), stop_(std::move(stops)), want_logprobs_(want_logprobs), piece_bytes_(text_base) {}
+ChoiceOutput::ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs,
+                           size_t text_base, bool render_special)
+    : tok_(tok),
+      decoder_(tok, render_special),
+      stop_(std::move(stops)),
+      want_logprobs_(want_logprobs),
+      piece_bytes_(text_base) {}
 
 ChoiceDelta ChoiceOutput::on_event(const EngineEvent& e) {
   ChoiceDelta d;

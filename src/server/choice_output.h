@@ -40,8 +40,10 @@ struct ChoiceDelta {
 class ChoiceOutput {
  public:
   // REQUIRES: tok outlives this. text_base: bytes already in the choice's text
-  // before the completion (the echoed prompt), for text_offset.
-  ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs, size_t text_base);
+  // before the completion (the echoed prompt), for text_offset. render_special:
+  // special tokens' text is printed (the CLI's --show-special).
+  ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs,
+               size_t text_base, bool render_special = false);
 
   // One of this sequence's events. Ignored (empty delta) once finished().
   ChoiceDelta on_event(const EngineEvent& e);

@@ -1,8 +1,9 @@
-// SequenceRunner: drives one sequence through a Model with a private KV
-// cache whose block table is simply 0, 1, 2, ... It is the smallest correct
-// way to use the model — for perplexity, single-stream benchmarks and tests
-// that compare against a reference engine — and the baseline the batched
-// engine must reproduce bit for bit.
+// SequenceRunner (a test helper): drives one sequence through a Model with a
+// private KV cache whose block table is simply 0, 1, 2, ... It is the smallest
+// correct way to use the model, and the reference the batched engine must
+// reproduce bit for bit: model tests (*_test.cc, forward_golden_testing.h) and
+// engine tests (engine_test_util.h) compare against it. No command uses it:
+// generate, bench and perplexity run on the Engine (engine/engine.h).
 //
 // Thread-safety: one thread at a time.
 #pragma once

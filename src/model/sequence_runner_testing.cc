@@ -1,4 +1,4 @@
-#include "model/sequence_runner.h"
+#include "model/sequence_runner_testing.h"
 
 #include <algorithm>
 

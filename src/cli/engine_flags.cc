@@ -1,0 +1,78 @@
+#include "cli/engine_flags.h"
+
+#include "engine/scheduler_policy.h"
+#include "kv/kv_cache_size.h"
+#include "kv/kv_storage.h"
+
+namespace omnibus {
+namespace {
+
+// The KV format's two fields of EngineConfig (kept apart: their types and
+// names follow kv/).
+Status set_kv_format(const EngineFlags& f, EngineConfig& cfg) {
+  OMNIBUS_ASSIGN_OR_RETURN(cfg.kv_dtype, parse_kv_dtype(f.kv_dtype));
+  cfg.kv_window_blocks = f.kv_residual_blocks;
+  return Status::ok();
+}
+
+}  // namespace
+
+void add_model_flags(CLI::App& cmd, ModelFlags& f) {
+  cmd.add_option("-m,--model", f.model, "GGUF path or bundled model name")->capture_default_str();
+  cmd.add_option("-t,--threads", f.threads, "Compute threads (0 = all cores)")
+      ->capture_default_str();
+}
+
+void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--kv-cache-dtype", f.kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
+      ->capture_default_str();
+  cmd.add_option("--kv-residual-blocks", f.kv_residual_blocks,
+                 "q4/kivi2: completed KV blocks a query still reads in fp16 besides its open one "
+                 "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 64));
+}
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--max-num-seqs", f.max_num_seqs, "Most sequences in one engine step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
+                 "Token budget of one engine step (prompt chunks + decodes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--block-size", f.block_size, "KV cache block size in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option(
+      "--kv-cache-memory", f.kv_cache_memory,
+      "KV cache pool size, e.g. 2GiB, 512MiB or bytes (default: from the available memory)");
+  cmd.add_option("--max-model-len", f.max_model_len,
+                 "Longest prompt + completion in tokens (0 = the model's, capped to the pool)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  add_kv_format_flags(cmd, f);
+  cmd.add_flag("--no-prefix-caching", f.no_prefix_caching,
+               "Do not reuse the KV blocks of prompt prefixes computed before");
+  cmd.add_option(
+         "--scheduling-policy", f.scheduling_policy,
+         "Waiting-queue order: cache-aware (longest cached prefix first, with aging) or fcfs")
+      ->capture_default_str();
+}
+
+StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
+  EngineConfig cfg;
+  cfg.max_num_seqs = f.max_num_seqs;
+  cfg.max_num_batched_tokens = f.max_num_batched_tokens;
+  cfg.block_size = f.block_size;
+  cfg.max_model_len = f.max_model_len;
+  OMNIBUS_RETURN_IF_ERROR(set_kv_format(f, cfg));
+  cfg.enable_prefix_caching = !f.no_prefix_caching;
+  OMNIBUS_ASSIGN_OR_RETURN(cfg.scheduling_policy, parse_scheduling_policy(f.scheduling_policy));
+  if (!f.kv_cache_memory.empty()) {
+    OMNIBUS_ASSIGN_OR_RETURN(cfg.kv_cache_bytes, parse_byte_size(f.kv_cache_memory));
+  }
+  return cfg;
+}
+
+}  // namespace omnibus

@@ -1,0 +1,49 @@
+// The flags every subcommand that runs a model shares, declared once: the
+// model and its threads (ModelFlags, cli/loaded_model.h), and the Engine's
+// scheduling, KV pool and KV format settings (EngineFlags), with their
+// mapping into EngineConfig.
+//
+//   serve, bench:          add_model_flags + add_engine_flags (all of them)
+//   generate, perplexity:  add_model_flags + add_kv_format_flags (the KV
+//                          format only; their context and batch flags set
+//                          the rest of the EngineConfig)
+//
+// Thread-safety: values and pure functions; the add_* functions register
+// references to the flag structs, which must outlive the CLI::App's parse.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "cli/loaded_model.h"
+#include "engine/engine.h"
+#include "util/status.h"
+
+namespace omnibus {
+
+struct EngineFlags {
+  int max_num_seqs = 256;            // --max-num-seqs
+  int max_num_batched_tokens = 512;  // --max-num-batched-tokens
+  int block_size = 16;               // --block-size
+  int max_model_len = 0;             // --max-model-len
+  std::string kv_cache_memory;       // --kv-cache-memory; "": from the available memory
+  std::string kv_dtype = "f16";      // --kv-cache-dtype
+  int kv_residual_blocks = -1;       // --kv-residual-blocks; -1: the format's default
+  bool no_prefix_caching = false;    // --no-prefix-caching
+  std::string scheduling_policy = "cache-aware";  // --scheduling-policy
+};
+
+// -m,--model and -t,--threads.
+void add_model_flags(CLI::App& cmd, ModelFlags& f);
+// --kv-cache-dtype and --kv-residual-blocks.
+void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
+// Every engine flag: --max-num-seqs, --max-num-batched-tokens, --block-size,
+// --kv-cache-memory, --max-model-len, the KV format flags,
+// --no-prefix-caching and --scheduling-policy.
+void add_engine_flags(CLI::App& cmd, EngineFlags& f);
+
+// The EngineConfig the flags describe (eog_ids left empty: they come from the
+// tokenizer). kInvalidArgument names the flag whose value is wrong.
+StatusOr<EngineConfig> to_engine_config(const EngineFlags& f);
+
+}  // namespace omnibus
