@@ -49,8 +49,8 @@
 #include "cli/commands.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
-#include "kernels/kv_quant.h"
 #include "kv/kv_cache_size.h"
+#include "kv/kv_quant.h"
 #include "model/sequence_runner.h"
 #include "util/progress.h"
 
@@ -96,7 +96,7 @@ int run_single_stream(const BenchOptions& o) {
     std::fprintf(stderr, "omnibus bench: %s\n", s.to_string().c_str());
     return 1;
   };
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  StatusOr<KvFormat> kv_dtype = parse_kv_format(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
   StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
   if (!m.is_ok()) return fail(m.status());
@@ -210,15 +210,15 @@ int run_engine_workload(const BenchOptions& o) {
   if (!in_len.is_ok()) return fail(in_len.status());
   StatusOr<std::pair<int, int>> out_len = parse_len_range("--output-len", o.output_len);
   if (!out_len.is_ok()) return fail(out_len.status());
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  StatusOr<KvFormat> kv_dtype = parse_kv_format(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
   EngineConfig cfg;
   cfg.max_num_seqs = o.max_num_seqs;
   cfg.max_num_batched_tokens = o.max_num_batched_tokens;
   cfg.block_size = o.block_size;
   cfg.max_model_len = o.max_model_len;
-  cfg.kv_dtype = *kv_dtype;
-  cfg.kv_window_blocks = o.kv_residual_blocks;
+  cfg.kv_format = *kv_dtype;
+  cfg.kv_residual_blocks = o.kv_residual_blocks;
   cfg.enable_prefix_caching = !o.no_prefix_caching;
   StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
   if (!policy.is_ok()) return fail(policy.status());
@@ -489,7 +489,7 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("peak kv usage       {:.1f}% of {} blocks, waste at peak {:.2f}%\n",
              100 * double(j["peak_kv_usage"]), e.info().n_blocks, 100 * double(j["kv_waste"]));
   fmt::print("preemptions         {}\n", uint64_t(j["preemptions"]));
-  if (kv_has_residual(cfg.kv_dtype)) {
+  if (kv_has_residual(cfg.kv_format)) {
     fmt::print("kv residual steals  {}\n", uint64_t(j["kv_residual_steals"]));
   }
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",

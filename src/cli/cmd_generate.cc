@@ -190,7 +190,7 @@ class ChatSession {
   std::vector<int32_t> evaluated_;  // the tokens in the KV cache, in order
 };
 
-int run_chat(GenerateOptions& o, LoadedModel& m, DType kv_dtype) {
+int run_chat(GenerateOptions& o, LoadedModel& m, KvFormat kv_dtype) {
   int exit_code = 0;
   StatusOr<ChatTemplate> tmpl = Status::internal("unset");
   if (!o.chat_template_file.empty()) {
@@ -252,7 +252,7 @@ int run_generate(GenerateOptions& o) {
     o.sampling.seed = uint64_t(o.seed);
     o.sampling.has_seed = true;
   }
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  StatusOr<KvFormat> kv_dtype = parse_kv_format(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status(), exit_code), exit_code;
   StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
   if (!m.is_ok()) return fail(m.status(), exit_code), exit_code;

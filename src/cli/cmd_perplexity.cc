@@ -51,7 +51,7 @@ int run_perplexity(const PerplexityOptions& o) {
   if (!in) return fail(Status::not_found("cannot read '{}'", o.file));
   std::stringstream ss;
   ss << in.rdbuf();
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  StatusOr<KvFormat> kv_dtype = parse_kv_format(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
   StatusOr<LoadedModel> m = load_model_for_cli(o.model, o.threads);
   if (!m.is_ok()) return fail(m.status());

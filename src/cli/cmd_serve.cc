@@ -115,10 +115,10 @@ int run_serve(const ServeOptions& o) {
   cfg.max_num_batched_tokens = o.max_num_batched_tokens;
   cfg.block_size = o.block_size;
   cfg.max_model_len = o.max_model_len;
-  StatusOr<DType> kv_dtype = parse_kv_dtype(o.kv_dtype);
+  StatusOr<KvFormat> kv_dtype = parse_kv_format(o.kv_dtype);
   if (!kv_dtype.is_ok()) return fail(kv_dtype.status());
-  cfg.kv_dtype = *kv_dtype;
-  cfg.kv_window_blocks = o.kv_residual_blocks;
+  cfg.kv_format = *kv_dtype;
+  cfg.kv_residual_blocks = o.kv_residual_blocks;
   cfg.enable_prefix_caching = !o.no_prefix_caching;
   StatusOr<SchedulingPolicy> policy = parse_scheduling_policy(o.scheduling_policy);
   if (!policy.is_ok()) return fail(policy.status());
