@@ -54,9 +54,9 @@ void KvCache::check_integrity() const {
   manager_.check_integrity();
   if (!has_residual_) return;
   storage_->check_residual_integrity();
-  for (int32_t b = 0; b < manager_.n_blocks(); ++b) {
-    if (manager_.ref_count(b) == 0) OMNIBUS_CHECK(!storage_->residual_pinned(b));
-  }
+  // O(slots): a pinned slot's block is held by some table.
+  storage_->for_each_pinned_block(
+      [this](int64_t b) { OMNIBUS_CHECK(manager_.ref_count(int32_t(b)) > 0); });
 }
 
 }  // namespace omnibus

@@ -89,6 +89,13 @@ class KiviResidual {
     const int32_t s = slot_of_[size_t(block)];
     return s >= 0 && !retained_[size_t(s)];
   }
+  // f(block) for each block whose slot is pinned.
+  template <class F>
+  void for_each_pinned_block(F&& f) const {
+    for (int32_t s = 0; s < n_slots_; ++s) {
+      if (owner_[size_t(s)] >= 0 && !retained_[size_t(s)]) f(owner_[size_t(s)]);
+    }
+  }
   // Aborts unless every slot is free (in the free list once) or owned by the
   // one block whose slot it is, and retained slots hold full groups (W > 0).
   void check_integrity() const;

@@ -89,6 +89,11 @@ class KvStorage {
   void release_residual(int64_t block);
   // Whether some layer's residual slot of `block` is pinned (kv_quant_kivi.h).
   bool residual_pinned(int64_t block) const;
+  // f(block) for each (layer, block) whose residual slot is pinned.
+  template <class F>
+  void for_each_pinned_block(F&& f) const {
+    for (const auto& r : kivi_) r->for_each_pinned_block(f);
+  }
   // KiviResidual::check_integrity of every layer.
   void check_residual_integrity() const;
 
