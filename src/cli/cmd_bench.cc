@@ -53,7 +53,7 @@
 #include "cli/engine_request.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
-#include "kernels/kv_quant.h"
+#include "kv/kv_format.h"
 #include "util/progress.h"
 
 namespace omnibus {
@@ -479,7 +479,7 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("peak kv usage       {:.1f}% of {} blocks, waste at peak {:.2f}%\n",
              100 * double(j["peak_kv_usage"]), e.info().n_blocks, 100 * double(j["kv_waste"]));
   fmt::print("preemptions         {}\n", uint64_t(j["preemptions"]));
-  if (kv_has_residual(cfg.kv_dtype)) {
+  if (kv_has_residual(cfg.kv_format)) {
     fmt::print("kv residual steals  {}\n", uint64_t(j["kv_residual_steals"]));
   }
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",

@@ -2,7 +2,7 @@
 
 #include "engine/scheduler_policy.h"
 #include "kv/kv_cache_size.h"
-#include "kv/kv_storage.h"
+#include "kv/kv_format.h"
 
 namespace omnibus {
 namespace {
@@ -10,8 +10,8 @@ namespace {
 // The KV format's two fields of EngineConfig (kept apart: their types and
 // names follow kv/).
 Status set_kv_format(const EngineFlags& f, EngineConfig& cfg) {
-  OMNIBUS_ASSIGN_OR_RETURN(cfg.kv_dtype, parse_kv_dtype(f.kv_dtype));
-  cfg.kv_window_blocks = f.kv_residual_blocks;
+  OMNIBUS_ASSIGN_OR_RETURN(cfg.kv_format, parse_kv_format(f.kv_dtype));
+  cfg.kv_residual_blocks = f.kv_residual_blocks;
   return Status::ok();
 }
 

@@ -14,8 +14,8 @@
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "gguf/gguf_file.h"
-#include "kernels/kv_quant.h"
 #include "kernels/thread_pool.h"
+#include "kv/kv_quant.h"
 #include "model/tiny_model.h"
 
 namespace omnibus {
@@ -27,14 +27,14 @@ struct Run {
 };
 
 Run run_engine(Model& model, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,
-               int32_t budget, bool one_at_a_time, DType kv_dtype) {
+               int32_t budget, bool one_at_a_time, KvFormat kv_format) {
   std::mutex mu;
   std::map<uint64_t, std::vector<std::vector<float>>> rows;
   EngineConfig cfg;
   cfg.max_num_batched_tokens = budget;
-  cfg.kv_dtype = kv_dtype;
+  cfg.kv_format = kv_format;
   cfg.block_size = 16;
-  const KvGeometry g = model.kv_geometry(16, kv_dtype);
+  const KvGeometry g = model.kv_geometry(16, kv_format);
   cfg.kv_cache_bytes = int64_t(g.bytes_per_block()) * 512 + int64_t(g.fixed_bytes(512));
   cfg.log_startup = false;
   cfg.on_logits = [&](uint64_t id, int32_t, int32_t, std::span<const float> l) {
@@ -68,8 +68,8 @@ Run run_engine(Model& model, const std::vector<std::vector<int32_t>>& prompts, i
   return run;
 }
 
-void expect_batch_invariant(Model& model, int32_t max_prompt, int32_t max_tokens, DType kv_dtype,
-                            std::vector<int32_t> budgets) {
+void expect_batch_invariant(Model& model, int32_t max_prompt, int32_t max_tokens,
+                            KvFormat kv_format, std::vector<int32_t> budgets) {
   std::mt19937 rng(2024);
   const int32_t n_vocab = model.config().n_vocab;
   std::vector<std::vector<int32_t>> prompts;
@@ -78,13 +78,13 @@ void expect_batch_invariant(Model& model, int32_t max_prompt, int32_t max_tokens
     for (int32_t& t : p) t = int32_t(rng() % uint32_t(n_vocab));
     prompts.push_back(std::move(p));
   }
-  const Run alone = run_engine(model, prompts, max_tokens, 512, true, kv_dtype);
+  const Run alone = run_engine(model, prompts, max_tokens, 512, true, kv_format);
   // The engine alone reproduces the single-sequence baseline.
-  const SeqResult ref = reference_generate(model, prompts[0], max_tokens, greedy(), kv_dtype);
+  const SeqResult ref = reference_generate(model, prompts[0], max_tokens, greedy(), kv_format);
   EXPECT_EQ(alone.tokens[0], ref.tokens);
   EXPECT_TRUE(alone.logits[0] == ref.logits) << "engine alone vs SequenceRunner: logits differ";
   for (int32_t budget : budgets) {
-    const Run together = run_engine(model, prompts, max_tokens, budget, false, kv_dtype);
+    const Run together = run_engine(model, prompts, max_tokens, budget, false, kv_format);
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(together.tokens[i], alone.tokens[i]) << "request " << i << ", budget " << budget;
       ASSERT_EQ(together.logits[i].size(), alone.logits[i].size());
@@ -98,16 +98,16 @@ void expect_batch_invariant(Model& model, int32_t max_prompt, int32_t max_tokens
 
 TEST(BatchInvariance, FakeModel) {
   FakeModel model;
-  expect_batch_invariant(model, 60, 12, DType::F32, {16, 64});
+  expect_batch_invariant(model, 60, 12, KvFormat::kF32, {16, 64});
 }
 
 TEST(BatchInvariance, TinyLlama) {
   ThreadPool pool(2);
   const std::unique_ptr<Model> model = load_tiny_llama(pool);
   ASSERT_NE(model, nullptr);
-  expect_batch_invariant(*model, 60, 12, DType::F16, {16, 37, 64});
+  expect_batch_invariant(*model, 60, 12, KvFormat::kF16, {16, 37, 64});
   // kivi2: quantized per-channel keys, the fp16 window read from slots
-  expect_batch_invariant(*model, 60, 12, kKvKivi2, {16, 37});
+  expect_batch_invariant(*model, 60, 12, KvFormat::kKivi2, {16, 37});
 }
 
 TEST(BatchInvariance, SmolLM2) {
@@ -121,7 +121,7 @@ TEST(BatchInvariance, SmolLM2) {
   ThreadPool pool(2);
   auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  expect_batch_invariant(**model, 48, 8, DType::F16, {16, 64});
+  expect_batch_invariant(**model, 48, 8, KvFormat::kF16, {16, 64});
 }
 
 }  // namespace

@@ -11,9 +11,8 @@
 #include "engine/logprobs.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
-#include "kernels/kv_quant.h"
 #include "kernels/thread_pool.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_cache.h"
 #include "kv/kv_cache_size.h"
 #include "kv/kv_storage.h"
 #include "util/check.h"
@@ -35,12 +34,12 @@ struct RequestState {
 };
 
 struct Engine::Impl {
-  Impl(Model& m, EngineConfig c, std::unique_ptr<KvStorage> s, int32_t n_blocks)
+  Impl(Model& m, EngineConfig c, std::unique_ptr<KvCache> cache)
       : model(m),
         config(std::move(c)),
         n_vocab(m.config().n_vocab),
-        storage(std::move(s)),
-        kv(n_blocks, config.block_size, config.enable_prefix_caching),
+        kv_cache(std::move(cache)),
+        kv(*kv_cache),
         scheduler(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                                   config.scheduling_policy, config.max_wait_steps},
                   kv),
@@ -52,12 +51,6 @@ struct Engine::Impl {
     scratch.resize(size_t(pool != nullptr ? pool->n_threads() : 1));
     for (std::vector<float>& v : scratch) v.resize(size_t(n_vocab));
     kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
-    if (storage->geometry().window_blocks() > 0) {  // kivi2: a hit must keep its fp16 window
-      kv.set_prefix_limit([st = storage.get()](std::span<const int32_t> b) { return st->usable_prefix(b); });
-    }
-    if (kv_has_residual(storage->geometry().dtype)) {  // q4/kivi2: unpin the slots of freed blocks
-      kv.set_on_block_freed([st = storage.get()](int32_t b) { st->release_residual(b); });
-    }
   }
 
   void accept(std::unique_ptr<RequestState> r);
@@ -83,8 +76,8 @@ struct Engine::Impl {
   const int32_t n_vocab;
 
   // Engine thread only.
-  std::unique_ptr<KvStorage> storage;
-  KvCacheManager kv;
+  const std::unique_ptr<KvCache> kv_cache;
+  KvCache& kv;  // *kv_cache
   Scheduler scheduler;
   std::vector<bool> is_eog;  // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
@@ -119,79 +112,24 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
     return Status::invalid_argument("--block-size must be in [1, 1024], got {}", config.block_size);
   }
   const ModelConfig& mc = model.config();
-  KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_dtype);
-  if (config.kv_window_blocks < -1) return Status::invalid_argument("--kv-residual-blocks must be >= 0");
-  geometry.kivi_window_blocks = config.kv_window_blocks;
-  if (kv_has_residual(config.kv_dtype)) {
-    // q4/kivi2: every running sequence pins 1 + window fp16 residual slots
-    // (its open group and its window; kernels/kv_quant_kivi.h). Size them for
-    // --max-num-seqs sequences within half of the cache's memory
-    // (--kv-cache-memory, or the default), past kResidualSeqsAlways only while
-    // they take at most an eighth of it (in a small pool more slots would only
-    // crowd out the blocks those sequences need), and run no more sequences
-    // at once than they serve (beyond that, steals would turn open groups into
-    // lossy per-token keys).
-    const int64_t per_seq = 1 + geometry.window_blocks();
-    const int64_t budget = config.kv_cache_bytes > 0 ? config.kv_cache_bytes : default_kv_cache_bytes();
-    const int64_t seq_bytes = per_seq * int64_t(geometry.residual_slot_bytes());
-    int64_t seqs = std::min<int64_t>(config.max_num_seqs, budget / 2 / seq_bytes);
-    if (seqs > kResidualSeqsAlways) {
-      seqs = std::max<int64_t>(kResidualSeqsAlways, std::min<int64_t>(seqs, budget / 8 / seq_bytes));
-    }
-    seqs = std::max<int64_t>(seqs, 1);
-    geometry.kivi_residual_slots = int(seqs * per_seq);
-    config.max_num_seqs = int32_t(seqs);
-  }
-  const int64_t block_bytes = int64_t(geometry.bytes_per_block());
-  int64_t n_blocks;
-  if (config.kv_cache_bytes > 0) {
-    // --kv-cache-memory covers everything the cache allocates: blocks plus
-    // the format's fixed part (kivi2's full-precision residual slots).
-    n_blocks = config.kv_cache_bytes / block_bytes;
-    while (n_blocks > 1 &&
-           n_blocks * block_bytes + int64_t(geometry.fixed_bytes(n_blocks)) > config.kv_cache_bytes) {
-      // Give back just the overflow, in whole blocks (fixed_bytes never grows
-      // as n_blocks shrinks, so this lands on the largest pool that fits).
-      const int64_t over =
-          n_blocks * block_bytes + int64_t(geometry.fixed_bytes(n_blocks)) - config.kv_cache_bytes;
-      n_blocks -= std::max<int64_t>(1, (over + block_bytes - 1) / block_bytes);
-    }
-    if (n_blocks < 1) {
-      return Status::invalid_argument(
-          "--kv-cache-memory {} bytes is less than one KV block ({} bytes)", config.kv_cache_bytes,
-          block_bytes);
-    }
-  } else {
-    n_blocks = std::max<int64_t>(1, default_kv_cache_bytes() / block_bytes);
-    // More than every sequence at full context can never be used.
-    const int64_t n_ctx = mc.n_ctx_train > 0 ? mc.n_ctx_train : 4096;
-    n_blocks = std::min(n_blocks, int64_t(config.max_num_seqs) *
-                                      ((n_ctx + config.block_size - 1) / config.block_size));
-  }
-  n_blocks = std::min<int64_t>(n_blocks, std::numeric_limits<int32_t>::max() / config.block_size);
+  KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_format);
+  geometry.kv_residual_blocks = config.kv_residual_blocks;
+  KvCacheLimits limits;
+  limits.kv_cache_bytes = config.kv_cache_bytes;
+  limits.max_num_seqs = config.max_num_seqs;
+  limits.max_model_len = config.max_model_len;
+  limits.n_ctx_train = mc.n_ctx_train;
+  OMNIBUS_ASSIGN_OR_RETURN(const KvCachePlan plan, plan_kv_cache(geometry, limits));
+  config.max_num_seqs = plan.max_num_seqs;
+  const int64_t n_blocks = plan.n_blocks;
   const int64_t pool_tokens = n_blocks * config.block_size;
-  int32_t max_model_len;
-  if (config.max_model_len > 0) {
-    if (mc.n_ctx_train > 0 && config.max_model_len > mc.n_ctx_train) {
-      return Status::invalid_argument("--max-model-len {} exceeds the model's context length {}",
-                                      config.max_model_len, mc.n_ctx_train);
-    }
-    if (config.max_model_len > pool_tokens) {
-      return Status::invalid_argument(
-          "--max-model-len {} does not fit the KV cache ({} tokens); raise --kv-cache-memory",
-          config.max_model_len, pool_tokens);
-    }
-    max_model_len = config.max_model_len;
-  } else {
-    max_model_len = int32_t(mc.n_ctx_train > 0 ? std::min<int64_t>(mc.n_ctx_train, pool_tokens)
-                                               : pool_tokens);
-  }
-  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage,
-                           KvStorage::create(geometry, n_blocks));
+  const int32_t max_model_len = plan.max_model_len;
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
+                           KvCache::create(plan.geometry, n_blocks, config.enable_prefix_caching));
   EngineInfo info;
   info.n_blocks = int32_t(n_blocks);
   info.block_size = config.block_size;
-  info.kv_cache_bytes = int64_t(storage->n_bytes());
+  info.kv_cache_bytes = int64_t(cache->n_bytes());
   info.max_model_len = max_model_len;
   info.max_num_seqs = config.max_num_seqs;
   info.n_vocab = mc.n_vocab;
@@ -202,11 +140,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
                "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}; "
                "max seqs {}; prefix caching {}, scheduling {}\n",
                info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
-               kv_dtype_name(config.kv_dtype), max_model_len, info.max_num_seqs,
+               kv_format_name(config.kv_format), max_model_len, info.max_num_seqs,
                info.prefix_caching ? "on" : "off",
                scheduling_policy_name(info.scheduling_policy));
   }
-  auto impl = std::make_unique<Impl>(model, std::move(config), std::move(storage), int32_t(n_blocks));
+  auto impl = std::make_unique<Impl>(model, std::move(config), std::move(cache));
   impl->local.kv_blocks_total = info.n_blocks;
   impl->stats = impl->local;
   return std::unique_ptr<Engine>(new Engine(std::move(impl), info));
@@ -483,7 +421,7 @@ void Engine::Impl::step() {
     peak_waste_sum += kv.n_unfilled_slots() / (double(used) * double(config.block_size));
     local.kv_waste_at_peak = peak_waste_sum / double(++n_peak_steps);
   }
-  for (const BlockCopy& c : plan.copies) storage->copy_block(c.src, c.dst);
+  kv.copy_blocks(plan.copies);
 
   batch.clear();
   for (const ScheduledSeq& ss : plan.seqs) {
@@ -503,7 +441,7 @@ void Engine::Impl::step() {
                           first + ss.n_tokens > int32_t(r.prompt_logprobs.size());
     batch.seqs.push_back(step_seq);
   }
-  const std::span<const float> logits = model.forward(batch, *storage);
+  const std::span<const float> logits = model.forward(batch, kv.storage());
   OMNIBUS_CHECK(int64_t(logits.size()) == batch.n_logit_rows() * n_vocab);
   const Clock::time_point now = Clock::now();
 
@@ -519,7 +457,7 @@ void Engine::Impl::step() {
     seq.num_computed_tokens += n;
     OMNIBUS_DCHECK(kv.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
     // Blocks that just became full (K/V written) join the prefix cache.
-    kv.cache_full_blocks(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
+    kv.commit(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
     RequestState& r = *seq.request;
     const int64_t n_rows = batch.seqs[i].all_logits ? n : 1;
     if (batch.seqs[i].all_logits) {
@@ -553,7 +491,7 @@ void Engine::Impl::publish_stats() {
   local.n_waiting = scheduler.n_waiting();
   local.kv_blocks_used = kv.n_used_blocks();
   local.n_preemptions = scheduler.n_preemptions();
-  local.kv_residual_steals = storage->kivi_steals();
+  local.kv_residual_steals = kv.n_residual_steals();
   local.prefix_cache_queries = scheduler.n_prefix_cache_queries();
   local.prefix_cache_hits = scheduler.n_prefix_cache_hits();
   local.prefix_cache_hit_rate = local.prefix_cache_queries == 0

@@ -1,6 +1,7 @@
 // Engine: continuous batching over a paged KV cache, on its own thread.
 //
-// The engine thread owns the KV cache (KvStorage + KvCacheManager), the
+// The engine thread owns the KV cache (one KvCache: storage, block tables,
+// prefix cache and q4/kivi2 residual slots, sized by plan_kv_cache), the
 // Scheduler, every Sequence and its Sampler, and uses the Model exclusively.
 // Each step: schedule (decodes, prompt chunks, admissions, preemptions) ->
 // copy-on-write block copies -> one Model::forward over every scheduled
@@ -33,7 +34,7 @@
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/scheduler_policy.h"
-#include "kernels/dtype.h"
+#include "kv/kv_format.h"
 #include "model/model.h"
 #include "util/status.h"
 
@@ -45,8 +46,8 @@ struct EngineConfig {
   int32_t block_size = 16;                // --block-size: token slots per KV block
   int64_t kv_cache_bytes = 0;             // --kv-cache-memory; 0: default_kv_cache_bytes()
   int32_t max_model_len = 0;              // --max-model-len; 0: n_ctx_train capped to the pool
-  DType kv_dtype = DType::F16;            // --kv-cache-dtype
-  int32_t kv_window_blocks = -1;          // --kv-residual-blocks (q4, kivi2); -1: the format's default
+  KvFormat kv_format = KvFormat::kF16;    // --kv-cache-dtype
+  int32_t kv_residual_blocks = -1;        // --kv-residual-blocks (q4, kivi2); -1: default
   std::vector<int32_t> eog_ids;           // end-of-generation ids (Tokenizer::eog_ids())
   bool log_startup = true;                // print the pool size on stderr at creation
   bool enable_prefix_caching = true;      // --no-prefix-caching turns it off
@@ -60,10 +61,6 @@ struct EngineConfig {
   // whose logits these are, [n_vocab] logits).
   std::function<void(uint64_t, int32_t, int32_t, std::span<const float>)> on_logits;
 };
-
-// q4/kivi2: running sequences the residual slots are sized for whatever the
-// pool (within half of it); more only in pools where they take <= 1/8.
-inline constexpr int64_t kResidualSeqsAlways = 64;
 
 // Fixed at creation.
 struct EngineInfo {
@@ -88,7 +85,7 @@ struct EngineStats {
   uint64_t n_preemptions = 0;
   // q4/kivi2: residual-slot claims that had to steal a pinned slot or found
   // none (summed over layers): each makes some reads lossier than the
-  // format's definition (kernels/kv_quant_kivi.h). 0 in normal operation.
+  // format's definition (kv/kv_quant_kivi.h). 0 in normal operation.
   uint64_t kv_residual_steals = 0;
   uint64_t n_steps = 0;
   uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
@@ -108,7 +105,8 @@ struct EngineStats {
 
 class Engine {
  public:
-  // Sizes the KV pool, checks the configuration and starts the thread.
+  // Sizes the KV pool (plan_kv_cache, kv/kv_cache_size.h), checks the
+  // configuration and starts the thread.
   static StatusOr<std::unique_ptr<Engine>> create(Model& model, EngineConfig config);
   ~Engine();
   Engine(const Engine&) = delete;

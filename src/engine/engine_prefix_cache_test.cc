@@ -16,8 +16,8 @@
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "gguf/gguf_file.h"
-#include "kernels/kv_quant.h"
 #include "kernels/thread_pool.h"
+#include "kv/kv_quant.h"
 #include "model/tiny_model.h"
 #include "util/sanitizers.h"
 
@@ -33,11 +33,11 @@ struct Outcome {
 };
 
 EngineConfig base_config(Model& model, int32_t block_size, int32_t n_blocks, int32_t budget,
-                         DType kv_dtype) {
+                         KvFormat kv_format) {
   EngineConfig c;
   c.block_size = block_size;
-  c.kv_dtype = kv_dtype;
-  const KvGeometry g = model.kv_geometry(block_size, kv_dtype);
+  c.kv_format = kv_format;
+  const KvGeometry g = model.kv_geometry(block_size, kv_format);
   c.kv_cache_bytes = int64_t(g.bytes_per_block()) * n_blocks + int64_t(g.fixed_bytes(n_blocks));
   c.max_num_batched_tokens = budget;
   c.log_startup = false;
@@ -144,7 +144,7 @@ TEST(EnginePrefixCache, SharedPrefixesHitAndMatchTheUncachedRun) {
   FakeModel model;
   std::mt19937 rng(5);
   const std::vector<Request> reqs = shared_prefix_requests(rng, 64, 3, 6, 37, 9, 6, false);
-  const EngineConfig cfg = base_config(model, 4, 512, 64, DType::F32);
+  const EngineConfig cfg = base_config(model, 4, 512, 64, KvFormat::kF32);
   for (bool sequential : {true, false}) {
     const Outcome on = run_all(model, cfg, reqs, sequential);
     const Outcome off = run_off(model, cfg, reqs, sequential);
@@ -172,7 +172,8 @@ TEST(EnginePrefixCache, EvictionPreemptionAndCollisionsKeepOutputsExact) {
   FakeModel model;
   std::mt19937 rng(9);
   const std::vector<Request> reqs = shared_prefix_requests(rng, 64, 4, 5, 13, 6, 20, true);
-  EngineConfig cfg = base_config(model, 4, 24, 32, DType::F32);  // 96 slots; a request needs <= 39
+  // 96 slots; a request needs <= 39
+  EngineConfig cfg = base_config(model, 4, 24, 32, KvFormat::kF32);
   const Outcome off = run_off(model, cfg, reqs, false);
   EXPECT_GT(off.stats.n_preemptions, 0u);
   for (uint64_t mask : {~uint64_t(0), uint64_t(0), uint64_t(7)}) {
@@ -215,7 +216,7 @@ TEST(EnginePrefixCache, ParallelSamplingForksShareTheCachedPrefix) {
     r.sampling = seeded(77 + uint64_t(i));
     reqs.push_back(std::move(r));
   }
-  const EngineConfig cfg = base_config(model, 4, 256, 16, DType::F32);
+  const EngineConfig cfg = base_config(model, 4, 256, 16, KvFormat::kF32);
   const Outcome on = run_all(model, cfg, reqs, true);
   expect_same_outputs(on, run_off(model, cfg, reqs, true));
   EXPECT_EQ(on.n_cached, (std::vector<int32_t>{0, 20, 20}));
@@ -228,7 +229,7 @@ TEST(EnginePrefixCache, AbortingOneSharerLeavesTheOthersExact) {
   model.set_step_delay(std::chrono::milliseconds(1));
   std::mt19937 rng(4);
   std::vector<Request> reqs = shared_prefix_requests(rng, 64, 1, 6, 24, 5, 30, false);
-  const EngineConfig cfg = base_config(model, 4, 256, 16, DType::F32);
+  const EngineConfig cfg = base_config(model, 4, 256, 16, KvFormat::kF32);
   const Outcome off = run_off(model, cfg, reqs, false);
 
   auto engine = Engine::create(model, cfg);
@@ -265,7 +266,7 @@ TEST(EnginePrefixCache, PromptLogprobsBypassTheCache) {
   plain.sampling = greedy();
   Request with_lp = plain;
   with_lp.prompt_logprobs = 3;
-  const EngineConfig cfg = base_config(model, 4, 64, 8, DType::F32);
+  const EngineConfig cfg = base_config(model, 4, 64, 8, KvFormat::kF32);
   auto engine = Engine::create(model, cfg);
   ASSERT_TRUE(engine.is_ok());
   collect(**(*engine)->submit(plain));
@@ -295,7 +296,7 @@ TEST(EnginePrefixCache, PromptLogprobsBypassTheCache) {
 // previous turn computed in full blocks is reused, generated tokens included.
 TEST(EnginePrefixCache, MultiTurnReusesTheGeneratedTokens) {
   FakeModel model;
-  const EngineConfig cfg = base_config(model, 4, 256, 64, DType::F32);
+  const EngineConfig cfg = base_config(model, 4, 256, 64, KvFormat::kF32);
   auto engine = Engine::create(model, cfg);
   ASSERT_TRUE(engine.is_ok());
   std::mt19937 rng(1);
@@ -318,17 +319,18 @@ TEST(EnginePrefixCache, MultiTurnReusesTheGeneratedTokens) {
   }
 }
 
-void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_tokens, DType kv_dtype = DType::F16) {
+void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_tokens,
+                             KvFormat kv_format = KvFormat::kF16) {
   std::mt19937 rng(2025);
   const int32_t n_vocab = model.config().n_vocab;
   const std::vector<Request> reqs = shared_prefix_requests(rng, n_vocab, 2, 3, prefix_len, 8, max_tokens, false);
-  const EngineConfig cfg = base_config(model, 16, 128, 64, kv_dtype);
+  const EngineConfig cfg = base_config(model, 16, 128, 64, kv_format);
   const Outcome on = run_all(model, cfg, reqs, true);
   const Outcome off = run_off(model, cfg, reqs, true);
   expect_same_outputs(on, off);
   EXPECT_EQ(on.n_cached[4], prefix_len / 16 * 16);
   // Together, with a small budget (chunked prompts, shared steps).
-  const Outcome together = run_all(model, base_config(model, 16, 128, 24, kv_dtype), reqs, false);
+  const Outcome together = run_all(model, base_config(model, 16, 128, 24, kv_format), reqs, false);
   expect_same_outputs(together, off);
   // kivi2: every read was the format's own (no residual slot stolen)
   EXPECT_EQ(on.stats.kv_residual_steals + off.stats.kv_residual_steals + together.stats.kv_residual_steals, 0u);
@@ -348,8 +350,8 @@ TEST(EnginePrefixCache, TinyLlamaKivi2BitwiseEqual) {
   ThreadPool pool(2);
   const std::unique_ptr<Model> model = load_tiny_llama(pool);
   ASSERT_NE(model, nullptr);
-  ASSERT_EQ(model->kv_geometry(16, kKvKivi2).window_blocks(), 1);
-  expect_real_model_exact(*model, 40, 6, kKvKivi2);
+  ASSERT_EQ(model->kv_geometry(16, KvFormat::kKivi2).residual_blocks(), 1);
+  expect_real_model_exact(*model, 40, 6, KvFormat::kKivi2);
 }
 
 TEST(EnginePrefixCache, SmolLM2BitwiseEqual) {

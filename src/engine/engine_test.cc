@@ -10,7 +10,8 @@
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
 #include "engine/logprobs.h"
-#include "kernels/kv_quant.h"
+#include "kv/kv_cache_size.h"
+#include "kv/kv_quant.h"
 #include "kv/kv_storage.h"
 
 namespace omnibus {
@@ -21,8 +22,8 @@ constexpr int32_t kBlock = 4;
 EngineConfig fake_config(FakeModel& m, int32_t n_blocks, int32_t budget = 512) {
   EngineConfig c;
   c.block_size = kBlock;
-  c.kv_dtype = DType::F32;
-  c.kv_cache_bytes = int64_t(m.kv_geometry(kBlock, DType::F32).bytes_per_block()) * n_blocks;
+  c.kv_format = KvFormat::kF32;
+  c.kv_cache_bytes = int64_t(m.kv_geometry(kBlock, KvFormat::kF32).bytes_per_block()) * n_blocks;
   c.max_num_batched_tokens = budget;
   c.log_startup = false;
   return c;
@@ -47,20 +48,20 @@ Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, SamplingPa
 // pool is the largest block count whose blocks plus residual fit.
 TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
   FakeModel model;
-  for (DType dtype : {kKvKivi2, kKvQ4}) {
-    const KvGeometry g = model.kv_geometry(kBlock, dtype);
+  for (KvFormat format : {KvFormat::kKivi2, KvFormat::kQ4}) {
+    const KvGeometry g = model.kv_geometry(kBlock, format);
     const int64_t bb = int64_t(g.bytes_per_block());
     const int64_t fixed = int64_t(g.fixed_bytes(1 << 20));
     ASSERT_GT(fixed, 3 * bb) << "the residual area must span several blocks for this test";
     for (int64_t extra : {int64_t(0), bb / 2, bb - 1}) {
       EngineConfig c = fake_config(model, 1);
-      c.kv_dtype = dtype;
+      c.kv_format = format;
       c.max_num_seqs = 64;  // the slots of 64 sequences: the geometry's default
       c.kv_cache_bytes = 300 * bb + fixed + extra;
       auto engine = Engine::create(model, c);
       ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
       const int64_t n = (*engine)->info().n_blocks;
-      EXPECT_EQ(n, 300) << kv_dtype_name(dtype) << " extra " << extra;
+      EXPECT_EQ(n, 300) << kv_format_name(format) << " extra " << extra;
       EXPECT_LE(n * bb + int64_t(g.fixed_bytes(n)), c.kv_cache_bytes);
     }
   }
@@ -72,38 +73,38 @@ TEST(Engine, KvCacheMemoryWithAResidualAreaGivesTheLargestPoolThatFits) {
 // serve.
 TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
   FakeModel model;
-  for (DType dtype : {kKvKivi2, kKvQ4}) {
-    const KvGeometry g = model.kv_geometry(kBlock, dtype);
-    const int64_t per_seq = 1 + g.window_blocks(), slot = int64_t(g.residual_slot_bytes());
+  for (KvFormat format : {KvFormat::kKivi2, KvFormat::kQ4}) {
+    const KvGeometry g = model.kv_geometry(kBlock, format);
+    const int64_t per_seq = 1 + g.residual_blocks(), slot = int64_t(g.residual_slot_bytes());
     EngineConfig c = fake_config(model, 1);
-    c.kv_dtype = dtype;
+    c.kv_format = format;
     c.kv_cache_bytes = 2 * 10 * per_seq * slot;  // half of it: the slots of 10 sequences
     auto e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
-    EXPECT_EQ((*e)->info().max_num_seqs, 10) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().max_num_seqs, 10) << kv_format_name(format);
     EXPECT_EQ((*e)->info().kv_cache_bytes,
               (*e)->info().n_blocks * int64_t(g.bytes_per_block()) + 10 * per_seq * slot);
     c.max_num_seqs = 4;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, 4) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().max_num_seqs, 4) << kv_format_name(format);
     c.max_num_seqs = 256;
     c.kv_cache_bytes = 1000 * per_seq * slot;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, 1000 / 8) << kv_dtype_name(dtype);  // past 64: an eighth
+    EXPECT_EQ((*e)->info().max_num_seqs, 1000 / 8) << kv_format_name(format);  // past 64: an eighth
     c.kv_cache_bytes = 200 * per_seq * slot;  // half: 100, an eighth: 25 -> 64
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, kResidualSeqsAlways) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().max_num_seqs, kResidualSeqsAlways) << kv_format_name(format);
     c.kv_cache_bytes = 100 * per_seq * slot;  // half: 50, an eighth: 12
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, 50) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().max_num_seqs, 50) << kv_format_name(format);
     c.kv_cache_bytes = 0;  // the default pool: slots for all --max-num-seqs
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ((*e)->info().max_num_seqs, 256) << kv_dtype_name(dtype);
+    EXPECT_EQ((*e)->info().max_num_seqs, 256) << kv_format_name(format);
   }
   EngineConfig f16 = fake_config(model, 100);
   f16.max_num_seqs = 256;
@@ -356,7 +357,7 @@ TEST(Engine, PromptLogprobs) {
   ASSERT_EQ(events.size(), 3u);
   const std::vector<PromptLogprob>& lp = events[0].prompt_logprobs;
   ASSERT_EQ(lp.size(), prompt.size() - 1);
-  auto runner = SequenceRunner::create(ref_model, 64, DType::F32);
+  auto runner = SequenceRunner::create(ref_model, 64, KvFormat::kF32);
   auto all = (*runner)->eval(prompt, /*all_logits=*/true);
   ASSERT_TRUE(all.is_ok());
   for (size_t i = 0; i + 1 < prompt.size(); ++i) {

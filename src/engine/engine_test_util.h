@@ -29,9 +29,9 @@ struct SeqResult {
 // Sampler like the engine's, max_tokens tokens, no stop conditions.
 inline SeqResult reference_generate(Model& model, const std::vector<int32_t>& prompt,
                                     int32_t max_tokens, const SamplingParams& params,
-                                    DType kv_dtype = DType::F32) {
+                                    KvFormat kv_format = KvFormat::kF32) {
   const int32_t n_vocab = model.config().n_vocab;
-  auto runner = SequenceRunner::create(model, int(prompt.size()) + max_tokens, kv_dtype, 16);
+  auto runner = SequenceRunner::create(model, int(prompt.size()) + max_tokens, kv_format, 16);
   EXPECT_TRUE(runner.is_ok());
   Sampler sampler(params, n_vocab);
   SeqResult r;

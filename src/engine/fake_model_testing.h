@@ -68,7 +68,7 @@ class FakeModel : public Model {
     }
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     const PagedKvLayer l = kv.layer(0);
-    OMNIBUS_CHECK(l.dtype == DType::F32);
+    OMNIBUS_CHECK(l.format == KvFormat::kF32);
     const int n_vocab = config_.n_vocab;
     logits_.resize(size_t(batch.n_logit_rows()) * size_t(n_vocab));
     size_t tok = 0, row = 0;

@@ -15,7 +15,7 @@ bool runs_before(const Sequence* a, const Sequence* b) {
 
 }  // namespace
 
-Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(config), kv_(kv) {
+Scheduler::Scheduler(SchedulerConfig config, KvCache& kv) : config_(config), kv_(kv) {
   OMNIBUS_CHECK(config.max_num_seqs >= 1 && config.max_num_batched_tokens >= 1);
   running_.reserve(size_t(config.max_num_seqs));
   plan_.seqs.reserve(size_t(config.max_num_seqs));
@@ -160,10 +160,8 @@ bool Scheduler::try_admit(Sequence* seq, int32_t watermark) {
   const int32_t n_cached = match_.n_blocks() * kv_.block_size();
   const int32_t n = std::min(seq->num_tokens() - n_cached, budget_);
   OMNIBUS_DCHECK(n >= 1);
-  if (kv_.num_blocks_needed(match_, n) + watermark > kv_.n_free_blocks()) return false;
-  const int32_t kv_seq = kv_.add_seq();
-  kv_.attach_prefix(kv_seq, match_);
-  OMNIBUS_CHECK(kv_.allocate_slots(kv_seq, n, plan_.copies));
+  const int32_t kv_seq = kv_.allocate_new(match_, n, watermark, plan_.copies);
+  if (kv_seq < 0) return false;
   if (kv_.prefix_caching() && seq->may_use_cached_prefix) {
     n_prefix_queries_ += uint64_t(seq->num_tokens());
     n_prefix_hits_ += uint64_t(n_cached);

@@ -10,7 +10,7 @@
 //      the budget, the sequence cap and free blocks allow (not in a step that
 //      preempted; admission stops at the first one that does not fit, so a
 //      large request is not overtaken forever). An admitted sequence starts
-//      after its cached prefix (KvCacheManager::match_prefix), so only the
+//      after its cached prefix (KvCache::match_prefix), so only the
 //      rest of its tokens count against the budget. Cache-aware also defers
 //      a (non-aged) request whose next uncached block a running sequence is
 //      computing right now: it hits that block a step or two later instead
@@ -20,13 +20,23 @@
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
 // reset to 0, and it waits to be recomputed. It may be the sequence itself.
 //
-// The scheduler talks to the cache only through KvCacheManager's
-// add_seq / match_prefix / attach_prefix / can_allocate / allocate_slots /
-// free / fork; it counts prefix-cache queries and hits (tokens) at admission.
+// The scheduler's contract with the cache is four calls of KvCache
+// (kv/kv_cache.h; vLLM v1's get_computed_blocks / allocate_slots / free):
+//   match_prefix(tokens)          the cached blocks a waiting sequence can start after
+//   allocate_new(match, n, keep)  admission: a table, or -1 if fewer than
+//                                 `keep` blocks (the watermark) would stay free
+//   allocate_slots(seq, n)        a running sequence's next n slots; false -> preempt
+//   free(seq)                     finish or preemption
+// and reads block_size / n_blocks / prefix_caching / extend_keys (the keys of
+// blocks in flight, cache-aware) / n_tokens (a check). It counts prefix-cache
+// queries and hits (tokens) at admission.
 //
-// After schedule(), the caller applies plan.copies (KvStorage::copy_block),
+// After schedule(), the caller applies plan.copies (KvCache::copy_blocks),
 // runs the model, then adds each entry's n_tokens to its sequence's
-// num_computed_tokens. finish() removes a sequence (stop, length, abort).
+// num_computed_tokens and commits them (KvCache::commit: full blocks join the
+// prefix cache). A request with n > 1 forks its sequence once the prompt is
+// computed (KvCache::fork) and hands the children to add_running().
+// finish() removes a sequence (stop, length, abort).
 //
 // Thread-safety: none; the engine thread owns it.
 #pragma once
@@ -37,7 +47,7 @@
 
 #include "engine/scheduler_policy.h"
 #include "engine/sequence.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_cache.h"
 
 namespace omnibus {
 
@@ -63,12 +73,12 @@ struct StepPlan {
 class Scheduler {
  public:
   // REQUIRES: both limits >= 1.
-  Scheduler(SchedulerConfig config, KvCacheManager& kv);
+  Scheduler(SchedulerConfig config, KvCache& kv);
 
   // A new sequence without blocks joins the waiting queue.
   void add(Sequence* seq);
-  // A forked sequence that already holds blocks (kv_seq set) and has computed
-  // its prompt joins the running set directly.
+  // A forked sequence that already holds blocks (kv_seq set, KvCache::fork)
+  // and has computed its prompt joins the running set directly.
   void add_running(Sequence* seq);
   // Removes the sequence, frees its blocks; status becomes kFinished.
   void finish(Sequence* seq);
@@ -109,7 +119,7 @@ class Scheduler {
 
   // Constant after construction.
   const SchedulerConfig config_;
-  KvCacheManager& kv_;
+  KvCache& kv_;
 
   std::vector<Sequence*> running_;  // admission order
   std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, index)

@@ -3,16 +3,33 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <utility>
+
+#include "util/check.h"
 
 namespace omnibus {
 namespace {
 
 // Drives a Scheduler the way the engine does, without a model: after each
 // step the scheduled tokens count as computed and a sequence that caught up
-// "samples" token 7, finishing after max_tokens.
+// "samples" token 7, finishing after max_tokens. The cache is a minimal f32
+// one (the storage is never touched).
+std::unique_ptr<KvCache> make_cache(int32_t n_blocks, int32_t block_size, bool prefix_caching) {
+  const KvGeometry g{.n_layers = 1,
+                     .n_kv_heads = 1,
+                     .head_dim = 1,
+                     .block_size = block_size,
+                     .format = KvFormat::kF32};
+  StatusOr<std::unique_ptr<KvCache>> kv = KvCache::create(g, n_blocks, prefix_caching);
+  OMNIBUS_CHECK(kv.is_ok());
+  return std::move(kv).value();
+}
+
 struct Harness {
   Harness(int32_t n_blocks, int32_t block_size, SchedulerConfig config, bool prefix_caching = false)
-      : kv(n_blocks, block_size, prefix_caching), scheduler(config, kv) {}
+      : cache(make_cache(n_blocks, block_size, prefix_caching)),
+        kv(*cache),
+        scheduler(config, kv) {}
 
   Sequence* add(int32_t prompt_len, int32_t max_tokens, int32_t priority = 0) {
     return add_tokens(std::vector<int32_t>(size_t(prompt_len), 1), max_tokens, priority);
@@ -39,7 +56,7 @@ struct Harness {
     for (const ScheduledSeq& s : plan.seqs) {
       Sequence* seq = s.seq;
       seq->num_computed_tokens += s.n_tokens;
-      kv.cache_full_blocks(seq->kv_seq, seq->tokens(), seq->num_computed_tokens, seq->block_keys);
+      kv.commit(seq->kv_seq, seq->tokens(), seq->num_computed_tokens, seq->block_keys);
       if (seq->num_computed_tokens < seq->num_tokens()) continue;
       seq->output.push_back(7);
       if (int32_t(seq->output.size()) >= max_tokens_of[size_t(seq->arrival)]) {
@@ -50,7 +67,8 @@ struct Harness {
     return plan;
   }
 
-  KvCacheManager kv;
+  std::unique_ptr<KvCache> cache;
+  KvCache& kv;
   Scheduler scheduler;
   std::vector<std::unique_ptr<std::vector<int32_t>>> prompts;
   std::vector<std::unique_ptr<Sequence>> seqs;

@@ -53,7 +53,7 @@ struct Sequence {
   // Scheduler state.
   SeqStatus status = SeqStatus::kWaiting;
   int32_t num_computed_tokens = 0;
-  int32_t kv_seq = -1;          // KvCacheManager id while it holds blocks, else -1
+  int32_t kv_seq = -1;          // KvCache id while it holds blocks, else -1
   uint64_t admitted = 0;        // admission order; the latest admitted is preempted first
   uint64_t scheduled_step = 0;  // last step that scheduled it
   uint64_t arrival_step = 0;    // scheduler step at which it first waited (aging)

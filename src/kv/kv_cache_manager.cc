@@ -34,14 +34,14 @@ int32_t KvCacheManager::add_seq() {
   return id;
 }
 
-void KvCacheManager::free(int32_t seq) {
+void KvCacheManager::free(int32_t seq, std::vector<int32_t>* freed) {
   OMNIBUS_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live);
   Seq& s = seqs_[size_t(seq)];
   // Release last block first, so that the free list's LRU order evicts a
   // sequence's tail before its (more shareable) head once prefixes are cached.
   for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) {
     pool_.release(*it);
-    if (on_block_freed_ && pool_.ref_count(*it) == 0) on_block_freed_(*it);
+    if (freed != nullptr && pool_.ref_count(*it) == 0) freed->push_back(*it);
   }
   s.blocks.clear();  // keeps capacity
   s.n_tokens = 0;
@@ -87,12 +87,12 @@ void KvCacheManager::match_prefix(const TokenView& t, int32_t max_blocks, std::v
     out.n_free += pool_.ref_count(b) == 0;
     parent = cache_.ref_of(b);
   }
-  if (prefix_limit_ && !out.blocks.empty()) {
-    const int32_t n = prefix_limit_(out.blocks);
-    OMNIBUS_CHECK(n >= 0 && n <= out.n_blocks());
-    for (int32_t i = n; i < out.n_blocks(); ++i) out.n_free -= pool_.ref_count(out.blocks[size_t(i)]) == 0;
-    out.blocks.resize(size_t(n));
-  }
+}
+
+void KvCacheManager::truncate_match(PrefixMatch& m, int32_t n) const {
+  OMNIBUS_CHECK(n >= 0 && n <= m.n_blocks());
+  for (int32_t i = n; i < m.n_blocks(); ++i) m.n_free -= pool_.ref_count(m.blocks[size_t(i)]) == 0;
+  m.blocks.resize(size_t(n));
 }
 
 void KvCacheManager::attach_prefix(int32_t seq, const PrefixMatch& m) {

@@ -33,16 +33,15 @@
 //                          ^^^^^^^^^^^^^           n_cached_blocks = 3 (registered
 //                                                  or verified duplicates)
 //
-// Like vLLM v1's KVCacheManager, the scheduler sees only match_prefix /
-// can_allocate / allocate_slots / free; allocation failure is what triggers
-// preemption.
+// The engine reaches it through KvCache (kv/kv_cache.h), which adds the
+// storage and the q4/kivi2 residual slots; allocation failure is what
+// triggers preemption.
 //
 // Thread-safety: none; the engine thread owns it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
@@ -81,8 +80,10 @@ class KvCacheManager {
   // A new sequence with an empty table. Reuses the storage of removed ones,
   // so a warm manager does not allocate.
   int32_t add_seq();
-  // Releases the sequence's blocks and its id. REQUIRES: a live id.
-  void free(int32_t seq);
+  // Releases the sequence's blocks and its id; the blocks no table holds
+  // any more (now in the free list, cached or not) are appended to `freed`
+  // when given (KvCache lets go of their residual slots). REQUIRES: a live id.
+  void free(int32_t seq, std::vector<int32_t>* freed = nullptr);
   // A new sequence sharing every block of `parent` (ref counts + 1).
   int32_t fork(int32_t parent);
 
@@ -91,16 +92,9 @@ class KvCacheManager {
   // with its tokens; extended here as needed). Empty when caching is off.
   void match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
                     PrefixMatch& out) const;
-  // A limit on hits from the KV storage (KvStorage::usable_prefix: kivi2's
-  // fp16 window): given a cached run, how many of its leading blocks a new
-  // sequence can start after. match_prefix keeps that many. Unset: all.
-  using PrefixLimit = std::function<int32_t(std::span<const int32_t> blocks)>;
-  void set_prefix_limit(PrefixLimit limit) { prefix_limit_ = std::move(limit); }
-  // Called by free() for each block no table holds any more (it is then in
-  // the free list, cached or not): the storage lets go of what it keeps per
-  // block (KvStorage::release_residual).
-  using BlockFreed = std::function<void(int32_t block)>;
-  void set_on_block_freed(BlockFreed f) { on_block_freed_ = std::move(f); }
+  // Cuts a match back to its first n blocks (KvCache: kivi2's fp16 window
+  // must still be held where a hit ends). REQUIRES: 0 <= n <= m.n_blocks().
+  void truncate_match(PrefixMatch& m, int32_t n) const;
   // Extends `keys` to the keys of t's first n_blocks full blocks (no-op when
   // caching is off). REQUIRES: n_blocks * block_size <= t.size().
   void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
@@ -125,6 +119,8 @@ class KvCacheManager {
   // Token slots the table covers (written, or being written this step).
   int32_t n_tokens(int32_t seq) const { return seqs_[size_t(seq)].n_tokens; }
   std::span<const int32_t> block_table(int32_t seq) const { return seqs_[size_t(seq)].blocks; }
+  // Tables holding the block (0: in the free list).
+  int32_t ref_count(int32_t block) const { return pool_.ref_count(block); }
 
   // Free blocks that appending n_new slots would take: new blocks, plus one
   // for copy-on-write when the last block is shared and partly filled.
@@ -168,8 +164,6 @@ class KvCacheManager {
   std::vector<Seq> seqs_;
   std::vector<int32_t> free_ids_;
   int32_t n_live_ = 0;
-  PrefixLimit prefix_limit_;
-  BlockFreed on_block_freed_;
 };
 
 }  // namespace omnibus

@@ -103,20 +103,19 @@ TEST(KvCacheManager, CopyOnWriteCountsAgainstTheFreeBlocks) {
   m.check_integrity();
 }
 
-// The free callback (KvStorage::release_residual) hears of a block only when
+// free() reports a block (KvCache: to release its residual slots) only when
 // no table holds it any more, once.
-TEST(KvCacheManager, BlockFreedCallbackWhenTheLastHolderLetsGo) {
+TEST(KvCacheManager, FreeReportsBlocksWhenTheLastHolderLetsGo) {
   KvCacheManager m(8, 4);
   std::vector<int32_t> freed;
-  m.set_on_block_freed([&](int32_t b) { freed.push_back(b); });
   std::vector<BlockCopy> copies;
   const int32_t parent = m.add_seq();
   ASSERT_TRUE(m.allocate_slots(parent, 6, copies));
   const int32_t child = m.fork(parent);
   const std::vector<int32_t> blocks(m.block_table(parent).begin(), m.block_table(parent).end());
-  m.free(parent);
+  m.free(parent, &freed);
   EXPECT_TRUE(freed.empty());  // the child holds both
-  m.free(child);
+  m.free(child, &freed);
   EXPECT_EQ(freed, (std::vector<int32_t>{blocks[1], blocks[0]}));  // last block first
 }
 

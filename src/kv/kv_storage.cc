@@ -7,41 +7,35 @@
 #include <memory>
 #include <utility>
 
-#include "kernels/kv_quant.h"
+#include "kv/kv_quant.h"
 #include "util/check.h"
 
 namespace omnibus {
 
 size_t KvGeometry::bytes_per_block() const {
-  const KvUnitBytes u = kv_unit_bytes(dtype, block_size, head_dim);
+  const KvUnitBytes u = kv_unit_bytes(format, block_size, head_dim);
   return size_t(n_layers) * size_t(n_kv_heads) * (u.k + u.v);
 }
 
-int KvGeometry::window_blocks() const {
-  if (!kv_has_residual(dtype)) return 0;
-  return kivi_window_blocks >= 0 ? kivi_window_blocks : kv_default_window_blocks(dtype);
+int KvGeometry::residual_blocks() const {
+  if (!kv_has_residual(format)) return 0;
+  return kv_residual_blocks >= 0 ? kv_residual_blocks : kv_default_residual_blocks(format);
 }
 
 int KvGeometry::residual_slots(int64_t n_blocks) const {
-  if (!kv_has_residual(dtype)) return 0;
-  const int64_t slots = kivi_residual_slots >= 0 ? kivi_residual_slots : 64 * (1 + int64_t(window_blocks()));
+  if (!kv_has_residual(format)) return 0;
+  const int64_t slots =
+      kv_residual_slots >= 0 ? kv_residual_slots : 64 * (1 + int64_t(residual_blocks()));
   return int(std::min(slots, n_blocks));
 }
 
 size_t KvGeometry::residual_slot_bytes() const {
-  if (!kv_has_residual(dtype)) return 0;
+  if (!kv_has_residual(format)) return 0;
   return size_t(n_layers) * 2 * size_t(n_kv_heads) * size_t(block_size) * size_t(head_dim) * 2;
 }
 
 size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
   return size_t(residual_slots(n_blocks)) * residual_slot_bytes();
-}
-
-StatusOr<DType> parse_kv_dtype(const std::string& name) {
-  for (DType t : {DType::F32, DType::F16, kKvQ8, kKvQ4, kKvKivi2}) {
-    if (name == kv_dtype_name(t)) return t;
-  }
-  return Status::invalid_argument("unknown KV cache dtype '{}' (choices: f16, f32, q8, q4, kivi2)", name);
 }
 
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int64_t n_blocks) {
@@ -50,13 +44,13 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
                                     g.n_layers, g.n_kv_heads, g.head_dim, g.block_size);
   }
   if (n_blocks < 1) return Status::invalid_argument("KV cache needs at least one block");
-  if (!is_kv_dtype(g.dtype)) return Status::invalid_argument("{} is not a KV cache format", dtype_name(g.dtype));
-  if (!kv_dtype_supports_head_dim(g.dtype, g.head_dim)) {
-    return Status::invalid_argument("KV cache format {} cannot store head_dim {}", kv_dtype_name(g.dtype),
-                                    g.head_dim);
+  if (!kv_format_supports_head_dim(g.format, g.head_dim)) {
+    return Status::invalid_argument("KV cache format {} cannot store head_dim {}",
+                                    kv_format_name(g.format), g.head_dim);
   }
-  if (kv_has_residual(g.dtype) && (g.kivi_residual_slots < -1 || g.kivi_window_blocks < -1)) {
-    return Status::invalid_argument("{} residual slots and window blocks must be >= 0", kv_dtype_name(g.dtype));
+  if (kv_has_residual(g.format) && (g.kv_residual_slots < -1 || g.kv_residual_blocks < -1)) {
+    return Status::invalid_argument("{} residual slots and window blocks must be >= 0",
+                                    kv_format_name(g.format));
   }
   const size_t n_bytes = g.bytes_per_block() * size_t(n_blocks);
   // mmap gives page-aligned, zero-filled memory that is only committed when touched.
@@ -69,12 +63,13 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
 
 KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_bytes)
     : geometry_(g), n_blocks_(n_blocks), mem_(mem), n_bytes_(n_bytes) {
-  if (kv_has_residual(g.dtype)) {
+  if (kv_has_residual(g.format)) {
     kivi_staging_ = std::make_unique<KiviStaging>();
     const int slots = g.residual_slots(n_blocks);
     for (int il = 0; il < g.n_layers; ++il) {
-      kivi_.push_back(std::make_unique<KiviResidual>(n_blocks, g.n_kv_heads, g.block_size, g.head_dim, slots,
-                                                     kivi_staging_.get(), g.window_blocks()));
+      kivi_.push_back(std::make_unique<KiviResidual>(n_blocks, g.n_kv_heads, g.block_size,
+                                                     g.head_dim, slots, kivi_staging_.get(),
+                                                     g.residual_blocks()));
     }
   }
 }
@@ -83,19 +78,23 @@ KvStorage::~KvStorage() { munmap(mem_, n_bytes_); }
 
 size_t KvStorage::k_pool_bytes() const {
   return size_t(n_blocks_) * size_t(geometry_.n_kv_heads) *
-         kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim).k;
+         kv_unit_bytes(geometry_.format, geometry_.block_size, geometry_.head_dim).k;
 }
 
 size_t KvStorage::v_pool_bytes() const {
   return size_t(n_blocks_) * size_t(geometry_.n_kv_heads) *
-         kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim).v;
+         kv_unit_bytes(geometry_.format, geometry_.block_size, geometry_.head_dim).v;
 }
 
 PagedKvLayer KvStorage::layer(int il) const {
   OMNIBUS_DCHECK(il >= 0 && il < geometry_.n_layers);
   auto* base = static_cast<uint8_t*>(mem_) + size_t(il) * (k_pool_bytes() + v_pool_bytes());
-  return PagedKvLayer{geometry_.dtype,       base, base + k_pool_bytes(), geometry_.block_size,
-                      geometry_.n_kv_heads, geometry_.head_dim,
+  return PagedKvLayer{geometry_.format,
+                      base,
+                      base + k_pool_bytes(),
+                      geometry_.block_size,
+                      geometry_.n_kv_heads,
+                      geometry_.head_dim,
                       kivi_.empty() ? nullptr : kivi_[size_t(il)].get()};
 }
 
@@ -107,7 +106,7 @@ uint64_t KvStorage::kivi_steals() const {
 
 int32_t KvStorage::usable_prefix(std::span<const int32_t> blocks) const {
   const int32_t n = int32_t(blocks.size());
-  const int w = geometry_.window_blocks();
+  const int w = geometry_.residual_blocks();
   if (w == 0) return n;
   // Sequences starting after blocks[0, m) read blocks m - w .. m - 1 in fp16.
   for (int32_t m = n; m > 0; --m) {
@@ -125,9 +124,20 @@ void KvStorage::release_residual(int64_t block) {
   for (const auto& r : kivi_) r->release_block(block);
 }
 
+bool KvStorage::residual_pinned(int64_t block) const {
+  for (const auto& r : kivi_) {
+    if (r->pins(block)) return true;
+  }
+  return false;
+}
+
+void KvStorage::check_residual_integrity() const {
+  for (const auto& r : kivi_) r->check_integrity();
+}
+
 void KvStorage::copy_block(int64_t src, int64_t dst) {
   OMNIBUS_CHECK(src >= 0 && src < n_blocks_ && dst >= 0 && dst < n_blocks_);
-  const KvUnitBytes u = kv_unit_bytes(geometry_.dtype, geometry_.block_size, geometry_.head_dim);
+  const KvUnitBytes u = kv_unit_bytes(geometry_.format, geometry_.block_size, geometry_.head_dim);
   for (int il = 0; il < geometry_.n_layers; ++il) {
     const PagedKvLayer l = layer(il);
     for (const auto& [pool, unit] : {std::pair{l.k, u.k}, std::pair{l.v, u.v}}) {

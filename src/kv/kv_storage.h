@@ -3,16 +3,18 @@
 // start-up, page-aligned, and never grows: the number of blocks is what limits
 // how many tokens the engine can hold (PagedAttention).
 //
-// Layout, per layer and for K and V separately (see kernels/attention.h):
-//   [n_blocks, n_kv_heads] units of block_size rows in the KV format `dtype`
-//   (f32, f16, q8, q4, kivi2: byte layouts in kernels/kv_quant.h and
+// Layout, per layer and for K and V separately (see kv/attention.h):
+//   [n_blocks, n_kv_heads] units of block_size rows in the KV format `format`
+//   (f32, f16, q8, q4, kivi2: byte layouts in kv/kv_quant.h and
 //   docs/kv-quantization.md). Everything a block holds is inside its units,
 //   so copy_block copies a block whole; kivi2 and q4 (KIVI keys) additionally
 //   keep, per layer, fp16 residual slots for key groups still being filled (a
-//   fixed area of fixed_bytes(), kernels/kv_quant_kivi.h), which copy_block
+//   fixed area of fixed_bytes(), kv/kv_quant_kivi.h), which copy_block
 //   duplicates too.
 // KvStorage knows nothing about which block belongs to whom: that is the block
-// manager's job (kv/block_pool.h); the model only sees block tables.
+// manager's job (kv/kv_cache_manager.h); KvCache (kv/kv_cache.h) owns both and
+// tells the residual slots when a block is freed. The model only sees block
+// tables.
 //
 // Thread-safety: the storage itself is plain memory. The engine thread owns
 // it; kernels write the slots named by the step's block tables.
@@ -22,12 +24,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/dtype.h"
-#include "kernels/kv_quant_kivi.h"
+#include "kv/attention.h"
+#include "kv/kv_format.h"
+#include "kv/kv_quant_kivi.h"
 #include "util/status.h"
 
 namespace omnibus {
@@ -37,15 +38,17 @@ struct KvGeometry {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;
-  DType dtype = DType::F16;  // a KV format tag (kernels/kv_quant.h)
-  // kivi2, q4 (kernels/kv_quant_kivi.h): completed groups a query still reads
-  // in fp16 (-1: the format's default, kv_default_window_blocks), and fp16
-  // residual slots per layer (-1: 64 * (1 + window), an open block and its
-  // window for 64 running sequences; at most n_blocks).
-  int kivi_window_blocks = -1;
-  int kivi_residual_slots = -1;
+  KvFormat format = KvFormat::kF16;
+  // kivi2, q4 (kv/kv_quant_kivi.h): --kv-residual-blocks, the completed
+  // groups a query still reads in fp16 (-1: the format's default,
+  // kv_default_residual_blocks), and fp16 residual slots per layer (-1:
+  // 64 * (1 + residual blocks), an open block and its window for 64 running
+  // sequences; at most n_blocks; plan_kv_cache sets it).
+  int kv_residual_blocks = -1;
+  int kv_residual_slots = -1;
 
-  int window_blocks() const;
+  // The settings resolved: 0 for the formats without a residual.
+  int residual_blocks() const;
   int residual_slots(int64_t n_blocks) const;
   // fp16 K + V of one residual slot in every layer (0 without a residual).
   size_t residual_slot_bytes() const;
@@ -58,10 +61,6 @@ struct KvGeometry {
   // bookkeeping excluded: block tables of ints); 0 for the other formats.
   size_t fixed_bytes(int64_t n_blocks) const;
 };
-
-// Accepts "f32", "f16", "q8", "q4", "kivi2"; returns a Status naming the
-// choices otherwise. The DType is the format's tag (kernels/kv_quant.h).
-StatusOr<DType> parse_kv_dtype(const std::string& name);
 
 class KvStorage {
  public:
@@ -88,6 +87,15 @@ class KvStorage {
   // (q4/kivi2) stop being pinned; a sealed block's fp16 window rows are
   // retained for a later prefix-cache hit, an open block's slot is freed.
   void release_residual(int64_t block);
+  // Whether some layer's residual slot of `block` is pinned (kv_quant_kivi.h).
+  bool residual_pinned(int64_t block) const;
+  // f(block) for each (layer, block) whose residual slot is pinned.
+  template <class F>
+  void for_each_pinned_block(F&& f) const {
+    for (const auto& r : kivi_) r->for_each_pinned_block(f);
+  }
+  // KiviResidual::check_integrity of every layer.
+  void check_residual_integrity() const;
 
   // The K/V pools of one layer, as the attention kernels take them.
   PagedKvLayer layer(int il) const;

@@ -7,65 +7,55 @@
 #include <random>
 #include <vector>
 
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_paged.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_paged.h"
 
 namespace omnibus {
 namespace {
 
-KvGeometry smollm_like(DType t) {
+KvGeometry smollm_like(KvFormat t) {
   KvGeometry g;
   g.n_layers = 30;
   g.n_kv_heads = 3;
   g.head_dim = 64;
   g.block_size = 16;
-  g.dtype = t;
+  g.format = t;
   return g;
 }
 
-TEST(KvStorage, ParsesEveryFormat) {
-  for (const char* name : {"f32", "f16", "q8", "q4", "kivi2"}) {
-    StatusOr<DType> t = parse_kv_dtype(name);
-    ASSERT_TRUE(t.is_ok()) << name;
-    EXPECT_EQ(kv_dtype_name(*t), name);
-  }
-  EXPECT_FALSE(parse_kv_dtype("q8_0").is_ok());
-  EXPECT_FALSE(parse_kv_dtype("int2").is_ok());
-}
-
 TEST(KvStorage, BytesPerTokenFollowTheFormat) {
-  const size_t f16 = smollm_like(DType::F16).bytes_per_token();
+  const size_t f16 = smollm_like(KvFormat::kF16).bytes_per_token();
   EXPECT_EQ(f16, 2u * 30 * 3 * 64 * 2);
-  EXPECT_EQ(smollm_like(DType::F32).bytes_per_token(), 2 * f16);
-  EXPECT_LT(smollm_like(kKvQ8).bytes_per_token(), f16 * 53 / 100);
-  EXPECT_LT(smollm_like(kKvQ4).bytes_per_token(), f16 * 34 / 100);
-  EXPECT_LE(smollm_like(kKvKivi2).bytes_per_token(), f16 / 5);
-  EXPECT_EQ(smollm_like(kKvQ8).fixed_bytes(1000), 0u);
+  EXPECT_EQ(smollm_like(KvFormat::kF32).bytes_per_token(), 2 * f16);
+  EXPECT_LT(smollm_like(KvFormat::kQ8).bytes_per_token(), f16 * 53 / 100);
+  EXPECT_LT(smollm_like(KvFormat::kQ4).bytes_per_token(), f16 * 34 / 100);
+  EXPECT_LE(smollm_like(KvFormat::kKivi2).bytes_per_token(), f16 / 5);
+  EXPECT_EQ(smollm_like(KvFormat::kQ8).fixed_bytes(1000), 0u);
   // the KIVI formats' fp16 residual: 64 * (1 + window) slots x 30 layers x (K + V) x 3 heads x 16 rows x 64
   // x 2 bytes; the window is 1 block for kivi2, 0 for q4 by default
   const size_t slot_bytes = size_t(30) * 2 * 3 * 16 * 64 * 2;
-  EXPECT_EQ(smollm_like(kKvKivi2).fixed_bytes(1000), 128 * slot_bytes);
-  EXPECT_EQ(smollm_like(kKvQ4).fixed_bytes(1000), 64 * slot_bytes);
-  KvGeometry g = smollm_like(kKvKivi2);
-  g.kivi_window_blocks = 2;
+  EXPECT_EQ(smollm_like(KvFormat::kKivi2).fixed_bytes(1000), 128 * slot_bytes);
+  EXPECT_EQ(smollm_like(KvFormat::kQ4).fixed_bytes(1000), 64 * slot_bytes);
+  KvGeometry g = smollm_like(KvFormat::kKivi2);
+  g.kv_residual_blocks = 2;
   EXPECT_EQ(g.fixed_bytes(1000), 192 * slot_bytes);
   EXPECT_EQ(g.fixed_bytes(100), 100 * slot_bytes);  // never more slots than blocks
-  g.kivi_residual_slots = 10;
+  g.kv_residual_slots = 10;
   EXPECT_EQ(g.fixed_bytes(1000), 10 * slot_bytes);
 }
 
 TEST(KvStorage, RejectsHeadDimTheFormatCannotHold) {
-  KvGeometry g = smollm_like(kKvKivi2);
+  KvGeometry g = smollm_like(KvFormat::kKivi2);
   g.head_dim = 6;
   EXPECT_FALSE(KvStorage::create(g, 4).is_ok());
-  g.dtype = kKvQ4;
+  g.format = KvFormat::kQ4;
   EXPECT_TRUE(KvStorage::create(g, 4).is_ok());
 }
 
 // copy_block carries a block whole, kivi2's open group included: the copy
 // reads back exactly like the source.
 TEST(KvStorage, CopyBlockCopiesEveryFormat) {
-  for (DType t : {DType::F16, kKvQ8, kKvQ4, kKvKivi2}) {
+  for (KvFormat t : {KvFormat::kF16, KvFormat::kQ8, KvFormat::kQ4, KvFormat::kKivi2}) {
     KvGeometry g = smollm_like(t);
     g.n_layers = 2;
     auto st = KvStorage::create(g, 6);
@@ -90,7 +80,8 @@ TEST(KvStorage, CopyBlockCopiesEveryFormat) {
         for (bool is_v : {false, true}) {
           kv_read_row(kv.layer(il), a, is_v, j, 1, n, ya.data());
           kv_read_row(kv.layer(il), b, is_v, j, 1, n, yb.data());
-          ASSERT_EQ(0, std::memcmp(ya.data(), yb.data(), 64 * 4)) << kv_dtype_name(t) << " j " << j;
+          ASSERT_EQ(0, std::memcmp(ya.data(), yb.data(), 64 * 4))
+              << kv_format_name(t) << " j " << j;
           ASSERT_TRUE(std::isfinite(ya[0]));
         }
       }
@@ -104,9 +95,9 @@ TEST(KvStorage, CopyBlockCopiesEveryFormat) {
 // spare slots; with too few slots they are gone and the hit is cut back.
 TEST(KvStorage, UsablePrefixNeedsTheWindowRows) {
   for (int slots : {16, 2}) {
-    KvGeometry g = smollm_like(kKvKivi2);
+    KvGeometry g = smollm_like(KvFormat::kKivi2);
     g.n_layers = 2;
-    g.kivi_residual_slots = slots;
+    g.kv_residual_slots = slots;
     auto st = KvStorage::create(g, 8);
     ASSERT_TRUE(st.is_ok());
     KvStorage& kv = **st;
@@ -122,21 +113,21 @@ TEST(KvStorage, UsablePrefixNeedsTheWindowRows) {
     EXPECT_EQ(kv.usable_prefix(one), slots == 16 ? 1 : 0) << slots;
   }
   // Formats without a window take any hit.
-  auto f16 = KvStorage::create(smollm_like(DType::F16), 4);
+  auto f16 = KvStorage::create(smollm_like(KvFormat::kF16), 4);
   ASSERT_TRUE(f16.is_ok());
   const std::vector<int32_t> blocks{0, 1, 2};
   EXPECT_EQ((*f16)->usable_prefix(blocks), 3);
 }
 
-// When no sequence holds a block any more (KvCacheManager's free callback),
+// When no sequence holds a block any more (KvCache::free releases it),
 // its residual slot stops being pinned: a sealed block's window rows are
 // retained for a prefix-cache hit, an open block's slot is freed. Later
 // sequences then claim slots without stealing from live ones.
 TEST(KvStorage, ReleasedBlocksLetGoOfTheirSlots) {
   for (bool release : {false, true}) {
-    KvGeometry g = smollm_like(kKvKivi2);
+    KvGeometry g = smollm_like(KvFormat::kKivi2);
     g.n_layers = 2;
-    g.kivi_residual_slots = 2;
+    g.kv_residual_slots = 2;
     auto st = KvStorage::create(g, 8);
     ASSERT_TRUE(st.is_ok());
     KvStorage& kv = **st;

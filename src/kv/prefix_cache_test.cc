@@ -248,27 +248,22 @@ TEST(PrefixCache, KeysSpanPromptAndOutput) {
   EXPECT_NE(whole[0], whole[1]);
 }
 
-// The KV storage can limit hits (kivi2's fp16 window: KvStorage::usable_prefix):
+// KvCache cuts hits back (kivi2's fp16 window: KvStorage::usable_prefix):
 // the match keeps the allowed leading blocks, and n_free counts only those.
-TEST(PrefixCache, StorageLimitCutsTheHitBack) {
+TEST(PrefixCache, TruncateMatchCutsTheHitBack) {
   KvCacheManager m(16, kBlock, true);
   const std::vector<int32_t> p = iota_tokens(17, 100);  // 4 full blocks + 1
   const SeqRun a = run(m, p);
   m.free(a.seq);  // its blocks are free but cached
-  std::vector<int32_t> limited_to;
-  m.set_prefix_limit([&](std::span<const int32_t> blocks) {
-    limited_to.assign(blocks.begin(), blocks.end());
-    return int32_t(blocks.size()) - 2;
-  });
   std::vector<uint64_t> keys;
   PrefixMatch match;
   m.match_prefix(view(p), 4, keys, match);
-  EXPECT_EQ(limited_to, std::vector<int32_t>(a.table.begin(), a.table.begin() + 4));
-  ASSERT_EQ(match.n_blocks(), 2);
+  EXPECT_EQ(match.blocks, std::vector<int32_t>(a.table.begin(), a.table.begin() + 4));
+  EXPECT_EQ(match.n_free, 4);
+  m.truncate_match(match, 2);
   EXPECT_EQ(match.blocks, std::vector<int32_t>(a.table.begin(), a.table.begin() + 2));
   EXPECT_EQ(match.n_free, 2);
-  m.set_prefix_limit([](std::span<const int32_t>) { return 0; });
-  m.match_prefix(view(p), 4, keys, match);
+  m.truncate_match(match, 0);
   EXPECT_EQ(match.n_blocks(), 0);
   EXPECT_EQ(match.n_free, 0);
 }

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kv/attention.h"
 #include "model/model_config.h"
 #include "model/step_batch.h"
 

@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
-#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops_parallel.h"
 #include "kernels/thread_pool.h"
+#include "kv/attention.h"
 #include "model/forward_buffers.h"
 #include "model/transformer_common.h"
 #include "model/weights.h"

@@ -142,9 +142,9 @@ std::vector<std::vector<double>> reference_forward(const GgufFile& f, const Tiny
   return logits;
 }
 
-std::vector<float> eval_all(Model& model, const std::vector<int32_t>& tokens, DType kv_dtype,
+std::vector<float> eval_all(Model& model, const std::vector<int32_t>& tokens, KvFormat kv_format,
                             int max_chunk = 512) {
-  auto runner = SequenceRunner::create(model, 64, kv_dtype, 16);
+  auto runner = SequenceRunner::create(model, 64, kv_format, 16);
   EXPECT_TRUE(runner.is_ok());
   auto logits = (*runner)->eval(tokens, /*all_logits=*/true, max_chunk);
   EXPECT_TRUE(logits.is_ok());
@@ -188,7 +188,7 @@ TEST(Gemma3Forward, MatchesReferenceWithF32Weights) {
   TinyGemma3Spec spec;
   Loaded l = load_tiny(spec, 1);
   const auto tokens = random_tokens(37, spec.n_vocab, 2);
-  const std::vector<float> got = eval_all(*l.model, tokens, DType::F32);
+  const std::vector<float> got = eval_all(*l.model, tokens, KvFormat::kF32);
   const auto want = reference_forward(*l.file, spec, tokens);
   // f32 weights, activations and KV: only float rounding separates the two.
   // Measured 9e-7 on a logit range of 4.2.
@@ -204,7 +204,7 @@ TEST(Gemma3Forward, MatchesReferenceWithSoftcapAndDefaultPattern) {
   spec.final_softcap = 2.f;  // small enough to bend the logits
   Loaded l = load_tiny(spec, 3);
   const auto tokens = random_tokens(30, spec.n_vocab, 4);
-  const std::vector<float> got = eval_all(*l.model, tokens, DType::F32);
+  const std::vector<float> got = eval_all(*l.model, tokens, KvFormat::kF32);
   const auto want = reference_forward(*l.file, spec, tokens);
   EXPECT_LT(max_abs_diff(got, want), 1e-4);
   for (float v : got) EXPECT_LT(std::abs(v), 2.f);
@@ -218,7 +218,7 @@ TEST(Gemma3Forward, MatchesReferenceWithQuantizedWeightsAndF16Cache) {
   spec.n_ff = 256;
   Loaded l = load_tiny(spec, 5);
   const auto tokens = random_tokens(29, spec.n_vocab, 6);
-  const std::vector<float> got = eval_all(*l.model, tokens, DType::F16);
+  const std::vector<float> got = eval_all(*l.model, tokens, KvFormat::kF16);
   const auto want = reference_forward(*l.file, spec, tokens);
   // Activations are quantized to 8 bits before every matmul (as llama.cpp
   // does) and K/V are stored as f16: measured 0.037 on a logit range of 8.2.
@@ -233,9 +233,9 @@ TEST(Gemma3Forward, ChunkingDoesNotChangeAnyBit) {
   spec.embd_type = DType::Q8_0;
   Loaded l = load_tiny(spec, 7);
   const auto tokens = random_tokens(45, spec.n_vocab, 8);
-  const std::vector<float> ref = eval_all(*l.model, tokens, DType::F16, 512);
+  const std::vector<float> ref = eval_all(*l.model, tokens, KvFormat::kF16, 512);
   for (int chunk : {1, 3, 8, 16, 17}) {
-    const std::vector<float> got = eval_all(*l.model, tokens, DType::F16, chunk);
+    const std::vector<float> got = eval_all(*l.model, tokens, KvFormat::kF16, chunk);
     ASSERT_EQ(got.size(), ref.size());
     EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0) << "chunk " << chunk;
   }
@@ -246,7 +246,7 @@ TEST(Gemma3Forward, SharingAStepDoesNotChangeAnyBit) {
   spec.weight_type = DType::Q5_0;
   spec.embd_type = DType::Q8_0;
   Loaded l = load_tiny(spec, 9);
-  auto kv = KvStorage::create(l.model->kv_geometry(16, DType::F16), 16);
+  auto kv = KvStorage::create(l.model->kv_geometry(16, KvFormat::kF16), 16);
   ASSERT_TRUE(kv.is_ok());
   const auto ta = random_tokens(20, spec.n_vocab, 10), tb = random_tokens(33, spec.n_vocab, 11);
   const std::vector<int32_t> blocks_a = {3, 1}, blocks_b = {7, 0, 12};

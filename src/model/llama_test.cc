@@ -112,7 +112,7 @@ TEST(LlamaForward, MatchesReferenceWithF32Weights) {
   TinyLlamaSpec spec;
   Loaded l = load_tiny(spec, 1);
   const auto tokens = random_tokens(37, spec.n_vocab, 2);
-  auto runner = SequenceRunner::create(*l.model, 64, DType::F32, 16);
+  auto runner = SequenceRunner::create(*l.model, 64, KvFormat::kF32, 16);
   ASSERT_TRUE(runner.is_ok());
   auto logits = (*runner)->eval(tokens, /*all_logits=*/true);
   ASSERT_TRUE(logits.is_ok());
@@ -138,7 +138,7 @@ void expect_close_to_reference(DType weight_type, DType embd_type, uint64_t mode
   spec.n_ff = 256;
   Loaded l = load_tiny(spec, model_seed);
   const auto tokens = random_tokens(n_tokens, spec.n_vocab, token_seed);
-  auto runner = SequenceRunner::create(*l.model, 64, DType::F16, 16);
+  auto runner = SequenceRunner::create(*l.model, 64, KvFormat::kF16, 16);
   ASSERT_TRUE(runner.is_ok());
   auto logits = (*runner)->eval(tokens, true);
   ASSERT_TRUE(logits.is_ok());
@@ -191,7 +191,7 @@ TEST(LlamaForward, SharingAStepDoesNotChangeAnyBit) {
   spec.weight_type = DType::Q4_1;
   spec.embd_type = DType::Q8_0;
   Loaded l = load_tiny(spec, 7);
-  const KvGeometry g = l.model->kv_geometry(16, DType::F16);
+  const KvGeometry g = l.model->kv_geometry(16, KvFormat::kF16);
   auto kv = KvStorage::create(g, 16);
   ASSERT_TRUE(kv.is_ok());
   const auto ta = random_tokens(20, spec.n_vocab, 8), tb = random_tokens(33, spec.n_vocab, 9);

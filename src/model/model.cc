@@ -7,13 +7,13 @@
 
 namespace omnibus {
 
-KvGeometry Model::kv_geometry(int block_size, DType dtype) const {
+KvGeometry Model::kv_geometry(int block_size, KvFormat format) const {
   KvGeometry g;
   g.n_layers = config_.n_layer;
   g.n_kv_heads = config_.n_head_kv;
   g.head_dim = config_.head_dim;
   g.block_size = block_size;
-  g.dtype = dtype;
+  g.format = format;
   return g;
 }
 

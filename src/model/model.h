@@ -31,8 +31,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
 
   // The KV geometry this model needs (layers, kv heads, head dim); the caller
-  // picks block size and dtype.
-  KvGeometry kv_geometry(int block_size, DType dtype) const;
+  // picks block size and KV format.
+  KvGeometry kv_geometry(int block_size, KvFormat format) const;
 
   // Runs one step. Returns logits, [batch.n_logit_rows(), n_vocab] row-major,
   // rows in sequence order; the span stays valid until the next forward().

@@ -5,12 +5,12 @@
 namespace omnibus {
 
 StatusOr<std::unique_ptr<SequenceRunner>> SequenceRunner::create(Model& model, int n_ctx,
-                                                                 DType kv_dtype, int block_size,
-                                                                 int kv_window_blocks) {
+                                                                 KvFormat kv_format, int block_size,
+                                                                 int kv_residual_blocks) {
   if (n_ctx < 1) return Status::invalid_argument("context size must be positive, got {}", n_ctx);
   const int64_t n_blocks = (int64_t(n_ctx) + block_size - 1) / block_size;
-  KvGeometry g = model.kv_geometry(block_size, kv_dtype);
-  g.kivi_window_blocks = kv_window_blocks;
+  KvGeometry g = model.kv_geometry(block_size, kv_format);
+  g.kv_residual_blocks = kv_residual_blocks;
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> kv, KvStorage::create(g, n_blocks));
   return std::unique_ptr<SequenceRunner>(new SequenceRunner(model, std::move(kv), n_ctx));
 }

@@ -20,10 +20,11 @@ namespace omnibus {
 class SequenceRunner {
  public:
   // A KV cache for n_ctx tokens of `model`, in blocks of block_size;
-  // kv_window_blocks: q4/kivi2 fp16 window (-1: the format's default).
+  // kv_residual_blocks: q4/kivi2 fp16 window (-1: the format's default).
   static StatusOr<std::unique_ptr<SequenceRunner>> create(Model& model, int n_ctx,
-                                                          DType kv_dtype = DType::F16,
-                                                          int block_size = 16, int kv_window_blocks = -1);
+                                                          KvFormat kv_format = KvFormat::kF16,
+                                                          int block_size = 16,
+                                                          int kv_residual_blocks = -1);
 
   // Appends `tokens` to the sequence, in chunks of at most max_chunk tokens,
   // and returns the logits of the last token ([n_vocab]) or, with all_logits,

@@ -2,7 +2,7 @@
 """KV-cache dtype table for docs/kv-quantization.md, in one run, back to back.
 
 For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
-  - bytes per token of the pool's blocks (formula of kernels/kv_quant.h, from
+  - bytes per token of the pool's blocks (formula of kv/kv_quant.h, from
     the GGUF's layer/head geometry) and, for kivi2 and q4 (KIVI keys), the
     fixed fp16 residual area (as src/engine/engine.cc sizes it: 1 + window
     slots per layer for each of --max-num-seqs (256) running sequences, at most
@@ -72,7 +72,7 @@ def r4(n):
     return (n + 3) // 4 * 4
 
 
-def unit_bytes(dtype, bs, hd):  # (K unit, V unit) bytes, as kernels/kv_quant.cc
+def unit_bytes(dtype, bs, hd):  # (K unit, V unit) bytes, as kv/kv_quant.cc
     n = bs * hd
     if dtype == "f32":
         return 4 * n, 4 * n

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_paged.h"
+#include "kv/attention.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_paged.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -30,7 +30,6 @@ void gather(const PagedKvLayer& kv, bool is_v, const AttentionSeq& s, int32_t n_
 
 void paged_attention_ref(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
                          int n_seqs, const AttentionParams& p, float* out) {
-  OMNIBUS_CHECK(is_kv_dtype(kv.dtype));
   OMNIBUS_CHECK(p.head_dim == kv.head_dim && p.n_kv_head == kv.n_kv_heads);
   OMNIBUS_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
   const int hd = p.head_dim;
@@ -43,7 +42,7 @@ void paged_attention_ref(const float* q, const PagedKvLayer& kv, const Attention
     for (int32_t t = 0; t < s.n_tokens; ++t) {
       const int32_t pos = s.n_past + t;
       // What a query sees depends on its position only with a KIVI residual.
-      if (t == 0 || kv_has_residual(kv.dtype)) {
+      if (t == 0 || kv_has_residual(kv.format)) {
         gather(kv, false, s, n_ctx, pos, K);
         gather(kv, true, s, n_ctx, pos, V);
       }

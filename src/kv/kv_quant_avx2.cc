@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/attention_internal.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_paged.h"
+#include "kv/attention_internal.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_paged.h"
 
 namespace omnibus {
 namespace {
@@ -122,15 +122,14 @@ void kivi_v_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) 
 // conversion is exact, d_c is the same single product smax * 2^(-e_c/16)).
 // REQUIRES hd % 8 == 0.
 void channel_stats(const uint8_t* unit, int hd, float* d, float* m) {
-  float smax;
-  std::memcpy(&smax, unit, 4);
-  const uint8_t* mstat = unit + 8;
-  const uint8_t* estat = mstat + 2 * hd;
+  const KiviKStats st = kivi_k_stats(unit, hd);
   const float* t = kivi_exp2_table();
-  const __m256 vs = _mm256_set1_ps(smax);
+  const __m256 vs = _mm256_set1_ps(st.smax);
   for (int c = 0; c < hd; c += 8) {
-    _mm256_storeu_ps(m + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mstat + 2 * c))));
-    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(estat + c)));
+    _mm256_storeu_ps(
+        m + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(st.m16 + 2 * c))));
+    const __m256i e =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(st.e + c)));
     _mm256_storeu_ps(d + c, _mm256_mul_ps(vs, _mm256_i32gather_ps(t, e, 4)));
   }
 }
@@ -199,9 +198,11 @@ void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is
     const int32_t blk_end = std::min<int32_t>(j1, (j / bs + 1) * bs);
     const uint8_t* unit = kv_unit(kv, is_v, s.block_table[j / bs], h);
     const int r0 = j % bs, r1 = r0 + (blk_end - j);
-    switch (kv.dtype) {
-      case kKvQ8: q8_rows(unit, bs, hd, r0, r1, y); break;
-      case kKvQ4:
+    switch (kv.format) {
+      case KvFormat::kQ8:
+        q8_rows(unit, bs, hd, r0, r1, y);
+        break;
+      case KvFormat::kQ4:
         if (is_v) {
           q4_rows(unit, bs, hd, r0, r1, y);
         } else {

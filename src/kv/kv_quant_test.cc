@@ -2,6 +2,8 @@
 // value rotation and range of kivi2, the KIVI residual window of kivi2 and q4
 // (fp16 reads of the open group, slot exhaustion, copy-on-write), and that a
 // shared (prefix-cached) quantized block reads the same as a recomputed one.
+#include "kv/kv_quant.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,13 +13,12 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/attention_internal.h"
 #include "kernels/cpu_features.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_kivi.h"
-#include "kernels/kv_quant_paged.h"
 #include "kernels/thread_pool.h"
+#include "kv/attention.h"
+#include "kv/attention_internal.h"
+#include "kv/kv_quant_kivi.h"
+#include "kv/kv_quant_paged.h"
 #include "util/fp16.h"
 
 namespace omnibus {
@@ -27,19 +28,20 @@ constexpr int kHeads = 4, kKv = 2;
 
 // A pool of n_blocks blocks in format t; block ids are used as given.
 struct Pool {
-  DType t;
+  KvFormat t;
   int bs, hd;
   std::vector<uint8_t> k, v;
   KiviStaging staging;
   std::unique_ptr<KiviResidual> kivi;
   // window: fp16 window blocks of q4/kivi2 (-1: the format's default).
-  Pool(DType t_, int bs_, int hd_, int n_blocks, int slots = 16, int window = -1) : t(t_), bs(bs_), hd(hd_) {
+  Pool(KvFormat t_, int bs_, int hd_, int n_blocks, int slots = 16, int window = -1)
+      : t(t_), bs(bs_), hd(hd_) {
     const KvUnitBytes u = kv_unit_bytes(t, bs, hd);
     k.assign(size_t(n_blocks) * kKv * u.k, 0xff);
     v.assign(size_t(n_blocks) * kKv * u.v, 0xff);
     if (kv_has_residual(t)) {
       kivi = std::make_unique<KiviResidual>(n_blocks, kKv, bs, hd, slots, &staging,
-                                            window >= 0 ? window : kv_default_window_blocks(t));
+                                            window >= 0 ? window : kv_default_residual_blocks(t));
     }
   }
   PagedKvLayer layer() { return PagedKvLayer{t, k.data(), v.data(), bs, kKv, hd, kivi.get()}; }
@@ -71,10 +73,21 @@ void store(Pool& p, const std::vector<int32_t>& table, int n_past, int n_tok, co
 
 // Round trip: every row read back (as a query far beyond sees it) is within
 // the format's bound of what was stored.
-class RoundTrip : public ::testing::TestWithParam<DType> {};
+// x[from..] twice in a row: two sequences computing the same tokens in one step.
+std::vector<float> tail_twice(const std::vector<float>& x, size_t from) {
+  std::vector<float> y(x.begin() + ptrdiff_t(from), x.end());
+  y.insert(y.end(), x.begin() + ptrdiff_t(from), x.end());
+  return y;
+}
+
+std::string format_param_name(const ::testing::TestParamInfo<KvFormat>& pi) {
+  return std::string(kv_format_name(pi.param));
+}
+
+class RoundTrip : public ::testing::TestWithParam<KvFormat> {};
 
 TEST_P(RoundTrip, ErrorWithinFormatBound) {
-  const DType t = GetParam();
+  const KvFormat t = GetParam();
   for (int hd : {64, 24}) {
     const int bs = 16, n = 64;
     Pool p(t, bs, hd, 8);
@@ -96,7 +109,7 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
             sum_err += double(y[c] - xr[c]) * (y[c] - xr[c]);
           }
           float glo = 0, ghi = 0;  // kivi2 V: the rotated row's range
-          if (t == kKvKivi2 && is_v) {
+          if (t == KvFormat::kKivi2 && is_v) {
             // compare in the rotated space, where the row was quantized
             kv_hadamard(xr.data(), hd);
             kv_hadamard(y.data(), hd);
@@ -111,7 +124,7 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
           }
           for (int c = 0; c < hd; ++c) {
             float bound;
-            if (t == kKvQ8) {
+            if (t == KvFormat::kQ8) {
               bound = amax / 127.f * 0.5f * 1.01f + 1e-6f;
             } else if (!is_v && kbits != 0) {  // KIVI keys: per channel over the block's 16 tokens
               const int b0 = j / bs * bs;
@@ -121,7 +134,7 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
                 chi = std::max(chi, x[(size_t(r) * kKv + h) * hd + c]);
               }
               bound = (chi - clo) / float((1 << kbits) - 1) * 0.5f * 1.05f + std::fabs(clo) * 1e-3f + 1e-6f;
-            } else if (t == kKvQ4) {  // q4 values: per token, groups of G channels
+            } else if (t == KvFormat::kQ4) {  // q4 values: per token, groups of G channels
               const int g = kv_q4_group(hd), g0 = c / g * g;
               float qlo = xr[g0], qhi = xr[g0];
               for (int e = g0; e < g0 + g; ++e) {
@@ -134,21 +147,21 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
                       (std::fabs(glo) + std::fabs(ghi)) * 1e-3f + 1e-5f;
             }
             ASSERT_LE(std::fabs(y[c] - xr[c]), bound)
-                << kv_dtype_name(t) << " hd " << hd << (is_v ? " V" : " K") << " j " << j << " c " << c;
+                << kv_format_name(t) << " hd " << hd << (is_v ? " V" : " K") << " j " << j << " c "
+                << c;
           }
         }
       }
     }
     // And the error is not trivially zero (the format does quantize).
     EXPECT_GT(sum_err, 0.0);
-    EXPECT_LT(sum_err / sum_sq, t == kKvQ8 ? 1e-4 : t == kKvQ4 ? 5e-3 : 0.1);
+    EXPECT_LT(sum_err / sum_sq, t == KvFormat::kQ8 ? 1e-4 : t == KvFormat::kQ4 ? 5e-3 : 0.1);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, RoundTrip, ::testing::Values(kKvQ8, kKvQ4, kKvKivi2),
-                         [](const ::testing::TestParamInfo<DType>& pi) {
-                           return std::string(kv_dtype_name(pi.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Formats, RoundTrip,
+                         ::testing::Values(KvFormat::kQ8, KvFormat::kQ4, KvFormat::kKivi2),
+                         format_param_name);
 
 // The rotation: orthonormal (norm kept) and its own inverse; an outlier
 // channel is spread over the block.
@@ -288,16 +301,16 @@ TEST(KvFormat, AvxStoreQuantizersMatchTheDefinition) {
 }
 
 TEST(KvFormat, BytesPerTokenAgainstF16) {
-  const auto per_tok = [](DType t) {
+  const auto per_tok = [](KvFormat t) {
     const KvUnitBytes u = kv_unit_bytes(t, 16, 64);
     return double(u.k + u.v) / 16;
   };
-  EXPECT_EQ(per_tok(DType::F16), 256);
-  EXPECT_EQ(per_tok(DType::F32), 512);
-  EXPECT_EQ(per_tok(kKvQ8), 132);                  // 64 + 2 per row
+  EXPECT_EQ(per_tok(KvFormat::kF16), 256);
+  EXPECT_EQ(per_tok(KvFormat::kF32), 512);
+  EXPECT_EQ(per_tok(KvFormat::kQ8), 132);  // 64 + 2 per row
   // q4: V 32 + 2 x 4 per row; K 32 per row + (8 + 3 x 64) per block of 16
-  EXPECT_EQ(per_tok(kKvQ4), 32 + 8 + 32 + 200 / 16.0);
-  EXPECT_LE(per_tok(kKvKivi2), per_tok(DType::F16) / 5);
+  EXPECT_EQ(per_tok(KvFormat::kQ4), 32 + 8 + 32 + 200 / 16.0);
+  EXPECT_LE(per_tok(KvFormat::kKivi2), per_tok(KvFormat::kF16) / 5);
 }
 
 // KIVI formats: while a query's own group is open, its keys and values are
@@ -313,7 +326,7 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
   std::vector<float> out[3];
   int i = 0;
-  for (DType t : {DType::F16, kKvQ4, kKvKivi2}) {
+  for (KvFormat t : {KvFormat::kF16, KvFormat::kQ4, KvFormat::kKivi2}) {
     Pool p(t, bs, hd, 4);
     // history in two earlier steps, then a 4-token chunk
     store(p, table, 0, 5, k.data(), v.data());
@@ -342,7 +355,7 @@ TEST(Kivi, WindowReadsTheLastCompletedGroupInFp16) {
   const std::vector<float> q = randn(size_t(n) * kHeads * hd, 15), k = keys_with_outliers(n, hd, 16),
                            v = randn(size_t(n) * kKv * hd, 17);
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
-  auto run = [&](DType t, int window) {
+  auto run = [&](KvFormat t, int window) {
     Pool p(t, bs, hd, 4, 16, window);
     // block 0 sealed in the second step (rows 0..6, then 7..20), then a 6-token chunk
     store(p, table, 0, 7, k.data(), v.data());
@@ -352,7 +365,8 @@ TEST(Kivi, WindowReadsTheLastCompletedGroupInFp16) {
     std::vector<float> out(size_t(6) * kHeads * hd), ref(out.size());
     paged_attention(q.data() + 21 * kHeads * hd, p.layer(), &s, 1, ap, out.data(), tp);
     paged_attention_ref(q.data() + 21 * kHeads * hd, p.layer(), &s, 1, ap, ref.data());
-    for (size_t e = 0; e < out.size(); ++e) EXPECT_NEAR(out[e], ref[e], 2e-5f * (1 + std::fabs(ref[e])));
+    for (size_t e = 0; e < out.size(); ++e)
+      EXPECT_NEAR(out[e], ref[e], 2e-5f * (1 + std::fabs(ref[e])));
     return out;
   };
   auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -360,18 +374,18 @@ TEST(Kivi, WindowReadsTheLastCompletedGroupInFp16) {
     for (size_t e = 0; e < a.size(); ++e) m = std::max(m, double(std::fabs(a[e] - b[e])));
     return m;
   };
-  const std::vector<float> f16 = run(DType::F16, 0);
-  const std::vector<float> q4w = run(kKvQ4, 1);
+  const std::vector<float> f16 = run(KvFormat::kF16, 0);
+  const std::vector<float> q4w = run(KvFormat::kQ4, 1);
   EXPECT_EQ(0, std::memcmp(f16.data(), q4w.data(), f16.size() * 4));
-  EXPECT_LT(max_diff(run(kKvKivi2, -1), f16), 2e-3);  // the default window is 1
-  EXPECT_GT(max_diff(run(kKvKivi2, 0), f16), 1e-2);   // block 0 read at 2 bits
-  EXPECT_GT(max_diff(run(kKvQ4, 0), f16), 0.0);
+  EXPECT_LT(max_diff(run(KvFormat::kKivi2, -1), f16), 2e-3);  // the default window is 1
+  EXPECT_GT(max_diff(run(KvFormat::kKivi2, 0), f16), 1e-2);   // block 0 read at 2 bits
+  EXPECT_GT(max_diff(run(KvFormat::kQ4, 0), f16), 0.0);
 }
 
 // Decodes `n_seq` sequences one token per step for n steps with a pool of a
 // KIVI format (kivi2, q4) of `slots` residual slots; returns every step's
 // output and checks each against the reference.
-std::vector<float> decode_many(DType t, int slots, int n_seq, int n, uint64_t* steals) {
+std::vector<float> decode_many(KvFormat t, int slots, int n_seq, int n, uint64_t* steals) {
   ThreadPool tp(2);
   const int hd = 64, bs = 16;
   const int per = (n + bs - 1) / bs;
@@ -414,23 +428,24 @@ std::vector<float> decode_many(DType t, int slots, int n_seq, int n, uint64_t* s
 // Fewer residual slots than open groups: slots are stolen (keys of the victim
 // block fall back to per-token quantization), reads still match the reference.
 TEST(Kivi, SlotExhaustionDegradesButStaysConsistent) {
-  for (DType t : {kKvKivi2, kKvQ4}) {
+  for (KvFormat t : {KvFormat::kKivi2, KvFormat::kQ4}) {
     uint64_t steals_enough = 0, steals_short = 0;
     const std::vector<float> enough = decode_many(t, 8, 4, 40, &steals_enough);
     const std::vector<float> shortage = decode_many(t, 2, 4, 40, &steals_short);
-    EXPECT_EQ(steals_enough, 0u) << kv_dtype_name(t);
-    EXPECT_GT(steals_short, 0u) << kv_dtype_name(t);
-    EXPECT_NE(0, std::memcmp(enough.data(), shortage.data(), enough.size() * 4)) << kv_dtype_name(t);
+    EXPECT_EQ(steals_enough, 0u) << kv_format_name(t);
+    EXPECT_GT(steals_short, 0u) << kv_format_name(t);
+    EXPECT_NE(0, std::memcmp(enough.data(), shortage.data(), enough.size() * 4))
+        << kv_format_name(t);
   }
 }
 
 // Copy-on-write of an open kivi2/q4 block (a fork mid-group): the copy
 // carries the residual rows, so the forked sequence reads exactly what a
 // sequence that computed the same tokens itself reads.
-class KiviFormats : public ::testing::TestWithParam<DType> {};
+class KiviFormats : public ::testing::TestWithParam<KvFormat> {};
 
 TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
-  const DType t = GetParam();
+  const KvFormat t = GetParam();
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n = 21;
   const std::vector<float> q = randn(size_t(n + 1) * kHeads * hd, 8);
@@ -448,11 +463,9 @@ TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
   ASSERT_GE(p.kivi->slot_of(2), 0);
   ASSERT_NE(p.kivi->slot_of(2), p.kivi->slot_of(1));
   std::vector<AttentionSeq> seqs{AttentionSeq{0, 1, n, forked.data(), 0}, AttentionSeq{1, 1, n, fresh.data(), 0}};
-  std::vector<float> qs(q.begin() + n * kHeads * hd, q.end());
-  qs.insert(qs.end(), q.begin() + n * kHeads * hd, q.end());
-  std::vector<float> ks(k.begin() + n * kKv * hd, k.end()), vs(v.begin() + n * kKv * hd, v.end());
-  ks.insert(ks.end(), k.begin() + n * kKv * hd, k.end());
-  vs.insert(vs.end(), v.begin() + n * kKv * hd, v.end());
+  const std::vector<float> qs = tail_twice(q, size_t(n) * kHeads * hd);
+  const std::vector<float> ks = tail_twice(k, size_t(n) * kKv * hd);
+  const std::vector<float> vs = tail_twice(v, size_t(n) * kKv * hd);
   kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
   std::vector<float> out(qs.size());
   paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
@@ -460,18 +473,16 @@ TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
   EXPECT_EQ(0, std::memcmp(out.data(), out.data() + row, row * 4));
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, KiviFormats, ::testing::Values(kKvKivi2, kKvQ4),
-                         [](const ::testing::TestParamInfo<DType>& pi) {
-                           return std::string(kv_dtype_name(pi.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Formats, KiviFormats, ::testing::Values(KvFormat::kKivi2, KvFormat::kQ4),
+                         format_param_name);
 
 // Prefix caching: a sequence whose first blocks are another sequence's
 // (shared, already quantized) blocks gets the same bits as one that computed
 // those tokens into its own blocks.
-class SharedBlocks : public ::testing::TestWithParam<DType> {};
+class SharedBlocks : public ::testing::TestWithParam<KvFormat> {};
 
 TEST_P(SharedBlocks, CacheHitEqualsRecompute) {
-  const DType t = GetParam();
+  const KvFormat t = GetParam();
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n_prefix = 32, n = 45;
   const std::vector<float> q = randn(size_t(n) * kHeads * hd, 11);
@@ -485,11 +496,9 @@ TEST_P(SharedBlocks, CacheHitEqualsRecompute) {
   const int m = n - n_prefix;
   std::vector<AttentionSeq> seqs{AttentionSeq{0, m, n_prefix, hit.data(), 0},
                                  AttentionSeq{m, m, n_prefix, recompute.data(), 0}};
-  std::vector<float> qs(q.begin() + n_prefix * kHeads * hd, q.end());
-  qs.insert(qs.end(), q.begin() + n_prefix * kHeads * hd, q.end());
-  std::vector<float> ks(k.begin() + n_prefix * kKv * hd, k.end()), vs(v.begin() + n_prefix * kKv * hd, v.end());
-  ks.insert(ks.end(), k.begin() + n_prefix * kKv * hd, k.end());
-  vs.insert(vs.end(), v.begin() + n_prefix * kKv * hd, v.end());
+  const std::vector<float> qs = tail_twice(q, size_t(n_prefix) * kHeads * hd);
+  const std::vector<float> ks = tail_twice(k, size_t(n_prefix) * kKv * hd);
+  const std::vector<float> vs = tail_twice(v, size_t(n_prefix) * kKv * hd);
   kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
   std::vector<float> out(qs.size());
   paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
@@ -501,10 +510,10 @@ TEST_P(SharedBlocks, CacheHitEqualsRecompute) {
   EXPECT_EQ(0, std::memcmp(out.data(), again.data(), out.size() * 4));
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, SharedBlocks, ::testing::Values(DType::F16, kKvQ8, kKvQ4, kKvKivi2),
-                         [](const ::testing::TestParamInfo<DType>& pi) {
-                           return std::string(kv_dtype_name(pi.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Formats, SharedBlocks,
+                         ::testing::Values(KvFormat::kF16, KvFormat::kQ8, KvFormat::kQ4,
+                                           KvFormat::kKivi2),
+                         format_param_name);
 
 }  // namespace
 }  // namespace omnibus

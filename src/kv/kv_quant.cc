@@ -1,12 +1,12 @@
 // Scalar reference codecs of the KV formats (layouts: kv_quant.h).
-#include "kernels/kv_quant.h"
+#include "kv/kv_quant.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernels/attention_internal.h"
 #include "kernels/cpu_features.h"
+#include "kv/attention_internal.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -88,16 +88,6 @@ void load_row_per_token(const uint8_t* codes, const uint16_t* dm, int hd, int bi
 
 }  // namespace
 
-bool is_kv_dtype(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == kKvQ8 || t == kKvQ4 || t == kKvKivi2;
-}
-
-bool is_kv_quantized(DType t) { return t == kKvQ8 || t == kKvQ4 || t == kKvKivi2; }
-
-int kv_kivi_bits(DType t) { return t == kKvKivi2 ? 2 : t == kKvQ4 ? 4 : 0; }
-
-int kv_default_window_blocks(DType t) { return t == kKvKivi2 ? 1 : 0; }
-
 void kv_hadamard(float* x, int hd) {
   int n = 1;
   while (n < 256 && hd % (2 * n) == 0) n *= 2;
@@ -136,26 +126,6 @@ void kv_gauss_range(const float* x, int n, float* lo, float* hi) {
   }
 }
 
-std::string_view kv_dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case kKvQ8: return "q8";
-    case kKvQ4: return "q4";
-    case kKvKivi2: return "kivi2";
-    default: break;
-  }
-  OMNIBUS_CHECK(false && "not a KV dtype");
-  return "";
-}
-
-bool kv_dtype_supports_head_dim(DType t, int head_dim) {
-  if (head_dim <= 0) return false;
-  if (t == kKvQ4) return head_dim % 2 == 0;
-  if (t == kKvKivi2) return head_dim % 4 == 0;
-  return true;
-}
-
 int kv_q4_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 
 KiviKLayout kivi_k_layout(int bs, int hd, int bits) {
@@ -166,25 +136,29 @@ KiviKLayout kivi_k_layout(int bs, int hd, int bits) {
   return l;
 }
 
-KvUnitBytes kv_unit_bytes(DType t, int bs, int hd) {
-  OMNIBUS_CHECK(is_kv_dtype(t) && kv_dtype_supports_head_dim(t, hd) && bs > 0);
+KvUnitBytes kv_unit_bytes(KvFormat f, int bs, int hd) {
+  OMNIBUS_CHECK(kv_format_supports_head_dim(f, hd) && bs > 0);
   const size_t n = size_t(bs) * size_t(hd);
-  switch (t) {
-    case DType::F32: return {n * 4, n * 4};
-    case DType::F16: return {n * 2, n * 2};
-    case kKvQ8: {
+  switch (f) {
+    case KvFormat::kF32:
+      return {n * 4, n * 4};
+    case KvFormat::kF16:
+      return {n * 2, n * 2};
+    case KvFormat::kQ8: {
       const size_t b = round4(kv_row_codes_bytes(bs, hd, 8) + size_t(2) * bs);
       return {b, b};
     }
-    case kKvQ4: {
+    case KvFormat::kQ4: {
       const size_t v = kv_row_codes_bytes(bs, hd, 4) + size_t(bs) * (hd / kv_q4_group(hd)) * 4;
       return {kivi_k_layout(bs, hd, 4).bytes, v};
     }
-    default: {  // kivi2
+    case KvFormat::kKivi2: {
       const size_t v = kv_row_codes_bytes(bs, hd, 2) + size_t(4) * bs;
       return {kivi_k_layout(bs, hd, 2).bytes, v};
     }
   }
+  OMNIBUS_CHECK(false && "not a KvFormat");
+  return {};
 }
 
 const float* kivi_exp2_table() {
@@ -308,15 +282,20 @@ void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x) {
   for (int r = 0; r < bs; ++r) pack_row(kunit + l.codes + size_t(r) * (hd * bits / 8), hd, bits, x + size_t(r) * hd, d, m, true);
 }
 
+KiviKStats kivi_k_stats(const uint8_t* kunit, int hd) {
+  KiviKStats s;
+  std::memcpy(&s.smax, kunit, 4);
+  s.m16 = kunit + 8;
+  s.e = s.m16 + 2 * hd;
+  return s;
+}
+
 void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m) {
-  float smax;
-  std::memcpy(&smax, kunit, 4);
-  const uint8_t* mstat = kunit + 8;
-  const uint8_t* estat = mstat + 2 * hd;
+  const KiviKStats s = kivi_k_stats(kunit, hd);
   const float* t = kivi_exp2_table();
   for (int c = 0; c < hd; ++c) {
-    m[c] = ld16(mstat + 2 * c);
-    d[c] = smax * t[estat[c]];
+    m[c] = ld16(s.m16 + 2 * c);
+    d[c] = s.smax * t[s.e[c]];
   }
 }
 

@@ -1,18 +1,18 @@
 // kv_store, the task split and dispatch of paged_attention, and the portable
 // scalar per-task kernel (see attention_internal.h for the algorithm).
-#include "kernels/attention.h"
+#include "kv/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "kernels/attention_internal.h"
 #include "kernels/cpu_features.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_kivi.h"
-#include "kernels/kv_quant_paged.h"
 #include "kernels/thread_pool.h"
+#include "kv/attention_internal.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_kivi.h"
+#include "kv/kv_quant_paged.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -20,10 +20,10 @@ namespace omnibus {
 namespace {
 
 void check_layer(const PagedKvLayer& kv) {
-  OMNIBUS_CHECK(is_kv_dtype(kv.dtype) && kv_dtype_supports_head_dim(kv.dtype, kv.head_dim));
+  OMNIBUS_CHECK(kv_format_supports_head_dim(kv.format, kv.head_dim));
   OMNIBUS_CHECK(kv.block_size > 0 && kv.n_kv_heads > 0 && kv.head_dim > 0);
   OMNIBUS_CHECK(kv.k != nullptr && kv.v != nullptr);
-  OMNIBUS_CHECK(kv_has_residual(kv.dtype) == (kv.kivi != nullptr));
+  OMNIBUS_CHECK(kv_has_residual(kv.format) == (kv.kivi != nullptr));
 }
 
 // Element offset of (position pos, KV head h) in the pool.
@@ -33,7 +33,7 @@ inline int64_t kv_offset(const PagedKvLayer& kv, const AttentionSeq& s, int32_t 
 }
 
 void store_row(const PagedKvLayer& kv, void* pool, int64_t off, const float* src, bool avx2) {
-  if (kv.dtype == DType::F32) {
+  if (kv.format == KvFormat::kF32) {
     std::memcpy(static_cast<float*>(pool) + off, src, kv.head_dim * sizeof(float));
     return;
   }
@@ -126,17 +126,17 @@ void task_scalar_quant(const float* q, const PagedKvLayer& kv, const AttentionSe
 
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                            const AttentionParams& p, const AttnTask& t, float* out) {
-  if (kv.dtype == DType::F32) return task_scalar<float>(q, kv, s, p, t, out);
-  if (kv.dtype == DType::F16) return task_scalar<uint16_t>(q, kv, s, p, t, out);
+  if (kv.format == KvFormat::kF32) return task_scalar<float>(q, kv, s, p, t, out);
+  if (kv.format == KvFormat::kF16) return task_scalar<uint16_t>(q, kv, s, p, t, out);
   task_scalar_quant(q, kv, s, p, t, out);
 }
 
 void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
               const float* v) {
   check_layer(kv);
-  if (kv_has_residual(kv.dtype)) return kivi_store(kv, seqs, n_seqs, k, v);
+  if (kv_has_residual(kv.format)) return kivi_store(kv, seqs, n_seqs, k, v);
   const bool avx2 = cpu_features().use_avx2() && kv.head_dim % 8 == 0;
-  if (is_kv_quantized(kv.dtype)) {
+  if (kv_format_quantized(kv.format)) {
     for (int i = 0; i < n_seqs; ++i) {
       const AttentionSeq& s = seqs[i];
       for (int32_t t = 0; t < s.n_tokens; ++t) {
@@ -144,9 +144,9 @@ void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, cons
         const int32_t pos = s.n_past + t;
         const int64_t block = s.block_table[pos / kv.block_size];
         for (int h = 0; h < kv.n_kv_heads; ++h) {
-          kv_store_row_quantized(kv.dtype, kv_unit(kv, false, block, h), kv.block_size, kv.head_dim,
-                                 pos % kv.block_size, k + (row + h) * kv.head_dim);
-          kv_store_row_quantized(kv.dtype, kv_unit(kv, true, block, h), kv.block_size, kv.head_dim,
+          kv_store_row_quantized(kv.format, kv_unit(kv, false, block, h), kv.block_size,
+                                 kv.head_dim, pos % kv.block_size, k + (row + h) * kv.head_dim);
+          kv_store_row_quantized(kv.format, kv_unit(kv, true, block, h), kv.block_size, kv.head_dim,
                                  pos % kv.block_size, v + (row + h) * kv.head_dim);
         }
       }
@@ -166,12 +166,13 @@ void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, cons
   }
 }
 
-void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
-                     int n_seqs, const AttentionParams& p, float* out, ThreadPool& pool) {
+void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs,
+                     const AttentionParams& p, float* out, ThreadPool& pool) {
   check_layer(kv);
   OMNIBUS_CHECK(p.head_dim == kv.head_dim && p.n_kv_head == kv.n_kv_heads);
   OMNIBUS_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0);
-  if (kv.kivi != nullptr) OMNIBUS_CHECK(kv.kivi->staging().owner == kv.kivi);  // kv_store of this layer ran last
+  if (kv.kivi != nullptr)
+    OMNIBUS_CHECK(kv.kivi->staging().owner == kv.kivi);  // kv_store of this layer ran last
   const int n_rep = p.n_head / p.n_kv_head;
 
   // Split: tokens in tiles of kTokTile, heads by KV group; if that leaves

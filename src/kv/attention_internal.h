@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention.h"
+#include "kv/attention.h"
 
 namespace omnibus {
 
@@ -57,8 +57,8 @@ void store_f16_avx2(const float* src, uint16_t* dst, int64_t n);
 void load_f16_avx2(const uint16_t* src, float* dst, int64_t n);
 
 // Quantized formats (q8, q4, kivi2): rows [j0, j1) of KV head h of sequence
-// s, dequantized from the block into y [j1 - j0, head_dim] (kivi2: the
-// quantized view; rows of a group still open are left as zeros).
+// s, dequantized from the block into y [j1 - j0, head_dim] (KIVI keys of q4
+// and kivi2: the quantized view; rows of a group still open are left as zeros).
 // REQUIRES: use_avx2(), head_dim % 8 == 0.
 void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0,
                           int32_t j1, float* y);

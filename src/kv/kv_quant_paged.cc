@@ -1,7 +1,7 @@
 // Scalar row reader over every KV format (kv_quant_paged.h).
-#include "kernels/kv_quant_paged.h"
+#include "kv/kv_quant_paged.h"
 
-#include "kernels/kv_quant_kivi.h"
+#include "kv/kv_quant_kivi.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -13,27 +13,28 @@ void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32
   const int64_t b = s.block_table[j / bs];
   const int r = j % bs;
   const uint8_t* unit = kv_unit(kv, is_v, b, h);
-  switch (kv.dtype) {
-    case DType::F32: {
+  switch (kv.format) {
+    case KvFormat::kF32: {
       const float* x = reinterpret_cast<const float*>(unit) + size_t(r) * hd;
       for (int d = 0; d < hd; ++d) y[d] = x[d];
       return;
     }
-    case DType::F16: {
+    case KvFormat::kF16: {
       const uint16_t* x = reinterpret_cast<const uint16_t*>(unit) + size_t(r) * hd;
       for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
       return;
     }
-    case kKvQ8: return q8_load_row(unit, bs, hd, r, y);
-    case kKvQ4:
-    case kKvKivi2: {
-      const bool rot = is_v && kv_rotates_v(kv.dtype);
-      const bool f16 = kivi_reads_f16(qpos, j, bs, kv.kivi->window_blocks());
+    case KvFormat::kQ8:
+      return q8_load_row(unit, bs, hd, r, y);
+    case KvFormat::kQ4:
+    case KvFormat::kKivi2: {
+      const bool rot = is_v && kv_rotates_v(kv.format);
+      const bool f16 = kivi_reads_f16(qpos, j, bs, kv.kivi->residual_blocks());
       const uint16_t* x = f16 ? kivi_f16_row(kv, s, h, j, is_v) : nullptr;
       if (x != nullptr) {
         for (int d = 0; d < hd; ++d) y[d] = fp16_to_fp32(x[d]);
       } else if (!is_v) {
-        kivi_k_load_row(unit, bs, hd, kv_kivi_bits(kv.dtype), r, y);
+        kivi_k_load_row(unit, bs, hd, kv_kivi_bits(kv.format), r, y);
       } else if (rot) {
         kivi_v_load_row(unit, bs, hd, r, y);
       } else {
@@ -42,12 +43,13 @@ void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32
       if (rot) kv_hadamard(y, hd);  // values are stored rotated: H (H v) = v
       return;
     }
-    default: OMNIBUS_CHECK(false && "not a KV dtype");
+    default:
+      OMNIBUS_CHECK(false && "not a KvFormat");
   }
 }
 
-void kv_store_row_quantized(DType t, uint8_t* unit, int bs, int hd, int r, const float* x) {
-  OMNIBUS_CHECK(t == kKvQ8);
+void kv_store_row_quantized(KvFormat t, uint8_t* unit, int bs, int hd, int r, const float* x) {
+  OMNIBUS_CHECK(t == KvFormat::kQ8);
   q8_store_row(unit, bs, hd, r, x);
 }
 

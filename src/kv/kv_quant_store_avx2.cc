@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/attention_internal.h"
+#include "kv/attention_internal.h"
 
 namespace omnibus {
 namespace {

@@ -2,11 +2,13 @@
 // 4 bits; KIVI, ICML '24): keys are quantized per channel over a group of
 // block_size tokens, so a group can only be quantized once it is complete.
 // Until then its rows stay in fp16 here. A query also reads the last
-// `window_blocks` completed groups in fp16 (KIVI's residual of recent tokens;
+// `residual_blocks` completed groups in fp16 (KIVI's residual of recent tokens;
 // kivi2 default 1, q4 0), which is where most of the 2-bit loss is won back:
 //
-//   query at position p reads key j   quantized  if j < qlim(p) = max(0, floor((p + 1) / bs) - W) * bs
-//                                     fp16       otherwise (its open group and the W groups before it)
+//   query at position p reads key j   quantized  if j < qlim(p) = max(0, floor((p + 1) / bs) - W) *
+//   bs
+//                                     fp16       otherwise (its open group and the W groups before
+//                                     it)
 //
 // This depends only on (p, j), never on how the prompt was chunked or what
 // shared the step, so outputs stay batch-invariant (kv_quant_paged.h: kivi_qlim).
@@ -27,8 +29,8 @@
 //   - W > 0: *retained*: it keeps the block's rows until another block needs
 //     the slot. A prefix-cache hit that ends at block m must let the new
 //     sequence read blocks m - W .. m - 1 in fp16, exactly as a recomputation
-//     would; holds_rows() says whether they still are, and the engine cuts the
-//     hit back to where they are (KvStorage::holds_window_rows). Blocks sealed
+//     would; holds_rows() says whether they still are, and KvCache::match_prefix
+//     cuts the hit back to where they are (KvStorage::usable_prefix). Blocks sealed
 //     and left behind within one call (a long prompt chunk) get a retained
 //     slot too if one is free, so that a shared prompt can be hit later.
 // A kv_store call re-pins the retained slots its sequences read (a hit).
@@ -39,6 +41,13 @@
 // could not be had starts per-token too. Kernels and the reference reader
 // take the same decision from the same state, so they always agree.
 //
+// Ownership: KvStorage creates one KiviResidual per layer, with the slot count
+// plan_kv_cache (kv/kv_cache_size.h) chose; KvCache, which owns the storage and
+// the block manager, calls release_block for every block no table holds any
+// more and checks the slots in its check_integrity (KiviResidual::check_integrity,
+// and no pinned slot on a free block). W is the --kv-residual-blocks setting
+// (KvGeometry::kv_residual_blocks).
+//
 // Thread-safety: kivi_store and kivi_copy_block mutate the residual (engine
 // thread only); paged_attention only reads it.
 #pragma once
@@ -47,7 +56,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kv/attention.h"
 
 namespace omnibus {
 
@@ -58,12 +67,12 @@ struct KiviStaging {
 
 class KiviResidual {
  public:
-  // REQUIRES: n_slots >= 0, window_blocks >= 0; staging outlives this object.
+  // REQUIRES: n_slots >= 0, residual_blocks >= 0; staging outlives this object.
   KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int head_dim, int n_slots,
-               KiviStaging* staging, int window_blocks = 0);
+               KiviStaging* staging, int residual_blocks = 0);
 
   int n_slots() const { return n_slots_; }
-  int window_blocks() const { return window_; }
+  int residual_blocks() const { return residual_blocks_; }
   // Whether a sealed block's fp16 rows are still held (a prefix-cache hit
   // may end right after it only if the W blocks before the end hold them).
   bool holds_rows(int64_t block) const {
@@ -74,6 +83,22 @@ class KiviResidual {
   // sealed block's window rows, W > 0) or freed. Engine thread, between steps.
   void release_block(int64_t block);
   int32_t slot_of(int64_t block) const { return slot_of_[size_t(block)]; }
+  // Whether `block`'s slot is pinned (owned and not retained): only blocks
+  // some sequence holds may be.
+  bool pins(int64_t block) const {
+    const int32_t s = slot_of_[size_t(block)];
+    return s >= 0 && !retained_[size_t(s)];
+  }
+  // f(block) for each block whose slot is pinned.
+  template <class F>
+  void for_each_pinned_block(F&& f) const {
+    for (int32_t s = 0; s < n_slots_; ++s) {
+      if (owner_[size_t(s)] >= 0 && !retained_[size_t(s)]) f(owner_[size_t(s)]);
+    }
+  }
+  // Aborts unless every slot is free (in the free list once) or owned by the
+  // one block whose slot it is, and retained slots hold full groups (W > 0).
+  void check_integrity() const;
   uint64_t n_steals() const { return n_steals_; }
   uint64_t n_no_slot() const { return n_no_slot_; }
   size_t slot_bytes() const;  // fp16 K + V of one slot
@@ -103,7 +128,7 @@ class KiviResidual {
   void unpin(int32_t slot);
   void pin(int64_t block);  // a query of this call reads the block's rows
 
-  const int n_kv_, bs_, hd_, n_slots_, window_;
+  const int n_kv_, bs_, hd_, n_slots_, residual_blocks_;
   KiviStaging* const staging_;
   std::vector<uint16_t> k_, v_;      // [n_slots, n_kv, bs, hd]
   std::vector<int32_t> slot_of_;     // [n_blocks]: slot or -1

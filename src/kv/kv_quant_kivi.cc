@@ -1,13 +1,13 @@
 // kivi2 store path and residual-slot bookkeeping (see kv_quant_kivi.h).
-#include "kernels/kv_quant_kivi.h"
+#include "kv/kv_quant_kivi.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/attention_internal.h"
 #include "kernels/cpu_features.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_paged.h"
+#include "kv/attention_internal.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_paged.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -26,11 +26,15 @@ void to_f16(const float* x, uint16_t* h, int64_t n) {
 
 }  // namespace
 
-KiviResidual::KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int head_dim, int n_slots,
-                           KiviStaging* staging, int window_blocks)
-    : n_kv_(n_kv_heads), bs_(block_size), hd_(head_dim), n_slots_(n_slots), window_(window_blocks),
+KiviResidual::KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int head_dim,
+                           int n_slots, KiviStaging* staging, int residual_blocks)
+    : n_kv_(n_kv_heads),
+      bs_(block_size),
+      hd_(head_dim),
+      n_slots_(n_slots),
+      residual_blocks_(residual_blocks),
       staging_(staging) {
-  OMNIBUS_CHECK(n_slots >= 0 && n_blocks >= 1 && staging != nullptr && window_blocks >= 0);
+  OMNIBUS_CHECK(n_slots >= 0 && n_blocks >= 1 && staging != nullptr && residual_blocks >= 0);
   const size_t slot_elems = size_t(n_kv_heads) * block_size * head_dim;
   k_.assign(slot_elems * n_slots, 0);
   v_.assign(slot_elems * n_slots, 0);
@@ -46,6 +50,25 @@ KiviResidual::KiviResidual(int64_t n_blocks, int n_kv_heads, int block_size, int
 
 size_t KiviResidual::slot_bytes() const { return 2 * size_t(n_kv_) * bs_ * hd_ * sizeof(uint16_t); }
 
+void KiviResidual::check_integrity() const {
+  std::vector<uint8_t> is_free(size_t(n_slots_), 0);
+  for (int32_t s : free_) {
+    OMNIBUS_CHECK(s >= 0 && s < n_slots_ && !is_free[size_t(s)] && owner_[size_t(s)] < 0);
+    is_free[size_t(s)] = 1;
+  }
+  for (int32_t s = 0; s < n_slots_; ++s) {
+    const int64_t b = owner_[size_t(s)];
+    OMNIBUS_CHECK(is_free[size_t(s)] == (b < 0));
+    if (b >= 0) OMNIBUS_CHECK(slot_of_[size_t(b)] == s);
+    if (retained_[size_t(s)])
+      OMNIBUS_CHECK(b >= 0 && residual_blocks_ > 0 && fill_[size_t(s)] == bs_);
+  }
+  for (size_t b = 0; b < slot_of_.size(); ++b) {
+    const int32_t s = slot_of_[b];
+    if (s >= 0) OMNIBUS_CHECK(s < n_slots_ && owner_[size_t(s)] == int64_t(b));
+  }
+}
+
 void KiviResidual::release(int32_t slot) {
   const int64_t b = owner_[size_t(slot)];
   if (b < 0) return;
@@ -56,7 +79,7 @@ void KiviResidual::release(int32_t slot) {
 }
 
 void KiviResidual::unpin(int32_t slot) {
-  if (window_ > 0 && fill_[size_t(slot)] == bs_) {
+  if (residual_blocks_ > 0 && fill_[size_t(slot)] == bs_) {
     retained_[size_t(slot)] = 1;  // keeps a sealed block's rows for a later prefix-cache hit
   } else {
     release(slot);
@@ -116,7 +139,7 @@ int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid
     ++n_steals_;
     const int64_t victim = owner_[size_t(slot)];
     if (kivi_k_state(kv_unit(kv, false, victim, 0)) == kKiviOpen) {
-      const int bits = kv_kivi_bits(kv.dtype);
+      const int bits = kv_kivi_bits(kv.format);
       std::vector<float> x(static_cast<size_t>(hd_));
       for (int h = 0; h < n_kv_; ++h) {
         uint8_t* ku = kv_unit(kv, false, victim, h);
@@ -142,8 +165,8 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
   OMNIBUS_CHECK(R.n_kv_ == kv.n_kv_heads && R.bs_ == kv.block_size && R.hd_ == kv.head_dim);
   R.begin_call();
   const int bs = kv.block_size, hd = kv.head_dim, nkv = kv.n_kv_heads;
-  const int bits = kv_kivi_bits(kv.dtype);
-  const bool rotate_v = kv_rotates_v(kv.dtype);
+  const int bits = kv_kivi_bits(kv.format);
+  const bool rotate_v = kv_rotates_v(kv.format);
   const int64_t row_elems = int64_t(nkv) * hd;
 
   // Stage the step's rows in fp16: every later read of them goes through fp16.
@@ -167,7 +190,7 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
 
   // Pin what this call's queries read from earlier calls: the window rows
   // below each sequence's n_past (after a prefix-cache hit, retained ones).
-  const int W = R.window_;
+  const int W = R.residual_blocks_;
   if (W > 0) {
     for (int i = 0; i < n_seqs; ++i) {
       const AttentionSeq& s = seqs[i];
@@ -314,7 +337,8 @@ void kivi_copy_block(const PagedKvLayer& kv, int64_t src, int64_t dst) {
     uint8_t* ku = kv_unit(kv, false, dst, h);
     for (int r = 0; r < n_rows; ++r) {
       to_f32(R.row(from, false, h, r), x.data(), kv.head_dim);
-      kivi_k_store_row_per_token(ku, kv.block_size, kv.head_dim, kv_kivi_bits(kv.dtype), r, x.data());
+      kivi_k_store_row_per_token(ku, kv.block_size, kv.head_dim, kv_kivi_bits(kv.format), r,
+                                 x.data());
     }
     kivi_k_set_state(ku, kKiviPerToken);
   }

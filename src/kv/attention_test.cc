@@ -1,4 +1,4 @@
-#include "kernels/attention.h"
+#include "kv/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -6,24 +6,26 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_kivi.h"
 #include "kernels/thread_pool.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_kivi.h"
 #include "util/fp16.h"
 
 namespace omnibus {
 namespace {
 
+using enum KvFormat;  // kF32, kF16, kQ8, kQ4, kKivi2 in the shape lists
+
 struct Shape {
   int n_head, n_kv_head, head_dim, block_size;
-  DType dtype;
+  KvFormat format;
   int kivi_window = -1;  // q4/kivi2 fp16 window blocks; -1: the format's default
 };
 
@@ -34,31 +36,31 @@ class KvPool {
  public:
   KvPool(const Shape& sh, int n_blocks, int kivi_slots = 64) : sh_(sh), n_blocks_(n_blocks) {
     const size_t n = static_cast<size_t>(n_blocks) * sh.n_kv_head * sh.block_size * sh.head_dim;
-    const KvUnitBytes ub = kv_unit_bytes(sh.dtype, sh.block_size, sh.head_dim);
+    const KvUnitBytes ub = kv_unit_bytes(sh.format, sh.block_size, sh.head_dim);
     k_.resize(static_cast<size_t>(n_blocks) * sh.n_kv_head * ub.k);
     v_.resize(static_cast<size_t>(n_blocks) * sh.n_kv_head * ub.v);
-    if (sh.dtype == DType::F32) {
+    if (sh.format == KvFormat::kF32) {
       std::fill_n(reinterpret_cast<float*>(k_.data()), n, NAN);
       std::fill_n(reinterpret_cast<float*>(v_.data()), n, NAN);
-    } else if (sh.dtype == DType::F16) {
+    } else if (sh.format == KvFormat::kF16) {
       std::fill_n(reinterpret_cast<uint16_t*>(k_.data()), n, uint16_t{0x7e00});
       std::fill_n(reinterpret_cast<uint16_t*>(v_.data()), n, uint16_t{0x7e00});
     } else {
       std::fill(k_.begin(), k_.end(), uint8_t{0xff});
       std::fill(v_.begin(), v_.end(), uint8_t{0xff});
     }
-    if (kv_has_residual(sh.dtype)) {
+    if (kv_has_residual(sh.format)) {
       kivi_ = std::make_unique<KiviResidual>(
           n_blocks, sh.n_kv_head, sh.block_size, sh.head_dim, kivi_slots, &staging_,
-          sh.kivi_window >= 0 ? sh.kivi_window : kv_default_window_blocks(sh.dtype));
+          sh.kivi_window >= 0 ? sh.kivi_window : kv_default_residual_blocks(sh.format));
     }
     blocks_.resize(n_blocks);
     std::iota(blocks_.begin(), blocks_.end(), 0);
     std::shuffle(blocks_.begin(), blocks_.end(), std::mt19937(42));
   }
   PagedKvLayer layer() {
-    return PagedKvLayer{sh_.dtype,       k_.data(),        v_.data(), sh_.block_size,
-                        sh_.n_kv_head,   sh_.head_dim,     kivi_.get()};
+    return PagedKvLayer{sh_.format,    k_.data(),    v_.data(),  sh_.block_size,
+                        sh_.n_kv_head, sh_.head_dim, kivi_.get()};
   }
   KiviResidual* kivi() { return kivi_.get(); }
   // A block table for a sequence of up to n_ctx positions, from scattered blocks.
@@ -109,14 +111,16 @@ struct Part {  // one sequence's share of a step
 
 // Runs one step: kv_store of the new tokens, then paged_attention (and the
 // reference if ref_out is given). Returns out [n_tok_total, n_head, hd].
-std::vector<float> run_step(const Shape& sh, KvPool& pool, const std::vector<Part>& parts, ThreadPool& tp,
-                            float softcap = 0.f, std::vector<float>* ref_out = nullptr) {
+std::vector<float> run_step(const Shape& sh, KvPool& pool, const std::vector<Part>& parts,
+                            ThreadPool& tp, float softcap = 0.f,
+                            std::vector<float>* ref_out = nullptr) {
   const int hd = sh.head_dim;
   std::vector<AttentionSeq> seqs;
   std::vector<float> q, k, v;
   int32_t first = 0;
   for (const Part& pt : parts) {
-    seqs.push_back(AttentionSeq{first, pt.n_tokens, pt.n_past, pt.seq->table.data(), pt.seq->window});
+    seqs.push_back(
+        AttentionSeq{first, pt.n_tokens, pt.n_past, pt.seq->table.data(), pt.seq->window});
     first += pt.n_tokens;
     auto qb = pt.seq->q.begin() + static_cast<size_t>(pt.n_past) * sh.n_head * hd;
     q.insert(q.end(), qb, qb + static_cast<size_t>(pt.n_tokens) * sh.n_head * hd);
@@ -132,7 +136,8 @@ std::vector<float> run_step(const Shape& sh, KvPool& pool, const std::vector<Par
   paged_attention(q.data(), kv, seqs.data(), static_cast<int>(seqs.size()), p, out.data(), tp);
   if (ref_out) {
     ref_out->assign(q.size(), -777.f);
-    paged_attention_ref(q.data(), kv, seqs.data(), static_cast<int>(seqs.size()), p, ref_out->data());
+    paged_attention_ref(q.data(), kv, seqs.data(), static_cast<int>(seqs.size()), p,
+                        ref_out->data());
   }
   return out;
 }
@@ -144,7 +149,8 @@ void prefill_history(const Shape& sh, KvPool& pool, SeqData& s, int n) {
   kv_store(pool.layer(), seqs.data(), 1, s.k.data(), s.v.data());
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol, const char* what) {
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                  const char* what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_TRUE(std::isfinite(got[i])) << what << " i=" << i;
@@ -168,8 +174,8 @@ const Case kCases[] = {
 
 std::string shape_name(const Shape& sh) {
   char name[64];
-  std::snprintf(name, sizeof name, "h%dkv%dd%dbs%d%s", sh.n_head, sh.n_kv_head, sh.head_dim, sh.block_size,
-                std::string(kv_dtype_name(sh.dtype)).c_str());
+  std::snprintf(name, sizeof name, "h%dkv%dd%dbs%d%s", sh.n_head, sh.n_kv_head, sh.head_dim,
+                sh.block_size, std::string(kv_format_name(sh.format)).c_str());
   if (sh.kivi_window >= 0) return std::string(name) + "w" + std::to_string(sh.kivi_window);
   return std::string(name);
 }
@@ -190,7 +196,8 @@ TEST_P(AttentionVsRef, MatchesReference) {
         data.push_back(make_seq(sh, pool, s[0] + s[1], s[2], seed++));
         prefill_history(sh, pool, data.back(), s[0]);
       }
-      for (size_t i = 0; i < c.seqs.size(); ++i) parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1]});
+      for (size_t i = 0; i < c.seqs.size(); ++i)
+        parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1]});
       std::vector<float> ref;
       const auto out = run_step(sh, pool, parts, tp, softcap, &ref);
       expect_close(out, ref, 2e-5f, c.name);
@@ -200,23 +207,23 @@ TEST_P(AttentionVsRef, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionVsRef,
-    ::testing::Values(Shape{9, 3, 64, 16, DType::F32}, Shape{9, 3, 64, 16, DType::F16},
-                      Shape{8, 2, 64, 1, DType::F32}, Shape{8, 2, 256, 32, DType::F32},
-                      Shape{4, 1, 256, 16, DType::F16}, Shape{6, 2, 24, 16, DType::F32},
-                      Shape{4, 4, 12, 32, DType::F16},  // head_dim not a multiple of 8: scalar path
-                      Shape{3, 1, 8, 1, DType::F16},
-                      // quantized formats: AVX2 fast dequant (hd % 32 == 0), scalar rows, scalar kernel
-                      Shape{9, 3, 64, 16, kKvQ8}, Shape{9, 3, 64, 16, kKvQ4}, Shape{9, 3, 64, 16, kKvKivi2},
-                      Shape{4, 1, 256, 16, kKvQ8}, Shape{4, 1, 256, 16, kKvQ4}, Shape{4, 1, 256, 16, kKvKivi2},
-                      Shape{8, 2, 64, 1, kKvKivi2}, Shape{8, 2, 64, 32, kKvKivi2}, Shape{6, 2, 24, 16, kKvQ4},
-                      Shape{6, 2, 24, 16, kKvKivi2}, Shape{4, 4, 12, 32, kKvQ8}, Shape{4, 4, 12, 32, kKvKivi2},
-                      // fp16 windows other than the defaults (kivi2 1, q4 0)
-                      Shape{9, 3, 64, 16, kKvKivi2, 0}, Shape{9, 3, 64, 16, kKvKivi2, 3},
-                      Shape{9, 3, 64, 16, kKvQ4, 1}, Shape{8, 2, 64, 1, kKvKivi2, 5}),
+    ::testing::Values(
+        Shape{9, 3, 64, 16, kF32}, Shape{9, 3, 64, 16, kF16}, Shape{8, 2, 64, 1, kF32},
+        Shape{8, 2, 256, 32, kF32}, Shape{4, 1, 256, 16, kF16}, Shape{6, 2, 24, 16, kF32},
+        Shape{4, 4, 12, 32, kF16},  // head_dim not a multiple of 8: scalar path
+        Shape{3, 1, 8, 1, kF16},
+        // quantized formats: AVX2 fast dequant (hd % 32 == 0), scalar rows, scalar kernel
+        Shape{9, 3, 64, 16, kQ8}, Shape{9, 3, 64, 16, kQ4}, Shape{9, 3, 64, 16, kKivi2},
+        Shape{4, 1, 256, 16, kQ8}, Shape{4, 1, 256, 16, kQ4}, Shape{4, 1, 256, 16, kKivi2},
+        Shape{8, 2, 64, 1, kKivi2}, Shape{8, 2, 64, 32, kKivi2}, Shape{6, 2, 24, 16, kQ4},
+        Shape{6, 2, 24, 16, kKivi2}, Shape{4, 4, 12, 32, kQ8}, Shape{4, 4, 12, 32, kKivi2},
+        // fp16 windows other than the defaults (kivi2 1, q4 0)
+        Shape{9, 3, 64, 16, kKivi2, 0}, Shape{9, 3, 64, 16, kKivi2, 3}, Shape{9, 3, 64, 16, kQ4, 1},
+        Shape{8, 2, 64, 1, kKivi2, 5}),
     [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 TEST(AttentionTest, SingleKeyReturnsItsValue) {
-  const Shape sh{2, 1, 16, 16, DType::F32};
+  const Shape sh{2, 1, 16, 16, KvFormat::kF32};
   KvPool pool(sh, 4);
   SeqData s = make_seq(sh, pool, 1, 0, 3);
   ThreadPool tp(1);
@@ -227,7 +234,7 @@ TEST(AttentionTest, SingleKeyReturnsItsValue) {
 }
 
 TEST(AttentionTest, F16StoreRoundsToNearest) {
-  const Shape sh{1, 1, 16, 4, DType::F16};
+  const Shape sh{1, 1, 16, 4, KvFormat::kF16};
   KvPool pool(sh, 1);
   SeqData s = make_seq(sh, pool, 1, 0, 4);
   prefill_history(sh, pool, s, 1);
@@ -290,21 +297,22 @@ TEST_P(AttentionInvariance, SameBitsWhateverTheChunking) {
     ASSERT_EQ(done, n);
     ASSERT_EQ(whole.size(), chunked.size());
     for (int t = 0; t < n; ++t) {
-      ASSERT_EQ(0, std::memcmp(whole.data() + t * row, chunked.data() + t * row, row * 4)) << "token " << t;
+      ASSERT_EQ(0, std::memcmp(whole.data() + t * row, chunked.data() + t * row, row * 4))
+          << "token " << t;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionInvariance,
-                         ::testing::Values(Shape{9, 3, 64, 16, DType::F32}, Shape{9, 3, 64, 16, DType::F16},
-                                           Shape{8, 2, 256, 32, DType::F32}, Shape{6, 2, 24, 1, DType::F16},
-                                           Shape{4, 2, 12, 16, DType::F32}, Shape{9, 3, 64, 16, kKvQ8},
-                                           Shape{9, 3, 64, 16, kKvQ4}, Shape{9, 3, 64, 16, kKvKivi2},
-                                           Shape{8, 2, 256, 32, kKvKivi2}, Shape{6, 2, 24, 1, kKvKivi2},
-                                           Shape{4, 2, 12, 16, kKvKivi2}, Shape{4, 2, 12, 16, kKvQ4},
-                                           Shape{9, 3, 64, 16, kKvKivi2, 0}, Shape{9, 3, 64, 16, kKvKivi2, 2},
-                                           Shape{9, 3, 64, 16, kKvQ4, 1}),
-                         [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionInvariance,
+    ::testing::Values(Shape{9, 3, 64, 16, kF32}, Shape{9, 3, 64, 16, kF16},
+                      Shape{8, 2, 256, 32, kF32}, Shape{6, 2, 24, 1, kF16},
+                      Shape{4, 2, 12, 16, kF32}, Shape{9, 3, 64, 16, kQ8}, Shape{9, 3, 64, 16, kQ4},
+                      Shape{9, 3, 64, 16, kKivi2}, Shape{8, 2, 256, 32, kKivi2},
+                      Shape{6, 2, 24, 1, kKivi2}, Shape{4, 2, 12, 16, kKivi2},
+                      Shape{4, 2, 12, 16, kQ4}, Shape{9, 3, 64, 16, kKivi2, 0},
+                      Shape{9, 3, 64, 16, kKivi2, 2}, Shape{9, 3, 64, 16, kQ4, 1}),
+    [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 }  // namespace
 }  // namespace omnibus

@@ -27,8 +27,7 @@
 //   Key ranges are [min, max] (clipping a key outlier costs more than the
 //   resolution it buys: measured); kivi2's rotated values use kv_gauss_range.
 //
-// The formats are named by DType tags (the KV format, not the ggml weight
-// layout of the same name): Q8_0 = q8, Q4_1 = q4, Q2_K = kivi2.
+// The formats are named by KvFormat (kv/kv_format.h, with their traits).
 //
 // Thread-safety: pure functions on caller-owned memory.
 #pragma once
@@ -37,31 +36,14 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kernels/dtype.h"
+#include "kv/kv_format.h"
 
 namespace omnibus {
-
-constexpr DType kKvQ8 = DType::Q8_0;
-constexpr DType kKvQ4 = DType::Q4_1;
-constexpr DType kKvKivi2 = DType::Q2_K;
 
 // kivi2 K unit states.
 constexpr uint8_t kKiviOpen = 0;
 constexpr uint8_t kKiviSealed = 1;
 constexpr uint8_t kKiviPerToken = 2;
-
-bool is_kv_dtype(DType t);
-// "f32", "f16", "q8", "q4", "kivi2"; REQUIRES is_kv_dtype(t).
-std::string_view kv_dtype_name(DType t);
-bool is_kv_quantized(DType t);
-// Whether the format can store rows of head_dim elements (q4: even, kivi2: % 4).
-bool kv_dtype_supports_head_dim(DType t, int head_dim);
-
-// Bytes of one (block, KV head) unit of the K pool and of the V pool.
-struct KvUnitBytes {
-  size_t k = 0, v = 0;
-};
-KvUnitBytes kv_unit_bytes(DType t, int block_size, int head_dim);
 
 int kv_q4_group(int head_dim);
 
@@ -70,18 +52,6 @@ int kv_q4_group(int head_dim);
 inline size_t kv_row_codes_bytes(int bs, int hd, int bits) {
   return (static_cast<size_t>(bs) * hd * bits / 8 + 3) / 4 * 4;
 }
-
-// Bits of a format whose keys are KIVI keys (per channel over the block, the
-// open group in the fp16 residual, kernels/kv_quant_kivi.h): kivi2 2, q4 4;
-// 0 for the others.
-int kv_kivi_bits(DType t);
-inline bool kv_has_residual(DType t) { return kv_kivi_bits(t) != 0; }
-// Completed groups a query still reads in fp16 besides its open one
-// (kv_quant_kivi.h): kivi2 1 (+16.7% -> see docs/kv-quantization.md), q4 0
-// (already within 0.5% of f16 without), 0 for the others.
-int kv_default_window_blocks(DType t);
-// Whether a query reads the format's values rotated back by kv_hadamard (kivi2).
-inline bool kv_rotates_v(DType t) { return t == DType::Q2_K; }
 
 // x[0..hd) <- H x, H the orthonormal Walsh-Hadamard matrix over blocks of
 // the largest power of two dividing hd (at most 256). H is symmetric and its
@@ -132,6 +102,14 @@ void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int bits, int ro
 void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x);
 // Per-channel {d, m} of a sealed unit: d[hd], m[hd].
 void kivi_k_channel_stats(const uint8_t* kunit, int hd, float* d, float* m);
+// The stats region of a sealed unit, as the readers above decode it:
+// m_c = fp16 m16[c], d_c = smax * kivi_exp2_table()[e[c]].
+struct KiviKStats {
+  float smax;
+  const uint8_t* m16;  // fp16 [hd]
+  const uint8_t* e;    // u8 [hd]
+};
+KiviKStats kivi_k_stats(const uint8_t* kunit, int hd);
 // REQUIRES state is kKiviSealed or kKiviPerToken.
 void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int bits, int row, float* y);
 

@@ -15,11 +15,11 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/attention_internal.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_kivi.h"
-#include "kernels/kv_quant_paged.h"
 #include "kernels/ops_vec_avx2.h"
+#include "kv/attention_internal.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_kivi.h"
+#include "kv/kv_quant_paged.h"
 
 namespace omnibus {
 namespace {
@@ -30,7 +30,8 @@ inline __m256 load8(const uint16_t* p) {
 }
 // q8 codes, unscaled (the kernel applies the row scales to scores and probabilities).
 inline __m256 load8(const int8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
 // Lane i of the result = sum of the 8 lanes of v[i], summed in one fixed order.
@@ -84,7 +85,8 @@ thread_local PrefetchQueue t_ahead;
 // pointed at a row of zeros, cannot disturb its neighbours). Rows are taken
 // R at a time to keep N * R accumulators in registers.
 template <typename T, int N>
-inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float* const* out, PrefetchQueue& pf) {
+inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float* const* out,
+                   PrefetchQueue& pf) {
   constexpr int R = N == 1 ? 8 : 4;
   __m256 acc[N][8];
   for (int half = 0; half < 8; half += R) {
@@ -114,8 +116,8 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float*
 // is shared by the N queries; W vectors of each query's accumulator are kept
 // in registers per pass over the rows.
 template <typename T, int N>
-inline void pv_update_n(float* const* acc, const float* alpha, const float* const* p, const T* const* rows, int a,
-                        int b, int hd, PrefetchQueue& pf) {
+inline void pv_update_n(float* const* acc, const float* alpha, const float* const* p,
+                        const T* const* rows, int a, int b, int hd, PrefetchQueue& pf) {
   constexpr int W = N == 1 ? 8 : 4;
   int d = 0;
   for (; d + 8 * W <= hd; d += 8 * W) {
@@ -140,7 +142,8 @@ inline void pv_update_n(float* const* acc, const float* alpha, const float* cons
   }
   for (; d < hd; d += 8) {
     __m256 x[N];
-    for (int n = 0; n < N; ++n) x[n] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d), _mm256_set1_ps(alpha[n]));
+    for (int n = 0; n < N; ++n)
+      x[n] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d), _mm256_set1_ps(alpha[n]));
     for (int j = a; j < b; ++j) {
       const __m256 v = load8(rows[j] + d);
       for (int n = 0; n < N; ++n) x[n] = _mm256_fmadd_ps(_mm256_broadcast_ss(p[n] + j), v, x[n]);
@@ -218,8 +221,8 @@ inline float softmax_update(QueryState& st, float* dots, int a, int b, const Att
 // score_j = ks_j * (q . code_j), and row j enters P.V with weight p_j * vs_j.
 template <typename T, int N>
 inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const AttentionParams& p,
-                       const T* const* kr, const T* const* vr, const T* zero_row, int hd, const float* ks,
-                       const float* vs, PrefetchQueue& pf) {
+                       const T* const* kr, const T* const* vr, const T* zero_row, int hd,
+                       const float* ks, const float* vs, PrefetchQueue& pf) {
   alignas(32) float dots[N][kAttnTile];
   const float* q[N];
   for (int n = 0; n < N; ++n) q[n] = qs[n].q;
@@ -243,7 +246,8 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
   if (vs != nullptr) {
     for (int n = 0; n < N; ++n) {
       for (int g = 0; g < kAttnTile; g += 8) {
-        _mm256_store_ps(dots[n] + g, _mm256_mul_ps(_mm256_load_ps(dots[n] + g), _mm256_load_ps(vs + g)));
+        _mm256_store_ps(dots[n] + g,
+                        _mm256_mul_ps(_mm256_load_ps(dots[n] + g), _mm256_load_ps(vs + g)));
       }
     }
   }
@@ -256,8 +260,9 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
 // starts with cache misses. elem: bytes per element of an f32/f16 pool (just
 // the rows' range is fetched), 0 for a quantized one (whole units: a block's
 // rows, scales and stats). Prefetches have no effect on the results.
-inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, int32_t j0, int32_t j1, size_t elem,
-                          const KvUnitBytes& ub, PrefetchQueue* queue = nullptr) {
+inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, int32_t j0,
+                          int32_t j1, size_t elem, const KvUnitBytes& ub,
+                          PrefetchQueue* queue = nullptr) {
   const int bs = kv.block_size;
   const size_t row_bytes = elem * static_cast<size_t>(kv.head_dim);
   for (int32_t j = j0; j < j1;) {
@@ -267,7 +272,8 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
       const size_t unit_bytes = is_v ? ub.v : ub.k;
       const char* u = static_cast<const char*>(is_v ? kv.v : kv.k) + unit * unit_bytes;
       const uintptr_t lo = reinterpret_cast<uintptr_t>(u) + (elem ? (j - blk * bs) * row_bytes : 0);
-      const uintptr_t hi = reinterpret_cast<uintptr_t>(u) + (elem ? (end - blk * bs) * row_bytes : unit_bytes);
+      const uintptr_t hi =
+          reinterpret_cast<uintptr_t>(u) + (elem ? (end - blk * bs) * row_bytes : unit_bytes);
       for (uintptr_t a = lo & ~uintptr_t{63}; a < hi; a += 64) {
         if (queue != nullptr) {
           queue->add(reinterpret_cast<const char*>(a));
@@ -292,18 +298,19 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
 enum { kInPlace, kQ8, kQuant };
 
 template <typename T, int kMode>
-void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
-               const AttnTask& t, float* out) {
+void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
+               const AttentionParams& p, const AttnTask& t, float* out) {
   const int hd = p.head_dim;
   const int n_rep = p.n_head / p.n_kv_head;
   const int kvh = t.head0 / n_rep;
   const int n_q = t.n_tok * t.n_heads;
   const T* kpool = static_cast<const T*>(kv.k);
   const T* vpool = static_cast<const T*>(kv.v);
-  const bool kivi = kv_has_residual(kv.dtype);  // q4, kivi2: open groups read in fp16
+  const bool kivi = kv_has_residual(kv.format);  // q4, kivi2: open groups read in fp16
 
   thread_local std::vector<float> acc_buf;
-  thread_local std::vector<float> tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
+  thread_local std::vector<float>
+      tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
   const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
   if (kMode == kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
   thread_local std::vector<QueryState> qs;
@@ -321,8 +328,10 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     for (int hi_ = 0; hi_ < t.n_heads; ++hi_) {
       const int64_t row = static_cast<int64_t>(s.first_token + tok) * p.n_head + t.head0 + hi_;
       const int32_t pos = s.n_past + tok;
-      const int32_t qlim = kivi ? kivi_qlim(pos, kv.block_size, kv.kivi->window_blocks()) : INT32_MAX;
-      qs[ti * t.n_heads + hi_] = QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
+      const int32_t qlim =
+          kivi ? kivi_qlim(pos, kv.block_size, kv.kivi->residual_blocks()) : INT32_MAX;
+      qs[ti * t.n_heads + hi_] =
+          QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
     }
   }
 
@@ -338,7 +347,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     min_qlim = std::min(min_qlim, qs[qi].qlim);
     max_qlim = std::max(max_qlim, qs[qi].qlim);
   }
-  const KvUnitBytes ub = kv_unit_bytes(kv.dtype, kv.block_size, hd);
+  const KvUnitBytes ub = kv_unit_bytes(kv.format, kv.block_size, hd);
   thread_local PrefetchQueue pfq;
   pfq.n = pfq.i = 0;
   pfq.then = &t_ahead;
@@ -397,9 +406,12 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
           const uint16_t* kr = kivi_f16_row(kv, s, kvh, j, false);
           const uint16_t* vr = kivi_f16_row(kv, s, kvh, j, true);
           if (kr == nullptr || vr == nullptr) {
-            if (j >= qb) {  // no fp16 copy (per-token keys): the quantized view is what everyone reads
-              kv_dequant_rows_avx2(kv, s, false, kvh, j, j + 1, kt + static_cast<size_t>(j - base) * hd);
-              kv_dequant_rows_avx2(kv, s, true, kvh, j, j + 1, vt + static_cast<size_t>(j - base) * hd);
+            if (j >=
+                qb) {  // no fp16 copy (per-token keys): the quantized view is what everyone reads
+              kv_dequant_rows_avx2(kv, s, false, kvh, j, j + 1,
+                                   kt + static_cast<size_t>(j - base) * hd);
+              kv_dequant_rows_avx2(kv, s, true, kvh, j, j + 1,
+                                   vt + static_cast<size_t>(j - base) * hd);
             }
             continue;
           }
@@ -416,7 +428,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
     // token, always) go through it together, up to 3 at a time, sharing each
     // K/V load; each query's arithmetic is the same either way.
     for (int qi = 0; qi < n_q;) {
-      const int a = std::max(qs[qi].lo, base) - base, b = std::min(qs[qi].hi, base + kAttnTile) - base;
+      const int a = std::max(qs[qi].lo, base) - base,
+                b = std::min(qs[qi].hi, base + kAttnTile) - base;
       if (a >= b) {
         ++qi;
         continue;
@@ -459,9 +472,10 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
   for (int qi = 0; qi < n_q; ++qi) {
     const float* acc = &acc_buf[static_cast<size_t>(qi) * hd];
     const __m256 inv = _mm256_set1_ps(1.f / qs[qi].l);
-    for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(qs[qi].out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
+    for (int d = 0; d < hd; d += 8)
+      _mm256_storeu_ps(qs[qi].out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
     // kivi2 values (quantized and fp16 alike) are H v: sum p_j H v_j = H out.
-    if (kMode == kQuant && kv_rotates_v(kv.dtype)) kv_hadamard(qs[qi].out, hd);
+    if (kMode == kQuant && kv_rotates_v(kv.format)) kv_hadamard(qs[qi].out, hd);
   }
   t_ahead.flush();
 }
@@ -470,27 +484,28 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s, co
 
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                          const AttentionParams& p, const AttnTask& t, float* out) {
-  if (kv.dtype == DType::F32) return task_avx2<float, kInPlace>(q, kv, s, p, t, out);
-  if (kv.dtype == DType::F16) return task_avx2<uint16_t, kInPlace>(q, kv, s, p, t, out);
-  if (kv.dtype == kKvQ8) return task_avx2<int8_t, kQ8>(q, kv, s, p, t, out);
+  if (kv.format == KvFormat::kF32) return task_avx2<float, kInPlace>(q, kv, s, p, t, out);
+  if (kv.format == KvFormat::kF16) return task_avx2<uint16_t, kInPlace>(q, kv, s, p, t, out);
+  if (kv.format == KvFormat::kQ8) return task_avx2<int8_t, kQ8>(q, kv, s, p, t, out);
   task_avx2<float, kQuant>(q, kv, s, p, t, out);
 }
 
-void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
-                                  const AttnTask& t) {
+void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s,
+                                  const AttentionParams& p, const AttnTask& t) {
   int32_t lo, hi;
   attn_visible_range(s, s.n_past + t.tok0, &lo, &hi);  // the first token has the lowest lo
   const int32_t task_hi = s.n_past + t.tok0 + t.n_tok;
   const int32_t j1 = std::min(task_hi, lo / kAttnTile * kAttnTile + kAttnTile);
-  const size_t elem = kv.dtype == DType::F32 ? 4 : kv.dtype == DType::F16 ? 2 : 0;
+  const size_t elem = kv.format == KvFormat::kF32 ? 4 : kv.format == KvFormat::kF16 ? 2 : 0;
   prefetch_rows(kv, s, t.head0 / (p.n_head / p.n_kv_head), lo, j1, elem,
-                kv_unit_bytes(kv.dtype, kv.block_size, kv.head_dim), &t_ahead);
+                kv_unit_bytes(kv.format, kv.block_size, kv.head_dim), &t_ahead);
 }
 
 void load_f16_avx2(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   }
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 }

@@ -1,6 +1,7 @@
 // Paged attention at SmolLM2-135M shapes (9 heads, 3 KV heads, head_dim 64,
 // block_size 16): a decode step of 64 sequences x 512 (and x 192, the
-// 128-in/128-out workload's mean) cached positions, and a 512-token prompt chunk. Args: {threads, KV format (0 f32, 1 f16, 2 q8, 3 q4, 4 kivi2)}.
+// 128-in/128-out workload's mean) cached positions, and a 512-token prompt chunk. Args: {threads,
+// KV format (0 f32, 1 f16, 2 q8, 3 q4, 4 kivi2)}.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -9,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/kv_quant.h"
-#include "kernels/kv_quant_kivi.h"
 #include "kernels/thread_pool.h"
+#include "kv/attention.h"
+#include "kv/kv_quant.h"
+#include "kv/kv_quant_kivi.h"
 
 namespace omnibus {
 namespace {
@@ -30,16 +31,17 @@ struct Setup {
   AttentionParams p{kHeads, kKvHeads, kHeadDim, 0.125f};
 
   // n_seqs sequences, each with n_past cached positions and n_tok new tokens.
-  Setup(int n_seqs, int n_past, int n_tok, DType dtype) {
+  Setup(int n_seqs, int n_past, int n_tok, KvFormat format) {
     const int per_seq = (n_past + n_tok + kBlock - 1) / kBlock;
     const size_t units = static_cast<size_t>(n_seqs) * per_seq * kKvHeads;
-    const KvUnitBytes ub = kv_unit_bytes(dtype, kBlock, kHeadDim);
+    const KvUnitBytes ub = kv_unit_bytes(format, kBlock, kHeadDim);
     k.assign(units * ub.k, 0);
     v.assign(units * ub.v, 0);
-    if (kv_has_residual(dtype)) {  // q4, kivi2: open groups live in the fp16 residual
-      kivi = std::make_unique<KiviResidual>(int64_t(n_seqs) * per_seq, kKvHeads, kBlock, kHeadDim, n_seqs, &staging);
+    if (kv_has_residual(format)) {  // q4, kivi2: open groups live in the fp16 residual
+      kivi = std::make_unique<KiviResidual>(int64_t(n_seqs) * per_seq, kKvHeads, kBlock, kHeadDim,
+                                            n_seqs, &staging);
     }
-    kv = PagedKvLayer{dtype, k.data(), v.data(), kBlock, kKvHeads, kHeadDim, kivi.get()};
+    kv = PagedKvLayer{format, k.data(), v.data(), kBlock, kKvHeads, kHeadDim, kivi.get()};
     std::mt19937 rng(1);
     std::normal_distribution<float> d;
     std::vector<int32_t> order(static_cast<size_t>(n_seqs) * per_seq);
@@ -54,7 +56,8 @@ struct Setup {
       AttentionSeq past{0, n_past, 0, tables.back().data(), 0};
       if (n_past > 0) kv_store(kv, &past, 1, kf.data(), vf.data());
     }
-    for (int s = 0; s < n_seqs; ++s) seqs.push_back(AttentionSeq{s * n_tok, n_tok, n_past, tables[s].data(), 0});
+    for (int s = 0; s < n_seqs; ++s)
+      seqs.push_back(AttentionSeq{s * n_tok, n_tok, n_past, tables[s].data(), 0});
     // The step's own rows, stored as the engine would just before attention.
     std::vector<float> ks(static_cast<size_t>(n_seqs) * n_tok * kKvHeads * kHeadDim), vs(ks.size());
     for (auto& x : ks) x = d(rng);
@@ -68,7 +71,8 @@ struct Setup {
 
 void run(benchmark::State& state, int n_seqs, int n_past, int n_tok) {
   ThreadPool pool(static_cast<int>(state.range(0)));
-  const DType formats[] = {DType::F32, DType::F16, kKvQ8, kKvQ4, kKvKivi2};
+  const KvFormat formats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kQ8, KvFormat::kQ4,
+                              KvFormat::kKivi2};
   Setup s(n_seqs, n_past, n_tok, formats[state.range(1)]);
   for (auto _ : state) {
     paged_attention(s.q.data(), s.kv, s.seqs.data(), n_seqs, s.p, s.out.data(), pool);
@@ -87,10 +91,22 @@ void BM_AttentionDecode64x192(benchmark::State& state) { run(state, 64, 191, 1);
 void BM_AttentionPrefill512(benchmark::State& state) { run(state, 1, 0, 512); }
 void BM_AttentionDecode1x2048(benchmark::State& state) { run(state, 1, 2047, 1); }
 
-BENCHMARK(BM_AttentionDecode64x512)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionDecode64x192)->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4}})->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionPrefill512)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionDecode1x2048)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode64x512)
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode64x192)
+    ->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionPrefill512)
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecode1x2048)
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace omnibus

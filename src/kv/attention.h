@@ -8,12 +8,13 @@
 //
 // KV pool layout, per layer, for K and for V separately:
 //   [n_blocks, n_kv_heads] units of block_size rows of head_dim elements
-//   (f32, f16; or a quantized format: q8, q4, kivi2, see kernels/kv_quant.h)
+//   (f32, f16; or a quantized format: q8, q4, kivi2, see kv/kv_quant.h)
 // Token at position p of a sequence lives in block block_table[p / block_size]
 // at row p % block_size. Quantized formats are quantized by kv_store and
 // dequantized inside the attention kernel, a tile of rows at a time (never a
-// full-precision copy of the cache). kivi2 also keeps the rows of each
-// still-open key group in fp16 (kernels/kv_quant_kivi.h).
+// full-precision copy of the cache). q4 and kivi2 (KIVI keys) also keep the
+// rows of each still-open key group, and of the residual window, in fp16
+// (kv/kv_quant_kivi.h).
 //
 // Batch invariance: out for one (token, head) is computed by one thread, over
 // context positions in increasing order, with one fixed reduction order; it
@@ -36,7 +37,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "kv/kv_format.h"
 
 namespace omnibus {
 
@@ -45,13 +46,13 @@ class KiviResidual;
 
 // One layer's K and V pools.
 struct PagedKvLayer {
-  DType dtype;      // a KV format (kv_quant.h): F32, F16, q8, q4, kivi2
-  void* k;          // [n_blocks, n_kv_heads] units (kv_unit_bytes(dtype, ...).k each)
+  KvFormat format;  // f32, f16, q8, q4, kivi2 (layouts: kv_quant.h)
+  void* k;          // [n_blocks, n_kv_heads] units (kv_unit_bytes(format, ...).k each)
   void* v;          // [n_blocks, n_kv_heads] units (.v each)
   int block_size;
   int n_kv_heads;
   int head_dim;
-  KiviResidual* kivi = nullptr;  // kivi2 only: this layer's fp16 residual window
+  KiviResidual* kivi = nullptr;  // q4, kivi2 (kv_has_residual): the layer's fp16 residual
 };
 
 // One sequence's part of a step.

@@ -1,0 +1,62 @@
+#include "kv/kv_cache.h"
+
+#include <utility>
+
+#include "util/check.h"
+
+namespace omnibus {
+
+StatusOr<std::unique_ptr<KvCache>> KvCache::create(const KvGeometry& g, int64_t n_blocks,
+                                                   bool enable_prefix_caching) {
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage, KvStorage::create(g, n_blocks));
+  return std::unique_ptr<KvCache>(new KvCache(std::move(storage), enable_prefix_caching));
+}
+
+KvCache::KvCache(std::unique_ptr<KvStorage> storage, bool enable_prefix_caching)
+    : storage_(std::move(storage)),
+      manager_(int32_t(storage_->n_blocks()), storage_->geometry().block_size,
+               enable_prefix_caching),
+      has_residual_(kv_has_residual(storage_->geometry().format)),
+      residual_blocks_(storage_->geometry().residual_blocks()) {
+  if (has_residual_) freed_.reserve(size_t(storage_->n_blocks()));  // free() never allocates
+}
+
+void KvCache::match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
+                           PrefixMatch& out) const {
+  manager_.match_prefix(t, max_blocks, keys, out);
+  // kivi2 with a window: the new sequence reads the last residual_blocks()
+  // blocks before its start in fp16, as a recomputation would.
+  if (residual_blocks_ > 0 && !out.blocks.empty()) {
+    manager_.truncate_match(out, storage_->usable_prefix(out.blocks));
+  }
+}
+
+int32_t KvCache::allocate_new(const PrefixMatch& m, int32_t n_new, int32_t keep_free,
+                              std::vector<BlockCopy>& copies) {
+  if (manager_.num_blocks_needed(m, n_new) + keep_free > manager_.n_free_blocks()) return -1;
+  const int32_t seq = manager_.add_seq();
+  manager_.attach_prefix(seq, m);
+  OMNIBUS_CHECK(manager_.allocate_slots(seq, n_new, copies));
+  return seq;
+}
+
+void KvCache::free(int32_t seq) {
+  freed_.clear();
+  manager_.free(seq, has_residual_ ? &freed_ : nullptr);
+  for (int32_t b : freed_) storage_->release_residual(b);
+}
+
+void KvCache::copy_blocks(std::span<const BlockCopy> copies) {
+  for (const BlockCopy& c : copies) storage_->copy_block(c.src, c.dst);
+}
+
+void KvCache::check_integrity() const {
+  manager_.check_integrity();
+  if (!has_residual_) return;
+  storage_->check_residual_integrity();
+  // O(slots): a pinned slot's block is held by some table.
+  storage_->for_each_pinned_block(
+      [this](int64_t b) { OMNIBUS_CHECK(manager_.ref_count(int32_t(b)) > 0); });
+}
+
+}  // namespace omnibus

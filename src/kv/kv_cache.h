@@ -1,0 +1,113 @@
+// KvCache: the engine's KV cache as one object. It owns the KvStorage (every
+// layer's K/V pools and, for q4/kivi2, the fp16 residual slots,
+// kv/kv_quant_kivi.h) and the KvCacheManager (block tables, ref counts,
+// copy-on-write, prefix cache), and keeps the two in step itself: a prefix
+// hit is cut back to where the residual still holds the fp16 window it needs,
+// and a block no table holds any more lets go of its residual slots. Nothing
+// is wired from outside.
+//
+// The scheduler's contract (engine/scheduler.h) is four calls, after vLLM
+// v1's KVCacheManager:
+//   match_prefix    the cached (computed) blocks a new sequence can start after
+//   allocate_new    a table for a new sequence: the match plus n new slots
+//   allocate_slots  n more slots for a running sequence (false: preempt)
+//   free            a finished or preempted sequence's blocks
+// The engine adds, per step: copy_blocks (the plan's copy-on-write),
+// block_table (the model batch), commit (register the blocks that became
+// full into the prefix cache), and fork (parallel sampling, n > 1).
+//
+//   a sequence:   [ cached (matched) | computed | this step's slots | ... ]
+//                   match_prefix       commit      allocate_*
+//
+// Invariants (check_integrity): the manager's (ref counts, tables, prefix
+// cache); every layer's residual slots are free or owned by the one block
+// whose slot they are; a block no table holds has no pinned slot.
+//
+// Thread-safety: none; the engine thread owns it. The model reads and writes
+// the storage during forward() on that thread's behalf.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_storage.h"
+#include "util/status.h"
+
+namespace omnibus {
+
+class KvCache {
+ public:
+  // REQUIRES: n_blocks >= 1 (see plan_kv_cache, kv/kv_cache_size.h).
+  static StatusOr<std::unique_ptr<KvCache>> create(const KvGeometry& g, int64_t n_blocks,
+                                                   bool enable_prefix_caching);
+
+  // --- the scheduler's calls ---
+  // The longest cached run of t's full blocks, at most max_blocks, that a new
+  // sequence can start after (for kivi2 with a window: whose last
+  // residual_blocks() blocks' fp16 rows are still held). `keys` memoizes t's
+  // block keys (kept with its tokens). Empty when caching is off.
+  void match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
+                    PrefixMatch& out) const;
+  // A new sequence whose table is `m` (fresh from match_prefix) plus n_new
+  // slots, or -1, changing nothing, if that would leave fewer than `keep_free`
+  // free blocks. A copy-on-write is appended to `copies`.
+  int32_t allocate_new(const PrefixMatch& m, int32_t n_new, int32_t keep_free,
+                       std::vector<BlockCopy>& copies);
+  // n_new more slots for a live sequence; false, changing nothing, when the
+  // pool is short (the scheduler then preempts).
+  bool allocate_slots(int32_t seq, int32_t n_new, std::vector<BlockCopy>& copies) {
+    return manager_.allocate_slots(seq, n_new, copies);
+  }
+  // Releases the sequence's blocks and id; blocks no table holds any more
+  // unpin their residual slots (a sealed block's window rows are retained
+  // for a later hit). REQUIRES: a live id.
+  void free(int32_t seq);
+
+  // --- the engine's calls ---
+  // Applies a step's copy-on-write pairs (before the forward pass).
+  void copy_blocks(std::span<const BlockCopy> copies);
+  // A new sequence sharing every block of `parent`.
+  int32_t fork(int32_t parent) { return manager_.fork(parent); }
+  // The first n_computed tokens of t have their K/V written: the table's
+  // blocks that are full within them join the prefix cache.
+  void commit(int32_t seq, const TokenView& t, int32_t n_computed, std::vector<uint64_t>& keys) {
+    manager_.cache_full_blocks(seq, t, n_computed, keys);
+  }
+  std::span<const int32_t> block_table(int32_t seq) const { return manager_.block_table(seq); }
+  KvStorage& storage() { return *storage_; }
+
+  // --- queries ---
+  int32_t block_size() const { return manager_.block_size(); }
+  int32_t n_blocks() const { return manager_.n_blocks(); }
+  int32_t n_free_blocks() const { return manager_.n_free_blocks(); }
+  int32_t n_used_blocks() const { return manager_.n_used_blocks(); }
+  int32_t n_cached_blocks() const { return manager_.n_cached_blocks(); }
+  int32_t n_seqs() const { return manager_.n_seqs(); }
+  int32_t n_tokens(int32_t seq) const { return manager_.n_tokens(seq); }
+  bool prefix_caching() const { return manager_.prefix_caching(); }
+  void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
+    manager_.extend_keys(t, n_blocks, keys);
+  }
+  double n_unfilled_slots() const { return manager_.n_unfilled_slots(); }
+  uint64_t n_residual_steals() const { return storage_->kivi_steals(); }
+  size_t n_bytes() const { return storage_->n_bytes(); }
+  // Test hook: see PrefixCache::set_key_mask_for_testing.
+  void set_key_mask_for_testing(uint64_t mask) { manager_.set_key_mask_for_testing(mask); }
+
+  // Aborts when an invariant in the header comment is violated.
+  void check_integrity() const;
+
+ private:
+  KvCache(std::unique_ptr<KvStorage> storage, bool enable_prefix_caching);
+
+  std::unique_ptr<KvStorage> storage_;
+  KvCacheManager manager_;
+  const bool has_residual_;
+  const int residual_blocks_;
+  std::vector<int32_t> freed_;  // scratch of free(): keeps its capacity
+};
+
+}  // namespace omnibus
