@@ -26,32 +26,27 @@ struct Gemma3Layer : BlockWeights {
   bool sliding;                 // sliding-window attention and the local RoPE base
 };
 
-class Gemma3Model final : public Model {
+class Gemma3Model final : public DecoderModel<Gemma3Layer> {
  public:
-  Gemma3Model(std::shared_ptr<const GgufFile> file, const ModelConfig& config, ThreadPool& pool)
-      : Model(config), file_(std::move(file)), pool_(pool) {}
+  using DecoderModel::DecoderModel;
 
   Status load(WeightLoader& w) {
     const ModelConfig& c = config_;
-    OMNIBUS_RETURN_IF_ERROR(
-        load_decoder_weights(w, c, &pool_, &embd_, &layers_, [&](int il, Gemma3Layer& l) -> Status {
-          const std::string p = "blk." + std::to_string(il) + ".";
-          OMNIBUS_ASSIGN_OR_RETURN(l.q_norm, w.vector_f32(p + "attn_q_norm.weight", c.head_dim));
-          OMNIBUS_ASSIGN_OR_RETURN(l.k_norm, w.vector_f32(p + "attn_k_norm.weight", c.head_dim));
-          OMNIBUS_ASSIGN_OR_RETURN(l.post_attn_norm,
-                                   w.vector_f32(p + "post_attention_norm.weight", c.n_embd));
-          OMNIBUS_ASSIGN_OR_RETURN(l.post_ffw_norm,
-                                   w.vector_f32(p + "post_ffw_norm.weight", c.n_embd));
-          l.sliding = c.is_swa_layer(il);
-          return Status::ok();
-        }));
+    OMNIBUS_RETURN_IF_ERROR(load_weights(w, [&](int il, Gemma3Layer& l) -> Status {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      OMNIBUS_ASSIGN_OR_RETURN(l.q_norm, w.vector_f32(p + "attn_q_norm.weight", c.head_dim));
+      OMNIBUS_ASSIGN_OR_RETURN(l.k_norm, w.vector_f32(p + "attn_k_norm.weight", c.head_dim));
+      OMNIBUS_ASSIGN_OR_RETURN(l.post_attn_norm,
+                               w.vector_f32(p + "post_attention_norm.weight", c.n_embd));
+      OMNIBUS_ASSIGN_OR_RETURN(l.post_ffw_norm, w.vector_f32(p + "post_ffw_norm.weight", c.n_embd));
+      l.sliding = c.is_swa_layer(il);
+      return Status::ok();
+    }));
     rope_global_ = c.rope;
     rope_local_ = c.rope;
     rope_local_.freq_base = c.rope_freq_base_local;
     return Status::ok();
   }
-
-  ThreadPool* thread_pool() override { return &pool_; }
 
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
@@ -93,13 +88,8 @@ class Gemma3Model final : public Model {
   }
 
  private:
-  std::shared_ptr<const GgufFile> file_;  // keeps the weights' mapping alive
-  ThreadPool& pool_;
-  EmbeddingWeights embd_;
-  std::vector<Gemma3Layer> layers_;
   RopeParams rope_global_;
   RopeParams rope_local_;
-  ForwardBuffers buf_;
   std::vector<AttentionSeq> attn_seqs_swa_;  // [n_seqs] b.attn_seqs with the window set
 };
 
@@ -108,9 +98,7 @@ class Gemma3Model final : public Model {
 StatusOr<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const GgufFile> file,
                                              const ModelConfig& config, ThreadPool& pool,
                                              WeightLoader& weights) {
-  auto model = std::make_unique<Gemma3Model>(std::move(file), config, pool);
-  OMNIBUS_RETURN_IF_ERROR(model->load(weights));
-  return std::unique_ptr<Model>(std::move(model));
+  return load_decoder_model<Gemma3Model>(std::move(file), config, pool, weights);
 }
 
 }  // namespace omnibus

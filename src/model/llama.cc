@@ -19,17 +19,13 @@ namespace {
 
 using LlamaLayer = BlockWeights;  // Llama needs nothing beyond the common block
 
-class LlamaModel final : public Model {
+class LlamaModel final : public DecoderModel<LlamaLayer> {
  public:
-  LlamaModel(std::shared_ptr<const GgufFile> file, const ModelConfig& config, ThreadPool& pool)
-      : Model(config), file_(std::move(file)), pool_(pool) {}
+  using DecoderModel::DecoderModel;
 
   Status load(WeightLoader& w) {
-    return load_decoder_weights(w, config_, &pool_, &embd_, &layers_,
-                                [](int, LlamaLayer&) { return Status::ok(); });
+    return load_weights(w, [](int, LlamaLayer&) { return Status::ok(); });
   }
-
-  ThreadPool* thread_pool() override { return &pool_; }
 
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
@@ -56,13 +52,6 @@ class LlamaModel final : public Model {
     // Only the rows that produce logits go through the output head.
     return output_logits(embd_, c, b.x.data(), b, pool_);  // [n_rows, n_vocab]
   }
-
- private:
-  std::shared_ptr<const GgufFile> file_;  // keeps the weights' mapping alive
-  ThreadPool& pool_;
-  EmbeddingWeights embd_;
-  std::vector<LlamaLayer> layers_;
-  ForwardBuffers buf_;
 };
 
 }  // namespace
@@ -70,9 +59,7 @@ class LlamaModel final : public Model {
 StatusOr<std::unique_ptr<Model>> load_llama(std::shared_ptr<const GgufFile> file,
                                             const ModelConfig& config, ThreadPool& pool,
                                             WeightLoader& weights) {
-  auto model = std::make_unique<LlamaModel>(std::move(file), config, pool);
-  OMNIBUS_RETURN_IF_ERROR(model->load(weights));
-  return std::unique_ptr<Model>(std::move(model));
+  return load_decoder_model<LlamaModel>(std::move(file), config, pool, weights);
 }
 
 }  // namespace omnibus

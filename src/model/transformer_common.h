@@ -10,6 +10,7 @@
 // write only the buffers they are given.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/ops.h"
 #include "kv/kv_storage.h"
 #include "model/forward_buffers.h"
+#include "model/model.h"
 #include "model/model_config.h"
 #include "model/step_batch.h"
 #include "model/weights.h"
@@ -72,6 +74,42 @@ Status load_decoder_weights(WeightLoader& w, const ModelConfig& c, ThreadPool* p
     OMNIBUS_RETURN_IF_ERROR(extra(il, l));
   }
   return Status::ok();
+}
+
+// The state every decoder Model holds: the file (whose mapping the mapped
+// weights point into), the pool, the embedding and output weights, the
+// layers and the activation buffers. An architecture derives from it, adds a
+// load(WeightLoader&) and forward().
+template <class Layer>
+class DecoderModel : public Model {
+ public:
+  DecoderModel(std::shared_ptr<const GgufFile> file, const ModelConfig& config, ThreadPool& pool)
+      : Model(config), file_(std::move(file)), pool_(pool) {}
+
+  ThreadPool* thread_pool() override { return &pool_; }
+
+ protected:
+  // load_decoder_weights() into embd_ and layers_.
+  template <class ExtraFn>
+  Status load_weights(WeightLoader& w, ExtraFn extra) {
+    return load_decoder_weights(w, config_, &pool_, &embd_, &layers_, extra);
+  }
+
+  std::shared_ptr<const GgufFile> file_;  // keeps the weights' mapping alive
+  ThreadPool& pool_;
+  EmbeddingWeights embd_;
+  std::vector<Layer> layers_;
+  ForwardBuffers buf_;
+};
+
+// A new M(file, config, pool) after M::load(weights) succeeded.
+template <class M>
+StatusOr<std::unique_ptr<Model>> load_decoder_model(std::shared_ptr<const GgufFile> file,
+                                                    const ModelConfig& config, ThreadPool& pool,
+                                                    WeightLoader& weights) {
+  auto model = std::make_unique<M>(std::move(file), config, pool);
+  OMNIBUS_RETURN_IF_ERROR(model->load(weights));
+  return std::unique_ptr<Model>(std::move(model));
 }
 
 // How one layer's attention runs: its RoPE, the sequences it sees (a sliding
