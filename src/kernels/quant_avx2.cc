@@ -170,8 +170,8 @@ float vec_dot_32(int64_t n, const void* w, const void* a) {
   float acc = 0.0f;
   for (int64_t i = 0; i < n / kQK; ++i) {
     const __m256i q = quants(x[i]);
-    const __m256i dot = kHasMin ? simd::dot_u8s8(q, load256(y[i].qs))
-                                : simd::dot_s8s8(q, load256(y[i].qs));
+    const __m256i dot =
+        kHasMin ? simd::dot_u8s8(q, load256(y[i].qs)) : simd::dot_s8s8(q, load256(y[i].qs));
     const int32_t isum = simd::hsum_i32(dot);
     acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
     if constexpr (kHasMin) acc = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), acc);
