@@ -10,6 +10,7 @@
 #include <new>
 
 #include "gguf/gguf_parser.h"
+#include "util/check.h"
 
 namespace omnibus {
 
@@ -71,6 +72,19 @@ GgufFile::~GgufFile() {
   } else {
     ::operator delete(const_cast<uint8_t*>(base_), kCopyAlignment);
   }
+}
+
+void GgufFile::release_pages(const void* data, size_t n_bytes) const {
+  const auto* p = static_cast<const uint8_t*>(data);
+  OMNIBUS_CHECK(p >= base_ && n_bytes <= size_ && uint64_t(p - base_) <= size_ - n_bytes);
+  if (!mapped_) return;
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page;
+  const uintptr_t end = (uintptr_t(p) + n_bytes) / page * page;
+  if (begin >= end) return;
+  // Cannot fail on a page-aligned range of this object's own mapping.
+  const int rc = ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  OMNIBUS_CHECK(rc == 0);
 }
 
 const GgufKv* GgufFile::find(std::string_view key) const {

@@ -16,6 +16,8 @@
 // dimension, so a [n_embd, n_vocab] embedding is shape {576, 49152}.
 //
 // Thread-safety: immutable after open(); any number of threads may read it.
+// release_pages() changes only which of its bytes are resident, never their
+// values, and may be called while other threads read.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +30,6 @@
 #include <vector>
 
 #include "gguf/gguf_format.h"
-#include "kernels/dtype.h"
 #include "util/status.h"
 
 namespace omnibus {
@@ -114,6 +115,14 @@ class GgufFile {
 
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* find_tensor(std::string_view name) const;
+
+  // Drops this process's resident copy of the file pages that lie wholly
+  // inside [data, data + n_bytes) (madvise MADV_DONTNEED on the read-only
+  // private mapping), e.g. once a tensor has been copied elsewhere. The bytes
+  // stay readable: a later read faults them in again from the file, unchanged.
+  // Pages shared with a neighbouring range are kept. No-op for a from_bytes()
+  // copy. REQUIRES: the range lies inside the file.
+  void release_pages(const void* data, size_t n_bytes) const;
 
  private:
   friend class GgufParser;

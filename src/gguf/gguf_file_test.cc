@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "gguf/gguf_test_util.h"
@@ -221,6 +222,45 @@ TEST(GgufFile, OpenMapsTheSameBytesAsFromBytes) {
   const GgufTensor* c = (*r)->find_tensor("c.weight");
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(std::memcmp(c->data, test_bytes(144, 3).data(), 144), 0);
+  std::remove(path.c_str());
+}
+
+// This process's resident file-backed memory (RssFile), in KiB.
+int64_t rss_file_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kib = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "RssFile: %ld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
+}
+
+TEST(GgufFile, ReleasePagesDropsResidencyButKeepsTheBytes) {
+  const std::string path = ::testing::TempDir() + "gguf_file_test_release.gguf";
+  constexpr size_t kBig = size_t(4) << 20;
+  const std::vector<uint8_t> big = test_bytes(kBig, 5), small = test_bytes(32, 6);
+  GgufWriter w;
+  w.add_tensor("big.weight", DType::F32, {int64_t(kBig / 4)}, big);
+  w.add_tensor("small.weight", DType::F32, {8}, small);
+  ASSERT_TRUE(w.write(path).is_ok());
+  auto r = GgufFile::open(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const GgufTensor* b = (*r)->find_tensor("big.weight");
+  const GgufTensor* s = (*r)->find_tensor("small.weight");
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(std::memcmp(b->data, big.data(), kBig), 0);  // every page of it resident
+  const int64_t before = rss_file_kib();
+  ASSERT_GE(before, 0) << "no RssFile in /proc/self/status";
+  (*r)->release_pages(b->data, b->n_bytes);
+  const int64_t after = rss_file_kib();
+  EXPECT_GE(before - after, int64_t(kBig / 1024) - 16) << before << " KiB -> " << after << " KiB";
+  // Read again: the same bytes, faulted in from the file; the neighbour is intact.
+  EXPECT_EQ(std::memcmp(b->data, big.data(), kBig), 0);
+  EXPECT_EQ(std::memcmp(s->data, small.data(), small.size()), 0);
   std::remove(path.c_str());
 }
 

@@ -10,9 +10,9 @@
 //   string = u64 length + bytes (no terminator);
 //   array  = u32 element_type + u64 count + elements.
 //
-// The geometry table here is private to gguf (the gguf module sits below
-// kernels and must not link it); kernels/dtype.h is used only for the DType
-// enum, whose values are ggml's type ids.
+// The tensor types (DType, ggml's type ids) and their geometry are owned here,
+// the lowest module that needs them; kernels/dtype.h builds its kernel table
+// on top of them (gguf sits below kernels and does not include it).
 //
 // Thread-safety: constants and pure functions.
 #pragma once
@@ -51,6 +51,26 @@ const char* gguf_type_name(GgufType t);
 size_t gguf_type_size(GgufType t);
 bool gguf_type_is_integer(GgufType t);
 
+// The tensor element types omnibus reads. Numeric values are ggml's type ids
+// as stored in GGUF tensor infos.
+enum class DType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  BF16 = 30,
+};
+
 // Storage geometry of a ggml tensor type: a row of n elements is
 // n / block_size blocks of type_size bytes each.
 struct GgufBlockGeometry {
@@ -59,7 +79,7 @@ struct GgufBlockGeometry {
   const char* name = nullptr;  // ggml's name ("q4_1"); set for every ggml id, even unknown geometry
 };
 
-// Geometry of the types omnibus reads (those in kernels/dtype.h's DType):
+// Geometry of the types omnibus reads (DType):
 // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 Q2_K..Q8_K. For other ggml type ids
 // block_size is 0 and `name` is ggml's name if the id exists in ggml, else null.
 GgufBlockGeometry gguf_block_geometry(uint32_t type_id);

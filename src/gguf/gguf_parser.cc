@@ -18,6 +18,14 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_d
 constexpr uint64_t kHeaderBytes = 4 + 4 + 8 + 8;
 constexpr int64_t kMaxAlignment = int64_t{1} << 30;  // far above any real file's 32 or 64
 
+}  // namespace
+
+// How read_entry_name() words its messages for a metadata key and a tensor name.
+const GgufParser::EntryKind GgufParser::kKeyEntry{"metadata", "key", "key", "defined by"};
+const GgufParser::EntryKind GgufParser::kTensorEntry{"tensor", "name", "tensor name", "used by"};
+
+namespace {
+
 bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 std::string name_for_message(std::string_view s) { return gguf_quote(s, 80, '\''); }
@@ -106,15 +114,26 @@ Status GgufParser::parse_header() {
   return Status::ok();
 }
 
+Status GgufParser::read_entry_name(uint64_t i, const EntryKind& kind,
+                                   std::unordered_map<std::string_view, size_t>* index,
+                                   std::string_view* name) {
+  const uint64_t start = pos_;
+  item_ = fmt::format("{} {}: ", kind.item, i);
+  OMNIBUS_RETURN_IF_ERROR(read_string(name, kind.field));
+  if (name->empty()) return corrupt(start, "empty {}", kind.noun);
+  item_ = fmt::format("{} {} ({}): ", kind.item, i, name_for_message(*name));
+  auto [it, inserted] = index->emplace(*name, i);
+  if (!inserted) {
+    return corrupt(start, "duplicate {} (first {} {} {})", kind.noun, kind.first, kind.item,
+                   it->second);
+  }
+  return Status::ok();
+}
+
 Status GgufParser::parse_kv(uint64_t i) {
   const uint64_t start = pos_;
-  item_ = fmt::format("metadata {}: ", i);
   std::string_view key;
-  OMNIBUS_RETURN_IF_ERROR(read_string(&key, "key"));
-  if (key.empty()) return corrupt(start, "empty key");
-  item_ = fmt::format("metadata {} ({}): ", i, name_for_message(key));
-  auto [it, inserted] = f_->kv_index_.emplace(key, i);
-  if (!inserted) return corrupt(start, "duplicate key (first defined by metadata {})", it->second);
+  OMNIBUS_RETURN_IF_ERROR(read_entry_name(i, kKeyEntry, &f_->kv_index_, &key));
 
   GgufKv kv;
   kv.key = std::string(key);
@@ -192,13 +211,8 @@ Status GgufParser::parse_alignment() {
 
 Status GgufParser::parse_tensor_info(uint64_t i) {
   const uint64_t start = pos_;
-  item_ = fmt::format("tensor {}: ", i);
   std::string_view name;
-  OMNIBUS_RETURN_IF_ERROR(read_string(&name, "name"));
-  if (name.empty()) return corrupt(start, "empty tensor name");
-  item_ = fmt::format("tensor {} ({}): ", i, name_for_message(name));
-  auto [it, inserted] = f_->tensor_index_.emplace(name, i);
-  if (!inserted) return corrupt(start, "duplicate tensor name (first used by tensor {})", it->second);
+  OMNIBUS_RETURN_IF_ERROR(read_entry_name(i, kTensorEntry, &f_->tensor_index_, &name));
 
   GgufTensor t;
   t.name = std::string(name);

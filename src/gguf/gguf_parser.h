@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "gguf/gguf_file.h"
 #include "util/status.h"
@@ -22,10 +23,26 @@ class GgufParser {
  private:
   explicit GgufParser(GgufFile* f) : f_(f) {}
 
+  // Messages for an entry: "<item> i (<name>): ...", "empty <noun>",
+  // "duplicate <noun> (first <first> <item> j)"; `field` names the string read.
+  struct EntryKind {
+    const char* item;
+    const char* field;
+    const char* noun;
+    const char* first;
+  };
+  static const EntryKind kKeyEntry, kTensorEntry;
+
   Status parse_header();
   Status parse_kv(uint64_t i);
   Status parse_alignment();
   Status parse_tensor_info(uint64_t i);
+  // Reads the name that opens entry i (a metadata key or a tensor name), sets
+  // item_ for later messages and registers it in *index, rejecting an empty
+  // or duplicate name.
+  Status read_entry_name(uint64_t i, const EntryKind& kind,
+                         std::unordered_map<std::string_view, size_t>* index,
+                         std::string_view* name);
   Status place_tensors();
 
   // Bounds-checked reads at pos_; `what` names the field in the error message.

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "gguf/gguf_format.h"
-#include "kernels/dtype.h"
 #include "util/status.h"
 
 namespace omnibus {

@@ -17,9 +17,16 @@ struct Table {
   std::array<DTypeTraits, kNumIds> rows{};
   std::array<bool, kNumIds> known{};
 
-  void add(const DTypeTraits& t) {
-    rows[uint32_t(t.type)] = t;
-    known[uint32_t(t.type)] = true;
+  // One row: the geometry comes from gguf; `block_bytes` (the block struct's
+  // size, quant_blocks.h) must agree with it.
+  void add(DType type, size_t block_bytes, bool is_quantized, DType vec_dot_type,
+           ToFloatFn to_float, FromFloatFn from_float, VecDotFn vec_dot) {
+    const GgufBlockGeometry g = gguf_block_geometry(uint32_t(type));
+    OMNIBUS_CHECK(g.block_size > 0 && g.type_size == block_bytes);
+    rows[uint32_t(type)] = {type,         g.name,       g.block_size, size_t(g.type_size),
+                            is_quantized, vec_dot_type, to_float,     from_float,
+                            vec_dot};
+    known[uint32_t(type)] = true;
   }
   DTypeTraits& at(DType t) { return rows[uint32_t(t)]; }
 };
@@ -27,38 +34,38 @@ struct Table {
 Table make_ref_table() {
   namespace r = quant_ref;
   Table t;
-  // type, name, block_size, type_size, is_quantized, vec_dot_type, to_float, from_float, vec_dot
-  t.add({DType::F32, "f32", 1, 4, false, DType::F32, r::to_float_f32, r::from_float_f32,
-         r::vec_dot_f32});
-  t.add({DType::F16, "f16", 1, 2, false, DType::F16, r::to_float_f16, r::from_float_f16,
-         r::vec_dot_f16});
-  t.add({DType::BF16, "bf16", 1, 2, false, DType::BF16, r::to_float_bf16, r::from_float_bf16,
-         r::vec_dot_bf16});
-  t.add({DType::Q4_0, "q4_0", kQK, sizeof(BlockQ4_0), true, DType::Q8_0, r::to_float_q4_0,
-         r::from_float_q4_0, r::vec_dot_q4_0});
-  t.add({DType::Q4_1, "q4_1", kQK, sizeof(BlockQ4_1), true, DType::Q8_1, r::to_float_q4_1,
-         r::from_float_q4_1, r::vec_dot_q4_1});
-  t.add({DType::Q5_0, "q5_0", kQK, sizeof(BlockQ5_0), true, DType::Q8_0, r::to_float_q5_0,
-         r::from_float_q5_0, r::vec_dot_q5_0});
-  t.add({DType::Q5_1, "q5_1", kQK, sizeof(BlockQ5_1), true, DType::Q8_1, r::to_float_q5_1,
-         r::from_float_q5_1, r::vec_dot_q5_1});
-  t.add({DType::Q8_0, "q8_0", kQK, sizeof(BlockQ8_0), true, DType::Q8_0, r::to_float_q8_0,
-         r::from_float_q8_0, r::vec_dot_q8_0});
+  // type, bytes per block, is_quantized, vec_dot_type, to_float, from_float, vec_dot
+  t.add(DType::F32, sizeof(float), false, DType::F32, r::to_float_f32, r::from_float_f32,
+        r::vec_dot_f32);
+  t.add(DType::F16, sizeof(uint16_t), false, DType::F16, r::to_float_f16, r::from_float_f16,
+        r::vec_dot_f16);
+  t.add(DType::BF16, sizeof(uint16_t), false, DType::BF16, r::to_float_bf16, r::from_float_bf16,
+        r::vec_dot_bf16);
+  t.add(DType::Q4_0, sizeof(BlockQ4_0), true, DType::Q8_0, r::to_float_q4_0, r::from_float_q4_0,
+        r::vec_dot_q4_0);
+  t.add(DType::Q4_1, sizeof(BlockQ4_1), true, DType::Q8_1, r::to_float_q4_1, r::from_float_q4_1,
+        r::vec_dot_q4_1);
+  t.add(DType::Q5_0, sizeof(BlockQ5_0), true, DType::Q8_0, r::to_float_q5_0, r::from_float_q5_0,
+        r::vec_dot_q5_0);
+  t.add(DType::Q5_1, sizeof(BlockQ5_1), true, DType::Q8_1, r::to_float_q5_1, r::from_float_q5_1,
+        r::vec_dot_q5_1);
+  t.add(DType::Q8_0, sizeof(BlockQ8_0), true, DType::Q8_0, r::to_float_q8_0, r::from_float_q8_0,
+        r::vec_dot_q8_0);
   // Q8_1 and Q8_K exist as activation formats only (no weight dot product).
-  t.add({DType::Q8_1, "q8_1", kQK, sizeof(BlockQ8_1), true, DType::Q8_1, r::to_float_q8_1,
-         r::from_float_q8_1, nullptr});
-  t.add({DType::Q2_K, "q2_K", kQKK, sizeof(BlockQ2_K), true, DType::Q8_K, r::to_float_q2_K,
-         nullptr, r::vec_dot_q2_K});
-  t.add({DType::Q3_K, "q3_K", kQKK, sizeof(BlockQ3_K), true, DType::Q8_K, r::to_float_q3_K,
-         nullptr, r::vec_dot_q3_K});
-  t.add({DType::Q4_K, "q4_K", kQKK, sizeof(BlockQ4_K), true, DType::Q8_K, r::to_float_q4_K,
-         nullptr, r::vec_dot_q4_K});
-  t.add({DType::Q5_K, "q5_K", kQKK, sizeof(BlockQ5_K), true, DType::Q8_K, r::to_float_q5_K,
-         nullptr, r::vec_dot_q5_K});
-  t.add({DType::Q6_K, "q6_K", kQKK, sizeof(BlockQ6_K), true, DType::Q8_K, r::to_float_q6_K,
-         nullptr, r::vec_dot_q6_K});
-  t.add({DType::Q8_K, "q8_K", kQKK, sizeof(BlockQ8_K), true, DType::Q8_K, r::to_float_q8_K,
-         r::from_float_q8_K, nullptr});
+  t.add(DType::Q8_1, sizeof(BlockQ8_1), true, DType::Q8_1, r::to_float_q8_1, r::from_float_q8_1,
+        nullptr);
+  t.add(DType::Q2_K, sizeof(BlockQ2_K), true, DType::Q8_K, r::to_float_q2_K, nullptr,
+        r::vec_dot_q2_K);
+  t.add(DType::Q3_K, sizeof(BlockQ3_K), true, DType::Q8_K, r::to_float_q3_K, nullptr,
+        r::vec_dot_q3_K);
+  t.add(DType::Q4_K, sizeof(BlockQ4_K), true, DType::Q8_K, r::to_float_q4_K, nullptr,
+        r::vec_dot_q4_K);
+  t.add(DType::Q5_K, sizeof(BlockQ5_K), true, DType::Q8_K, r::to_float_q5_K, nullptr,
+        r::vec_dot_q5_K);
+  t.add(DType::Q6_K, sizeof(BlockQ6_K), true, DType::Q8_K, r::to_float_q6_K, nullptr,
+        r::vec_dot_q6_K);
+  t.add(DType::Q8_K, sizeof(BlockQ8_K), true, DType::Q8_K, r::to_float_q8_K, r::from_float_q8_K,
+        nullptr);
   return t;
 }
 

@@ -25,26 +25,12 @@
 #include <cstdint>
 #include <string_view>
 
+#include "gguf/gguf_format.h"
+
 namespace omnibus {
 
-// Numeric values are ggml's type ids as stored in GGUF tensor infos.
-enum class DType : uint32_t {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  Q8_K = 15,
-  BF16 = 30,
-};
+// DType (the element types, as ggml type ids) and each type's block geometry
+// are gguf's (gguf/gguf_format.h); this table adds the kernels.
 
 // y[0..n) = dequantize(x), n a multiple of block_size.
 using ToFloatFn = void (*)(const void* x, float* y, int64_t n);
@@ -55,9 +41,9 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
 struct DTypeTraits {
   DType type;
-  const char* name;        // "q4_1", as ggml names it
-  int64_t block_size;      // elements per block (1 for float types)
-  size_t type_size;        // bytes per block
+  const char* name;        // "q4_1", as ggml names it (gguf_block_geometry)
+  int64_t block_size;      // elements per block (1 for float types); from gguf
+  size_t type_size;        // bytes per block; from gguf
   bool is_quantized;
   DType vec_dot_type;      // activation format for vec_dot
   ToFloatFn to_float;      // null if this type cannot be dequantized

@@ -44,18 +44,23 @@ void matmul_generic(const WeightView& w, const float* x, int64_t n_tok, float* y
   });
 }
 
+// The AVX2 family that reads w.type in 8-row groups (matmul_grouped.h), or
+// null when this CPU or type has none.
+const GroupedMatmulKernels* grouped_kernels(DType type) {
+  if (!cpu_features().use_avx2()) return nullptr;
+  if (matmul_packed::kKernels.has_kernel(type)) return &matmul_packed::kKernels;
+  if (matmul_float::kKernels.has_kernel(type)) return &matmul_float::kKernels;
+  return nullptr;
+}
+
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch) {
   OMNIBUS_CHECK(n_tok >= 0 && w.n_out >= 0);
   if (n_tok == 0 || w.n_out == 0) return;
-  if (cpu_features().use_avx2() && matmul_packed::has_packed_kernel(w.type)) {
-    matmul_packed::matmul(w, nullptr, x, n_tok, y, pool, scratch);
-    return;
-  }
-  if (cpu_features().use_avx2() && matmul_float::has_float_kernel(w.type)) {
-    matmul_float::matmul(w, nullptr, x, n_tok, y, pool, scratch);
+  if (const GroupedMatmulKernels* k = grouped_kernels(w.type)) {
+    k->matmul(w, nullptr, x, n_tok, y, pool, scratch);
     return;
   }
   matmul_generic(w, x, n_tok, y, pool, scratch);
@@ -64,25 +69,19 @@ void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, Thread
 PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
   PackedWeight p;
   p.view_ = w;
-  if (!cpu_features().use_avx2() || w.n_out == 0) return p;
-  const bool quantized = matmul_packed::has_packed_kernel(w.type);
-  if (!quantized && !matmul_float::has_float_kernel(w.type)) return p;
-  if (quantized) OMNIBUS_CHECK(w.n_in % 32 == 0);
-  p.size_ = quantized ? matmul_packed::packed_size(w) : matmul_float::packed_size(w);
+  const GroupedMatmulKernels* k = grouped_kernels(w.type);
+  if (k == nullptr || w.n_out == 0) return p;
+  if (k == &matmul_packed::kKernels) OMNIBUS_CHECK(w.n_in % 32 == 0);
+  const size_t gb = k->group_bytes(w.type, w.n_in);
+  const int64_t n_groups = (w.n_out + kMatmulGroupRows - 1) / kMatmulGroupRows;
+  p.size_ = size_t(n_groups) * gb;
   p.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, p.size_)));
   OMNIBUS_CHECK(p.data_ != nullptr);
-  const size_t gb = quantized ? matmul_packed::group_bytes(w.type, w.n_in) : matmul_float::group_bytes(w.type, w.n_in);
-  const int64_t n_groups = int64_t(p.size_ / gb);
   constexpr int64_t kGroupsPerTask = 64;
   const int64_t n_tasks = (n_groups + kGroupsPerTask - 1) / kGroupsPerTask;
   auto task = [&](int64_t i, int) {
     const int64_t g0 = i * kGroupsPerTask, g1 = std::min(n_groups, g0 + kGroupsPerTask);
-    uint8_t* out = p.data_.get() + size_t(g0) * gb;
-    if (quantized) {
-      matmul_packed::pack_groups(w, g0, g1, out);
-    } else {
-      matmul_float::pack_groups(w, g0, g1, out);
-    }
+    k->pack_groups(w, g0, g1, p.data_.get() + size_t(g0) * gb);
   };
   if (pool != nullptr) {
     pool->parallel_for(n_tasks, task);
@@ -100,11 +99,7 @@ void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, Thre
   }
   OMNIBUS_CHECK(n_tok >= 0);
   if (n_tok == 0 || w.view().n_out == 0) return;
-  if (matmul_float::has_float_kernel(w.view().type)) {
-    matmul_float::matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
-    return;
-  }
-  matmul_packed::matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
+  grouped_kernels(w.view().type)->matmul(w.view(), w.data(), x, n_tok, y, pool, scratch);
 }
 
 void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x, int64_t n_tok,
@@ -116,7 +111,7 @@ void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x,
   for (const PackedWeight* p : w) {
     OMNIBUS_CHECK(p->view().n_in == w[0]->view().n_in);
     fused = fused && p->is_packed() && p->view().type == w[0]->view().type &&
-            matmul_packed::has_packed_kernel(p->view().type);
+            matmul_packed::kKernels.has_kernel(p->view().type);
   }
   if (!fused) {
     for (size_t m = 0; m < w.size(); ++m) matmul(*w[m], x, n_tok, y[m], pool, scratch);

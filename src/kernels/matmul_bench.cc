@@ -119,6 +119,17 @@ struct SmolLM2Stack {
     head_view = {DType::Q8_0, head.data(), 576, 49152};
     head_packed = pack_weight(head_view);
   }
+  // Every projection of the layers on x, packed or as views.
+  void run_layers(bool use_packed, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+                  MatmulScratch& scratch) const {
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (use_packed) {
+        matmul(packed[i], x, n_tok, y, pool, scratch);
+      } else {
+        matmul(views[i], x, n_tok, y, pool, scratch);
+      }
+    }
+  }
   static const SmolLM2Stack& get() {
     static const SmolLM2Stack s;
     return s;
@@ -135,13 +146,7 @@ void BM_Matmul_SmolLM2_Layers(benchmark::State& state) {
   MatmulScratch scratch;
   ThreadPool& pool = bench_pool(state.range(1));
   for (auto _ : state) {
-    for (size_t i = 0; i < m.views.size(); ++i) {
-      if (use_packed) {
-        matmul(m.packed[i], x.data(), n_tok, y.data(), pool, scratch);
-      } else {
-        matmul(m.views[i], x.data(), n_tok, y.data(), pool, scratch);
-      }
-    }
+    m.run_layers(use_packed, x.data(), n_tok, y.data(), pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
@@ -165,13 +170,7 @@ void BM_SmolLM2_Step(benchmark::State& state) {
   MatmulScratch scratch;
   ThreadPool& pool = bench_pool(state.range(1));
   for (auto _ : state) {
-    for (size_t i = 0; i < m.views.size(); ++i) {
-      if (use_packed) {
-        matmul(m.packed[i], x.data(), n_tok, y.data(), pool, scratch);
-      } else {
-        matmul(m.views[i], x.data(), n_tok, y.data(), pool, scratch);
-      }
-    }
+    m.run_layers(use_packed, x.data(), n_tok, y.data(), pool, scratch);
     if (use_packed) {
       matmul(m.head_packed, x.data(), head_rows, logits.data(), pool, scratch);
     } else {

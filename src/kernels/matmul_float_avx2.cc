@@ -14,6 +14,8 @@
 #include "util/fp16.h"
 
 namespace omnibus::matmul_float {
+
+size_t group_bytes(DType type, int64_t n_in);  // kKernels.group_bytes, defined below
 namespace {
 
 using float_dot::F32;
@@ -253,10 +255,6 @@ size_t group_bytes(DType type, int64_t n_in) {
   return (bytes + 63) / 64 * 64;
 }
 
-size_t packed_size(const WeightView& w) {
-  return size_t((w.n_out + kGroupRows - 1) / kGroupRows) * group_bytes(w.type, w.n_in);
-}
-
 void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
   OMNIBUS_CHECK(has_float_kernel(w.type));
   const size_t gb = group_bytes(w.type, w.n_in);
@@ -285,5 +283,7 @@ void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t 
       OMNIBUS_CHECK(false && "no float kernel for this type");
   }
 }
+
+const GroupedMatmulKernels kKernels{has_float_kernel, group_bytes, pack_groups, matmul};
 
 }  // namespace omnibus::matmul_float

@@ -21,27 +21,13 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/matmul.h"
+#include "kernels/matmul_grouped.h"
 
 namespace omnibus::matmul_float {
 
-inline constexpr int kGroupRows = 8;
+inline constexpr int kGroupRows = kMatmulGroupRows;
 
-// True for F32, F16 and BF16.
-bool has_float_kernel(DType type);
-
-// Bytes of one packed group (a multiple of 64) and of the packed matrix.
-size_t group_bytes(DType type, int64_t n_in);
-size_t packed_size(const WeightView& w);
-
-// Packs groups [g0, g1) of w into out (group_bytes apart; rows past n_out
-// and the padding are zeros). REQUIRES has_float_kernel(w.type).
-void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out);
-
-// y[n_tok, n_out] = x[n_tok, n_in] W^T, reading `packed` (pack_groups of all
-// of w) or, if null, w itself: bitwise the same either way.
-// REQUIRES has_float_kernel(w.type), n_tok >= 1.
-void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
-            ThreadPool& pool, MatmulScratch& scratch);
+// The family's calls (matmul_grouped.h); has_kernel: F32, F16 and BF16.
+extern const GroupedMatmulKernels kKernels;
 
 }  // namespace omnibus::matmul_float

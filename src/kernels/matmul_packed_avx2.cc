@@ -84,11 +84,6 @@ size_t group_bytes(DType type, int64_t n_in) {
   return round_up(ops.used_bytes(n_in / ops.block_elems), 64);
 }
 
-size_t packed_size(const WeightView& w) {
-  const int64_t n_groups = (w.n_out + kGroupRows - 1) / kGroupRows;
-  return size_t(n_groups) * group_bytes(w.type, w.n_in);
-}
-
 void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out) {
   OMNIBUS_CHECK(has_packed_kernel(w.type));
   const Ops& ops = ops_for(w.type);
@@ -293,5 +288,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     }
   });
 }
+
+const GroupedMatmulKernels kKernels{has_packed_kernel, group_bytes, pack_groups, matmul};
 
 }  // namespace omnibus::matmul_packed

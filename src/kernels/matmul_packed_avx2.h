@@ -31,29 +31,16 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/matmul.h"
+#include "kernels/matmul_grouped.h"
 
 namespace omnibus::matmul_packed {
 
-inline constexpr int kGroupRows = 8;
+inline constexpr int kGroupRows = kMatmulGroupRows;
 
-// True if `type` has a packed kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
-bool has_packed_kernel(DType type);
-
-// Bytes of one packed 8-row group of rows of n_in elements (a multiple of 64).
-size_t group_bytes(DType type, int64_t n_in);
-
-// Bytes of the whole packed matrix: ceil(n_out / 8) groups.
-size_t packed_size(const WeightView& w);
-
-// Packs groups [g0, g1) of w into out (group g0 first, group_bytes apart).
-// REQUIRES has_packed_kernel(w.type), w.n_in % 32 == 0.
-void pack_groups(const WeightView& w, int64_t g0, int64_t g1, uint8_t* out);
-
-// y = W x. `packed` is pack_groups of all of w, or null to pack each group on
-// the fly into scratch (same result bitwise). REQUIRES has_packed_kernel(w.type).
-void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_tok, float* y,
-            ThreadPool& pool, MatmulScratch& scratch);
+// The family's calls (matmul_grouped.h); has_kernel: Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q4_K, Q5_K, Q6_K. Its matmul with packed == null packs each group on
+// the fly into scratch.
+extern const GroupedMatmulKernels kKernels;
 
 // ys[m] = Ws[m] x for n_mats (<= 4) matrices of one type and n_in sharing the
 // input x: x is quantized once and all their groups form one parallel job.

@@ -12,6 +12,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/quant_simd_avx2.h"
+
 namespace omnibus::avx2 {
 
 inline __m256 exp_ps(__m256 x) {
@@ -64,13 +66,9 @@ inline __m256 gelu_ps(__m256 x) {
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_ps(arg)));
 }
 
-// Sum of the 8 lanes in one fixed order: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
-inline float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// Sum of the 8 lanes in one fixed order: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)),
+// the quant kernels' simd::hsum.
+inline float hsum_ps(__m256 v) { return simd::hsum(v); }
 
 inline float hmax_ps(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -139,69 +139,62 @@ float vec_dot_bf16(int64_t n, const void* w, const void* a) {
 // The 32-element formats keep one scalar accumulator and an exact int32 sum
 // per block: the per-output arithmetic of the packed matmul
 // (matmul_packed_avx2.h), so vec_dot and matmul agree bitwise.
+namespace {
+
+// The 32 quants of a block as bytes: signed (q - offset) for the formats
+// paired with Q8_0, unsigned q for the ones with a min (paired with Q8_1).
+inline __m256i quants(const BlockQ4_0& b) {
+  return _mm256_sub_epi8(simd::nibbles_32(b.qs), _mm256_set1_epi8(8));
+}
+inline __m256i quants(const BlockQ5_0& b) {
+  // q - 16 = nibble | 0xF0 (as int8) where the fifth bit is clear, nibble where set.
+  const __m256i hi = _mm256_andnot_si256(simd::bits_to_bytes(simd::load_u32(b.qh)),
+                                         _mm256_set1_epi8(int8_t(0xF0)));
+  return _mm256_or_si256(simd::nibbles_32(b.qs), hi);
+}
+inline __m256i quants(const BlockQ8_0& b) { return load256(b.qs); }
+inline __m256i quants(const BlockQ4_1& b) { return simd::nibbles_32(b.qs); }
+inline __m256i quants(const BlockQ5_1& b) {
+  const __m256i hi =
+      _mm256_and_si256(simd::bits_to_bytes(simd::load_u32(b.qh)), _mm256_set1_epi8(0x10));
+  return _mm256_or_si256(simd::nibbles_32(b.qs), hi);
+}
+
+// Per block: acc = fma(d_w * d_a, isum, acc), and for the formats with a
+// min (Q4_1, Q5_1 against Q8_1) then acc = fma(m_w, s_a, acc).
+template <typename Block, typename ActBlock>
+float vec_dot_32(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const ActBlock*>(a);
+  constexpr bool kHasMin = requires(Block b) { b.m; };
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i q = quants(x[i]);
+    const __m256i dot =
+        kHasMin ? simd::dot_u8s8(q, load256(y[i].qs)) : simd::dot_s8s8(q, load256(y[i].qs));
+    const int32_t isum = simd::hsum_i32(dot);
+    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
+    if constexpr (kHasMin) acc = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), acc);
+  }
+  return acc;
+}
+
+}  // namespace
+
 float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i q = _mm256_sub_epi8(simd::nibbles_32(x[i].qs), _mm256_set1_epi8(8));
-    const int32_t isum = simd::hsum_i32(simd::dot_s8s8(q, load256(y[i].qs)));
-    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
-  }
-  return acc;
+  return vec_dot_32<BlockQ4_0, BlockQ8_0>(n, w, a);
 }
-
 float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ5_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    // q - 16 = nibble | 0xF0 (as int8) where the fifth bit is clear, nibble where set.
-    const __m256i hi = _mm256_andnot_si256(simd::bits_to_bytes(simd::load_u32(x[i].qh)),
-                                           _mm256_set1_epi8(int8_t(0xF0)));
-    const __m256i q = _mm256_or_si256(simd::nibbles_32(x[i].qs), hi);
-    const int32_t isum = simd::hsum_i32(simd::dot_s8s8(q, load256(y[i].qs)));
-    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
-  }
-  return acc;
+  return vec_dot_32<BlockQ5_0, BlockQ8_0>(n, w, a);
 }
-
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const int32_t isum = simd::hsum_i32(simd::dot_s8s8(load256(x[i].qs), load256(y[i].qs)));
-    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
-  }
-  return acc;
+  return vec_dot_32<BlockQ8_0, BlockQ8_0>(n, w, a);
 }
-
 float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ4_1*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(a);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const int32_t isum = simd::hsum_i32(simd::dot_u8s8(simd::nibbles_32(x[i].qs), load256(y[i].qs)));
-    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
-    acc = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), acc);
-  }
-  return acc;
+  return vec_dot_32<BlockQ4_1, BlockQ8_1>(n, w, a);
 }
-
 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ5_1*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(a);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i hi = _mm256_and_si256(simd::bits_to_bytes(simd::load_u32(x[i].qh)),
-                                        _mm256_set1_epi8(0x10));
-    const __m256i q = _mm256_or_si256(simd::nibbles_32(x[i].qs), hi);
-    const int32_t isum = simd::hsum_i32(simd::dot_u8s8(q, load256(y[i].qs)));
-    acc = std::fma(half_to_float(x[i].d) * half_to_float(y[i].d), float(isum), acc);
-    acc = std::fma(half_to_float(x[i].m), half_to_float(y[i].s), acc);
-  }
-  return acc;
+  return vec_dot_32<BlockQ5_1, BlockQ8_1>(n, w, a);
 }
 
 // ------------------------------------------------------------- K-quants

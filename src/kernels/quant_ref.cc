@@ -76,6 +76,116 @@ inline void pack_q(const uint8_t q[32], uint8_t* qs, uint8_t* qh) {
   if (qh != nullptr) store_u32(qh, h);
 }
 
+// The 32 int8 values of a Q8_0 / Q8_1 block.
+template <typename Block>
+void unpack_q8(const void* block, int8_t* q) {
+  std::memcpy(q, static_cast<const Block*>(block)->qs, kQK);
+}
+
+// Blocks with a min (Q4_1, Q5_1: x = d * q + m), a fifth bit (Q5_0, Q5_1) or
+// an activation sum (Q8_1).
+template <typename Block>
+constexpr bool kHasMin = requires(Block b) {
+  b.m;
+};
+template <typename Block>
+constexpr bool kHasHighBit = requires(Block b) {
+  b.qh;
+};
+template <typename Block>
+constexpr bool kHasSum = requires(Block b) {
+  b.s;
+};
+
+// The 32-element formats: x = d * q (+ m).
+template <typename Block, void (*Unpack)(const void*, int8_t*)>
+void to_float_32(const void* x, float* y, int64_t n) {
+  const auto* b = static_cast<const Block*>(x);
+  int8_t q[32];
+  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
+    Unpack(&b[i], q);
+    const float d = h2f(b[i].d);
+    if constexpr (kHasMin<Block>) {
+      const float m = h2f(b[i].m);
+      for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
+    } else {
+      for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d;
+    }
+  }
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * m.
+template <typename Block, void (*Unpack)(const void*, int8_t*)>
+void to_float_k4(const void* x, float* y, int64_t n) {
+  const auto* b = static_cast<const Block*>(x);
+  int8_t q[256];
+  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
+    Unpack(&b[i], q);
+    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+    for (int s = 0; s < 8; ++s) {
+      uint8_t sc, m;
+      get_scale_min_k4(s, b[i].scales, &sc, &m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      for (int l = 0; l < 32; ++l) y[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
+    }
+  }
+}
+
+// Q4_0 / Q5_0 (kLevels 16 / 32): d = max / -(kLevels / 2), the value of
+// largest magnitude maps to level 0; q = x / d + kLevels / 2, rounded.
+// Q4_1 / Q5_1: d = (max - min) / (kLevels - 1), m = min; q = (x - m) / d, rounded.
+template <typename Block, int kLevels>
+void from_float_32(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<Block*>(y);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    uint8_t q[32];
+    if constexpr (kHasMin<Block>) {
+      float mn, mx;
+      min_max(x, kQK, &mn, &mx);
+      const float d = (mx - mn) / (kLevels - 1);
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      b[i].d = fp32_to_fp16(d);
+      b[i].m = fp32_to_fp16(mn);
+      for (int j = 0; j < 32; ++j) {
+        q[j] = uint8_t(clamp_int(int((x[j] - mn) * id + 0.5f), 0, kLevels - 1));
+      }
+    } else {
+      float amax, max;
+      abs_max(x, kQK, &amax, &max);
+      const float d = max / -(kLevels / 2);
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      b[i].d = fp32_to_fp16(d);
+      for (int j = 0; j < 32; ++j) {
+        q[j] = uint8_t(clamp_int(int(x[j] * id + (kLevels / 2 + 0.5f)), 0, kLevels - 1));
+      }
+    }
+    if constexpr (kHasHighBit<Block>) {
+      pack_q(q, b[i].qs, b[i].qh);
+    } else {
+      pack_q(q, b[i].qs, nullptr);
+    }
+  }
+}
+
+// Q8_0 / Q8_1: d = amax / 127, q = round(x / d); Q8_1 also s = d * sum(q).
+template <typename Block>
+void from_float_q8(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<Block*>(y);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b[i].d = fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < kQK; ++j) {
+      b[i].qs[j] = int8_t(std::round(x[j] * id));
+      sum += b[i].qs[j];
+    }
+    if constexpr (kHasSum<Block>) b[i].s = fp32_to_fp16(float(sum) * d);
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- unpacking
@@ -173,59 +283,22 @@ void to_float_bf16(const void* x, float* y, int64_t n) {
 }
 
 void to_float_q4_0(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ4_0*>(x);
-  int8_t q[32];
-  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-    unpack_q4_0(&b[i], q);
-    const float d = h2f(b[i].d);
-    for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d;
-  }
+  to_float_32<BlockQ4_0, unpack_q4_0>(x, y, n);
 }
-
 void to_float_q4_1(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ4_1*>(x);
-  int8_t q[32];
-  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-    unpack_q4_1(&b[i], q);
-    const float d = h2f(b[i].d), m = h2f(b[i].m);
-    for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
-  }
+  to_float_32<BlockQ4_1, unpack_q4_1>(x, y, n);
 }
-
 void to_float_q5_0(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ5_0*>(x);
-  int8_t q[32];
-  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-    unpack_q5_0(&b[i], q);
-    const float d = h2f(b[i].d);
-    for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d;
-  }
+  to_float_32<BlockQ5_0, unpack_q5_0>(x, y, n);
 }
-
 void to_float_q5_1(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ5_1*>(x);
-  int8_t q[32];
-  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-    unpack_q5_1(&b[i], q);
-    const float d = h2f(b[i].d), m = h2f(b[i].m);
-    for (int j = 0; j < 32; ++j) y[j] = float(q[j]) * d + m;
-  }
+  to_float_32<BlockQ5_1, unpack_q5_1>(x, y, n);
 }
-
 void to_float_q8_0(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-    const float d = h2f(b[i].d);
-    for (int j = 0; j < 32; ++j) y[j] = float(b[i].qs[j]) * d;
-  }
+  to_float_32<BlockQ8_0, unpack_q8<BlockQ8_0>>(x, y, n);
 }
-
 void to_float_q8_1(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ8_1*>(x);
-  for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-    const float d = h2f(b[i].d);
-    for (int j = 0; j < 32; ++j) y[j] = float(b[i].qs[j]) * d;
-  }
+  to_float_32<BlockQ8_1, unpack_q8<BlockQ8_1>>(x, y, n);
 }
 
 void to_float_q2_K(const void* x, float* y, int64_t n) {
@@ -254,33 +327,10 @@ void to_float_q3_K(const void* x, float* y, int64_t n) {
 }
 
 void to_float_q4_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ4_K*>(x);
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q4_K(&b[i], q);
-    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, m;
-      get_scale_min_k4(s, b[i].scales, &sc, &m);
-      const float d1 = d * float(sc), m1 = dmin * float(m);
-      for (int l = 0; l < 32; ++l) y[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
-    }
-  }
+  to_float_k4<BlockQ4_K, unpack_q4_K>(x, y, n);
 }
-
 void to_float_q5_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ5_K*>(x);
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q5_K(&b[i], q);
-    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, m;
-      get_scale_min_k4(s, b[i].scales, &sc, &m);
-      const float d1 = d * float(sc), m1 = dmin * float(m);
-      for (int l = 0; l < 32; ++l) y[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
-    }
-  }
+  to_float_k4<BlockQ5_K, unpack_q5_K>(x, y, n);
 }
 
 void to_float_q6_K(const void* x, float* y, int64_t n) {
@@ -314,92 +364,12 @@ void from_float_bf16(const float* x, void* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(x[i]);
 }
 
-void from_float_q4_0(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ4_0*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float amax, max;
-    abs_max(x, kQK, &amax, &max);
-    const float d = max / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    uint8_t q[32];
-    for (int j = 0; j < 32; ++j) q[j] = uint8_t(clamp_int(int(x[j] * id + 8.5f), 0, 15));
-    pack_q(q, b[i].qs, nullptr);
-  }
-}
-
-void from_float_q4_1(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ4_1*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float mn, mx;
-    min_max(x, kQK, &mn, &mx);
-    const float d = (mx - mn) / 15;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    b[i].m = fp32_to_fp16(mn);
-    uint8_t q[32];
-    for (int j = 0; j < 32; ++j) q[j] = uint8_t(clamp_int(int((x[j] - mn) * id + 0.5f), 0, 15));
-    pack_q(q, b[i].qs, nullptr);
-  }
-}
-
-void from_float_q5_0(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ5_0*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float amax, max;
-    abs_max(x, kQK, &amax, &max);
-    const float d = max / -16;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    uint8_t q[32];
-    for (int j = 0; j < 32; ++j) q[j] = uint8_t(clamp_int(int(x[j] * id + 16.5f), 0, 31));
-    pack_q(q, b[i].qs, b[i].qh);
-  }
-}
-
-void from_float_q5_1(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ5_1*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float mn, mx;
-    min_max(x, kQK, &mn, &mx);
-    const float d = (mx - mn) / 31;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    b[i].m = fp32_to_fp16(mn);
-    uint8_t q[32];
-    for (int j = 0; j < 32; ++j) q[j] = uint8_t(clamp_int(int((x[j] - mn) * id + 0.5f), 0, 31));
-    pack_q(q, b[i].qs, b[i].qh);
-  }
-}
-
-void from_float_q8_0(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float amax = 0.0f;
-    for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < kQK; ++j) b[i].qs[j] = int8_t(std::round(x[j] * id));
-  }
-}
-
-void from_float_q8_1(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ8_1*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    float amax = 0.0f;
-    for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    int sum = 0;
-    for (int j = 0; j < kQK; ++j) {
-      b[i].qs[j] = int8_t(std::round(x[j] * id));
-      sum += b[i].qs[j];
-    }
-    b[i].s = fp32_to_fp16(float(sum) * d);
-  }
-}
+void from_float_q4_0(const float* x, void* y, int64_t n) { from_float_32<BlockQ4_0, 16>(x, y, n); }
+void from_float_q4_1(const float* x, void* y, int64_t n) { from_float_32<BlockQ4_1, 16>(x, y, n); }
+void from_float_q5_0(const float* x, void* y, int64_t n) { from_float_32<BlockQ5_0, 32>(x, y, n); }
+void from_float_q5_1(const float* x, void* y, int64_t n) { from_float_32<BlockQ5_1, 32>(x, y, n); }
+void from_float_q8_0(const float* x, void* y, int64_t n) { from_float_q8<BlockQ8_0>(x, y, n); }
+void from_float_q8_1(const float* x, void* y, int64_t n) { from_float_q8<BlockQ8_1>(x, y, n); }
 
 void from_float_q8_K(const float* x, void* y, int64_t n) {
   auto* b = static_cast<BlockQ8_K*>(y);
@@ -464,10 +434,6 @@ float vec_dot_sym(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
-void unpack_q8_0(const void* block, int8_t* q) {
-  std::memcpy(q, static_cast<const BlockQ8_0*>(block)->qs, kQK);
-}
-
 // Weight formats x = d * q + m against Q8_1: sum_b (d_w * d_a) * isum_b + m_w * s_a.
 template <typename Block, void (*Unpack)(const void*, int8_t*)>
 float vec_dot_min(int64_t n, const void* w, const void* a) {
@@ -513,7 +479,7 @@ float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
   return vec_dot_sym<BlockQ5_0, unpack_q5_0>(n, w, a);
 }
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ8_0, unpack_q8_0>(n, w, a);
+  return vec_dot_sym<BlockQ8_0, unpack_q8<BlockQ8_0>>(n, w, a);
 }
 float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
   return vec_dot_min<BlockQ4_1, unpack_q4_1>(n, w, a);

@@ -17,16 +17,19 @@
 // GGUF norm weights already include Gemma's "+1" (the converter adds it), so
 // every norm is a plain rms_norm * w. All sizes come from ModelConfig.
 //
+// Loads through `weights` (model/weights.h says where each tensor then lives).
 // Thread-safety: see model/model.h.
 #pragma once
 
 #include <memory>
 
 #include "model/model.h"
+#include "model/weights.h"
 
 namespace omnibus {
 
 StatusOr<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const GgufFile> file,
-                                             const ModelConfig& config, ThreadPool& pool);
+                                             const ModelConfig& config, ThreadPool& pool,
+                                             WeightLoader& weights);
 
 }  // namespace omnibus

@@ -246,41 +246,13 @@ TEST(Gemma3Forward, SharingAStepDoesNotChangeAnyBit) {
   spec.weight_type = DType::Q5_0;
   spec.embd_type = DType::Q8_0;
   Loaded l = load_tiny(spec, 9);
-  auto kv = KvStorage::create(l.model->kv_geometry(16, KvFormat::kF16), 16);
-  ASSERT_TRUE(kv.is_ok());
-  const auto ta = random_tokens(20, spec.n_vocab, 10), tb = random_tokens(33, spec.n_vocab, 11);
-  const std::vector<int32_t> blocks_a = {3, 1}, blocks_b = {7, 0, 12};
-  auto run = [&](std::vector<std::pair<const std::vector<int32_t>*, const std::vector<int32_t>*>> seqs) {
-    StepBatch batch;
-    for (auto [tokens, blocks] : seqs) {
-      batch.tokens.insert(batch.tokens.end(), tokens->begin(), tokens->end());
-      batch.seqs.push_back(StepSeq{int32_t(tokens->size()), 0, blocks->data(),
-                                   int32_t(blocks->size()), false});
-    }
-    auto logits = l.model->forward(batch, **kv);
-    return std::vector<float>(logits.begin(), logits.end());
-  };
-  const std::vector<float> alone_a = run({{&ta, &blocks_a}});
-  const std::vector<float> alone_b = run({{&tb, &blocks_b}});
-  const std::vector<float> both = run({{&ta, &blocks_a}, {&tb, &blocks_b}});
-  const size_t V = size_t(spec.n_vocab);
-  ASSERT_EQ(both.size(), 2 * V);
-  EXPECT_EQ(std::memcmp(both.data(), alone_a.data(), V * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(both.data() + V, alone_b.data(), V * sizeof(float)), 0);
+  reference::expect_sharing_a_step_changes_no_bit(*l.model, spec.n_vocab, 10);
 }
 
 TEST(Gemma3Forward, RejectsMissingTensorWithItsName) {
-  std::vector<uint8_t> bytes = make_tiny_gemma3_gguf(TinyGemma3Spec{}, 1);
-  const std::string needle = "blk.2.post_ffw_norm.weight";
-  auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
-  ASSERT_NE(it, bytes.end());
-  *(it + 6) = 'q';  // "post_ffw" -> "qost_ffw"
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
-  ASSERT_TRUE(file.is_ok());
-  ThreadPool pool(1);
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_FALSE(model.is_ok());
-  EXPECT_NE(model.status().message().find(needle), std::string::npos) << model.status().to_string();
+  // "post_ffw" -> "qost_ffw"
+  reference::expect_load_names_missing_tensor(make_tiny_gemma3_gguf(TinyGemma3Spec{}, 1),
+                                              "blk.2.post_ffw_norm.weight", 6, 'q');
 }
 
 }  // namespace

@@ -10,16 +10,19 @@
 //     x += (silu(h Wgate) * (h Wup)) Wdown              // SwiGLU
 //   logits = rms_norm(x) * output_norm  Woutput         // Woutput may be tied to embed
 //
+// Loads through `weights` (model/weights.h says where each tensor then lives).
 // Thread-safety: see model/model.h.
 #pragma once
 
 #include <memory>
 
 #include "model/model.h"
+#include "model/weights.h"
 
 namespace omnibus {
 
 StatusOr<std::unique_ptr<Model>> load_llama(std::shared_ptr<const GgufFile> file,
-                                            const ModelConfig& config, ThreadPool& pool);
+                                            const ModelConfig& config, ThreadPool& pool,
+                                            WeightLoader& weights);
 
 }  // namespace omnibus

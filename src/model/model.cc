@@ -20,14 +20,15 @@ KvGeometry Model::kv_geometry(int block_size, KvFormat format) const {
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file, ThreadPool& pool,
                                             const LoadProgressFn& progress) {
   OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
+  WeightLoader weights(*file, progress);
   StatusOr<std::unique_ptr<Model>> model =
-      config.arch == "llama"    ? load_llama(file, config, pool)
-      : config.arch == "gemma3" ? load_gemma3(file, config, pool)
+      config.arch == "llama"    ? load_llama(file, config, pool, weights)
+      : config.arch == "gemma3" ? load_gemma3(file, config, pool, weights)
                                 : StatusOr<std::unique_ptr<Model>>(Status::unsupported(
                                       "{}: architecture '{}' is not implemented yet",
                                       file->path(), config.arch));
   if (!model.is_ok()) return model.status();
-  touch_weights(*file, progress);
+  weights.finish();
   return model;
 }
 

@@ -2,9 +2,14 @@
 // and writing K/V through the step's block tables. One implementation per
 // architecture (llama.cc, gemma3.cc, ...); the engine sees only this interface.
 //
-// Weights stay in the GGUF file's read-only mapping (zero copy); the model keeps
-// the file alive. Activations live in buffers owned by the model that grow to
-// the largest step seen and are then reused: a warm engine does not allocate.
+// Weights: matmul weights with a packed kernel on this CPU live on the heap in
+// matmul's packed layout, and their file pages are released after packing;
+// the other tensors (norms, the token embedding's gathered rows, matmul
+// weights without a packed kernel) are read from the GGUF file's read-only
+// mapping, which the model keeps alive. Resident weight memory after loading
+// is therefore about one model size, not two (model/weights.h has the rules). Activations live in
+// buffers owned by the model that grow to the largest step seen and are then reused: a warm engine
+// does not allocate.
 //
 // Thread-safety: forward() is called by one thread at a time (the engine
 // thread); it uses the ThreadPool given at load time for its kernels.
@@ -53,8 +58,10 @@ class Model {
 using LoadProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
 // Validates that every tensor the architecture needs exists with the right
-// shape and a supported dtype, touches the weights (so the first request is
-// not slowed by page faults, and progress can be shown) and builds the model.
+// shape and a supported dtype and builds the model: packs the packable matmul
+// weights (releasing their file pages) and touches the mapped ones the forward
+// pass reads whole, so the first request is not slowed by page faults.
+// `progress` sees bytes of tensors loaded out of all tensor bytes.
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file, ThreadPool& pool,
                                             const LoadProgressFn& progress = {});
 

@@ -1,13 +1,14 @@
 // Tests only: what the forward-pass tests of every architecture share — a
 // tiny GGUF loaded as a Model, and the double-precision building blocks of the
 // naive references written from each architecture's definition
-// (llama_test.cc, gemma3_test.cc).
+// (llama_test.cc, gemma3_test.cc), and the checks they share.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <span>
@@ -17,6 +18,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/dtype.h"
 #include "kernels/thread_pool.h"
+#include "kv/kv_storage.h"
 #include "model/model.h"
 
 namespace omnibus::reference {
@@ -92,6 +94,48 @@ inline double max_abs(const std::vector<std::vector<double>>& rows) {
   for (const auto& row : rows)
     for (double v : row) m = std::max(m, std::abs(v));
   return m;
+}
+
+// Two random prompts (20 and 33 tokens, seeds seed and seed + 1) give bitwise
+// the same last-token logits alone as when they share one step.
+inline void expect_sharing_a_step_changes_no_bit(Model& model, int n_vocab, uint64_t seed) {
+  auto kv = KvStorage::create(model.kv_geometry(16, KvFormat::kF16), 16);
+  ASSERT_TRUE(kv.is_ok());
+  const auto ta = random_tokens(20, n_vocab, seed), tb = random_tokens(33, n_vocab, seed + 1);
+  const std::vector<int32_t> blocks_a = {3, 1}, blocks_b = {7, 0, 12};
+  using Seq = std::pair<const std::vector<int32_t>*, const std::vector<int32_t>*>;
+  auto run = [&](const std::vector<Seq>& seqs) {  // (tokens, block table) from position 0
+    StepBatch batch;
+    for (auto [tokens, blocks] : seqs) {
+      batch.tokens.insert(batch.tokens.end(), tokens->begin(), tokens->end());
+      batch.seqs.push_back(
+          StepSeq{int32_t(tokens->size()), 0, blocks->data(), int32_t(blocks->size()), false});
+    }
+    auto logits = model.forward(batch, **kv);
+    return std::vector<float>(logits.begin(), logits.end());
+  };
+  const std::vector<float> alone_a = run({{&ta, &blocks_a}});
+  const std::vector<float> alone_b = run({{&tb, &blocks_b}});
+  const std::vector<float> both = run({{&ta, &blocks_a}, {&tb, &blocks_b}});
+  const size_t V = size_t(n_vocab);
+  ASSERT_EQ(both.size(), 2 * V);
+  EXPECT_EQ(std::memcmp(both.data(), alone_a.data(), V * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(both.data() + V, alone_b.data(), V * sizeof(float)), 0);
+}
+
+// Loading `bytes` with the character at needle[at] of the first occurrence
+// of a tensor name `needle` replaced by `c` fails, naming the tensor.
+inline void expect_load_names_missing_tensor(std::vector<uint8_t> bytes, const std::string& needle,
+                                             size_t at, char c) {
+  auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+  ASSERT_NE(it, bytes.end());
+  *(it + std::ptrdiff_t(at)) = uint8_t(c);
+  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(1);
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.status().message().find(needle), std::string::npos) << model.status().to_string();
 }
 
 }  // namespace omnibus::reference

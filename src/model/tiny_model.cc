@@ -35,19 +35,31 @@ void add_f32_vector(GgufWriter& w, std::mt19937_64& rng, const std::string& name
   w.add_tensor(name, DType::F32, {n}, std::move(bytes));
 }
 
+// An [n_in, n_out] matrix of random_tensor values.
+void add_random_matrix(GgufWriter& w, std::mt19937_64& rng, const std::string& name, DType type,
+                       int64_t n_in, int64_t n_out, float scale) {
+  w.add_tensor(name, type, {n_in, n_out}, random_tensor(rng, type, n_in * n_out, scale));
+}
+
+// The name and the hyperparameters every architecture has, under `arch`.
+void set_common_hparams(GgufWriter& w, const std::string& arch, int n_layer, int n_ctx, int n_embd,
+                        int n_ff, int n_head, int n_head_kv) {
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", "tiny-" + arch);
+  w.set_u32(arch + ".block_count", uint32_t(n_layer));
+  w.set_u32(arch + ".context_length", uint32_t(n_ctx));
+  w.set_u32(arch + ".embedding_length", uint32_t(n_embd));
+  w.set_u32(arch + ".feed_forward_length", uint32_t(n_ff));
+  w.set_u32(arch + ".attention.head_count", uint32_t(n_head));
+  w.set_u32(arch + ".attention.head_count_kv", uint32_t(n_head_kv));
+}
+
 }  // namespace
 
 std::vector<uint8_t> make_tiny_gemma3_gguf(const TinyGemma3Spec& s, uint64_t seed) {
   std::mt19937_64 rng(seed);
   GgufWriter w;
-  w.set_string("general.architecture", "gemma3");
-  w.set_string("general.name", "tiny-gemma3");
-  w.set_u32("gemma3.block_count", uint32_t(s.n_layer));
-  w.set_u32("gemma3.context_length", uint32_t(s.n_ctx));
-  w.set_u32("gemma3.embedding_length", uint32_t(s.n_embd));
-  w.set_u32("gemma3.feed_forward_length", uint32_t(s.n_ff));
-  w.set_u32("gemma3.attention.head_count", uint32_t(s.n_head));
-  w.set_u32("gemma3.attention.head_count_kv", uint32_t(s.n_head_kv));
+  set_common_hparams(w, "gemma3", s.n_layer, s.n_ctx, s.n_embd, s.n_ff, s.n_head, s.n_head_kv);
   w.set_u32("gemma3.attention.key_length", uint32_t(s.head_dim));
   w.set_u32("gemma3.attention.value_length", uint32_t(s.head_dim));
   w.set_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
@@ -72,7 +84,7 @@ std::vector<uint8_t> make_tiny_gemma3_gguf(const TinyGemma3Spec& s, uint64_t see
   const int64_t E = s.n_embd, F = s.n_ff, hd = s.head_dim;
   const int64_t nq = s.n_head * hd, nkv = s.n_head_kv * hd;
   auto mat = [&](const std::string& name, DType type, int64_t n_in, int64_t n_out, float scale) {
-    w.add_tensor(name, type, {n_in, n_out}, random_tensor(rng, type, n_in * n_out, scale));
+    add_random_matrix(w, rng, name, type, n_in, n_out, scale);
   };
   // Embedding rows are scaled by sqrt(n_embd) in the model: keep them small.
   mat("token_embd.weight", s.embd_type, E, s.n_vocab, 0.15f);
@@ -99,14 +111,7 @@ std::vector<uint8_t> make_tiny_gemma3_gguf(const TinyGemma3Spec& s, uint64_t see
 std::vector<uint8_t> make_tiny_llama_gguf(const TinyLlamaSpec& s, uint64_t seed) {
   std::mt19937_64 rng(seed);
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name", "tiny-llama");
-  w.set_u32("llama.block_count", uint32_t(s.n_layer));
-  w.set_u32("llama.context_length", uint32_t(s.n_ctx));
-  w.set_u32("llama.embedding_length", uint32_t(s.n_embd));
-  w.set_u32("llama.feed_forward_length", uint32_t(s.n_ff));
-  w.set_u32("llama.attention.head_count", uint32_t(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", uint32_t(s.n_head_kv));
+  set_common_hparams(w, "llama", s.n_layer, s.n_ctx, s.n_embd, s.n_ff, s.n_head, s.n_head_kv);
   w.set_f32("llama.rope.freq_base", s.rope_base);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_u32("llama.rope.dimension_count", uint32_t(s.n_embd / s.n_head));
@@ -124,16 +129,9 @@ std::vector<uint8_t> make_tiny_llama_gguf(const TinyLlamaSpec& s, uint64_t seed)
 
   const int64_t E = s.n_embd, F = s.n_ff, hd = s.n_embd / s.n_head;
   const int64_t nq = s.n_head * hd, nkv = s.n_head_kv * hd;
-  auto norm = [&](const std::string& name) {
-    std::uniform_real_distribution<float> u(0.8f, 1.2f);
-    std::vector<float> v(static_cast<size_t>(E));
-    for (float& x : v) x = u(rng);
-    std::vector<uint8_t> bytes(v.size() * 4);
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-    w.add_tensor(name, DType::F32, {E}, std::move(bytes));
-  };
+  auto norm = [&](const std::string& name) { add_f32_vector(w, rng, name, E, 0.8f, 1.2f); };
   auto mat = [&](const std::string& name, DType type, int64_t n_in, int64_t n_out, float scale) {
-    w.add_tensor(name, type, {n_in, n_out}, random_tensor(rng, type, n_in * n_out, scale));
+    add_random_matrix(w, rng, name, type, n_in, n_out, scale);
   };
   mat("token_embd.weight", s.embd_type, E, s.n_vocab, 1.0f);
   norm("output_norm.weight");

@@ -4,11 +4,12 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "kernels/ops_parallel.h"
 #include "util/check.h"
 
 namespace omnibus {
 
-StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const ModelConfig& c,
+StatusOr<EmbeddingWeights> load_embedding_weights(WeightLoader& w, const ModelConfig& c,
                                                   ThreadPool* pool) {
   EmbeddingWeights e;
   OMNIBUS_ASSIGN_OR_RETURN(e.token_embd, w.matrix("token_embd.weight", c.n_embd, c.n_vocab));
@@ -17,15 +18,13 @@ StatusOr<EmbeddingWeights> load_embedding_weights(const WeightLoader& w, const M
                                dtype_name(e.token_embd.type));
   }
   OMNIBUS_ASSIGN_OR_RETURN(e.output_norm, w.vector_f32("output_norm.weight", c.n_embd));
-  if (w.has("output.weight")) {
-    OMNIBUS_ASSIGN_OR_RETURN(e.output, w.packed_matrix("output.weight", c.n_embd, c.n_vocab, pool));
-  } else {
-    e.output = pack_weight(e.token_embd, pool);  // tied embeddings
-  }
+  // Tied embeddings: the output head is token_embd itself.
+  const char* output = w.has("output.weight") ? "output.weight" : "token_embd.weight";
+  OMNIBUS_ASSIGN_OR_RETURN(e.output, w.packed_matrix(output, c.n_embd, c.n_vocab, pool));
   return e;
 }
 
-Status load_block_weights(const WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
+Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
                           BlockWeights* out) {
   const std::string p = "blk." + std::to_string(il) + ".";
   BlockWeights& l = *out;
@@ -54,6 +53,38 @@ void project_gate_up(const BlockWeights& l, const float* xn, int64_t n_tok, Forw
   const PackedWeight* w[2] = {&l.w_gate, &l.w_up};
   float* y[2] = {b.gate.data(), b.up.data()};
   matmul_shared_input(w, xn, n_tok, y, pool, b.matmul);
+}
+
+void attention_block(const BlockWeights& l, const ModelConfig& c, const AttentionStep& s,
+                     const PagedKvLayer& kv_layer, const float* x, int64_t n_tok, ForwardBuffers& b,
+                     ThreadPool& pool) {
+  rms_norm(x, l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+  // q: [n_tok, n_head, head_dim], k, v: [n_tok, n_head_kv, head_dim]
+  project_qkv(l, b.xn.data(), n_tok, b, pool);
+  if (s.q_norm != nullptr) {
+    rms_norm(b.q.data(), s.q_norm, b.q.data(), n_tok * c.n_head, c.head_dim, c.norm_eps);
+  }
+  if (s.k_norm != nullptr) {
+    rms_norm(b.k.data(), s.k_norm, b.k.data(), n_tok * c.n_head_kv, c.head_dim, c.norm_eps);
+  }
+  rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, *s.rope);
+  rope(b.k.data(), b.positions.data(), n_tok, c.n_head_kv, c.head_dim, *s.rope);
+  kv_store(kv_layer, s.seqs, s.n_seqs, b.k.data(), b.v.data());
+  paged_attention(b.q.data(), kv_layer, s.seqs, s.n_seqs, s.params, b.attn.data(),
+                  pool);                                              // [n_tok, n_q]
+  matmul(l.wo, b.attn.data(), n_tok, b.proj.data(), pool, b.matmul);  // [n_tok, n_embd]
+}
+
+void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActivation act,
+                        const float* x, int64_t n_tok, ForwardBuffers& b, ThreadPool& pool) {
+  rms_norm(x, l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+  project_gate_up(l, b.xn.data(), n_tok, b, pool);  // gate, up: [n_tok, n_ff]
+  if (act == GatedActivation::kSwiglu) {
+    swiglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok, c.n_ff, pool);
+  } else {
+    geglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok, c.n_ff, pool);
+  }
+  matmul(l.w_down, b.gate.data(), n_tok, b.proj.data(), pool, b.matmul);  // [n_tok, n_embd]
 }
 
 void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {

@@ -1,7 +1,5 @@
 #include "model/weights.h"
 
-#include <functional>
-
 #include "gguf/gguf_file.h"
 
 namespace omnibus {
@@ -13,7 +11,20 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// Reads one byte of every page of [data, data + n) so that it is resident.
+void touch_pages(const void* data, size_t n) {
+  constexpr size_t kPage = 4096;
+  const auto* p = static_cast<const volatile uint8_t*>(data);
+  for (size_t off = 0; off < n; off += kPage) (void)p[off];
+  if (n > 0) (void)p[n - 1];
+}
+
 }  // namespace
+
+WeightLoader::WeightLoader(const GgufFile& file, ProgressFn progress)
+    : file_(file), progress_(std::move(progress)), counted_(file.tensors().size(), false) {
+  for (const GgufTensor& t : file.tensors()) total_bytes_ += t.n_bytes;
+}
 
 bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
@@ -28,8 +39,20 @@ StatusOr<const GgufTensor*> WeightLoader::find(const std::string& name,
   return t;
 }
 
-StatusOr<WeightView> WeightLoader::matrix(const std::string& name, int64_t n_in,
-                                          int64_t n_out) const {
+void WeightLoader::handled(const GgufTensor& t) {
+  const size_t i = size_t(&t - file_.tensors().data());
+  if (counted_[i]) return;
+  counted_[i] = true;
+  done_bytes_ += t.n_bytes;
+  if (progress_) progress_(done_bytes_, total_bytes_);
+}
+
+void WeightLoader::finish() {
+  if (progress_) progress_(total_bytes_, total_bytes_);
+}
+
+StatusOr<const GgufTensor*> WeightLoader::find_matrix(const std::string& name, int64_t n_in,
+                                                      int64_t n_out) const {
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, {n_in, n_out}));
   const DTypeTraits& traits = dtype_traits(t->type);
   if (traits.vec_dot == nullptr) {
@@ -37,42 +60,41 @@ StatusOr<WeightView> WeightLoader::matrix(const std::string& name, int64_t n_in,
                                file_.path(), name, traits.name);
   }
   if (n_in % traits.block_size != 0) {
-    return Status::corrupt("{}: tensor '{}' row length {} is not a multiple of the {} block size {}",
-                           file_.path(), name, n_in, traits.name, traits.block_size);
+    return Status::corrupt(
+        "{}: tensor '{}' row length {} is not a multiple of the {} block size {}", file_.path(),
+        name, n_in, traits.name, traits.block_size);
   }
+  return t;
+}
+
+StatusOr<WeightView> WeightLoader::matrix(const std::string& name, int64_t n_in, int64_t n_out) {
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, n_in, n_out));
+  handled(*t);
   return WeightView{t->type, t->data, n_in, n_out};
 }
 
 StatusOr<PackedWeight> WeightLoader::packed_matrix(const std::string& name, int64_t n_in,
-                                                  int64_t n_out, ThreadPool* pool) const {
-  OMNIBUS_ASSIGN_OR_RETURN(const WeightView view, matrix(name, n_in, n_out));
-  return pack_weight(view, pool);
+                                                   int64_t n_out, ThreadPool* pool) {
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, n_in, n_out));
+  PackedWeight packed = pack_weight(WeightView{t->type, t->data, n_in, n_out}, pool);
+  if (packed.is_packed()) {
+    file_.release_pages(t->data, t->n_bytes);  // matmul reads only the packed copy
+  } else {
+    touch_pages(t->data, t->n_bytes);
+  }
+  handled(*t);
+  return packed;
 }
 
-StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t n) const {
+StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t n) {
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, {n}));
   if (t->type != DType::F32) {
     return Status::unsupported("{}: tensor '{}' is {}, expected f32", file_.path(), name,
                                dtype_name(t->type));
   }
+  touch_pages(t->data, t->n_bytes);
+  handled(*t);
   return static_cast<const float*>(t->data);
-}
-
-void touch_weights(const GgufFile& file, const std::function<void(uint64_t, uint64_t)>& progress) {
-  uint64_t total = 0;
-  for (const GgufTensor& t : file.tensors()) total += t.n_bytes;
-  uint64_t done = 0;
-  volatile uint8_t sink = 0;
-  constexpr uint64_t kPage = 4096;
-  for (const GgufTensor& t : file.tensors()) {
-    const auto* p = static_cast<const uint8_t*>(t.data);
-    uint8_t acc = 0;
-    for (uint64_t off = 0; off < t.n_bytes; off += kPage) acc ^= p[off];
-    sink = sink ^ acc;
-    done += t.n_bytes;
-    if (progress) progress(done, total);
-  }
-  (void)sink;
 }
 
 }  // namespace omnibus

@@ -1,8 +1,27 @@
-// Finding and checking weight tensors by name and shape while a model loads.
+// WeightLoader: finds and checks weight tensors by name and shape while a
+// model loads, and decides where each one lives afterwards:
 //
-// Thread-safety: used only during loading.
+//   packed_matrix()  matmul weights. Where the dtype and CPU have a packed
+//                    kernel (kernels/matmul.h) the tensor is copied once into
+//                    the packed layout on the heap and its file pages are then
+//                    released (GgufFile::release_pages): its bytes are resident
+//                    once, on the heap. Otherwise matmul reads the mapping, and
+//                    the tensor's pages are touched so the first step does not
+//                    fault.
+//   vector_f32()     norm weights: read from the mapping, touched.
+//   matrix()         a view into the mapping that is neither packed nor
+//                    touched: for tensors read in parts (the embedding rows a
+//                    step gathers), whose pages fault in as they are read.
+//
+// So after loading, resident weight memory is about one model size: the
+// packed copies plus the small mapped tensors (and the embedding rows read so
+// far). Progress is reported in bytes of the tensors handled so far, out of
+// all the file's tensor bytes; finish() reports the end.
+//
+// Thread-safety: used by one thread, only during loading.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,25 +36,37 @@ struct GgufTensor;
 
 class WeightLoader {
  public:
-  explicit WeightLoader(const GgufFile& file) : file_(file) {}
+  using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+  explicit WeightLoader(const GgufFile& file, ProgressFn progress = {});
 
-  // A matrix whose GGUF shape is [n_in, n_out] (ggml order), usable by matmul.
-  StatusOr<WeightView> matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
-  // The same matrix, copied once into matmul's packed layout (kernels/matmul.h)
-  // when the dtype and CPU have a packed kernel; `pool` spreads the copy.
+  // A matrix whose GGUF shape is [n_in, n_out] (ggml order), usable by matmul;
+  // stays in the mapping, untouched (see above).
+  StatusOr<WeightView> matrix(const std::string& name, int64_t n_in, int64_t n_out);
+  // The same matrix in matmul's packed layout when the dtype and CPU have a
+  // packed kernel (its file pages then released), else the mapped view with
+  // its pages touched. `pool` spreads the copy.
   StatusOr<PackedWeight> packed_matrix(const std::string& name, int64_t n_in, int64_t n_out,
-                                       ThreadPool* pool) const;
-  // A float32 vector of n elements (norm weights).
-  StatusOr<const float*> vector_f32(const std::string& name, int64_t n) const;
+                                       ThreadPool* pool);
+  // A float32 vector of n elements (norm weights), touched.
+  StatusOr<const float*> vector_f32(const std::string& name, int64_t n);
   bool has(const std::string& name) const;
+
+  // Reports progress as complete (tensors the model does not use included).
+  void finish();
 
  private:
   StatusOr<const GgufTensor*> find(const std::string& name, std::vector<int64_t> shape) const;
-  const GgufFile& file_;
-};
+  // find() plus the checks matmul needs (a dot product, whole blocks per row).
+  StatusOr<const GgufTensor*> find_matrix(const std::string& name, int64_t n_in,
+                                          int64_t n_out) const;
+  // Counts t's bytes towards progress, once per tensor.
+  void handled(const GgufTensor& t);
 
-// Reads every tensor's pages once so the model is resident before serving,
-// reporting progress in bytes.
-void touch_weights(const GgufFile& file, const std::function<void(uint64_t, uint64_t)>& progress);
+  const GgufFile& file_;
+  ProgressFn progress_;
+  uint64_t total_bytes_ = 0;
+  uint64_t done_bytes_ = 0;
+  std::vector<bool> counted_;  // [n_tensors] bytes already counted
+};
 
 }  // namespace omnibus

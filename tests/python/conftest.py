@@ -30,12 +30,12 @@ def free_port():
 
 
 class Server:
-    def __init__(self, args, log_path):
+    def __init__(self, args, log_path, model=MODEL):
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.log = open(log_path, "w")
-        cmd = [omnibus_bin(), "serve", "-m", MODEL, "--port", str(self.port)] + list(args)
+        cmd = [omnibus_bin(), "serve", "-m", model, "--port", str(self.port)] + list(args)
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
 
     def wait_ready(self, timeout=180):
@@ -98,12 +98,12 @@ class Server:
 
 @pytest.fixture(scope="session")
 def start_server(tmp_path_factory):
-    """Factory: start_server(*extra_args) -> a ready Server, stopped at the session's end."""
+    """Factory: start_server(*extra_args, model=MODEL) -> a ready Server, stopped at the session's end."""
     servers = []
 
-    def start(*args):
+    def start(*args, model=MODEL):
         log = tmp_path_factory.mktemp("serve") / "serve.log"
-        s = Server(args, log)
+        s = Server(args, log, model)
         servers.append(s)
         s.wait_ready()
         return s
