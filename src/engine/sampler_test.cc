@@ -31,6 +31,15 @@ std::vector<int32_t> draw(Sampler& s, std::vector<float> logits, int n) {
   return ids;
 }
 
+// How often each id comes up in n draws of a new Sampler(p) from `logits`.
+std::map<int32_t, int> draw_counts(const SamplingParams& p, const std::vector<float>& logits,
+                                   int n) {
+  Sampler s(p, int32_t(logits.size()));
+  std::map<int32_t, int> seen;
+  for (int32_t id : draw(s, logits, n)) ++seen[id];
+  return seen;
+}
+
 TEST(SamplerRngTest, KnownStreamIsPlatformIndependent) {
   // Pinned values (from an independent implementation of splitmix64 +
   // xoshiro256**): a change here changes every seeded request's output.
@@ -94,9 +103,7 @@ TEST(SamplerTest, TopKKeepsOnlyTheKBest) {
   logits[30] = 0.5f;
   SamplingParams p = seeded(9);
   p.top_k = 3;
-  Sampler s(p, 100);
-  std::map<int32_t, int> seen;
-  for (int32_t id : draw(s, logits, 600)) ++seen[id];
+  std::map<int32_t, int> seen = draw_counts(p, logits, 600);
   EXPECT_EQ(seen.size(), 3u);
   EXPECT_GT(seen[10], 0);
   EXPECT_GT(seen[20], 0);
@@ -108,9 +115,7 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingP) {
   std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
   SamplingParams p = seeded(11);
   p.top_p = 0.7f;
-  Sampler s(p, 3);
-  std::map<int32_t, int> seen;
-  for (int32_t id : draw(s, logits, 2000)) ++seen[id];
+  std::map<int32_t, int> seen = draw_counts(p, logits, 2000);
   EXPECT_EQ(seen.count(2), 0u);
   EXPECT_GT(seen[0], seen[1]);
   EXPECT_GT(seen[1], 0);
@@ -175,17 +180,12 @@ TEST(SamplerTest, MinPFiltersRelativeToTheTopToken) {
   std::vector<float> logits = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
   SamplingParams p = seeded(4);
   p.min_p = 0.2f;
-  Sampler s(p, 3);
-  std::map<int32_t, int> seen;
-  for (int32_t id : draw(s, logits, 2000)) ++seen[id];
+  std::map<int32_t, int> seen = draw_counts(p, logits, 2000);
   EXPECT_EQ(seen.count(2), 0u);
   EXPECT_GT(seen[1], 0);
   // With min_p 0.1 (threshold 0.06) id 2 survives.
   p.min_p = 0.1f;
-  Sampler s2(p, 3);
-  seen.clear();
-  for (int32_t id : draw(s2, logits, 2000)) ++seen[id];
-  EXPECT_GT(seen[2], 0);
+  EXPECT_GT(draw_counts(p, logits, 2000)[2], 0);
 }
 
 // Penalties are observable through the greedy choice: find the logit values
