@@ -10,6 +10,12 @@
 namespace omnibus {
 namespace {
 
+SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
 SamplingParams seeded(uint64_t seed) {
   SamplingParams p;
   p.seed = seed;
@@ -62,8 +68,7 @@ TEST(SamplerRngTest, KnownStreamIsPlatformIndependent) {
 }
 
 TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   Sampler s(p, 5);
   std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   EXPECT_EQ(s.sample(logits.data(), {}, {}).id, 1);
@@ -191,8 +196,7 @@ TEST(SamplerTest, MinPFiltersRelativeToTheTopToken) {
 // Penalties are observable through the greedy choice: find the logit values
 // the sampler used by giving one candidate a known competitor.
 TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.repetition_penalty = 2.0f;
   Sampler s(p, 4);
   // id 0: 4.0 -> 2.0 (in prompt) loses to id 1: 3.0; id 2: -1 -> -2.
@@ -211,8 +215,7 @@ TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
 }
 
 TEST(SamplerTest, FrequencyAndPresenceCountOutputOnly) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.frequency_penalty = 0.5f;
   p.presence_penalty = 1.0f;
   Sampler s(p, 3);
@@ -229,8 +232,7 @@ TEST(SamplerTest, FrequencyAndPresenceCountOutputOnly) {
 }
 
 TEST(SamplerTest, PenaltyWindowCoversOnlyTheLastN) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.frequency_penalty = 2.0f;
   p.penalty_last_n = 2;
   Sampler s(p, 3);
@@ -241,8 +243,7 @@ TEST(SamplerTest, PenaltyWindowCoversOnlyTheLastN) {
   const std::vector<int32_t> out_recent = {2, 2, 2, 0, 0};  // 5 - 2*2 = 1 < 3.5
   EXPECT_EQ(s.sample(logits.data(), {}, out_recent).id, 1);
   // The window spans prompt ++ output: prompt's tail is inside it.
-  SamplingParams r;
-  r.temperature = 0.0f;
+  SamplingParams r = greedy();
   r.repetition_penalty = 2.0f;
   r.penalty_last_n = 2;
   Sampler sr(r, 3);
@@ -306,8 +307,7 @@ TEST(SamplerTest, LowTemperatureSharpens) {
 
 TEST(SamplerTest, NoLogprobsUnlessAsked) {
   std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   ASSERT_EQ(p.n_logprobs, -1);  // the default: none
   const SampledToken none = Sampler(p, 4).sample(logits.data(), {}, {});
   EXPECT_EQ(none.id, 0);
@@ -322,8 +322,7 @@ TEST(SamplerTest, NoLogprobsUnlessAsked) {
 
 TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
   std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.n_logprobs = 3;
   p.logit_bias = {{3, 50.0f}};  // forces id 3, but logprobs stay raw
   Sampler s(p, 4);
