@@ -2,12 +2,13 @@
 //
 // Startup: listen first (so /health answers 503 while loading), load the model
 // with a progress bar, start the engine, then report ready. SIGINT/SIGTERM:
-// stop accepting, let running generations finish for up to --grace-period
-// seconds, abort the rest, exit 0. A signal while the model loads, or a second
-// signal, exits at once.
+// answer new requests with 503, let running generations finish for up to
+// --grace-period seconds, abort the rest, exit 0 once every response is out.
+// A signal while the model loads, or a second signal, exits at once.
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -147,27 +148,34 @@ int run_serve(const ServeOptions& o) {
              o.host, (*transport)->port(), api_cfg.served_model_name, info.max_model_len, info.n_blocks,
              info.block_size, double(info.kv_cache_bytes) / double(1 << 20));
 
+  // Drain: /health and new generation calls answer 503 from here on (the
+  // listener stays open so that clients get that answer), the running
+  // generations go on. Done when the engine is idle and every response has
+  // been written out: two handshakes, no polling.
   const int sig = signals.wait();
   fmt::print(stderr, "omnibus serve: {}: no new requests; waiting up to {:.0f} s for {} running\n",
              sig == SIGINT ? "SIGINT" : "SIGTERM", o.grace_period_s, api->n_active_generations());
-  (*transport)->stop_accepting();
   api->begin_drain();
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(o.grace_period_s));
-  while (api->n_active_generations() > 0 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (api->n_active_generations() > 0) {
+  auto left = [&deadline] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  bool drained =
+      (*engine)->wait_idle(left()).has_value() && (*transport)->wait_responses_written(left());
+  if (!drained) {
     fmt::print(stderr, "omnibus serve: grace period over; aborting {} requests\n", api->n_active_generations());
-    api->abort_all();
-    const auto hard = Clock::now() + std::chrono::seconds(5);
-    while (api->n_active_generations() > 0 && Clock::now() < hard) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    api->abort_all();  // their responses end with finish_reason "abort"
+    constexpr std::chrono::seconds kAbortWait(5);
+    drained = (*engine)->wait_idle(kAbortWait).has_value() &&
+              (*transport)->wait_responses_written(kAbortWait);
+    if (!drained) {
+      fmt::print(stderr, "omnibus serve: responses still unwritten; closing their connections\n");
     }
   }
-  // Give the last responses a moment to flush before the I/O threads stop.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  (*transport)->stop_accepting();
   (*transport)->stop();
   api.reset();        // the pump and every Generation (they use the engine)
   engine->reset();    // aborts whatever is left, joins the engine thread

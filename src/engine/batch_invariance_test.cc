@@ -114,14 +114,12 @@ TEST(BatchInvariance, SmolLM2) {
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)  // see util/sanitizers.h
   GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
 #endif
-  const std::string path = std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present (run the setup script)";
-  auto file = GgufFile::open(path);
-  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
   ThreadPool pool(2);
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  expect_batch_invariant(**model, 48, 8, KvFormat::kF16, {16, 64});
+  const std::unique_ptr<Model> model = load_smollm2_if_present(pool);
+  if (model == nullptr) {
+    GTEST_SKIP() << "models/smollm2-135m.gguf not loaded (run the setup script)";
+  }
+  expect_batch_invariant(*model, 48, 8, KvFormat::kF16, {16, 64});
 }
 
 }  // namespace

@@ -97,9 +97,11 @@ struct Engine::Impl {
   uint64_t next_id = 1;
   bool stop = false;
 
-  // Guarded by stats_mu.
+  // Guarded by stats_mu; stats_cv is notified after each publish_stats.
   mutable std::mutex stats_mu;
+  mutable std::condition_variable stats_cv;
   EngineStats stats;
+  uint64_t n_submitted = 0;  // requests accepted by submit()
 };
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig config) {
@@ -217,6 +219,9 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     stream = std::make_shared<RequestStream>(r->id, r->req.n, Clock::now());
     r->stream = stream;
     impl_->inbox.push_back(std::move(r));
+    // Counted before the engine thread can see it, so wait_idle waits for it.
+    std::lock_guard<std::mutex> stats_lock(impl_->stats_mu);
+    ++impl_->n_submitted;
   }
   impl_->cv.notify_one();
   return stream;
@@ -233,6 +238,26 @@ void Engine::abort(uint64_t request_id) {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(impl_->stats_mu);
   return impl_->stats;
+}
+
+std::optional<EngineStats> Engine::wait_idle(std::chrono::milliseconds timeout) const {
+  const Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.stats_mu);
+  if (!s.stats_cv.wait_for(lock, timeout,
+                           [&s] { return s.stats.n_requests_finished == s.n_submitted; })) {
+    return std::nullopt;
+  }
+  return s.stats;
+}
+
+std::optional<EngineStats> Engine::wait_for_step(uint64_t n,
+                                                 std::chrono::milliseconds timeout) const {
+  const Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.stats_mu);
+  if (!s.stats_cv.wait_for(lock, timeout, [&s, n] { return s.stats.n_steps >= n; })) {
+    return std::nullopt;
+  }
+  return s.stats;
 }
 
 void Engine::run() {
@@ -502,8 +527,11 @@ void Engine::Impl::publish_stats() {
     local.mean_batch_size = double(local.n_seqs_scheduled) / double(local.n_steps);
     local.mean_step_tokens = double(local.n_tokens_processed) / double(local.n_steps);
   }
-  std::lock_guard<std::mutex> lock(stats_mu);
-  stats = local;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats = local;
+  }
+  stats_cv.notify_all();
 }
 
 }  // namespace omnibus

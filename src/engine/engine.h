@@ -17,16 +17,22 @@
 // unchanged; with batch-invariant kernels a sequence's tokens and logits do
 // not depend on what else shares its steps or how its prompt was chunked.
 //
-// Thread-safety: submit, abort, stats and info may be called from any thread
-// concurrently. The Model must not be used by anyone else while the engine
-// lives.
+// Waiting for progress (drain, tests): wait_idle and wait_for_step block on a
+// condition variable that the engine thread notifies each time it publishes
+// its stats (after every loop iteration), so callers never poll or sleep.
+//
+// Thread-safety: submit, abort, stats, info, wait_idle and wait_for_step may
+// be called from any thread concurrently. The Model must not be used by
+// anyone else while the engine lives.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -121,6 +127,16 @@ class Engine {
 
   const EngineInfo& info() const { return info_; }
   EngineStats stats() const;
+
+  // Blocks until every request submitted so far (and any submitted while it
+  // waits) has finished, its final event pushed, and the stats of the loop
+  // iteration that finished the last one are published: then n_running ==
+  // n_waiting == 0 and their blocks are back in the pool. Returns those stats,
+  // or nullopt when `timeout` passes first.
+  std::optional<EngineStats> wait_idle(std::chrono::milliseconds timeout) const;
+  // Blocks until the stats of engine step n are published (n_steps >= n).
+  // Returns them, or nullopt when `timeout` passes first.
+  std::optional<EngineStats> wait_for_step(uint64_t n, std::chrono::milliseconds timeout) const;
 
   struct Impl;  // engine.cc: the engine thread's state
 

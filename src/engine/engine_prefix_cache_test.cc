@@ -80,11 +80,9 @@ Outcome run_all(Model& model, EngineConfig cfg, const std::vector<Request>& reqs
     for (size_t i = 0; i < reqs.size(); ++i) drain(i);
   }
   // The stats are published after the step whose events finished the requests.
-  for (int i = 0; i < 10000; ++i) {
-    out.stats = (*engine)->stats();
-    if (out.stats.n_requests_finished >= reqs.size()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(60));
+  EXPECT_TRUE(st.has_value());
+  if (st) out.stats = *st;
   EXPECT_EQ(out.stats.n_requests_finished, reqs.size());
   return out;
 }
@@ -356,14 +354,12 @@ TEST(EnginePrefixCache, TinyLlamaKivi2BitwiseEqual) {
 
 TEST(EnginePrefixCache, SmolLM2BitwiseEqual) {
   if (kUnderSanitizer) GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
-  const std::string path = std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not present (run the setup script)";
-  auto file = GgufFile::open(path);
-  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
   ThreadPool pool(2);
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  expect_real_model_exact(**model, 40, 4);
+  const std::unique_ptr<Model> model = load_smollm2_if_present(pool);
+  if (model == nullptr) {
+    GTEST_SKIP() << "models/smollm2-135m.gguf not loaded (run the setup script)";
+  }
+  expect_real_model_exact(*model, 40, 4);
 }
 
 }  // namespace

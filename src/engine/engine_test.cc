@@ -225,12 +225,10 @@ TEST(Engine, ParallelSamplingMatchesIndependentSeeds) {
   EXPECT_GT(distinct.size(), 1u);
   // The prompt was computed once: 10 prompt tokens + 4 * 9 decodes. (Stats are
   // published after the step whose events ended the request: wait for them.)
-  EngineStats st;
-  for (int i = 0; i < 10000 && st.n_requests_finished == 0; ++i) {
-    st = (*engine)->stats();
-    if (st.n_requests_finished == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(st.n_tokens_processed, 10u + 4u * 9u);
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(60));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->n_requests_finished, 1u);
+  EXPECT_EQ(st->n_tokens_processed, 10u + 4u * 9u);
 }
 
 TEST(Engine, AbortFreesBlocksWithinOneStep) {
@@ -252,15 +250,11 @@ TEST(Engine, AbortFreesBlocksWithinOneStep) {
   const uint64_t steps_at_abort = (*engine)->stats().n_steps;
   // Blocks are freed before the abort events are pushed; the stats catch up
   // by the end of that loop iteration.
-  EngineStats st;
-  for (int i = 0; i < 10000; ++i) {
-    st = (*engine)->stats();
-    if (st.kv_blocks_used == 0 && st.n_running == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(st.kv_blocks_used, 0);
-  EXPECT_EQ(st.n_running, 0);
-  EXPECT_LE(st.n_steps, steps_at_abort + 1);
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(60));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->kv_blocks_used, 0);
+  EXPECT_EQ(st->n_running, 0);
+  EXPECT_LE(st->n_steps, steps_at_abort + 1);
   (*engine)->abort((*stream)->id());  // already finished: ignored
   (*engine)->abort(987654);           // unknown: ignored
 }
@@ -365,6 +359,7 @@ TEST(Engine, PromptLogprobs) {
     EXPECT_EQ(lp[i].token, prompt[i + 1]);
     EXPECT_EQ(lp[i].logprob, want.logprob) << i;
     EXPECT_EQ(lp[i].top_logprobs, want.top_logprobs) << i;
+    EXPECT_EQ(lp[i].rank, want.rank) << i;
     EXPECT_LE(lp[i].logprob, 0.0f);
   }
   EXPECT_EQ(out[0].tokens, reference_generate(ref_model, prompt, 3, greedy()).tokens);
@@ -399,6 +394,41 @@ TEST(Engine, ShutdownAbortsOutstandingRequests) {
   auto out = collect(*stream);
   EXPECT_EQ(out[0].finish, FinishReason::kAbort);
   EXPECT_TRUE(stream->done());
+}
+
+// wait_for_step and wait_idle return once the engine thread has published
+// what they wait for, and not before: while the model is held no step can
+// finish, so both time out; once released they return that step's stats.
+TEST(Engine, WaitForStepAndWaitIdleAreHandshakes) {
+  FakeModel model;
+  auto engine = Engine::create(model, fake_config(model, 64));
+  ASSERT_TRUE(engine.is_ok());
+  const std::optional<EngineStats> fresh = (*engine)->wait_idle(std::chrono::seconds(60));
+  ASSERT_TRUE(fresh.has_value());  // nothing submitted: idle at once
+  EXPECT_EQ(fresh->n_steps, 0u);
+
+  ForwardHold hold(&model);
+  auto stream = (*engine)->submit(make_request({1, 2, 3}, 5, greedy()));
+  ASSERT_TRUE(stream.is_ok());
+  // Submitted, however far the engine thread has got: not idle.
+  EXPECT_FALSE((*engine)->wait_idle(std::chrono::milliseconds(20)).has_value());
+  EXPECT_FALSE((*engine)->wait_for_step(1, std::chrono::milliseconds(20)).has_value());
+  hold.release();
+
+  const std::optional<EngineStats> two = (*engine)->wait_for_step(2, std::chrono::seconds(60));
+  ASSERT_TRUE(two.has_value());
+  EXPECT_GE(two->n_steps, 2u);
+  const std::optional<EngineStats> idle = (*engine)->wait_idle(std::chrono::seconds(60));
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_TRUE((*stream)->done());  // the final event was pushed before the stats
+  EXPECT_EQ(idle->n_requests_finished, 1u);
+  EXPECT_EQ(idle->n_steps, 5u);  // the prompt with the first token, then 4 decodes
+  EXPECT_EQ(idle->n_tokens_generated, 5u);
+  EXPECT_EQ(idle->n_running, 0);
+  EXPECT_EQ(idle->n_waiting, 0);
+  EXPECT_EQ(idle->kv_blocks_used, 0);
+  // Step 6 never comes while nothing is submitted.
+  EXPECT_FALSE((*engine)->wait_for_step(6, std::chrono::milliseconds(20)).has_value());
 }
 
 TEST(Engine, ManyClientThreads) {

@@ -1,13 +1,15 @@
 // Helpers shared by the engine tests (tests only): a reference generator that
-// runs one request alone through SequenceRunner, and a collector that drains a
-// RequestStream.
+// runs one request alone through SequenceRunner, a collector that drains a
+// RequestStream, and the models the tests run real kernels on.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/engine.h"
@@ -75,6 +77,19 @@ inline std::unique_ptr<Model> load_tiny_llama(ThreadPool& pool) {
   const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
   auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
   EXPECT_TRUE(file.is_ok());
+  if (!file.is_ok()) return nullptr;
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  return model.is_ok() ? std::move(model).value() : nullptr;
+}
+
+// The bundled SmolLM2-135M (models/smollm2-135m.gguf) on `pool`; null when the
+// file is absent (the caller skips), and a test failure when it does not load.
+inline std::unique_ptr<Model> load_smollm2_if_present(ThreadPool& pool) {
+  const std::string path = std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf";
+  if (!std::filesystem::exists(path)) return nullptr;
+  auto file = GgufFile::open(path);
+  EXPECT_TRUE(file.is_ok()) << file.status().to_string();
   if (!file.is_ok()) return nullptr;
   auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
   EXPECT_TRUE(model.is_ok()) << model.status().to_string();

@@ -38,6 +38,7 @@ const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "abort
 struct PromptLogprob {
   int32_t token = -1;
   float logprob = 0.0f;
+  int32_t rank = 0;  // 1 + the ids ahead of `token` (higher logit, or equal and lower id)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // (id, logprob), best first
 };
 

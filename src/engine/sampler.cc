@@ -5,6 +5,8 @@
 #include <limits>
 #include <random>
 
+#include "engine/logprobs.h"
+#include "engine/top_k.h"
 #include "kernels/ops.h"
 #include "util/check.h"
 
@@ -117,7 +119,6 @@ struct Scratch {
   std::vector<int32_t> window_ids;               // distinct ids in W
   std::vector<std::pair<int32_t, float>> saved;  // (id, original logit)
   std::vector<uint8_t> saved_mark;               // [n_vocab] id already in saved
-  std::vector<Candidate> top_raw;                // heap of the best raw logits
   std::vector<double> bin_mass;                  // top-p histogram
   std::vector<Candidate> edge;                   // top-p crossing bin
 
@@ -130,7 +131,6 @@ struct Scratch {
     saved_mark.resize(n, 0);
     window_ids.reserve(std::min<size_t>(n, 4096));
     saved.reserve(std::min<size_t>(n, 4096));
-    top_raw.reserve(32);
     bin_mass.reserve(1024);
     edge.reserve(n);
   }
@@ -281,15 +281,7 @@ int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
     const size_t k = static_cast<size_t>(p.top_k);
     for (int32_t i = 0; i < n_vocab; ++i) {
       const Candidate cand{i, logits[i] * inv_t, 0.0f};
-      if (!(cand.logit >= floor)) continue;
-      if (c.size() < k) {
-        c.push_back(cand);
-        std::push_heap(c.begin(), c.end(), better);
-      } else if (better(cand, c.front())) {
-        std::pop_heap(c.begin(), c.end(), better);
-        c.back() = cand;
-        std::push_heap(c.begin(), c.end(), better);
-      }
+      if (cand.logit >= floor) offer_to_top_k(c, k, cand, better);
     }
     std::sort_heap(c.begin(), c.end(), better);  // best first: a fixed draw order
     for (Candidate& cand : c) cand.weight = std::exp(cand.logit - max_scaled);
@@ -350,32 +342,13 @@ int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
 
 // Raw log_softmax of the (restored) logits: the sampled id's logprob and the
 // n_logprobs best alternatives (nothing when n_logprobs < 0).
-void fill_raw_logprobs(const SamplingParams& p, int32_t n_vocab, Scratch& s,
-                       const float* logits, SampledToken& out) {
+void fill_raw_logprobs(const SamplingParams& p, int32_t n_vocab, const float* logits,
+                       SampledToken& out) {
   if (p.n_logprobs < 0) return;
   const float max_logit = logits[argmax_id(logits, n_vocab)];
   const float lse = log_sum_exp(logits, n_vocab, max_logit);  // as logprobs.cc
   out.logprob = logits[out.id] - lse;
-  if (p.n_logprobs == 0) return;
-
-  // Min-heap under `better` (the worst kept entry at the front).
-  const size_t k = static_cast<size_t>(std::min(p.n_logprobs, n_vocab));
-  std::vector<Candidate>& h = s.top_raw;
-  h.clear();
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    const Candidate cand{i, logits[i], 0.0f};
-    if (h.size() < k) {
-      h.push_back(cand);
-      std::push_heap(h.begin(), h.end(), better);
-    } else if (better(cand, h.front())) {
-      std::pop_heap(h.begin(), h.end(), better);
-      h.back() = cand;
-      std::push_heap(h.begin(), h.end(), better);
-    }
-  }
-  std::sort_heap(h.begin(), h.end(), better);
-  out.top_logprobs.reserve(k);
-  for (const Candidate& cand : h) out.top_logprobs.emplace_back(cand.id, cand.logit - lse);
+  out.top_logprobs = top_logprobs(logits, n_vocab, p.n_logprobs, lse);
 }
 
 uint64_t seed_from_device() {
@@ -407,7 +380,7 @@ SampledToken Sampler::sample(float* logits, std::span<const int32_t> prompt,
     out.id = sample_filtered(params_, n_vocab_, s, logits, rng_);
   }
   restore(s, logits);
-  fill_raw_logprobs(params_, n_vocab_, s, logits, out);
+  fill_raw_logprobs(params_, n_vocab_, logits, out);
   return out;
 }
 

@@ -42,14 +42,17 @@
 // mass crosses p (small sets are sorted outright).
 // Tokens whose probability is below e^-40 of the top token's are dropped up
 // front (together they hold < 1e-12 of the mass). Scratch buffers are
-// thread_local and shared by every Sampler on a thread (the engine thread
-// samples its sequences one after another), so a Sampler itself is small:
-// params plus 32 bytes of RNG state. Once a thread's buffers have grown to the
-// vocabulary size, sample() allocates only the returned top_logprobs vector
-// (and only when n_logprobs > 0).
+// thread_local, shared by every Sampler that runs on a thread, so a Sampler
+// itself is small: params plus 32 bytes of RNG state. (The engine samples a
+// step's sequences in parallel on the model's thread pool, engine.cc
+// sample_all: each pool thread has its own buffers, each Sampler runs on one
+// thread per call.) Once a thread's buffers have grown to the vocabulary size,
+// sample() allocates only the returned top_logprobs vector (and only when
+// n_logprobs > 0). The logprobs use engine/logprobs.h, as prompt logprobs do.
 //
-// Thread-safety: none. A Sampler belongs to one sequence and one thread at a
-// time; different Samplers may run on different threads concurrently.
+// Thread-safety: none within a Sampler: it belongs to one sequence and is
+// used by one thread at a time (successive calls may come from different
+// threads). Different Samplers may run on different threads concurrently.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,12 @@
 namespace omnibus {
 namespace {
 
+SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
 SamplingParams seeded(uint64_t seed) {
   SamplingParams p;
   p.seed = seed;
@@ -29,6 +35,15 @@ std::vector<int32_t> draw(Sampler& s, std::vector<float> logits, int n) {
   std::vector<int32_t> ids;
   for (int i = 0; i < n; ++i) ids.push_back(s.sample(logits.data(), {}, {}).id);
   return ids;
+}
+
+// How often each id comes up in n draws of a new Sampler(p) from `logits`.
+std::map<int32_t, int> draw_counts(const SamplingParams& p, const std::vector<float>& logits,
+                                   int n) {
+  Sampler s(p, int32_t(logits.size()));
+  std::map<int32_t, int> seen;
+  for (int32_t id : draw(s, logits, n)) ++seen[id];
+  return seen;
 }
 
 TEST(SamplerRngTest, KnownStreamIsPlatformIndependent) {
@@ -53,8 +68,7 @@ TEST(SamplerRngTest, KnownStreamIsPlatformIndependent) {
 }
 
 TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   Sampler s(p, 5);
   std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   EXPECT_EQ(s.sample(logits.data(), {}, {}).id, 1);
@@ -94,9 +108,7 @@ TEST(SamplerTest, TopKKeepsOnlyTheKBest) {
   logits[30] = 0.5f;
   SamplingParams p = seeded(9);
   p.top_k = 3;
-  Sampler s(p, 100);
-  std::map<int32_t, int> seen;
-  for (int32_t id : draw(s, logits, 600)) ++seen[id];
+  std::map<int32_t, int> seen = draw_counts(p, logits, 600);
   EXPECT_EQ(seen.size(), 3u);
   EXPECT_GT(seen[10], 0);
   EXPECT_GT(seen[20], 0);
@@ -108,9 +120,7 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingP) {
   std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
   SamplingParams p = seeded(11);
   p.top_p = 0.7f;
-  Sampler s(p, 3);
-  std::map<int32_t, int> seen;
-  for (int32_t id : draw(s, logits, 2000)) ++seen[id];
+  std::map<int32_t, int> seen = draw_counts(p, logits, 2000);
   EXPECT_EQ(seen.count(2), 0u);
   EXPECT_GT(seen[0], seen[1]);
   EXPECT_GT(seen[1], 0);
@@ -175,24 +185,18 @@ TEST(SamplerTest, MinPFiltersRelativeToTheTopToken) {
   std::vector<float> logits = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
   SamplingParams p = seeded(4);
   p.min_p = 0.2f;
-  Sampler s(p, 3);
-  std::map<int32_t, int> seen;
-  for (int32_t id : draw(s, logits, 2000)) ++seen[id];
+  std::map<int32_t, int> seen = draw_counts(p, logits, 2000);
   EXPECT_EQ(seen.count(2), 0u);
   EXPECT_GT(seen[1], 0);
   // With min_p 0.1 (threshold 0.06) id 2 survives.
   p.min_p = 0.1f;
-  Sampler s2(p, 3);
-  seen.clear();
-  for (int32_t id : draw(s2, logits, 2000)) ++seen[id];
-  EXPECT_GT(seen[2], 0);
+  EXPECT_GT(draw_counts(p, logits, 2000)[2], 0);
 }
 
 // Penalties are observable through the greedy choice: find the logit values
 // the sampler used by giving one candidate a known competitor.
 TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.repetition_penalty = 2.0f;
   Sampler s(p, 4);
   // id 0: 4.0 -> 2.0 (in prompt) loses to id 1: 3.0; id 2: -1 -> -2.
@@ -211,8 +215,7 @@ TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
 }
 
 TEST(SamplerTest, FrequencyAndPresenceCountOutputOnly) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.frequency_penalty = 0.5f;
   p.presence_penalty = 1.0f;
   Sampler s(p, 3);
@@ -229,8 +232,7 @@ TEST(SamplerTest, FrequencyAndPresenceCountOutputOnly) {
 }
 
 TEST(SamplerTest, PenaltyWindowCoversOnlyTheLastN) {
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.frequency_penalty = 2.0f;
   p.penalty_last_n = 2;
   Sampler s(p, 3);
@@ -241,8 +243,7 @@ TEST(SamplerTest, PenaltyWindowCoversOnlyTheLastN) {
   const std::vector<int32_t> out_recent = {2, 2, 2, 0, 0};  // 5 - 2*2 = 1 < 3.5
   EXPECT_EQ(s.sample(logits.data(), {}, out_recent).id, 1);
   // The window spans prompt ++ output: prompt's tail is inside it.
-  SamplingParams r;
-  r.temperature = 0.0f;
+  SamplingParams r = greedy();
   r.repetition_penalty = 2.0f;
   r.penalty_last_n = 2;
   Sampler sr(r, 3);
@@ -306,8 +307,7 @@ TEST(SamplerTest, LowTemperatureSharpens) {
 
 TEST(SamplerTest, NoLogprobsUnlessAsked) {
   std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   ASSERT_EQ(p.n_logprobs, -1);  // the default: none
   const SampledToken none = Sampler(p, 4).sample(logits.data(), {}, {});
   EXPECT_EQ(none.id, 0);
@@ -322,8 +322,7 @@ TEST(SamplerTest, NoLogprobsUnlessAsked) {
 
 TEST(SamplerTest, LogprobsAreRawLogSoftmax) {
   std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
-  SamplingParams p;
-  p.temperature = 0.0f;
+  SamplingParams p = greedy();
   p.n_logprobs = 3;
   p.logit_bias = {{3, 50.0f}};  // forces id 3, but logprobs stay raw
   Sampler s(p, 4);

@@ -52,7 +52,8 @@ TEST(ThreadPoolTest, ManySuccessiveJobs) {
 TEST(ThreadPoolTest, JobsAfterWorkersFellAsleep) {
   ThreadPool pool(3);
   for (int round = 0; round < 3; ++round) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers go to sleep
+    // Lets the workers fall asleep: the state under test, not a wait for progress.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::atomic<int> sum{0};
     pool.parallel_for(100, [&](int64_t t, int) { sum += static_cast<int>(t); });
     EXPECT_EQ(sum.load(), 4950);
@@ -64,7 +65,7 @@ TEST(ThreadPoolTest, UsesSeveralThreadsForSlowTasks) {
   std::vector<std::atomic<int>> per_thread(4);
   pool.parallel_for(64, [&](int64_t, int thread) {
     per_thread[thread]++;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    std::this_thread::sleep_for(std::chrono::microseconds(500));  // a slow task, not a wait
   });
   int used = 0, total = 0;
   for (auto& c : per_thread) {
@@ -98,7 +99,8 @@ TEST(ThreadPoolTest, DestroyWhileIdleAndRightAfterJob) {
     pool.reset();
   }
   auto pool = std::make_unique<ThreadPool>(3);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers asleep
+  // Lets the workers fall asleep (the state under test, not a wait for progress).
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
   pool.reset();
 }
 

@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kv/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kv/kv_storage.h"

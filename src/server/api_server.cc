@@ -59,7 +59,7 @@ void ApiServer::abort_all() {
       if (auto g = w.lock()) live.push_back(std::move(g));
     }
   }
-  for (const auto& g : live) g->cancel();
+  for (const auto& g : live) g->abort();
 }
 
 void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
@@ -204,17 +204,19 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   counters_.n_pending.fetch_add(n_new);
 
   GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name};
-  auto gen = std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
-  {
-    std::lock_guard<std::mutex> lock(gens_mu_);
-    std::erase_if(gens_, [](const std::weak_ptr<Generation>& w) { return w.expired(); });
-    gens_.push_back(gen);
-  }
+  auto gen =
+      std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
   std::weak_ptr<Generation> weak = gen;
   sink->on_disconnect([weak] {
     if (auto g = weak.lock()) g->cancel();
   });
   gen->start(streams);
+  {
+    // After start(): abort_all (another thread) may use it from here on.
+    std::lock_guard<std::mutex> lock(gens_mu_);
+    std::erase_if(gens_, [](const std::weak_ptr<Generation>& w) { return w.expired(); });
+    gens_.push_back(gen);
+  }
   for (size_t k = 0; k < streams.size(); ++k) {
     pump_->add(streams[k], [gen, k](std::vector<EngineEvent>& events) { gen->on_events(k, events); });
   }

@@ -56,8 +56,12 @@ class ApiServer {
   ~ApiServer();  // stops the pump: call after the transport has stopped
 
   void set_backend(Backend backend);
+  // From now on /health and new generation calls answer 503; running
+  // generations go on (HttpTransport::wait_responses_written tells when
+  // their responses are out).
   void begin_drain();
-  // Aborts every generation in flight (their final events still drain).
+  // Aborts every generation in flight: their engine requests end, and their
+  // responses end with what was generated and finish_reason "abort".
   void abort_all();
   int64_t n_active_generations() const { return counters_.n_active.load(); }
 

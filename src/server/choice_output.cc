@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace omnibus::server {
 
 bool is_valid_utf8(const std::string& s) {
@@ -49,6 +51,28 @@ std::string token_display(const Tokenizer& tok, int32_t id) {
   return out;
 }
 
+std::vector<TokenLogprob> prompt_token_logprobs(const Tokenizer& tok,
+                                                const std::vector<int32_t>& ids,
+                                                const std::vector<PromptLogprob>& scored,
+                                                int32_t k) {
+  std::vector<TokenLogprob> out(ids.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    TokenLogprob& t = out[i];
+    t.token = ids[i];
+    t.text_offset = offset;
+    offset += tok.token_to_piece(ids[i]).size();
+    t.has_logprob = i > 0 && i - 1 < scored.size();
+    if (!t.has_logprob) continue;
+    const PromptLogprob& p = scored[i - 1];
+    t.logprob = p.logprob;
+    t.rank = p.rank;
+    const size_t n_top = std::min(size_t(std::max(k, 0)), p.top_logprobs.size());
+    t.top.assign(p.top_logprobs.begin(), p.top_logprobs.begin() + ptrdiff_t(n_top));
+  }
+  return out;
+}
+
 ChoiceOutput::ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs,
                            size_t text_base, bool render_special)
     : tok_(tok),
@@ -63,7 +87,7 @@ ChoiceDelta ChoiceOutput::on_event(const EngineEvent& e) {
   if (e.token >= 0 && e.finish != FinishReason::kStop) {
     n_tokens_ = e.n_output_tokens;
     if (want_logprobs_) {
-      d.logprobs.push_back(TokenLogprob{e.token, true, e.logprob, e.top_logprobs, piece_bytes_});
+      d.logprobs.push_back(TokenLogprob{e.token, true, e.logprob, e.top_logprobs, piece_bytes_, 0});
     }
     piece_bytes_ += tok_.token_to_piece(e.token).size();
     d.text = stop_.push(decoder_.push(e.token));

@@ -28,7 +28,17 @@ struct TokenLogprob {
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // (id, logprob), best first
   size_t text_offset = 0;  // where its text starts in the choice's text (completions)
+  int32_t rank = 0;        // prompt tokens: 1-based rank among the vocabulary (0: not known)
 };
+
+// The prompt's tokens as logprob entries, from the engine's prompt logprobs
+// (PromptLogprob i scores ids[i + 1]): the first token has none, each
+// alternatives list is cut to the best k, text offsets count from 0. Both
+// echo + logprobs and prompt_logprobs are views of these entries.
+std::vector<TokenLogprob> prompt_token_logprobs(const Tokenizer& tok,
+                                                const std::vector<int32_t>& ids,
+                                                const std::vector<PromptLogprob>& scored,
+                                                int32_t k);
 
 // What one event adds to a choice.
 struct ChoiceDelta {

@@ -128,9 +128,52 @@ TEST(TokenDisplay, PartialCharactersAreShownAsBytes) {
   EXPECT_FALSE(is_valid_utf8("\xC0\x80"));  // overlong
 }
 
+// The engine's prompt logprobs feed both views: echo + logprobs (the
+// completions format) and prompt_logprobs (vLLM's), each cut to its own k.
+TEST(Logprobs, PromptLogprobsFeedEchoAndPromptLogprobs) {
+  auto tok = byte_tokenizer();
+  const std::vector<int32_t> ids = {id('h'), id('i'), id('!')};
+  std::vector<PromptLogprob> scored(2);
+  scored[0] = {id('i'), -1.5f, 2, {{id('x'), -0.5f}, {id('i'), -1.5f}, {id('y'), -2.0f}}};
+  scored[1] = {id('!'), -3.0f, 4, {{id('a'), -0.25f}, {id('b'), -1.0f}, {id('c'), -2.5f}}};
+
+  const std::vector<TokenLogprob> one = prompt_token_logprobs(*tok, ids, scored, 1);
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_FALSE(one[0].has_logprob);
+  EXPECT_EQ(one[1].rank, 2);
+  ASSERT_EQ(one[1].top.size(), 1u);
+  EXPECT_EQ(one[2].text_offset, 2u);
+  nlohmann::json echo;
+  append_completion_logprobs(*tok, one, echo);
+  EXPECT_EQ(echo["tokens"], nlohmann::json({"h", "i", "!"}));
+  EXPECT_EQ(echo["token_logprobs"], nlohmann::json({nullptr, -1.5, -3.0}));
+  EXPECT_EQ(echo["top_logprobs"][1], nlohmann::json({{"x", -0.5}}));
+
+  const nlohmann::json pl = prompt_logprobs_json(*tok, prompt_token_logprobs(*tok, ids, scored, 2));
+  ASSERT_EQ(pl.size(), 3u);
+  EXPECT_TRUE(pl[0].is_null());
+  // The prompt token is among the top 2 at rank 2: two entries.
+  ASSERT_EQ(pl[1].size(), 2u);
+  const nlohmann::json& i_entry = pl[1][std::to_string(id('i'))];
+  EXPECT_EQ(i_entry["logprob"], -1.5);
+  EXPECT_EQ(i_entry["rank"], 2);
+  EXPECT_EQ(i_entry["decoded_token"], "i");
+  EXPECT_EQ(pl[1][std::to_string(id('x'))]["rank"], 1);
+  // Not among them (rank 4): the top 2 plus the token itself.
+  ASSERT_EQ(pl[2].size(), 3u);
+  EXPECT_EQ(pl[2][std::to_string(id('!'))]["rank"], 4);
+  EXPECT_EQ(pl[2][std::to_string(id('!'))]["logprob"], -3.0);
+  EXPECT_EQ(pl[2][std::to_string(id('b'))]["rank"], 2);
+  EXPECT_FALSE(pl[2].contains(std::to_string(id('c'))));
+
+  // Positions the engine has not scored have no logprob.
+  EXPECT_FALSE(prompt_token_logprobs(*tok, ids, {}, 2)[1].has_logprob);
+}
+
 TEST(Logprobs, CompletionAndChatFormats) {
   auto tok = byte_tokenizer();
-  std::vector<TokenLogprob> entries = {{id('h'), false, 0.0f, {}, 0}, {id('i'), true, -1.5f, {{id('i'), -1.5f}}, 1}};
+  std::vector<TokenLogprob> entries = {{id('h'), false, 0.0f, {}, 0, 0},
+                                       {id('i'), true, -1.5f, {{id('i'), -1.5f}}, 1, 0}};
   nlohmann::json comp;
   append_completion_logprobs(*tok, entries, comp);
   EXPECT_EQ(comp["tokens"], nlohmann::json({"h", "i"}));
@@ -176,7 +219,8 @@ TEST(StreamPump, DeliversEventsInOrderAndDropsFinishedStreams) {
   ASSERT_EQ(seen.size(), 100u);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(seen[size_t(i)], i);
   lock.unlock();
-  for (int i = 0; i < 1000 && pump.size() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The entry is dropped after its final event's handler returned.
+  EXPECT_TRUE(pump.wait_empty(std::chrono::seconds(30)));
   EXPECT_EQ(pump.size(), 0u);
 }
 

@@ -72,6 +72,10 @@ void Generation::start(std::vector<std::shared_ptr<RequestStream>> streams) {
 
 void Generation::cancel() {
   if (cancelled_.exchange(true)) return;
+  abort();
+}
+
+void Generation::abort() {
   for (const Part& p : parts_) ctx_.engine->abort(p.stream->id());
 }
 
@@ -83,26 +87,18 @@ void Generation::add_echo(size_t k, ChoiceDelta& d) {
   const PreparedPrompt& p = prompts_[k];
   d.text = p.echo_text + d.text;
   if (spec_.logprobs < 0) return;
-  // Prompt entries: the first token has no logprob; the others come from the engine.
-  std::vector<TokenLogprob> entries;
-  size_t offset = 0;
-  const Part& part = parts_[k];
-  for (size_t i = 0; i < p.ids.size(); ++i) {
-    TokenLogprob t;
-    t.token = p.ids[i];
-    t.text_offset = offset;
-    if (i == 0) {
-      t.has_logprob = false;
-    } else if (i - 1 < part.prompt_logprobs.size()) {
-      t.logprob = part.prompt_logprobs[i - 1].logprob;
-      t.top = part.prompt_logprobs[i - 1].top_logprobs;
-    }
-    offset += ctx_.tokenizer->token_to_piece(p.ids[i]).size();
-    entries.push_back(std::move(t));
-  }
+  std::vector<TokenLogprob> entries =
+      prompt_token_logprobs(*ctx_.tokenizer, p.ids, parts_[k].prompt_logprobs, spec_.logprobs);
   entries.insert(entries.end(), std::make_move_iterator(d.logprobs.begin()),
                  std::make_move_iterator(d.logprobs.end()));
   d.logprobs = std::move(entries);
+}
+
+nlohmann::json Generation::prompt_logprobs(size_t k) const {
+  return prompt_logprobs_json(
+      *ctx_.tokenizer,
+      prompt_token_logprobs(*ctx_.tokenizer, prompts_[k].ids, parts_[k].prompt_logprobs,
+                            spec_.base.prompt_logprobs));
 }
 
 void Generation::handle_event(size_t k, const EngineEvent& e) {
@@ -250,9 +246,15 @@ void Generation::finish() {
       }
       ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : c.logprobs;
       ch["finish_reason"] = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
+      if (spec_.base.prompt_logprobs >= 0 && !chat) {
+        ch["prompt_logprobs"] = prompt_logprobs(i / size_t(spec_.base.n));
+      }
       list.push_back(std::move(ch));
     }
     r["choices"] = std::move(list);
+    if (spec_.base.prompt_logprobs >= 0 && chat) {
+      r["prompt_logprobs"] = prompt_logprobs(0);  // chat has one prompt
+    }
     r["usage"] = usage;
     sink_->respond(200, "application/json", json_dump(r));
   }

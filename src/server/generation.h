@@ -2,18 +2,23 @@
 // the engine requests it submitted (one per prompt, each with n sequences),
 // the choices they feed (choice index = prompt index * n + sequence index),
 // and the response it writes to its ResponseSink: SSE chunks as events
-// arrive, or one JSON body at the end.
+// arrive, or one JSON body at the end (with prompt_logprobs when the engine
+// scored the prompt: completions per choice, chat on the response).
 //
 // Lifecycle: the API handler builds it and calls start(); the StreamPump then
 // calls on_events() for each engine request until every one has delivered
 // its final event, and the response is finished. cancel() (client gone)
-// aborts every engine request; their blocks return to the pool within one
-// engine step and the final abort events still drain through on_events().
+// aborts every engine request and writes nothing more; abort() (server
+// shutting down) aborts them too, and the response still ends, its
+// unfinished choices with finish_reason "abort". Either way their blocks
+// return to the pool within one engine step and the final abort events
+// still drain through on_events().
 // When every choice of an engine request has ended on a stop string, that
 // request is aborted as well (the engine can only abort whole requests).
 //
-// Thread-safety: start() on the handler's thread before the pump sees it;
-// on_events() on the pump thread only; cancel() from any thread.
+// Thread-safety: start() on the handler's thread before the pump or any
+// other thread sees it; on_events() on the pump thread only; cancel() and
+// abort() from any thread.
 #pragma once
 
 #include <atomic>
@@ -63,6 +68,7 @@ class Generation {
   void start(std::vector<std::shared_ptr<RequestStream>> streams);
   void on_events(size_t k, std::vector<EngineEvent>& events);
   void cancel();
+  void abort();
 
  private:
   struct Part {  // one engine request
@@ -86,6 +92,9 @@ class Generation {
   void handle_event(size_t k, const EngineEvent& e);
   // The echo prefix (text and prompt logprob entries) of a completions choice.
   void add_echo(size_t k, ChoiceDelta& d);
+  // The prompt_logprobs list of prompt k, with the alternatives the engine
+  // computed (vLLM: echo + logprobs k scores the prompt with k too).
+  nlohmann::json prompt_logprobs(size_t k) const;
   void emit(size_t choice_index, ChoiceDelta& d);
   void finish();
   nlohmann::json chunk_base() const;

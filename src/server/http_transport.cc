@@ -2,7 +2,9 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -13,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "util/check.h"
 
 namespace omnibus::server {
 
@@ -25,6 +28,33 @@ namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr size_t kMaxBufferedWhileResponding = 1 << 20;
+
+// The number of responses in flight over all connections, with a condition
+// variable notified when it drops to zero. Thread-safe.
+class InFlightResponses {
+ public:
+  void begin() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++n_;
+  }
+  void end() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      OMNIBUS_CHECK(n_ > 0);
+      if (--n_ > 0) return;
+    }
+    cv_.notify_all();
+  }
+  bool wait_none(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return n_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t n_ = 0;  // guarded by mu_
+};
 
 class Session;
 
@@ -46,8 +76,12 @@ class SessionSink : public ResponseSink {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const TransportConfig& config, const HttpTransport::Handler& handler)
-      : stream_(std::move(socket)), config_(config), handler_(handler) {}
+  Session(tcp::socket socket, const TransportConfig& config, const HttpTransport::Handler& handler,
+          InFlightResponses& in_flight)
+      : stream_(std::move(socket)), config_(config), handler_(handler), in_flight_(in_flight) {}
+  ~Session() {
+    if (in_response_) in_flight_.end();  // the I/O threads stopped mid-response
+  }
 
   void run() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -187,6 +221,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void begin_response() {
     ++serial_;
+    if (!in_response_) in_flight_.begin();
     in_response_ = true;
     started_ = streaming_ = head_written_ = stream_ended_ = false;
     queue_.clear();
@@ -246,8 +281,15 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
-  void finish_response() {
+  // The response is over (written out, or its client gone).
+  void end_response() {
+    if (!in_response_) return;
     in_response_ = false;
+    in_flight_.end();
+  }
+
+  void finish_response() {
+    end_response();
     on_disconnect_ = nullptr;
     head_sr_.reset();
     head_.reset();
@@ -261,7 +303,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void client_gone() {
     if (in_response_) {
-      in_response_ = false;
+      end_response();
       if (auto f = std::move(on_disconnect_)) f();
       on_disconnect_ = nullptr;
     }
@@ -271,6 +313,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   const TransportConfig& config_;
   const HttpTransport::Handler& handler_;
+  InFlightResponses& in_flight_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
@@ -330,13 +373,14 @@ struct HttpTransport::Impl {
   void do_accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) std::make_shared<Session>(std::move(socket), config, handler)->run();
+      if (!ec) std::make_shared<Session>(std::move(socket), config, handler, in_flight)->run();
       do_accept();
     });
   }
 
   const TransportConfig config;
   const Handler handler;
+  InFlightResponses in_flight;  // before ioc: sessions destroyed with it still count down
   net::io_context ioc;
   tcp::acceptor acceptor;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -379,6 +423,10 @@ void HttpTransport::stop_accepting() {
     beast::error_code ec;
     impl->acceptor.close(ec);
   });
+}
+
+bool HttpTransport::wait_responses_written(std::chrono::milliseconds timeout) {
+  return impl_->in_flight.wait_none(timeout);
 }
 
 void HttpTransport::stop() {

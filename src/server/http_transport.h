@@ -8,10 +8,17 @@
 //   while a response is pending, a read watches the socket: EOF or an error
 //   means the client left, and the sink's on_disconnect callback runs.
 //
+// A response is in flight from the moment its request has been read (before
+// the handler runs) until its last byte has been written to the socket, or
+// its client has gone. wait_responses_written() is the drain's handshake on
+// that count.
+//
 // Thread-safety: create/start/stop_accepting/stop from one controlling thread;
-// sinks from any thread (their calls are posted onto the connection's strand).
+// wait_responses_written from any thread; sinks from any thread (their calls
+// are posted onto the connection's strand).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +48,11 @@ class HttpTransport {
   int port() const;  // the bound port
   void start();
   void stop_accepting();
+  // Blocks until no response is in flight (every response begun has been
+  // written out, or its client has gone); false when `timeout` passes first.
+  // Requests that keep arriving begin new responses: answer them at once
+  // (ApiServer::begin_drain) or stop accepting first.
+  bool wait_responses_written(std::chrono::milliseconds timeout);
   // Stops the I/O threads and joins them. Sessions still referenced elsewhere
   // (sinks) stay valid objects until released; destroy the transport last.
   void stop();

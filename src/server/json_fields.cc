@@ -31,25 +31,27 @@ bool JsonFields::fail(ApiError e) {
   return false;
 }
 
-void JsonFields::get_bool(const char* key, bool& out) {
-  if (error_) return;
+const nlohmann::json* JsonFields::typed(const char* key, bool (*is_type)(const nlohmann::json&),
+                                        const char* type) {
+  if (error_) return nullptr;
   const nlohmann::json* v = find(key);
-  if (!v) return;
-  if (!v->is_boolean()) {
-    fail(ApiError::invalid(key, fmt::format("'{}' must be a boolean, got {}", key, json_type_name(*v))));
-    return;
+  if (!v || is_type(*v)) return v;
+  fail(ApiError::invalid(key,
+                         fmt::format("'{}' must be {}, got {}", key, type, json_type_name(*v))));
+  return nullptr;
+}
+
+void JsonFields::get_bool(const char* key, bool& out) {
+  if (const nlohmann::json* v = typed(
+          key, [](const nlohmann::json& j) { return j.is_boolean(); }, "a boolean")) {
+    out = v->get<bool>();
   }
-  out = v->get<bool>();
 }
 
 void JsonFields::get_int(const char* key, int64_t lo, int64_t hi, int64_t& out) {
-  if (error_) return;
-  const nlohmann::json* v = find(key);
+  const nlohmann::json* v = typed(
+      key, [](const nlohmann::json& j) { return j.is_number_integer(); }, "an integer");
   if (!v) return;
-  if (!v->is_number_integer()) {
-    fail(ApiError::invalid(key, fmt::format("'{}' must be an integer, got {}", key, json_type_name(*v))));
-    return;
-  }
   int64_t x = 0;
   if (v->is_number_unsigned()) {
     const uint64_t u = v->get<uint64_t>();
@@ -71,13 +73,9 @@ void JsonFields::get_int(const char* key, int32_t lo, int32_t hi, int32_t& out) 
 }
 
 void JsonFields::get_number(const char* key, double lo, double hi, float& out, bool lo_open) {
-  if (error_) return;
-  const nlohmann::json* v = find(key);
+  const nlohmann::json* v = typed(
+      key, [](const nlohmann::json& j) { return j.is_number(); }, "a number");
   if (!v) return;
-  if (!v->is_number()) {
-    fail(ApiError::invalid(key, fmt::format("'{}' must be a number, got {}", key, json_type_name(*v))));
-    return;
-  }
   const double x = v->get<double>();
   if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
     fail(ApiError::invalid(key, fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[",
@@ -88,14 +86,10 @@ void JsonFields::get_number(const char* key, double lo, double hi, float& out, b
 }
 
 void JsonFields::get_string(const char* key, std::string& out) {
-  if (error_) return;
-  const nlohmann::json* v = find(key);
-  if (!v) return;
-  if (!v->is_string()) {
-    fail(ApiError::invalid(key, fmt::format("'{}' must be a string, got {}", key, json_type_name(*v))));
-    return;
+  if (const nlohmann::json* v = typed(
+          key, [](const nlohmann::json& j) { return j.is_string(); }, "a string")) {
+    out = v->get<std::string>();
   }
-  out = v->get<std::string>();
 }
 
 }  // namespace omnibus::server

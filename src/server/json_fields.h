@@ -42,6 +42,11 @@ class JsonFields {
   const std::optional<ApiError>& error() const { return error_; }
 
  private:
+  // The field when present, not null and is_type; else nullptr, recording
+  // "'key' must be <type>" when it has another type. nullptr after an error.
+  const nlohmann::json* typed(const char* key, bool (*is_type)(const nlohmann::json&),
+                              const char* type);
+
   const nlohmann::json& obj_;
   std::optional<ApiError> error_;
 };

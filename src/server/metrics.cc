@@ -71,30 +71,20 @@ ServerMetrics::ServerMetrics(std::string model_name)
       e2e_(latency_bounds()),
       queue_(latency_bounds()) {}
 
-void ServerMetrics::observe_ttft(double s) {
+void ServerMetrics::observe(Histogram& h, double s) {
   std::lock_guard<std::mutex> lock(mu_);
-  ttft_.observe(s);
+  h.observe(s);
 }
-void ServerMetrics::observe_tpot(double s) {
+void ServerMetrics::add(uint64_t& counter, int64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  tpot_.observe(s);
+  counter += uint64_t(n);
 }
-void ServerMetrics::observe_e2e(double s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  e2e_.observe(s);
-}
-void ServerMetrics::observe_queue_time(double s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.observe(s);
-}
-void ServerMetrics::add_prompt_tokens(int64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  prompt_tokens_ += uint64_t(n);
-}
-void ServerMetrics::add_generation_tokens(int64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  generation_tokens_ += uint64_t(n);
-}
+void ServerMetrics::observe_ttft(double s) { observe(ttft_, s); }
+void ServerMetrics::observe_tpot(double s) { observe(tpot_, s); }
+void ServerMetrics::observe_e2e(double s) { observe(e2e_, s); }
+void ServerMetrics::observe_queue_time(double s) { observe(queue_, s); }
+void ServerMetrics::add_prompt_tokens(int64_t n) { add(prompt_tokens_, n); }
+void ServerMetrics::add_generation_tokens(int64_t n) { add(generation_tokens_, n); }
 uint64_t ServerMetrics::generation_tokens() const {
   std::lock_guard<std::mutex> lock(mu_);
   return generation_tokens_;

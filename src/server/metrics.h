@@ -59,6 +59,9 @@ class ServerMetrics {
   uint64_t generation_tokens() const;
 
  private:
+  void observe(Histogram& h, double seconds);  // h: one of the histograms below
+  void add(uint64_t& counter, int64_t n);      // counter: one of the counters below
+
   const std::string labels_;  // model_name="..."
 
   mutable std::mutex mu_;

@@ -1,9 +1,10 @@
 #include "server/openai_request.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "server/json_fields.h"
 
@@ -111,6 +112,11 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
   }
   f.get_bool("ignore_eos", r.ignore_eos);
   f.get_int("min_tokens", 0, kMaxTokensLimit, r.min_tokens);
+  f.get_int("prompt_logprobs", 0, 20, spec.prompt_logprobs);
+  if (spec.prompt_logprobs >= 0 && spec.stream) {
+    f.fail(ApiError::invalid("prompt_logprobs",
+                             "'prompt_logprobs' is not available when 'stream' is true"));
+  }
   std::string user;
   f.get_string("user", user);
 }
@@ -278,7 +284,8 @@ ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, c
   check_min_tokens(f, spec);
   if (!f.ok()) return *f.error();
   if (spec.logprobs >= 0) spec.base.sampling.n_logprobs = spec.logprobs;
-  if (spec.echo && spec.logprobs >= 0) spec.base.prompt_logprobs = spec.logprobs;
+  // One engine computation serves the echoed prompt's logprobs and prompt_logprobs.
+  spec.base.prompt_logprobs = std::max(spec.prompt_logprobs, spec.echo ? spec.logprobs : -1);
   return spec;
 }
 
@@ -311,6 +318,7 @@ ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const P
     spec.logprobs = std::max(top_logprobs, 0);
     spec.base.sampling.n_logprobs = spec.logprobs;
   }
+  spec.base.prompt_logprobs = spec.prompt_logprobs;
   return spec;
 }
 

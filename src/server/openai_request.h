@@ -15,7 +15,9 @@
 //   repetition_penalty, logit_bias, seed -> sampling (penalties over the whole history)
 //   stop -> stop strings (server side); stop_token_ids, ignore_eos, min_tokens, n -> Request
 //   logprobs (completions: int k) | logprobs + top_logprobs (chat) -> sampling.n_logprobs
-//   echo + logprobs (completions) -> prompt_logprobs
+//   prompt_logprobs (vLLM's: int k, not with stream) and echo + logprobs
+//   (completions) -> prompt_logprobs: the larger k of the two; both views of
+//   the prompt's logprobs come from the engine's one computation
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -55,6 +57,8 @@ struct GenerationSpec {
   bool echo = false;               // completions: prompt text before the completion
   bool echo_only = false;          // completions: echo with max_tokens 0 (scoring a prompt)
   int32_t logprobs = -1;           // -1: none; k: the sampled token's logprob plus top k
+  int32_t prompt_logprobs = -1;    // the prompt_logprobs field (-1: absent); what the engine
+                                   // computes, and the response lists, is base.prompt_logprobs
   bool add_special_tokens = true;  // completions: BOS/EOS as the model asks; chat: false
 };
 

@@ -26,6 +26,15 @@ void expect_invalid(const ApiResult<GenerationSpec>& r, const std::string& param
   EXPECT_EQ(r.error().param, param) << r.error().message;
 }
 
+// Every body is rejected with 400 naming `param`.
+void expect_all_invalid(ApiResult<GenerationSpec> (*parse)(const std::string&),
+                        const std::string& param, const std::vector<std::string>& bodies) {
+  for (const std::string& body : bodies) {
+    SCOPED_TRACE(body);
+    expect_invalid(parse(body), param);
+  }
+}
+
 TEST(CompletionRequest, MapsFieldsToTheEngineRequest) {
   auto r = completion(R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5,
       "top_k": 40, "min_p": 0.1, "presence_penalty": 1, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
@@ -90,56 +99,85 @@ TEST(CompletionRequest, PromptShapes) {
 }
 
 TEST(CompletionRequest, RejectsBadPrompts) {
-  expect_invalid(completion(R"({})"), "prompt");
-  expect_invalid(completion(R"({"prompt": ""})"), "prompt");
-  expect_invalid(completion(R"({"prompt": []})"), "prompt");
-  expect_invalid(completion(R"({"prompt": 5})"), "prompt");
-  expect_invalid(completion(R"({"prompt": [1, "a"]})"), "prompt");
-  expect_invalid(completion(R"({"prompt": [[1], []]})"), "prompt");
-  expect_invalid(completion(R"({"prompt": [1, 1000]})"), "prompt");  // outside the vocabulary
-  expect_invalid(completion(R"({"prompt": [-1]})"), "prompt");
-  expect_invalid(completion(R"({"prompt": {"text": "x"}})"), "prompt");
+  expect_all_invalid(completion, "prompt",
+                     {R"({})", R"({"prompt": ""})", R"({"prompt": []})", R"({"prompt": 5})",
+                      R"({"prompt": [1, "a"]})", R"({"prompt": [[1], []]})",
+                      R"({"prompt": [1, 1000]})",  // outside the vocabulary
+                      R"({"prompt": [-1]})", R"({"prompt": {"text": "x"}})"});
 }
 
-TEST(CompletionRequest, RejectsWrongTypes) {
-  expect_invalid(completion(R"({"prompt": "x", "max_tokens": "5"})"), "max_tokens");
-  expect_invalid(completion(R"({"prompt": "x", "max_tokens": 5.5})"), "max_tokens");
-  expect_invalid(completion(R"({"prompt": "x", "temperature": "hot"})"), "temperature");
-  expect_invalid(completion(R"({"prompt": "x", "temperature": true})"), "temperature");
-  expect_invalid(completion(R"({"prompt": "x", "stream": 1})"), "stream");
-  expect_invalid(completion(R"({"prompt": "x", "n": 1.0})"), "n");
-  expect_invalid(completion(R"({"prompt": "x", "stop": 3})"), "stop");
-  expect_invalid(completion(R"({"prompt": "x", "stop": ["a", 3]})"), "stop");
-  expect_invalid(completion(R"({"prompt": "x", "seed": "1"})"), "seed");
-  expect_invalid(completion(R"({"prompt": "x", "logit_bias": [1]})"), "logit_bias");
-  expect_invalid(completion(R"({"prompt": "x", "model": 3})"), "model");
-  expect_invalid(completion(R"({"prompt": "x", "stream_options": {"include_usage": true}})"), "stream_options");
-  expect_invalid(completion(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "yes"}})"),
-                 "stream_options.include_usage");
+// Each field of `prompt: "x"` requests, set to a value of the wrong type or
+// out of range, is rejected naming that field.
+TEST(CompletionRequest, RejectsBadFields) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Wrong types.
+      {R"("max_tokens": "5")", "max_tokens"},
+      {R"("max_tokens": 5.5)", "max_tokens"},
+      {R"("temperature": "hot")", "temperature"},
+      {R"("temperature": true)", "temperature"},
+      {R"("stream": 1)", "stream"},
+      {R"("n": 1.0)", "n"},
+      {R"("stop": 3)", "stop"},
+      {R"("stop": ["a", 3])", "stop"},
+      {R"("seed": "1")", "seed"},
+      {R"("logit_bias": [1])", "logit_bias"},
+      {R"("model": 3)", "model"},
+      {R"("stream_options": {"include_usage": true})", "stream_options"},
+      {R"("stream": true, "stream_options": {"include_usage": "yes"})",
+       "stream_options.include_usage"},
+      {R"("prompt_logprobs": true)", "prompt_logprobs"},
+      // Out of range.
+      {R"("max_tokens": -1)", "max_tokens"},
+      {R"("max_tokens": 0)", "max_tokens"},  // 0 only with echo
+      {R"("temperature": 2.5)", "temperature"},
+      {R"("temperature": -0.1)", "temperature"},
+      {R"("top_p": 0)", "top_p"},
+      {R"("top_p": 1.5)", "top_p"},
+      {R"("top_k": -2)", "top_k"},
+      {R"("min_p": 2)", "min_p"},
+      {R"("presence_penalty": 3)", "presence_penalty"},
+      {R"("frequency_penalty": -3)", "frequency_penalty"},
+      {R"("repetition_penalty": 0)", "repetition_penalty"},
+      {R"("n": 0)", "n"},
+      {R"("n": 129)", "n"},
+      {R"("logprobs": 21)", "logprobs"},
+      {R"("prompt_logprobs": 21)", "prompt_logprobs"},
+      {R"("prompt_logprobs": -1)", "prompt_logprobs"},
+      {R"("logit_bias": {"5": 101})", "logit_bias"},
+      {R"("logit_bias": {"5000": 1})", "logit_bias"},
+      {R"("logit_bias": {"abc": 1})", "logit_bias"},
+      {R"("stop": [""])", "stop"},
+      {R"("stop_token_ids": [1000])", "stop_token_ids"},
+      {R"("min_tokens": 5, "max_tokens": 4)", "min_tokens"},
+      {R"("best_of": 3)", "best_of"},
+      // vLLM: prompt logprobs are not streamed.
+      {R"("stream": true, "prompt_logprobs": 1)", "prompt_logprobs"},
+  };
+  for (const auto& [field, param] : cases) {
+    SCOPED_TRACE(field);
+    expect_invalid(completion(R"({"prompt": "x", )" + field + "}"), param);
+  }
 }
 
-TEST(CompletionRequest, RejectsOutOfRange) {
-  expect_invalid(completion(R"({"prompt": "x", "max_tokens": -1})"), "max_tokens");
-  expect_invalid(completion(R"({"prompt": "x", "max_tokens": 0})"), "max_tokens");  // only with echo
-  expect_invalid(completion(R"({"prompt": "x", "temperature": 2.5})"), "temperature");
-  expect_invalid(completion(R"({"prompt": "x", "temperature": -0.1})"), "temperature");
-  expect_invalid(completion(R"({"prompt": "x", "top_p": 0})"), "top_p");
-  expect_invalid(completion(R"({"prompt": "x", "top_p": 1.5})"), "top_p");
-  expect_invalid(completion(R"({"prompt": "x", "top_k": -2})"), "top_k");
-  expect_invalid(completion(R"({"prompt": "x", "min_p": 2})"), "min_p");
-  expect_invalid(completion(R"({"prompt": "x", "presence_penalty": 3})"), "presence_penalty");
-  expect_invalid(completion(R"({"prompt": "x", "frequency_penalty": -3})"), "frequency_penalty");
-  expect_invalid(completion(R"({"prompt": "x", "repetition_penalty": 0})"), "repetition_penalty");
-  expect_invalid(completion(R"({"prompt": "x", "n": 0})"), "n");
-  expect_invalid(completion(R"({"prompt": "x", "n": 129})"), "n");
-  expect_invalid(completion(R"({"prompt": "x", "logprobs": 21})"), "logprobs");
-  expect_invalid(completion(R"({"prompt": "x", "logit_bias": {"5": 101}})"), "logit_bias");
-  expect_invalid(completion(R"({"prompt": "x", "logit_bias": {"5000": 1}})"), "logit_bias");
-  expect_invalid(completion(R"({"prompt": "x", "logit_bias": {"abc": 1}})"), "logit_bias");
-  expect_invalid(completion(R"({"prompt": "x", "stop": [""]})"), "stop");
-  expect_invalid(completion(R"({"prompt": "x", "stop_token_ids": [1000]})"), "stop_token_ids");
-  expect_invalid(completion(R"({"prompt": "x", "min_tokens": 5, "max_tokens": 4})"), "min_tokens");
-  expect_invalid(completion(R"({"prompt": "x", "best_of": 3})"), "best_of");
+// prompt_logprobs and echo + logprobs share the engine's one computation: it
+// runs with the larger k.
+TEST(CompletionRequest, PromptLogprobsAndEchoShareOneEngineComputation) {
+  const std::vector<std::pair<std::string, int32_t>> cases = {
+      {R"("prompt_logprobs": 3)", 3},
+      {R"("prompt_logprobs": 0)", 0},
+      {R"("logprobs": 4)", -1},  // without echo the prompt is not scored
+      {R"("echo": true, "logprobs": 2)", 2},
+      {R"("echo": true, "logprobs": 5, "prompt_logprobs": 2)", 5},
+      {R"("echo": true, "logprobs": 1, "prompt_logprobs": 6)", 6},
+      {R"("echo": true, "prompt_logprobs": 1)", 1},
+  };
+  for (const auto& [fields, k] : cases) {
+    auto r = completion(R"({"prompt": "x", )" + fields + "}");
+    ASSERT_TRUE(r.ok()) << fields << ": " << r.error().message;
+    EXPECT_EQ(r->base.prompt_logprobs, k) << fields;
+  }
+  EXPECT_EQ(completion(R"({"prompt": "x", "prompt_logprobs": 3})")->prompt_logprobs, 3);
+  EXPECT_EQ(completion(R"({"prompt": "x", "echo": true, "logprobs": 2})")->prompt_logprobs, -1);
 }
 
 TEST(CompletionRequest, EchoWithZeroMaxTokensScoresThePrompt) {
@@ -173,19 +211,35 @@ TEST(ChatRequest, WithoutALimitTheContextDecides) {
 }
 
 TEST(ChatRequest, RejectsBadMessages) {
-  expect_invalid(chat(R"({})"), "messages");
-  expect_invalid(chat(R"({"messages": []})"), "messages");
-  expect_invalid(chat(R"({"messages": "hi"})"), "messages");
-  expect_invalid(chat(R"({"messages": [1]})"), "messages[0]");
-  expect_invalid(chat(R"({"messages": [{"role": "wizard", "content": "x"}]})"), "messages[0].role");
-  expect_invalid(chat(R"({"messages": [{"content": "x"}]})"), "messages[0].role");
-  expect_invalid(chat(R"({"messages": [{"role": "user"}]})"), "messages[0].content");
-  expect_invalid(chat(R"({"messages": [{"role": "user", "content": 5}]})"), "messages[0].content");
-  expect_invalid(chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
-                 "messages[0].content");
-  expect_invalid(chat(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"), "top_logprobs");
-  expect_invalid(chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})"), "logprobs");
-  expect_invalid(chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})"), "max_tokens");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [1]})", "messages[0]"},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "prompt_logprobs": 0})",
+       "prompt_logprobs"},
+  };
+  for (const auto& [body, param] : cases) {
+    SCOPED_TRACE(body);
+    expect_invalid(chat(body), param);
+  }
+}
+
+TEST(ChatRequest, PromptLogprobs) {
+  auto r = chat(R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 2})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->prompt_logprobs, 2);
+  EXPECT_EQ(r->base.prompt_logprobs, 2);
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}]})")->base.prompt_logprobs, -1);
 }
 
 TEST(Request, BodyMustBeAnObject) {

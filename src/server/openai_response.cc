@@ -61,4 +61,26 @@ void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>&
   }
 }
 
+nlohmann::json prompt_logprobs_json(const Tokenizer& tok,
+                                    const std::vector<TokenLogprob>& entries) {
+  nlohmann::json out = nlohmann::json::array();
+  auto entry = [&tok](float lp, int32_t rank, int32_t id) {
+    return nlohmann::json{
+        {"logprob", json_logprob(lp)}, {"rank", rank}, {"decoded_token", token_display(tok, id)}};
+  };
+  for (const TokenLogprob& e : entries) {
+    if (!e.has_logprob) {
+      out.push_back(nullptr);
+      continue;
+    }
+    nlohmann::json d = nlohmann::json::object();
+    d[std::to_string(e.token)] = entry(e.logprob, e.rank, e.token);
+    for (size_t r = 0; r < e.top.size(); ++r) {
+      d[std::to_string(e.top[r].first)] = entry(e.top[r].second, int32_t(r) + 1, e.top[r].first);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace omnibus::server

@@ -5,6 +5,9 @@
 //                 "top_logprobs": [{str: num}|null], "text_offset": [int]}
 //   chat:        {"content": [{"token", "logprob", "bytes": [int],
 //                              "top_logprobs": [{"token", "logprob", "bytes"}]}]}
+//   prompt_logprobs (vLLM's): [null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...]
+//                one per prompt token: the token itself with its rank, and the
+//                top k alternatives with ranks 1..k (one entry when it is among them)
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -26,6 +29,9 @@ void append_completion_logprobs(const Tokenizer& tok, const std::vector<TokenLog
                                 nlohmann::json& out);
 // Appends entries to a chat logprobs object's "content" (created on first use).
 void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries, nlohmann::json& out);
+
+// A prompt_logprobs list from prompt_token_logprobs() entries.
+nlohmann::json prompt_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& entries);
 
 // Logprobs are finite in JSON: -inf becomes -9999.0 (as OpenAI reports it).
 double json_logprob(float lp);

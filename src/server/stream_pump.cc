@@ -30,6 +30,11 @@ size_t StreamPump::size() const {
   return n_entries_;
 }
 
+bool StreamPump::wait_empty(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return empty_cv_.wait_for(lock, timeout, [this] { return n_entries_ == 0; });
+}
+
 void StreamPump::run() {
   std::vector<Entry> active;
   std::vector<EngineEvent> events;
@@ -62,8 +67,13 @@ void StreamPump::run() {
       }
     }
     if (n_done > 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      n_entries_ -= n_done;
+      bool empty = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        n_entries_ -= n_done;
+        empty = n_entries_ == 0;
+      }
+      if (empty) empty_cv_.notify_all();
     }
   }
 }

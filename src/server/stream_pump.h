@@ -3,7 +3,8 @@
 // the engine thread never touches a socket.
 //
 //   engine thread --push--> RequestStream --(pump thread: try_pop sweep)--> Handler
-//                              |  notify                  |-> ResponseSink::write -> asio post -> socket
+//                              |  notify                  |-> ResponseSink::write -> asio post ->
+//                              socket
 //                              '--> StreamSignal --wakes--> pump thread
 //
 // Every stream added shares the pump's StreamSignal, and add() and the
@@ -12,9 +13,12 @@
 // polls. Handlers run on the pump thread, one at a time, in event order per
 // stream; an entry is dropped after its final event has been handled.
 //
-// Thread-safety: add() and size() from any thread. Handlers must not block.
+// Thread-safety: add(), size() and wait_empty() from any thread. Handlers
+// must not block.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,6 +40,9 @@ class StreamPump {
 
   void add(std::shared_ptr<RequestStream> stream, Handler handler);
   size_t size() const;
+  // Blocks until every entry has had its final event handled and been
+  // dropped (size() == 0); false when `timeout` passes first.
+  bool wait_empty(std::chrono::milliseconds timeout) const;
 
  private:
   struct Entry {
@@ -46,6 +53,7 @@ class StreamPump {
 
   const std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   mutable std::mutex mu_;
+  mutable std::condition_variable empty_cv_;  // notified when n_entries_ drops to 0
   std::vector<Entry> incoming_;  // guarded by mu_
   size_t n_entries_ = 0;         // guarded by mu_: incoming + active
   bool stop_ = false;            // guarded by mu_

@@ -107,6 +107,8 @@ def post(base_url, path, body, **kw):
     ({"prompt": "x", "max_tokens": -5}, "max_tokens"),
     ({"prompt": "x", "n": 1000}, "n"),
     ({"prompt": "x", "logprobs": 50}, "logprobs"),
+    ({"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs"),
+    ({"prompt": "x", "prompt_logprobs": 1, "stream": True}, "prompt_logprobs"),  # as vLLM: not streamed
     ({"prompt": "x", "presence_penalty": -9}, "presence_penalty"),
     ({"prompt": "x", "logit_bias": {"999999": 1}}, "logit_bias"),
     ({"prompt": [1, 99999999]}, "prompt"),
@@ -135,6 +137,41 @@ def test_completion_400(base_url, body, param):
 def test_chat_400(base_url, body, param):
     e = error_of(post(base_url, "/v1/chat/completions", body), 400)
     assert e["param"] == param, e
+
+
+def test_prompt_logprobs(base_url):
+    """vLLM's prompt_logprobs: per prompt token (none for the first) a dict
+    token id -> {logprob, rank, decoded_token} holding the token itself and the
+    top k; echo + logprobs reports the same numbers (one engine computation)."""
+    prompt = "The capital of France is Paris"
+    ids = post(base_url, "/tokenize", {"prompt": prompt}).json()["tokens"]
+    r = post(base_url, "/v1/completions", {"prompt": prompt, "max_tokens": 2, "temperature": 0, "prompt_logprobs": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    pl = body["choices"][0]["prompt_logprobs"]
+    assert len(pl) == len(ids) == body["usage"]["prompt_tokens"]
+    assert pl[0] is None
+    for tok, d in zip(ids[1:], pl[1:]):
+        own = d[str(tok)]
+        assert own["logprob"] <= 0 and own["rank"] >= 1
+        assert own["decoded_token"] == httpx.post(base_url + "/detokenize", json={"tokens": [tok]}).json()["prompt"]
+        assert sorted(e["rank"] for e in d.values() if e["rank"] <= 3) == [1, 2, 3]
+        assert len(d) == (3 if own["rank"] <= 3 else 4)
+        by_rank = sorted(d.values(), key=lambda e: e["rank"])
+        assert [e["logprob"] for e in by_rank] == sorted((e["logprob"] for e in d.values()), reverse=True)
+
+    echo = post(base_url, "/v1/completions", {"prompt": prompt, "max_tokens": 2, "temperature": 0, "echo": True,
+                                              "logprobs": 3}).json()
+    lp = echo["choices"][0]["logprobs"]
+    assert lp["token_logprobs"][:len(ids)] == [None] + [d[str(t)]["logprob"] for t, d in zip(ids[1:], pl[1:])]
+    assert echo["choices"][0]["prompt_logprobs"] == pl  # vLLM: echo + logprobs k scores the prompt with k too
+    assert echo["choices"][0]["text"] == prompt + body["choices"][0]["text"]
+
+    chat = post(base_url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+                                                   "prompt_logprobs": 0}).json()
+    assert len(chat["prompt_logprobs"]) == chat["usage"]["prompt_tokens"]
+    assert chat["prompt_logprobs"][0] is None
+    assert all(len(d) == 1 for d in chat["prompt_logprobs"][1:])
 
 
 def test_context_error_code(base_url):

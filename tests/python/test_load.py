@@ -1,6 +1,8 @@
 """Many streams at once: 256 concurrent streaming clients, 32 clients that drop
-mid-stream, and a graceful SIGTERM with a request in flight."""
+mid-stream, and SIGTERM with requests in flight: new requests get 503 while the
+running ones finish, or end with finish_reason "abort" past the grace period."""
 import asyncio
+import contextlib
 import json
 import signal
 import time
@@ -77,23 +79,74 @@ def test_32_clients_disconnect_mid_stream(server):
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
 
 
-def test_sigterm_finishes_running_requests_then_exits(start_server):
-    s = start_server("--grace-period", "60", "--kv-cache-memory", "64MiB", "--max-model-len", "512")
-    body = {"prompt": "Slow one", "max_tokens": 40, "ignore_eos": True, "stream": True}
-    with httpx.stream("POST", s.base_url + "/v1/completions", json=body, timeout=120) as r:
+def wait_until_draining(s, timeout=30):
+    """The drain handshake: /health answers 503 from the moment the server drains
+    (200 before). Probes until it does, bounded like a readiness probe."""
+    deadline = time.time() + timeout
+    while True:
+        r = httpx.get(s.base_url + "/health", timeout=10)
+        if r.status_code == 503:
+            assert "shutting down" in r.json()["error"]["message"]
+            return
+        assert r.status_code == 200, r.text
+        assert time.time() < deadline, f"/health still 200 {timeout} s after SIGTERM:\n{s.output()}"
+        time.sleep(0.01)
+
+
+def read_stream(lines):
+    """The rest of an SSE stream: (chunks, saw [DONE])."""
+    rest = list(lines)
+    return [json.loads(x[6:]) for x in rest if x.startswith("data: {")], "data: [DONE]" in rest
+
+
+def open_streams(stack, s, n, max_tokens):
+    """n streaming completions, each read up to its first token: all are running."""
+    out = []
+    for i in range(n):
+        body = {"prompt": f"Slow one {i}", "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        r = stack.enter_context(httpx.stream("POST", s.base_url + "/v1/completions", json=body, timeout=300))
+        assert r.status_code == 200
         lines = r.iter_lines()
         next(line for line in lines if line.startswith("data: {"))
+        out.append(lines)
+    return out
+
+
+def test_sigterm_refuses_new_requests_while_running_ones_finish(start_server):
+    s = start_server("--grace-period", "300", "--kv-cache-memory", "64MiB", "--max-model-len", "512")
+    max_tokens = 400
+    with contextlib.ExitStack() as stack:
+        streams = open_streams(stack, s, 3, max_tokens)
         s.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
-        # New generation requests are refused while draining (or the listener is already closed).
-        try:
-            refused = httpx.post(s.base_url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, timeout=10)
-            assert refused.status_code == 503
-        except httpx.TransportError:
-            pass
-        rest = list(lines)
-    assert rest[-1] == "data: [DONE]" or "data: [DONE]" in rest
-    chunks = [json.loads(x[6:]) for x in rest if x.startswith("data: {")]
-    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
-    assert s.proc.wait(timeout=30) == 0
-    assert "stopped" in s.output()
+        wait_until_draining(s)
+        # Sent during the drain: refused with 503, over a connection the server still accepts.
+        refused = httpx.post(s.base_url + "/v1/completions", json={"prompt": "x", "max_tokens": 2}, timeout=60)
+        assert refused.status_code == 503, refused.text
+        assert "shutting down" in refused.json()["error"]["message"]
+        # The in-flight streams run to their end.
+        for lines in streams:
+            chunks, done = read_stream(lines)
+            assert done
+            assert chunks[-1]["usage"]["completion_tokens"] == max_tokens
+            finishes = [c["finish_reason"] for x in chunks for c in x["choices"] if c["finish_reason"]]
+            assert finishes == ["length"]
+    assert s.proc.wait(timeout=60) == 0
+    out = s.output()
+    assert "no new requests" in out and "stopped" in out and "grace period over" not in out
+
+
+def test_sigterm_past_the_grace_period_aborts_and_still_ends_the_responses(start_server):
+    s = start_server("--grace-period", "0", "--kv-cache-memory", "64MiB", "--max-model-len", "512")
+    with contextlib.ExitStack() as stack:
+        streams = open_streams(stack, s, 2, 500)
+        s.proc.send_signal(signal.SIGTERM)
+        for lines in streams:
+            chunks, done = read_stream(lines)
+            assert done
+            assert chunks[-1]["usage"]["completion_tokens"] < 500
+            finishes = [c["finish_reason"] for x in chunks for c in x["choices"] if c["finish_reason"]]
+            assert finishes == ["abort"]
+    assert s.proc.wait(timeout=60) == 0
+    out = s.output()
+    assert "grace period over" in out and "stopped" in out and "still unwritten" not in out
