@@ -18,6 +18,7 @@
 #include "kernels/thread_pool.h"
 #include "model/sequence_runner_testing.h"
 #include "model/tiny_model.h"
+#include "util/testdata.h"
 
 namespace omnibus {
 
@@ -86,7 +87,7 @@ inline std::unique_ptr<Model> load_tiny_llama(ThreadPool& pool) {
 // The bundled SmolLM2-135M (models/smollm2-135m.gguf) on `pool`; null when the
 // file is absent (the caller skips), and a test failure when it does not load.
 inline std::unique_ptr<Model> load_smollm2_if_present(ThreadPool& pool) {
-  const std::string path = std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf";
+  const std::string path = testdata::model_path("smollm2-135m.gguf");
   if (!std::filesystem::exists(path)) return nullptr;
   auto file = GgufFile::open(path);
   EXPECT_TRUE(file.is_ok()) << file.status().to_string();

@@ -5,11 +5,12 @@
 #include <sys/stat.h>
 
 #include "gguf/gguf_file.h"
+#include "util/testdata.h"
 
 namespace omnibus {
 namespace {
 
-std::string model_path() { return std::string(OMNIBUS_SOURCE_DIR) + "/models/smollm2-135m.gguf"; }
+std::string model_path() { return testdata::model_path("smollm2-135m.gguf"); }
 
 TEST(GgufModel, SmolLM2) {
   struct stat st {};

@@ -37,6 +37,7 @@
 #include "model/model.h"
 #include "model/sequence_runner_testing.h"
 #include "util/sanitizers.h"
+#include "util/testdata.h"
 
 namespace omnibus::golden {
 
@@ -47,13 +48,10 @@ struct GoldenTolerances {
   int min_identical = 0;   // free-running continuations that must be identical
 };
 
-inline std::filesystem::path source_dir() { return std::filesystem::path(OMNIBUS_SOURCE_DIR); }
+inline std::filesystem::path source_dir() { return testdata::source_dir(); }
 
 inline std::filesystem::path model_path(const std::string& name) {
-  if (const char* dir = std::getenv("OMNIBUS_MODELS_DIR"); dir && *dir) {
-    return std::filesystem::path(dir) / (name + ".gguf");
-  }
-  return source_dir() / "models" / (name + ".gguf");
+  return testdata::model_path(name + ".gguf");
 }
 
 inline std::vector<float> read_f32(const std::filesystem::path& p) {
