@@ -503,12 +503,13 @@ int run_engine_workload(const BenchOptions& o) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "bench",
+  auto [cmd, o] = add_model_command<BenchOptions>(
+      app, exit_code, "bench",
       "Offline benchmark: single-stream prompt/generation speed, or with --num-requests a "
-      "synthetic serving workload through the engine");
-  add_model_flags(*cmd, o->model);
+      "synthetic serving workload through the engine",
+      [](const BenchOptions& b) {
+        return b.num_requests > 0 ? run_engine_workload(b) : run_single_stream(b);
+      });
   cmd->add_option("--pp", o->pp, "Prompt tokens processed in one go (0 = skip)")->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--tg", o->tg, "Tokens generated one at a time (0 = skip)")->capture_default_str()
@@ -542,9 +543,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "the whole history plus a new --input-len user turn (0 = single-turn requests)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 16));
   add_engine_flags(*cmd, o->engine);
-  cmd->callback([o, &exit_code] {
-    exit_code = o->num_requests > 0 ? run_engine_workload(*o) : run_single_stream(*o);
-  });
 }
 
 }  // namespace omnibus

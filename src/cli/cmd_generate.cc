@@ -331,10 +331,10 @@ int run_generate(GenerateOptions& o) {
 }  // namespace
 
 void add_generate_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "generate", "Generate a continuation of one prompt, streamed to the terminal, with timings");
-  add_model_flags(*cmd, o->model);
+  auto [cmd, o] = add_model_command<GenerateOptions>(
+      app, exit_code, "generate",
+      "Generate a continuation of one prompt, streamed to the terminal, with timings",
+      run_generate);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (special tokens like <|im_start|> are recognised)");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->capture_default_str()
@@ -382,10 +382,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--system", o->system, "System prompt for --chat");
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template to use instead of the model's (tokenizer.chat_template)");
-  cmd->add_option("-r,--stop,--reverse-prompt", o->stops,
-                  "Stop a reply where this text appears (not printed; repeatable; \\n and \\t are "
-                  "escapes). With --chat and a base model's transcript template, e.g. --stop '\\nUser:'");
-  cmd->callback([o, &exit_code] { exit_code = run_generate(*o); });
+  cmd->add_option(
+      "-r,--stop,--reverse-prompt", o->stops,
+      "Stop a reply where this text appears (not printed; repeatable; \\n and \\t are "
+      "escapes). With --chat and a base model's transcript template, e.g. --stop '\\nUser:'");
 }
 
 }  // namespace omnibus

@@ -136,10 +136,9 @@ int run_perplexity(const PerplexityOptions& o) {
 }  // namespace
 
 void add_perplexity_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<PerplexityOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "perplexity", "Perplexity of a text file (same method as llama.cpp's llama-perplexity)");
-  add_model_flags(*cmd, o->model);
+  auto [cmd, o] = add_model_command<PerplexityOptions>(
+      app, exit_code, "perplexity",
+      "Perplexity of a text file (same method as llama.cpp's llama-perplexity)", run_perplexity);
   cmd->add_option("-f,--file", o->file, "Text file to evaluate")->required();
   cmd->add_option("-c,--ctx-size", o->ctx_size, "Tokens per chunk")->capture_default_str()
       ->check(CLI::Range(8, 1 << 20));
@@ -148,7 +147,6 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--chunks", o->max_chunks, "Evaluate at most this many chunks (-1 = all)")
       ->capture_default_str();
   add_kv_format_flags(*cmd, o->engine);
-  cmd->callback([o, &exit_code] { exit_code = run_perplexity(*o); });
 }
 
 }  // namespace omnibus

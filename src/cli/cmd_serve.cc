@@ -187,10 +187,11 @@ int run_serve(const ServeOptions& o) {
 }  // namespace
 
 void add_serve_command(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<ServeOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /metrics) with a chat page at /");
-  add_model_flags(*cmd, o->model);
+  auto [cmd, o] =
+      add_model_command<ServeOptions>(app, exit_code, "serve",
+                                      "OpenAI-compatible HTTP server (/v1/completions, "
+                                      "/v1/chat/completions, /metrics) with a chat page at /",
+                                      run_serve);
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to listen on (0 = any free port)")->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -210,7 +211,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Seconds running requests may take to finish after SIGINT/SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_flags(*cmd, o->engine);
-  cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
 
 }  // namespace omnibus

@@ -13,7 +13,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
@@ -41,6 +43,22 @@ void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
 // --kv-cache-memory, --max-model-len, the KV format flags,
 // --no-prefix-caching and --scheduling-policy.
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
+
+// Registers subcommand `name` of a command that runs a model. Its options
+// live in one shared Options, whose `model` gets add_model_flags; when the
+// user picks the subcommand, exit_code = run(options). Returns the subcommand,
+// for the caller's own flags, and the Options they write to.
+template <typename Options, typename Run>
+std::pair<CLI::App*, std::shared_ptr<Options>> add_model_command(CLI::App& app, int& exit_code,
+                                                                 const std::string& name,
+                                                                 const std::string& description,
+                                                                 Run run) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  add_model_flags(*cmd, o->model);
+  cmd->callback([o, &exit_code, run] { exit_code = run(*o); });
+  return {cmd, o};
+}
 
 // The EngineConfig the flags describe (eog_ids left empty: they come from the
 // tokenizer). kInvalidArgument names the flag whose value is wrong.

@@ -71,8 +71,6 @@ void store(Pool& p, const std::vector<int32_t>& table, int n_past, int n_tok, co
   kv_store(p.layer(), &s, 1, k, v);
 }
 
-// Round trip: every row read back (as a query far beyond sees it) is within
-// the format's bound of what was stored.
 // x[from..] twice in a row: two sequences computing the same tokens in one step.
 std::vector<float> tail_twice(const std::vector<float>& x, size_t from) {
   std::vector<float> y(x.begin() + ptrdiff_t(from), x.end());
@@ -80,10 +78,32 @@ std::vector<float> tail_twice(const std::vector<float>& x, size_t from) {
   return y;
 }
 
+// The two `seqs` compute the same tokens, from token `from` on, in one step:
+// stores k and v of those tokens for both.
+void store_tails_twice(Pool& p, const std::vector<AttentionSeq>& seqs, const std::vector<float>& k,
+                       const std::vector<float>& v, int from) {
+  const std::vector<float> ks = tail_twice(k, size_t(from) * kKv * p.hd);
+  const std::vector<float> vs = tail_twice(v, size_t(from) * kKv * p.hd);
+  kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
+}
+
+// Their attention output for the queries of those tokens: the first
+// sequence's rows, then the second's.
+std::vector<float> attend_tails_twice(Pool& p, const std::vector<AttentionSeq>& seqs,
+                                      const std::vector<float>& q, int from,
+                                      const AttentionParams& ap, ThreadPool& tp) {
+  const std::vector<float> qs = tail_twice(q, size_t(from) * kHeads * p.hd);
+  std::vector<float> out(qs.size());
+  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
+  return out;
+}
+
 std::string format_param_name(const ::testing::TestParamInfo<KvFormat>& pi) {
   return std::string(kv_format_name(pi.param));
 }
 
+// Round trip: every row read back (as a query far beyond sees it) is within
+// the format's bound of what was stored.
 class RoundTrip : public ::testing::TestWithParam<KvFormat> {};
 
 TEST_P(RoundTrip, ErrorWithinFormatBound) {
@@ -463,12 +483,8 @@ TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
   ASSERT_GE(p.kivi->slot_of(2), 0);
   ASSERT_NE(p.kivi->slot_of(2), p.kivi->slot_of(1));
   std::vector<AttentionSeq> seqs{AttentionSeq{0, 1, n, forked.data(), 0}, AttentionSeq{1, 1, n, fresh.data(), 0}};
-  const std::vector<float> qs = tail_twice(q, size_t(n) * kHeads * hd);
-  const std::vector<float> ks = tail_twice(k, size_t(n) * kKv * hd);
-  const std::vector<float> vs = tail_twice(v, size_t(n) * kKv * hd);
-  kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
-  std::vector<float> out(qs.size());
-  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
+  store_tails_twice(p, seqs, k, v, n);
+  const std::vector<float> out = attend_tails_twice(p, seqs, q, n, ap, tp);
   const size_t row = size_t(kHeads) * hd;
   EXPECT_EQ(0, std::memcmp(out.data(), out.data() + row, row * 4));
 }
@@ -496,17 +512,12 @@ TEST_P(SharedBlocks, CacheHitEqualsRecompute) {
   const int m = n - n_prefix;
   std::vector<AttentionSeq> seqs{AttentionSeq{0, m, n_prefix, hit.data(), 0},
                                  AttentionSeq{m, m, n_prefix, recompute.data(), 0}};
-  const std::vector<float> qs = tail_twice(q, size_t(n_prefix) * kHeads * hd);
-  const std::vector<float> ks = tail_twice(k, size_t(n_prefix) * kKv * hd);
-  const std::vector<float> vs = tail_twice(v, size_t(n_prefix) * kKv * hd);
-  kv_store(p.layer(), seqs.data(), 2, ks.data(), vs.data());
-  std::vector<float> out(qs.size());
-  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, out.data(), tp);
+  store_tails_twice(p, seqs, k, v, n_prefix);
+  const std::vector<float> out = attend_tails_twice(p, seqs, q, n_prefix, ap, tp);
   const size_t rows = size_t(m) * kHeads * hd;
   EXPECT_EQ(0, std::memcmp(out.data(), out.data() + rows, rows * 4));
   // Reading the shared blocks again gives the same bits too.
-  std::vector<float> again(qs.size());
-  paged_attention(qs.data(), p.layer(), seqs.data(), 2, ap, again.data(), tp);
+  const std::vector<float> again = attend_tails_twice(p, seqs, q, n_prefix, ap, tp);
   EXPECT_EQ(0, std::memcmp(out.data(), again.data(), out.size() * 4));
 }
 

@@ -42,16 +42,15 @@ void add_random_matrix(GgufWriter& w, std::mt19937_64& rng, const std::string& n
 }
 
 // The name and the hyperparameters every architecture has, under `arch`.
-void set_common_hparams(GgufWriter& w, const std::string& arch, int n_layer, int n_ctx, int n_embd,
-                        int n_ff, int n_head, int n_head_kv) {
+void set_common_hparams(GgufWriter& w, const std::string& arch, const TinyDecoderShape& s) {
   w.set_string("general.architecture", arch);
   w.set_string("general.name", "tiny-" + arch);
-  w.set_u32(arch + ".block_count", uint32_t(n_layer));
-  w.set_u32(arch + ".context_length", uint32_t(n_ctx));
-  w.set_u32(arch + ".embedding_length", uint32_t(n_embd));
-  w.set_u32(arch + ".feed_forward_length", uint32_t(n_ff));
-  w.set_u32(arch + ".attention.head_count", uint32_t(n_head));
-  w.set_u32(arch + ".attention.head_count_kv", uint32_t(n_head_kv));
+  w.set_u32(arch + ".block_count", uint32_t(s.n_layer));
+  w.set_u32(arch + ".context_length", uint32_t(s.n_ctx));
+  w.set_u32(arch + ".embedding_length", uint32_t(s.n_embd));
+  w.set_u32(arch + ".feed_forward_length", uint32_t(s.n_ff));
+  w.set_u32(arch + ".attention.head_count", uint32_t(s.n_head));
+  w.set_u32(arch + ".attention.head_count_kv", uint32_t(s.n_head_kv));
 }
 
 }  // namespace
@@ -59,7 +58,7 @@ void set_common_hparams(GgufWriter& w, const std::string& arch, int n_layer, int
 std::vector<uint8_t> make_tiny_gemma3_gguf(const TinyGemma3Spec& s, uint64_t seed) {
   std::mt19937_64 rng(seed);
   GgufWriter w;
-  set_common_hparams(w, "gemma3", s.n_layer, s.n_ctx, s.n_embd, s.n_ff, s.n_head, s.n_head_kv);
+  set_common_hparams(w, "gemma3", s);
   w.set_u32("gemma3.attention.key_length", uint32_t(s.head_dim));
   w.set_u32("gemma3.attention.value_length", uint32_t(s.head_dim));
   w.set_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
@@ -111,7 +110,7 @@ std::vector<uint8_t> make_tiny_gemma3_gguf(const TinyGemma3Spec& s, uint64_t see
 std::vector<uint8_t> make_tiny_llama_gguf(const TinyLlamaSpec& s, uint64_t seed) {
   std::mt19937_64 rng(seed);
   GgufWriter w;
-  set_common_hparams(w, "llama", s.n_layer, s.n_ctx, s.n_embd, s.n_ff, s.n_head, s.n_head_kv);
+  set_common_hparams(w, "llama", s);
   w.set_f32("llama.rope.freq_base", s.rope_base);
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_u32("llama.rope.dimension_count", uint32_t(s.n_embd / s.n_head));

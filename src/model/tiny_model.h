@@ -13,7 +13,8 @@
 
 namespace omnibus {
 
-struct TinyLlamaSpec {
+// What every tiny decoder has, whatever its architecture.
+struct TinyDecoderShape {
   int n_vocab = 64;
   int n_embd = 64;
   int n_layer = 2;
@@ -21,9 +22,12 @@ struct TinyLlamaSpec {
   int n_head_kv = 2;
   int n_ff = 96;
   int n_ctx = 256;
+  DType weight_type = DType::F32;  // projections and FFN
+  DType embd_type = DType::F32;    // token embedding (also the tied output head)
+};
+
+struct TinyLlamaSpec : TinyDecoderShape {
   float rope_base = 10000.f;
-  DType weight_type = DType::F32;   // projections and FFN
-  DType embd_type = DType::F32;     // token embedding (also the tied output head)
   bool tied_output = true;
 };
 
@@ -31,22 +35,16 @@ struct TinyLlamaSpec {
 // then single bytes 'a'.. ) and gpt2 tokenizer metadata.
 std::vector<uint8_t> make_tiny_llama_gguf(const TinyLlamaSpec& spec, uint64_t seed);
 
-struct TinyGemma3Spec {
-  int n_vocab = 64;
-  int n_embd = 64;
-  int n_layer = 3;
-  int n_head = 4;
-  int n_head_kv = 2;
+struct TinyGemma3Spec : TinyDecoderShape {
+  // Three layers: two sliding, then a global one.
+  TinyGemma3Spec() { n_layer = 3; }
+
   int head_dim = 32;            // attention.key_length (n_q = 128 != n_embd)
-  int n_ff = 96;
-  int n_ctx = 256;
   int sliding_window = 8;       // small, so test sequences run past it
   int swa_pattern = 3;          // layers 0, 1 sliding, layer 2 global; 0: key absent (6)
   float rope_base = 1e6f;       // global layers
   float rope_base_swa = 1e4f;   // sliding layers (0: key absent)
   float final_softcap = 0.f;    // final_logit_softcapping (0: key absent)
-  DType weight_type = DType::F32;
-  DType embd_type = DType::F32;
 };
 
 // A complete Gemma 3 GGUF (v3): scaled embedding, q/k norms, pre/post norms

@@ -30,13 +30,12 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
   m.count_finished("length");
   m.count_finished("length");
   m.observe_ttft(0.2);
-  EngineStats st;
-  st.n_running = 3;
-  st.n_waiting = 1;
-  st.kv_blocks_used = 25;
-  st.kv_blocks_total = 100;
-  st.n_preemptions = 7;
-  st.kv_residual_steals = 4;
+  const EngineStats st{.n_running = 3,
+                       .n_waiting = 1,
+                       .kv_blocks_used = 25,
+                       .kv_blocks_total = 100,
+                       .n_preemptions = 7,
+                       .kv_residual_steals = 4};
   const std::string t = m.render(st);
   const std::string l = "{model_name=\"smol\\\"lm\"}";
   EXPECT_NE(t.find("# TYPE omnibus:num_requests_running gauge\nomnibus:num_requests_running" + l + " 3\n"),

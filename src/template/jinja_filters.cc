@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "template/jinja_builtins.h"
+#include "template/jinja_escape.h"
 
 namespace omnibus::jinja {
 namespace {
@@ -300,15 +301,15 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
         .value();
   }
   if (name == "e" || name == "escape") {
+    // markupsafe's escape: the five HTML-special characters.
+    static constexpr CharEscape kHtmlEscapes[] = {
+        {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&#34;"}, {'\'', "&#39;"}};
     std::string out;
     for (char c : s) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+      if (const CharEscape* e = find_escape(kHtmlEscapes, c)) {
+        out += e->to;
+      } else {
+        out += c;
       }
     }
     return Value(std::move(out));

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "template/jinja_escape.h"
+
 namespace omnibus::jinja {
 namespace {
 
@@ -43,6 +45,12 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
+// Python's single-character escapes: backslash + `from` stands for `to`
+// (backslash-newline for nothing).
+constexpr CharEscape kPythonEscapes[] = {{'\n', ""},  {'\\', "\\"}, {'\'', "'"}, {'"', "\""},
+                                         {'a', "\a"}, {'b', "\b"},  {'f', "\f"}, {'n', "\n"},
+                                         {'r', "\r"}, {'t', "\t"},  {'v', "\v"}};
+
 // Decodes the body of a string literal the way Jinja does (Python's
 // "unicode-escape" codec): \n \t \r \\ \' \" \a \b \f \v, octal \ooo, \xhh,
 // \uhhhh, \Uhhhhhhhh, backslash-newline; other escapes stay as written.
@@ -54,18 +62,11 @@ void decode_escapes(std::string_view body, std::string& out) {
       continue;
     }
     const char e = body[++i];
+    if (const CharEscape* simple = find_escape(kPythonEscapes, e)) {
+      out += simple->to;
+      continue;
+    }
     switch (e) {
-      case '\n': break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'v': out += '\v'; break;
       case 'x':
       case 'u':
       case 'U': {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "template/jinja_builtins.h"
+#include "template/jinja_escape.h"
 
 namespace omnibus::jinja {
 namespace {
@@ -129,23 +130,19 @@ StatusOr<int> order(const Value& a, const Value& b) {
                                   b.type_name());
 }
 
+// json.dumps's short escapes; other control characters are written as \uXXXX.
+constexpr CharEscape kJsonEscapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\r', "\\r"},
+                                       {'\t', "\\t"}, {'\b', "\\b"},  {'\f', "\\f"}};
+
 void json_string(std::string_view s, std::string& out) {
   out += '"';
   for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += char(c);
-        }
+    if (const CharEscape* e = find_escape(kJsonEscapes, char(c))) {
+      out += e->to;
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += char(c);
     }
   }
   out += '"';

@@ -182,6 +182,25 @@ TEST(Jinja, PythonFloatRepr) {
   EXPECT_EQ(python_float_repr(1.0 / 3), "0.3333333333333333");
 }
 
+// The three single-character escape tables (template/jinja_escape.h); the
+// expected strings are Jinja2 3.1's and json.dumps(ensure_ascii=False)'s.
+TEST(Jinja, CharacterEscapes) {
+  StatusOr<std::string> literal =
+      render("{{ 'a\\tb\\nc\\\\d\\'e\\\"f\\a\\b\\f\\v\\r\\x41\\u00e9\\q\\\ng' }}");
+  ASSERT_TRUE(literal.is_ok()) << literal.status().to_string();
+  EXPECT_EQ(*literal, "a\tb\nc\\d'e\"f\a\b\f\v\rA\xC3\xA9\\qg");
+
+  ValueMap vars;
+  vars.set("html", Value(std::string("<a href=\"x\">&'</a>")));
+  vars.set("text", Value(std::string("q\"b\\n\nr\rt\tb\bf\f\x01\x1f \xC3\xA9")));
+  StatusOr<std::string> html = render("{{ html | e }}", vars);
+  ASSERT_TRUE(html.is_ok()) << html.status().to_string();
+  EXPECT_EQ(*html, "&lt;a href=&#34;x&#34;&gt;&amp;&#39;&lt;/a&gt;");
+  StatusOr<std::string> json = render("{{ text | tojson }}", vars);
+  ASSERT_TRUE(json.is_ok()) << json.status().to_string();
+  EXPECT_EQ(*json, "\"q\\\"b\\\\n\\nr\\rt\\tb\\bf\\f\\u0001\\u001f \xC3\xA9\"");
+}
+
 // Random mutations of the real templates (and random token soup) must parse
 // or fail cleanly, and render or fail cleanly: never crash, hang or overflow.
 TEST(JinjaFuzz, MutatedTemplatesNeverCrash) {
