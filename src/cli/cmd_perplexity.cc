@@ -9,6 +9,8 @@
 // (Request::prompt_logprobs, the engine's log-softmax of each prompt token)
 // give the scores. Outputs are batch-invariant, so chunks in flight together
 // and -b (the engine's token budget per step) change no bit of the result.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,8 +20,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -62,22 +62,25 @@ int run_perplexity(const PerplexityOptions& o) {
                                                      /*parse_special=*/false);
   const int n_ctx = o.ctx_size;
   if (int64_t(tokens.size()) < 2 * int64_t(n_ctx)) {
-    return fail(Status::invalid_argument(
-        "'{}' has {} tokens; perplexity at context {} needs at least {}", o.file, tokens.size(),
-        n_ctx, 2 * n_ctx));
+    return fail(
+        Status::invalid_argument("'{}' has {} tokens; perplexity at context {} needs at least {}",
+                                 o.file, tokens.size(), n_ctx, 2 * n_ctx));
   }
-  // A request generates at least one token after its prompt (the chunk).
   const int32_t n_ctx_train = m->model->config().n_ctx_train;
-  if (n_ctx_train > 0 && n_ctx >= n_ctx_train) {
-    return fail(Status::invalid_argument(
-        "--ctx-size {} must be below the model's context length {}", n_ctx, n_ctx_train));
+  if (n_ctx_train > 0 && n_ctx > n_ctx_train) {
+    fmt::print(stderr,
+               "perplexity: warning: --ctx-size {} exceeds the model's training context {}\n",
+               n_ctx, n_ctx_train);
   }
   int n_chunks = int(tokens.size() / size_t(n_ctx));
   if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
   fmt::print(stderr, "perplexity: {} tokens, {} chunks of {}, kv cache {}\n", tokens.size(),
              n_chunks, n_ctx, o.engine.kv_dtype);
 
+  // A request generates one token after its prompt (the chunk): n_ctx + 1,
+  // which may pass the training context (the extra token is never scored).
   cfg->max_model_len = n_ctx + 1;
+  cfg->allow_long_max_model_len = true;
   cfg->max_num_batched_tokens = o.batch;
   cfg->max_num_seqs = kChunksInFlight;
   cfg->eog_ids = m->tokenizer->eog_ids();
@@ -86,7 +89,8 @@ int run_perplexity(const PerplexityOptions& o) {
   if (!engine.is_ok()) return fail(engine.status());
   const int32_t bos = m->tokenizer->bos_id();
   // The model adds BOS iff encoding the empty string with special tokens yields it.
-  const bool add_bos = bos >= 0 && m->tokenizer->encode("", true, false) == std::vector<int32_t>{bos};
+  const bool add_bos =
+      bos >= 0 && m->tokenizer->encode("", true, false) == std::vector<int32_t>{bos};
   // One request per chunk: its prompt logprobs score every token from the
   // second on; the second half is counted. Each chunk starts from an empty
   // cache (prompt logprobs bypass the prefix cache).
@@ -140,9 +144,11 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
       app, exit_code, "perplexity",
       "Perplexity of a text file (same method as llama.cpp's llama-perplexity)", run_perplexity);
   cmd->add_option("-f,--file", o->file, "Text file to evaluate")->required();
-  cmd->add_option("-c,--ctx-size", o->ctx_size, "Tokens per chunk")->capture_default_str()
+  cmd->add_option("-c,--ctx-size", o->ctx_size, "Tokens per chunk")
+      ->capture_default_str()
       ->check(CLI::Range(8, 1 << 20));
-  cmd->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")->capture_default_str()
+  cmd->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--chunks", o->max_chunks, "Evaluate at most this many chunks (-1 = all)")
       ->capture_default_str();

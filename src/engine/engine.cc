@@ -121,6 +121,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   limits.max_num_seqs = config.max_num_seqs;
   limits.max_model_len = config.max_model_len;
   limits.n_ctx_train = mc.n_ctx_train;
+  limits.allow_beyond_n_ctx_train = config.allow_long_max_model_len;
   OMNIBUS_ASSIGN_OR_RETURN(const KvCachePlan plan, plan_kv_cache(geometry, limits));
   config.max_num_seqs = plan.max_num_seqs;
   const int64_t n_blocks = plan.n_blocks;

@@ -47,18 +47,21 @@
 namespace omnibus {
 
 struct EngineConfig {
-  int32_t max_num_seqs = 256;             // --max-num-seqs
-  int32_t max_num_batched_tokens = 512;   // --max-num-batched-tokens: token budget per step
-  int32_t block_size = 16;                // --block-size: token slots per KV block
-  int64_t kv_cache_bytes = 0;             // --kv-cache-memory; 0: default_kv_cache_bytes()
-  int32_t max_model_len = 0;              // --max-model-len; 0: n_ctx_train capped to the pool
-  KvFormat kv_format = KvFormat::kF16;    // --kv-cache-dtype
-  int32_t kv_residual_blocks = -1;        // --kv-residual-blocks (q4, kivi2); -1: default
-  std::vector<int32_t> eog_ids;           // end-of-generation ids (Tokenizer::eog_ids())
-  bool log_startup = true;                // print the pool size on stderr at creation
-  bool enable_prefix_caching = true;      // --no-prefix-caching turns it off
+  int32_t max_num_seqs = 256;            // --max-num-seqs
+  int32_t max_num_batched_tokens = 512;  // --max-num-batched-tokens: token budget per step
+  int32_t block_size = 16;               // --block-size: token slots per KV block
+  int64_t kv_cache_bytes = 0;            // --kv-cache-memory; 0: default_kv_cache_bytes()
+  int32_t max_model_len = 0;             // --max-model-len; 0: n_ctx_train capped to the pool
+  // max_model_len may exceed the model's training context (perplexity at any
+  // --ctx-size, as llama-perplexity allows; vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN).
+  bool allow_long_max_model_len = false;
+  KvFormat kv_format = KvFormat::kF16;  // --kv-cache-dtype
+  int32_t kv_residual_blocks = -1;      // --kv-residual-blocks (q4, kivi2); -1: default
+  std::vector<int32_t> eog_ids;         // end-of-generation ids (Tokenizer::eog_ids())
+  bool log_startup = true;              // print the pool size on stderr at creation
+  bool enable_prefix_caching = true;    // --no-prefix-caching turns it off
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kCacheAware;  // --scheduling-policy
-  int32_t max_wait_steps = 64;            // cache-aware: aging, in engine steps
+  int32_t max_wait_steps = 64;  // cache-aware: aging, in engine steps
   // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
   uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
 
@@ -86,8 +89,8 @@ struct EngineStats {
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_total = 0;
   int32_t peak_kv_blocks_used = 0;
-  double kv_waste_at_peak = 0.0;   // unfilled slots / allocated slots, mean over the steps
-                                   // at which the most blocks were in use
+  double kv_waste_at_peak = 0.0;  // unfilled slots / allocated slots, mean over the steps
+                                  // at which the most blocks were in use
   uint64_t n_preemptions = 0;
   // q4/kivi2: residual-slot claims that had to steal a pinned slot or found
   // none (summed over layers): each makes some reads lossier than the
@@ -97,9 +100,9 @@ struct EngineStats {
   uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
   uint64_t n_tokens_generated = 0;  // tokens sampled
   uint64_t n_requests_finished = 0;
-  uint64_t n_seqs_scheduled = 0;    // sum over steps of the sequences in the step
-  double mean_batch_size = 0.0;     // sequences per step
-  double mean_step_tokens = 0.0;    // tokens per step
+  uint64_t n_seqs_scheduled = 0;  // sum over steps of the sequences in the step
+  double mean_batch_size = 0.0;   // sequences per step
+  double mean_step_tokens = 0.0;  // tokens per step
   // Prefix cache, counted at admission (a resumed preempted sequence counts
   // again): tokens looked up and tokens found cached. Requests that bypass the
   // cache (prompt logprobs) are not counted.

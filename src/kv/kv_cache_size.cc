@@ -38,11 +38,12 @@ StatusOr<int64_t> parse_byte_size(std::string_view text) {
   } else if (unit == "gb") {
     scale = 1e9;
   } else {
-    return Status::invalid_argument("unknown size unit '{}' in '{}' (use B, KiB, MiB, GiB, KB, MB, GB)",
-                                    unit, text);
+    return Status::invalid_argument(
+        "unknown size unit '{}' in '{}' (use B, KiB, MiB, GiB, KB, MB, GB)", unit, text);
   }
   const double bytes = std::stod(number) * scale;
-  if (!(bytes >= 1) || bytes > 9e18) return Status::invalid_argument("size '{}' is out of range", text);
+  if (!(bytes >= 1) || bytes > 9e18)
+    return Status::invalid_argument("size '{}' is out of range", text);
   return int64_t(std::llround(bytes));
 }
 
@@ -112,7 +113,8 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
   } else {
     n_blocks = std::max<int64_t>(1, default_bytes / block_bytes);
     // More than every sequence at full context can never be used.
-    const int64_t n_ctx = limits.n_ctx_train > 0 ? limits.n_ctx_train : 4096;
+    const int64_t n_ctx =
+        std::max<int64_t>(limits.n_ctx_train > 0 ? limits.n_ctx_train : 4096, limits.max_model_len);
     n_blocks = std::min(n_blocks,
                         int64_t(plan.max_num_seqs) * ((n_ctx + g.block_size - 1) / g.block_size));
   }
@@ -120,7 +122,8 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
   plan.n_blocks = n_blocks;
   const int64_t pool_tokens = n_blocks * g.block_size;
   if (limits.max_model_len > 0) {
-    if (limits.n_ctx_train > 0 && limits.max_model_len > limits.n_ctx_train) {
+    if (limits.n_ctx_train > 0 && limits.max_model_len > limits.n_ctx_train &&
+        !limits.allow_beyond_n_ctx_train) {
       return Status::invalid_argument("--max-model-len {} exceeds the model's context length {}",
                                       limits.max_model_len, limits.n_ctx_train);
     }

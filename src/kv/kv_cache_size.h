@@ -36,6 +36,7 @@ struct KvCacheLimits {
   int32_t max_num_seqs = 256;  // --max-num-seqs
   int32_t max_model_len = 0;   // --max-model-len; 0: n_ctx_train capped to the pool
   int32_t n_ctx_train = 0;     // the model's training context; 0: unknown
+  bool allow_beyond_n_ctx_train = false;  // max_model_len may exceed n_ctx_train
 };
 
 // The sized cache. Constant after Engine creation.

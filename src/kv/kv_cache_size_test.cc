@@ -78,6 +78,23 @@ TEST(PlanKvCache, DefaultBudgetIsCappedToFullContexts) {
   EXPECT_EQ(p->max_model_len, 200);
 }
 
+TEST(PlanKvCache, LongMaxModelLenOnlyWhenAllowed) {
+  const KvGeometry g = small(KvFormat::kF16);
+  const int64_t bb = int64_t(g.bytes_per_block());
+  KvCacheLimits l = limits_of(0, 2);
+  l.default_bytes = 1000 * bb;
+  l.n_ctx_train = 64;
+  l.max_model_len = 65;  // one past the training context (perplexity at ctx 64)
+  StatusOr<KvCachePlan> p = plan_kv_cache(g, l);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("exceeds the model's context length"), std::string::npos);
+  l.allow_beyond_n_ctx_train = true;
+  p = plan_kv_cache(g, l);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->max_model_len, 65);
+  EXPECT_EQ(p->n_blocks, 2 * 17);  // the default pool covers 2 sequences of 65 tokens (blocks of 4)
+}
+
 // --kv-cache-memory covers the blocks and the residual slots: the largest
 // pool whose blocks plus slots fit.
 TEST(PlanKvCache, FixedBytesComeOutOfTheBudget) {
