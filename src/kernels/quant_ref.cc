@@ -1,9 +1,10 @@
 #include "kernels/quant_ref.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_blocks.h"
 #include "util/fp16.h"
@@ -401,50 +402,34 @@ float vec_dot_f32(int64_t n, const void* w, const void* a) {
   return float(s);
 }
 
-float vec_dot_f16(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  const auto* y = static_cast<const uint16_t*>(a);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(fp16_to_fp32(x[i])) * double(fp16_to_fp32(y[i]));
-  return float(s);
-}
-
-float vec_dot_bf16(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  const auto* y = static_cast<const uint16_t*>(a);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(bf16_to_fp32(x[i])) * double(bf16_to_fp32(y[i]));
-  return float(s);
-}
-
 namespace {
 
-// Weight formats x = d * q against Q8_0: sum_b (d_w * d_a) * isum_b.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-float vec_dot_sym(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  float sum = 0.0f;
-  int8_t q[32];
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    Unpack(&x[i], q);
-    const int32_t isum = dot_i8(q, y[i].qs, kQK);
-    sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum);
-  }
-  return sum;
+// 16-bit float formats (f16, bf16), the sum in double.
+template <float (*ToF32)(uint16_t)>
+float vec_dot_half(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  const auto* y = static_cast<const uint16_t*>(a);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(ToF32(x[i])) * double(ToF32(y[i]));
+  return float(s);
 }
 
-// Weight formats x = d * q + m against Q8_1: sum_b (d_w * d_a) * isum_b + m_w * s_a.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-float vec_dot_min(int64_t n, const void* w, const void* a) {
+// 32-element weight formats: x = d * q against Q8_0, sum_b (d_w * d_a) * isum_b;
+// x = d * q + m against Q8_1, sum_b (d_w * d_a) * isum_b + m_w * s_a.
+template <typename Block, typename ActBlock, void (*Unpack)(const void*, int8_t*)>
+float vec_dot_32(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(a);
+  const auto* y = static_cast<const ActBlock*>(a);
   float sum = 0.0f;
   int8_t q[32];
   for (int64_t i = 0; i < n / kQK; ++i) {
     Unpack(&x[i], q);
     const int32_t isum = dot_i8(q, y[i].qs, kQK);
-    sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum) + h2f(x[i].m) * h2f(y[i].s);
+    if constexpr (std::is_same_v<ActBlock, BlockQ8_1>) {
+      sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum) + h2f(x[i].m) * h2f(y[i].s);
+    } else {
+      sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum);
+    }
   }
   return sum;
 }
@@ -472,20 +457,26 @@ float vec_dot_k4(int64_t n, const void* w, const void* a) {
 
 }  // namespace
 
+float vec_dot_f16(int64_t n, const void* w, const void* a) {
+  return vec_dot_half<fp16_to_fp32>(n, w, a);
+}
+float vec_dot_bf16(int64_t n, const void* w, const void* a) {
+  return vec_dot_half<bf16_to_fp32>(n, w, a);
+}
 float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ4_0, unpack_q4_0>(n, w, a);
+  return vec_dot_32<BlockQ4_0, BlockQ8_0, unpack_q4_0>(n, w, a);
 }
 float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ5_0, unpack_q5_0>(n, w, a);
+  return vec_dot_32<BlockQ5_0, BlockQ8_0, unpack_q5_0>(n, w, a);
 }
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ8_0, unpack_q8<BlockQ8_0>>(n, w, a);
+  return vec_dot_32<BlockQ8_0, BlockQ8_0, unpack_q8<BlockQ8_0>>(n, w, a);
 }
 float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
-  return vec_dot_min<BlockQ4_1, unpack_q4_1>(n, w, a);
+  return vec_dot_32<BlockQ4_1, BlockQ8_1, unpack_q4_1>(n, w, a);
 }
 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
-  return vec_dot_min<BlockQ5_1, unpack_q5_1>(n, w, a);
+  return vec_dot_32<BlockQ5_1, BlockQ8_1, unpack_q5_1>(n, w, a);
 }
 float vec_dot_q4_K(int64_t n, const void* w, const void* a) {
   return vec_dot_k4<BlockQ4_K, unpack_q4_K>(n, w, a);
