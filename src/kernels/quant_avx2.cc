@@ -319,10 +319,12 @@ float vec_dot_q2_K(int64_t n, const void* w, const void* a) {
   return vec_dot_k_mins<BlockQ2_K>(
       n, w, a, [](const BlockQ2_K& x, const BlockQ8_K& y, int32_t* msum) {
         int16_t sc[16];
+        int32_t m = 0;
         for (int s = 0; s < 16; ++s) {
           sc[s] = int16_t(x.scales[s] & 0xF);
-          *msum += int32_t(x.scales[s] >> 4) * y.bsums[s];
+          m += int32_t(x.scales[s] >> 4) * y.bsums[s];
         }
+        *msum = m;
         return k16_isum(sc, y.qs, [&](int half, int j) { return low2_chunk(x.qs, half, j); });
       });
 }
