@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/float_dot_avx2.h"
 #include "kernels/quant_blocks.h"
@@ -60,27 +61,31 @@ void from_float_f16(const float* x, void* y, int64_t n) {
   for (; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
 }
 
-void from_float_q8_0(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(y);
+namespace {
+
+// Q8_0 / Q8_1 activations: d = amax / 127; Q8_1 also keeps s = fp16(d * sum(q)).
+template <typename Block>
+void from_float_q8_32(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<Block*>(y);
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
     const float d = simd::abs_max_32(x) / 127;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     b[i].d = fp32_to_fp16(d);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), simd::quantize_32(x, id, nullptr));
+    auto* qs = reinterpret_cast<__m256i*>(b[i].qs);
+    if constexpr (std::is_same_v<Block, BlockQ8_1>) {
+      __m256i sum;
+      _mm256_storeu_si256(qs, simd::quantize_32(x, id, &sum));
+      b[i].s = fp32_to_fp16(float(simd::hsum_i32(sum)) * d);
+    } else {
+      _mm256_storeu_si256(qs, simd::quantize_32(x, id, nullptr));
+    }
   }
 }
 
-void from_float_q8_1(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ8_1*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const float d = simd::abs_max_32(x) / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    __m256i sum;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), simd::quantize_32(x, id, &sum));
-    b[i].s = fp32_to_fp16(float(simd::hsum_i32(sum)) * d);
-  }
-}
+}  // namespace
+
+void from_float_q8_0(const float* x, void* y, int64_t n) { from_float_q8_32<BlockQ8_0>(x, y, n); }
+void from_float_q8_1(const float* x, void* y, int64_t n) { from_float_q8_32<BlockQ8_1>(x, y, n); }
 
 void from_float_q8_K(const float* x, void* y, int64_t n) {
   auto* b = static_cast<BlockQ8_K*>(y);
