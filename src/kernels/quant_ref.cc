@@ -434,25 +434,42 @@ float vec_dot_32(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
-// Q4_K / Q5_K: sum_sb d_w d_a sum_j sc_j isum_j - dmin_w d_a sum_j m_j asum_j.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-float vec_dot_k4(int64_t n, const void* w, const void* a) {
+// K-quant super-block dots against Q8_K: sums(x[i], q, y[i], &msum) gives the
+// scaled integer dot of the unpacked quants q (and, for formats with mins,
+// msum); sum_sb d_w d_a isum (- dmin_w d_a msum).
+template <typename Block, void (*Unpack)(const void*, int8_t*), typename SumsFn>
+float vec_dot_k(int64_t n, const void* w, const void* a, SumsFn sums) {
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   float sum = 0.0f;
   int8_t q[256];
   for (int64_t i = 0; i < n / kQKK; ++i) {
     Unpack(&x[i], q);
-    int32_t isum = 0, msum = 0;
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, m;
-      get_scale_min_k4(s, x[i].scales, &sc, &m);
-      isum += int32_t(sc) * dot_i8(q + 32 * s, y[i].qs + 32 * s, 32);
-      msum += int32_t(m) * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+    int32_t msum = 0;
+    const int32_t isum = sums(x[i], q, y[i], &msum);
+    if constexpr (requires { x[i].dmin; }) {
+      sum += (h2f(x[i].d) * y[i].d) * float(isum) - (h2f(x[i].dmin) * y[i].d) * float(msum);
+    } else {
+      sum += (h2f(x[i].d) * y[i].d) * float(isum);
     }
-    sum += (h2f(x[i].d) * y[i].d) * float(isum) - (h2f(x[i].dmin) * y[i].d) * float(msum);
   }
   return sum;
+}
+
+// Q4_K / Q5_K: sum_j sc_j isum_j, msum = sum_j m_j asum_j over the 8 sub-blocks of 32.
+template <typename Block, void (*Unpack)(const void*, int8_t*)>
+float vec_dot_k4(int64_t n, const void* w, const void* a) {
+  return vec_dot_k<Block, Unpack>(
+      n, w, a, [](const Block& x, const int8_t* q, const BlockQ8_K& y, int32_t* msum) {
+        int32_t isum = 0;
+        for (int s = 0; s < 8; ++s) {
+          uint8_t sc, m;
+          get_scale_min_k4(s, x.scales, &sc, &m);
+          isum += int32_t(sc) * dot_i8(q + 32 * s, y.qs + 32 * s, 32);
+          *msum += int32_t(m) * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
+        }
+        return isum;
+      });
 }
 
 }  // namespace
@@ -485,52 +502,38 @@ float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
   return vec_dot_k4<BlockQ5_K, unpack_q5_K>(n, w, a);
 }
 
+// Q2_K: 16 sub-blocks of 16, scale in the low nibble, min in the high one.
 float vec_dot_q2_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ2_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float sum = 0.0f;
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    unpack_q2_K(&x[i], q);
-    int32_t isum = 0, msum = 0;
-    for (int s = 0; s < 16; ++s) {
-      isum += int32_t(x[i].scales[s] & 0xF) * dot_i8(q + 16 * s, y[i].qs + 16 * s, 16);
-      msum += int32_t(x[i].scales[s] >> 4) * y[i].bsums[s];
-    }
-    sum += (h2f(x[i].d) * y[i].d) * float(isum) - (h2f(x[i].dmin) * y[i].d) * float(msum);
-  }
-  return sum;
+  return vec_dot_k<BlockQ2_K, unpack_q2_K>(
+      n, w, a, [](const BlockQ2_K& x, const int8_t* q, const BlockQ8_K& y, int32_t* msum) {
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) {
+          isum += int32_t(x.scales[s] & 0xF) * dot_i8(q + 16 * s, y.qs + 16 * s, 16);
+          *msum += int32_t(x.scales[s] >> 4) * y.bsums[s];
+        }
+        return isum;
+      });
 }
 
 float vec_dot_q3_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ3_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float sum = 0.0f;
-  int8_t q[256], sc[16];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    unpack_q3_K(&x[i], q);
-    get_scales_q3_K(x[i].scales, sc);
-    int32_t isum = 0;
-    for (int s = 0; s < 16; ++s) isum += int32_t(sc[s]) * dot_i8(q + 16 * s, y[i].qs + 16 * s, 16);
-    sum += (h2f(x[i].d) * y[i].d) * float(isum);
-  }
-  return sum;
+  return vec_dot_k<BlockQ3_K, unpack_q3_K>(
+      n, w, a, [](const BlockQ3_K& x, const int8_t* q, const BlockQ8_K& y, int32_t*) {
+        int8_t sc[16];
+        get_scales_q3_K(x.scales, sc);
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) isum += int32_t(sc[s]) * dot_i8(q + 16 * s, y.qs + 16 * s, 16);
+        return isum;
+      });
 }
 
 float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float sum = 0.0f;
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    unpack_q6_K(&x[i], q);
-    int32_t isum = 0;
-    for (int s = 0; s < 16; ++s) {
-      isum += int32_t(x[i].scales[s]) * dot_i8(q + 16 * s, y[i].qs + 16 * s, 16);
-    }
-    sum += (h2f(x[i].d) * y[i].d) * float(isum);
-  }
-  return sum;
+  return vec_dot_k<BlockQ6_K, unpack_q6_K>(
+      n, w, a, [](const BlockQ6_K& x, const int8_t* q, const BlockQ8_K& y, int32_t*) {
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s)
+          isum += int32_t(x.scales[s]) * dot_i8(q + 16 * s, y.qs + 16 * s, 16);
+        return isum;
+      });
 }
 
 }  // namespace omnibus::quant_ref
