@@ -115,21 +115,30 @@ void to_float_32(const void* x, float* y, int64_t n) {
   }
 }
 
-// Q4_K / Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * m.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-void to_float_k4(const void* x, float* y, int64_t n) {
+// K-quant super-blocks: each block's 256 quants q unpacked, then
+// scale(block, q, y) writes its 256 floats.
+template <typename Block, void (*Unpack)(const void*, int8_t*), typename ScaleFn>
+void to_float_k(const void* x, float* y, int64_t n, ScaleFn scale) {
   const auto* b = static_cast<const Block*>(x);
   int8_t q[256];
   for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
     Unpack(&b[i], q);
-    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+    scale(b[i], q, y);
+  }
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * m.
+template <typename Block, void (*Unpack)(const void*, int8_t*)>
+void to_float_k4(const void* x, float* y, int64_t n) {
+  to_float_k<Block, Unpack>(x, y, n, [](const Block& b, const int8_t* q, float* out) {
+    const float d = h2f(b.d), dmin = h2f(b.dmin);
     for (int s = 0; s < 8; ++s) {
       uint8_t sc, m;
-      get_scale_min_k4(s, b[i].scales, &sc, &m);
+      get_scale_min_k4(s, b.scales, &sc, &m);
       const float d1 = d * float(sc), m1 = dmin * float(m);
-      for (int l = 0; l < 32; ++l) y[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
+      for (int l = 0; l < 32; ++l) out[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
     }
-  }
+  });
 }
 
 // Q4_0 / Q5_0 (kLevels 16 / 32): d = max / -(kLevels / 2), the value of
@@ -303,28 +312,23 @@ void to_float_q8_1(const void* x, float* y, int64_t n) {
 }
 
 void to_float_q2_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ2_K*>(x);
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q2_K(&b[i], q);
-    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+  to_float_k<BlockQ2_K, unpack_q2_K>(x, y, n, [](const BlockQ2_K& b, const int8_t* q, float* out) {
+    const float d = h2f(b.d), dmin = h2f(b.dmin);
     for (int e = 0; e < 256; ++e) {
-      const uint8_t sc = b[i].scales[e / 16];
+      const uint8_t sc = b.scales[e / 16];
       const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
-      y[e] = dl * float(q[e]) - ml;
+      out[e] = dl * float(q[e]) - ml;
     }
-  }
+  });
 }
 
 void to_float_q3_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ3_K*>(x);
-  int8_t q[256], sc[16];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q3_K(&b[i], q);
-    get_scales_q3_K(b[i].scales, sc);
-    const float d = h2f(b[i].d);
-    for (int e = 0; e < 256; ++e) y[e] = (d * float(sc[e / 16])) * float(q[e]);
-  }
+  to_float_k<BlockQ3_K, unpack_q3_K>(x, y, n, [](const BlockQ3_K& b, const int8_t* q, float* out) {
+    int8_t sc[16];
+    get_scales_q3_K(b.scales, sc);
+    const float d = h2f(b.d);
+    for (int e = 0; e < 256; ++e) out[e] = (d * float(sc[e / 16])) * float(q[e]);
+  });
 }
 
 void to_float_q4_K(const void* x, float* y, int64_t n) {
@@ -335,13 +339,10 @@ void to_float_q5_K(const void* x, float* y, int64_t n) {
 }
 
 void to_float_q6_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ6_K*>(x);
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q6_K(&b[i], q);
-    const float d = h2f(b[i].d);
-    for (int e = 0; e < 256; ++e) y[e] = d * float(b[i].scales[e / 16]) * float(q[e]);
-  }
+  to_float_k<BlockQ6_K, unpack_q6_K>(x, y, n, [](const BlockQ6_K& b, const int8_t* q, float* out) {
+    const float d = h2f(b.d);
+    for (int e = 0; e < 256; ++e) out[e] = d * float(b.scales[e / 16]) * float(q[e]);
+  });
 }
 
 void to_float_q8_K(const void* x, float* y, int64_t n) {
