@@ -130,26 +130,26 @@ Status GgufParser::read_entry_name(uint64_t i, const EntryKind& kind,
   return Status::ok();
 }
 
+Status GgufParser::read_type(GgufType* type, std::string_view what) {
+  const uint64_t at = pos_;
+  uint32_t raw = 0;
+  OMNIBUS_RETURN_IF_ERROR(read_u32(&raw, what));
+  if (raw >= kGgufTypeCount) return corrupt(at, "unknown {} {}", what, raw);
+  *type = static_cast<GgufType>(raw);
+  return Status::ok();
+}
+
 Status GgufParser::parse_kv(uint64_t i) {
-  const uint64_t start = pos_;
+  GgufKv kv;
+  kv.key_offset = pos_;
   std::string_view key;
   OMNIBUS_RETURN_IF_ERROR(read_entry_name(i, kKeyEntry, &f_->kv_index_, &key));
-
-  GgufKv kv;
   kv.key = std::string(key);
-  kv.key_offset = start;
-  const uint64_t type_at = pos_;
-  uint32_t type = 0;
-  OMNIBUS_RETURN_IF_ERROR(read_u32(&type, "value type"));
-  if (type >= kGgufTypeCount) return corrupt(type_at, "unknown value type {}", type);
-  kv.type = static_cast<GgufType>(type);
+  OMNIBUS_RETURN_IF_ERROR(read_type(&kv.type, "value type"));
 
   if (kv.type == GgufType::kArray) {
     const uint64_t elem_at = pos_;
-    uint32_t elem = 0;
-    OMNIBUS_RETURN_IF_ERROR(read_u32(&elem, "array element type"));
-    if (elem >= kGgufTypeCount) return corrupt(elem_at, "unknown array element type {}", elem);
-    kv.array_type = static_cast<GgufType>(elem);
+    OMNIBUS_RETURN_IF_ERROR(read_type(&kv.array_type, "array element type"));
     if (kv.array_type == GgufType::kArray) {
       return unsupported(elem_at, "arrays of arrays are not supported");
     }

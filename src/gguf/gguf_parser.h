@@ -49,6 +49,8 @@ class GgufParser {
   Status need(uint64_t n, std::string_view what);
   Status read_u32(uint32_t* v, std::string_view what);
   Status read_u64(uint64_t* v, std::string_view what);
+  // A u32 GgufType; an unknown one is an error naming `what`.
+  Status read_type(GgufType* type, std::string_view what);
   // A GGUF string: u64 length + bytes; the view points into the file.
   Status read_string(std::string_view* s, std::string_view what);
 

@@ -5,8 +5,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/float_dot_avx2.h"
 #include "kernels/thread_pool.h"
@@ -84,48 +86,22 @@ void tile(const L& w, const float* x, int64_t n, float* y, int64_t y_stride) {
 // the 16 registers; 4 rows spill and run at 60%).
 constexpr int kRowsOne = 8, kRowsMany = 3;
 
-// tile<R, T> for runtime R <= (T == 1 ? kRowsOne : kRowsMany), T <= kMaxTok.
+// tile<1..sizeof(Rm1), T> by rows - 1.
+template <class L, int T, int... Rm1>
+constexpr auto row_tiles(std::integer_sequence<int, Rm1...>) {
+  return std::array{&tile<Rm1 + 1, T, L>...};
+}
+
+// tile<R, T> for runtime 1 <= R <= (T == 1 ? kRowsOne : kRowsMany), 1 <= T <= kMaxTok.
 template <class L>
 void run_tile(int R, int T, const L& w, const float* x, int64_t n, float* y, int64_t y_stride) {
   static_assert(kRowsOne == 8 && kRowsMany == 3 && kMaxTok == 4);
-  if (T == 1) {
-    switch (R) {
-      case 1:
-        return tile<1, 1>(w, x, n, y, y_stride);
-      case 2:
-        return tile<2, 1>(w, x, n, y, y_stride);
-      case 3:
-        return tile<3, 1>(w, x, n, y, y_stride);
-      case 4:
-        return tile<4, 1>(w, x, n, y, y_stride);
-      case 5:
-        return tile<5, 1>(w, x, n, y, y_stride);
-      case 6:
-        return tile<6, 1>(w, x, n, y, y_stride);
-      case 7:
-        return tile<7, 1>(w, x, n, y, y_stride);
-      default:
-        return tile<8, 1>(w, x, n, y, y_stride);
-    }
-  }
-  auto rows = [&]<int T_>() {
-    switch (R) {
-      case 1:
-        return tile<1, T_>(w, x, n, y, y_stride);
-      case 2:
-        return tile<2, T_>(w, x, n, y, y_stride);
-      default:
-        return tile<3, T_>(w, x, n, y, y_stride);
-    }
-  };
-  switch (T) {
-    case 2:
-      return rows.template operator()<2>();
-    case 3:
-      return rows.template operator()<3>();
-    default:
-      return rows.template operator()<4>();
-  }
+  static constexpr auto kOne = row_tiles<L, 1>(std::make_integer_sequence<int, kRowsOne>());
+  constexpr auto kRows = std::make_integer_sequence<int, kRowsMany>();
+  static constexpr std::array kMany = {row_tiles<L, 2>(kRows), row_tiles<L, 3>(kRows),
+                                       row_tiles<L, 4>(kRows)};
+  if (T == 1) return kOne[size_t(R - 1)](w, x, n, y, y_stride);
+  return kMany[size_t(T - 2)][size_t(R - 1)](w, x, n, y, y_stride);
 }
 
 // x rounded through the 16-bit format: dst[i] = f32(fmt(x[i])), round to

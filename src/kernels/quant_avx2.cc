@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/float_dot_avx2.h"
 #include "kernels/quant_blocks.h"
@@ -60,27 +61,31 @@ void from_float_f16(const float* x, void* y, int64_t n) {
   for (; i < n; ++i) h[i] = fp32_to_fp16(x[i]);
 }
 
-void from_float_q8_0(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(y);
+namespace {
+
+// Q8_0 / Q8_1 activations: d = amax / 127; Q8_1 also keeps s = fp16(d * sum(q)).
+template <typename Block>
+void from_float_q8_32(const float* x, void* y, int64_t n) {
+  auto* b = static_cast<Block*>(y);
   for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
     const float d = simd::abs_max_32(x) / 127;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     b[i].d = fp32_to_fp16(d);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), simd::quantize_32(x, id, nullptr));
+    auto* qs = reinterpret_cast<__m256i*>(b[i].qs);
+    if constexpr (std::is_same_v<Block, BlockQ8_1>) {
+      __m256i sum;
+      _mm256_storeu_si256(qs, simd::quantize_32(x, id, &sum));
+      b[i].s = fp32_to_fp16(float(simd::hsum_i32(sum)) * d);
+    } else {
+      _mm256_storeu_si256(qs, simd::quantize_32(x, id, nullptr));
+    }
   }
 }
 
-void from_float_q8_1(const float* x, void* y, int64_t n) {
-  auto* b = static_cast<BlockQ8_1*>(y);
-  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
-    const float d = simd::abs_max_32(x) / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b[i].d = fp32_to_fp16(d);
-    __m256i sum;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), simd::quantize_32(x, id, &sum));
-    b[i].s = fp32_to_fp16(float(simd::hsum_i32(sum)) * d);
-  }
-}
+}  // namespace
+
+void from_float_q8_0(const float* x, void* y, int64_t n) { from_float_q8_32<BlockQ8_0>(x, y, n); }
+void from_float_q8_1(const float* x, void* y, int64_t n) { from_float_q8_32<BlockQ8_1>(x, y, n); }
 
 void from_float_q8_K(const float* x, void* y, int64_t n) {
   auto* b = static_cast<BlockQ8_K*>(y);
@@ -229,50 +234,60 @@ inline __m256i k4_isum(const uint8_t sc[8], const int8_t* a, QuantsFn quants) {
   return sum;
 }
 
-}  // namespace
-
-// Q4_K keeps exact int32 super-block sums and two scalar accumulators: the
-// per-output arithmetic of the packed matmul (matmul_packed_avx2.h).
-float vec_dot_q4_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ4_K*>(w);
+// Super-block dots with mins (Q2_K, Q4_K, Q5_K): sums(x[i], y[i], &msum)
+// returns the exact int32 isum and sets msum; the float steps are the
+// reference's, as two FMA chains: acc += d_w d_a isum, mins += dmin_w d_a msum.
+template <typename Block, typename SumsFn>
+inline float vec_dot_k_mins(int64_t n, const void* w, const void* a, SumsFn sums) {
+  const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   float acc = 0.0f, mins = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8];
-    const int32_t msum = k4_scales(x[i].scales, y[i], sc);
-    const int32_t isum = simd::hsum_i32(k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
-      const __m256i q = load256(x[i].qs + 32 * c);
-      *lo = _mm256_and_si256(q, m4);
-      *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    }));
+    int32_t msum = 0;
+    const int32_t isum = sums(x[i], y[i], &msum);
     acc = std::fma(half_to_float(x[i].d) * y[i].d, float(isum), acc);
     mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
   }
   return acc - mins;
 }
 
+}  // namespace
+
+// Q4_K keeps exact int32 super-block sums and two scalar accumulators: the
+// per-output arithmetic of the packed matmul (matmul_packed_avx2.h).
+float vec_dot_q4_K(int64_t n, const void* w, const void* a) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  return vec_dot_k_mins<BlockQ4_K>(
+      n, w, a, [&](const BlockQ4_K& x, const BlockQ8_K& y, int32_t* msum) {
+        uint8_t sc[8];
+        *msum = k4_scales(x.scales, y, sc);
+        return simd::hsum_i32(k4_isum(sc, y.qs, [&](int c, __m256i* lo, __m256i* hi) {
+          const __m256i q = load256(x.qs + 32 * c);
+          *lo = _mm256_and_si256(q, m4);
+          *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }));
+      });
+}
+
 float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ5_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
-  float acc = 0.0f, mins = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8];
-    const int32_t msum = k4_scales(x[i].scales, y[i], sc);
-    const __m256i qh = load256(x[i].qh);
-    const int32_t isum = simd::hsum_i32(k4_isum(sc, y[i].qs, [&](int c, __m256i* lo, __m256i* hi) {
-      const __m256i q = load256(x[i].qs + 32 * c);
-      const __m256i h_lo = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
-      const __m256i h_hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-      *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
-      *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(h_hi, 4));
-    }));
-    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(isum), acc);
-    mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
-  }
-  return acc - mins;
+  return vec_dot_k_mins<BlockQ5_K>(
+      n, w, a, [&](const BlockQ5_K& x, const BlockQ8_K& y, int32_t* msum) {
+        uint8_t sc[8];
+        *msum = k4_scales(x.scales, y, sc);
+        const __m256i qh = load256(x.qh);
+        return simd::hsum_i32(k4_isum(sc, y.qs, [&](int c, __m256i* lo, __m256i* hi) {
+          const __m256i q = load256(x.qs + 32 * c);
+          const __m256i h_lo =
+              _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+          const __m256i h_hi =
+              _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+          *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h_lo, 4));
+          *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                _mm256_slli_epi16(h_hi, 4));
+        }));
+      });
 }
 
 namespace {
@@ -306,21 +321,17 @@ inline int32_t k16_isum(const int16_t sc[16], const int8_t* a, QuantsFn u) {
 // Q2_K / Q3_K (no packed kernel; the generic matmul calls these): exact
 // int32 super-block sums, then the reference's float steps as explicit FMAs.
 float vec_dot_q2_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ2_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float acc = 0.0f, mins = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    int16_t sc[16];
-    int32_t msum = 0;
-    for (int s = 0; s < 16; ++s) {
-      sc[s] = int16_t(x[i].scales[s] & 0xF);
-      msum += int32_t(x[i].scales[s] >> 4) * y[i].bsums[s];
-    }
-    const int32_t isum = k16_isum(sc, y[i].qs, [&](int half, int j) { return low2_chunk(x[i].qs, half, j); });
-    acc = std::fma(half_to_float(x[i].d) * y[i].d, float(isum), acc);
-    mins = std::fma(half_to_float(x[i].dmin) * y[i].d, float(msum), mins);
-  }
-  return acc - mins;
+  return vec_dot_k_mins<BlockQ2_K>(
+      n, w, a, [](const BlockQ2_K& x, const BlockQ8_K& y, int32_t* msum) {
+        int16_t sc[16];
+        int32_t m = 0;
+        for (int s = 0; s < 16; ++s) {
+          sc[s] = int16_t(x.scales[s] & 0xF);
+          m += int32_t(x.scales[s] >> 4) * y.bsums[s];
+        }
+        *msum = m;
+        return k16_isum(sc, y.qs, [&](int half, int j) { return low2_chunk(x.qs, half, j); });
+      });
 }
 
 // Q3_K: u = low 2 bits | hmask bit << 2 in [0, 7], q = u - 4, so

@@ -1,9 +1,10 @@
 #include "kernels/quant_ref.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_blocks.h"
 #include "util/fp16.h"
@@ -114,21 +115,30 @@ void to_float_32(const void* x, float* y, int64_t n) {
   }
 }
 
-// Q4_K / Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * m.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-void to_float_k4(const void* x, float* y, int64_t n) {
+// K-quant super-blocks: each block's 256 quants q unpacked, then
+// scale(block, q, y) writes its 256 floats.
+template <typename Block, void (*Unpack)(const void*, int8_t*), typename ScaleFn>
+void to_float_k(const void* x, float* y, int64_t n, ScaleFn scale) {
   const auto* b = static_cast<const Block*>(x);
   int8_t q[256];
   for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
     Unpack(&b[i], q);
-    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+    scale(b[i], q, y);
+  }
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32, x = d * sc * q - dmin * m.
+template <typename Block, void (*Unpack)(const void*, int8_t*)>
+void to_float_k4(const void* x, float* y, int64_t n) {
+  to_float_k<Block, Unpack>(x, y, n, [](const Block& b, const int8_t* q, float* out) {
+    const float d = h2f(b.d), dmin = h2f(b.dmin);
     for (int s = 0; s < 8; ++s) {
       uint8_t sc, m;
-      get_scale_min_k4(s, b[i].scales, &sc, &m);
+      get_scale_min_k4(s, b.scales, &sc, &m);
       const float d1 = d * float(sc), m1 = dmin * float(m);
-      for (int l = 0; l < 32; ++l) y[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
+      for (int l = 0; l < 32; ++l) out[32 * s + l] = d1 * float(q[32 * s + l]) - m1;
     }
-  }
+  });
 }
 
 // Q4_0 / Q5_0 (kLevels 16 / 32): d = max / -(kLevels / 2), the value of
@@ -302,28 +312,23 @@ void to_float_q8_1(const void* x, float* y, int64_t n) {
 }
 
 void to_float_q2_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ2_K*>(x);
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q2_K(&b[i], q);
-    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+  to_float_k<BlockQ2_K, unpack_q2_K>(x, y, n, [](const BlockQ2_K& b, const int8_t* q, float* out) {
+    const float d = h2f(b.d), dmin = h2f(b.dmin);
     for (int e = 0; e < 256; ++e) {
-      const uint8_t sc = b[i].scales[e / 16];
+      const uint8_t sc = b.scales[e / 16];
       const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
-      y[e] = dl * float(q[e]) - ml;
+      out[e] = dl * float(q[e]) - ml;
     }
-  }
+  });
 }
 
 void to_float_q3_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ3_K*>(x);
-  int8_t q[256], sc[16];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q3_K(&b[i], q);
-    get_scales_q3_K(b[i].scales, sc);
-    const float d = h2f(b[i].d);
-    for (int e = 0; e < 256; ++e) y[e] = (d * float(sc[e / 16])) * float(q[e]);
-  }
+  to_float_k<BlockQ3_K, unpack_q3_K>(x, y, n, [](const BlockQ3_K& b, const int8_t* q, float* out) {
+    int8_t sc[16];
+    get_scales_q3_K(b.scales, sc);
+    const float d = h2f(b.d);
+    for (int e = 0; e < 256; ++e) out[e] = (d * float(sc[e / 16])) * float(q[e]);
+  });
 }
 
 void to_float_q4_K(const void* x, float* y, int64_t n) {
@@ -334,13 +339,10 @@ void to_float_q5_K(const void* x, float* y, int64_t n) {
 }
 
 void to_float_q6_K(const void* x, float* y, int64_t n) {
-  const auto* b = static_cast<const BlockQ6_K*>(x);
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
-    unpack_q6_K(&b[i], q);
-    const float d = h2f(b[i].d);
-    for (int e = 0; e < 256; ++e) y[e] = d * float(b[i].scales[e / 16]) * float(q[e]);
-  }
+  to_float_k<BlockQ6_K, unpack_q6_K>(x, y, n, [](const BlockQ6_K& b, const int8_t* q, float* out) {
+    const float d = h2f(b.d);
+    for (int e = 0; e < 256; ++e) out[e] = d * float(b.scales[e / 16]) * float(q[e]);
+  });
 }
 
 void to_float_q8_K(const void* x, float* y, int64_t n) {
@@ -401,91 +403,98 @@ float vec_dot_f32(int64_t n, const void* w, const void* a) {
   return float(s);
 }
 
-float vec_dot_f16(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  const auto* y = static_cast<const uint16_t*>(a);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(fp16_to_fp32(x[i])) * double(fp16_to_fp32(y[i]));
-  return float(s);
-}
-
-float vec_dot_bf16(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  const auto* y = static_cast<const uint16_t*>(a);
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(bf16_to_fp32(x[i])) * double(bf16_to_fp32(y[i]));
-  return float(s);
-}
-
 namespace {
 
-// Weight formats x = d * q against Q8_0: sum_b (d_w * d_a) * isum_b.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-float vec_dot_sym(int64_t n, const void* w, const void* a) {
+// 16-bit float formats (f16, bf16), the sum in double.
+template <float (*ToF32)(uint16_t)>
+float vec_dot_half(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  const auto* y = static_cast<const uint16_t*>(a);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(ToF32(x[i])) * double(ToF32(y[i]));
+  return float(s);
+}
+
+// 32-element weight formats: x = d * q against Q8_0, sum_b (d_w * d_a) * isum_b;
+// x = d * q + m against Q8_1, sum_b (d_w * d_a) * isum_b + m_w * s_a.
+template <typename Block, typename ActBlock, void (*Unpack)(const void*, int8_t*)>
+float vec_dot_32(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const auto* y = static_cast<const ActBlock*>(a);
   float sum = 0.0f;
   int8_t q[32];
   for (int64_t i = 0; i < n / kQK; ++i) {
     Unpack(&x[i], q);
     const int32_t isum = dot_i8(q, y[i].qs, kQK);
-    sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum);
+    if constexpr (std::is_same_v<ActBlock, BlockQ8_1>) {
+      sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum) + h2f(x[i].m) * h2f(y[i].s);
+    } else {
+      sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum);
+    }
   }
   return sum;
 }
 
-// Weight formats x = d * q + m against Q8_1: sum_b (d_w * d_a) * isum_b + m_w * s_a.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-float vec_dot_min(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(a);
-  float sum = 0.0f;
-  int8_t q[32];
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    Unpack(&x[i], q);
-    const int32_t isum = dot_i8(q, y[i].qs, kQK);
-    sum += (h2f(x[i].d) * h2f(y[i].d)) * float(isum) + h2f(x[i].m) * h2f(y[i].s);
-  }
-  return sum;
-}
-
-// Q4_K / Q5_K: sum_sb d_w d_a sum_j sc_j isum_j - dmin_w d_a sum_j m_j asum_j.
-template <typename Block, void (*Unpack)(const void*, int8_t*)>
-float vec_dot_k4(int64_t n, const void* w, const void* a) {
+// K-quant super-block dots against Q8_K: sums(x[i], q, y[i], &msum) gives the
+// scaled integer dot of the unpacked quants q (and, for formats with mins,
+// msum); sum_sb d_w d_a isum (- dmin_w d_a msum).
+template <typename Block, void (*Unpack)(const void*, int8_t*), typename SumsFn>
+float vec_dot_k(int64_t n, const void* w, const void* a, SumsFn sums) {
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   float sum = 0.0f;
   int8_t q[256];
   for (int64_t i = 0; i < n / kQKK; ++i) {
     Unpack(&x[i], q);
-    int32_t isum = 0, msum = 0;
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, m;
-      get_scale_min_k4(s, x[i].scales, &sc, &m);
-      isum += int32_t(sc) * dot_i8(q + 32 * s, y[i].qs + 32 * s, 32);
-      msum += int32_t(m) * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+    int32_t msum = 0;
+    const int32_t isum = sums(x[i], q, y[i], &msum);
+    if constexpr (requires { x[i].dmin; }) {
+      sum += (h2f(x[i].d) * y[i].d) * float(isum) - (h2f(x[i].dmin) * y[i].d) * float(msum);
+    } else {
+      sum += (h2f(x[i].d) * y[i].d) * float(isum);
     }
-    sum += (h2f(x[i].d) * y[i].d) * float(isum) - (h2f(x[i].dmin) * y[i].d) * float(msum);
   }
   return sum;
 }
 
+// Q4_K / Q5_K: sum_j sc_j isum_j, msum = sum_j m_j asum_j over the 8 sub-blocks of 32.
+template <typename Block, void (*Unpack)(const void*, int8_t*)>
+float vec_dot_k4(int64_t n, const void* w, const void* a) {
+  return vec_dot_k<Block, Unpack>(
+      n, w, a, [](const Block& x, const int8_t* q, const BlockQ8_K& y, int32_t* msum) {
+        int32_t isum = 0;
+        for (int s = 0; s < 8; ++s) {
+          uint8_t sc, m;
+          get_scale_min_k4(s, x.scales, &sc, &m);
+          isum += int32_t(sc) * dot_i8(q + 32 * s, y.qs + 32 * s, 32);
+          *msum += int32_t(m) * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
+        }
+        return isum;
+      });
+}
+
 }  // namespace
 
+float vec_dot_f16(int64_t n, const void* w, const void* a) {
+  return vec_dot_half<fp16_to_fp32>(n, w, a);
+}
+float vec_dot_bf16(int64_t n, const void* w, const void* a) {
+  return vec_dot_half<bf16_to_fp32>(n, w, a);
+}
 float vec_dot_q4_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ4_0, unpack_q4_0>(n, w, a);
+  return vec_dot_32<BlockQ4_0, BlockQ8_0, unpack_q4_0>(n, w, a);
 }
 float vec_dot_q5_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ5_0, unpack_q5_0>(n, w, a);
+  return vec_dot_32<BlockQ5_0, BlockQ8_0, unpack_q5_0>(n, w, a);
 }
 float vec_dot_q8_0(int64_t n, const void* w, const void* a) {
-  return vec_dot_sym<BlockQ8_0, unpack_q8<BlockQ8_0>>(n, w, a);
+  return vec_dot_32<BlockQ8_0, BlockQ8_0, unpack_q8<BlockQ8_0>>(n, w, a);
 }
 float vec_dot_q4_1(int64_t n, const void* w, const void* a) {
-  return vec_dot_min<BlockQ4_1, unpack_q4_1>(n, w, a);
+  return vec_dot_32<BlockQ4_1, BlockQ8_1, unpack_q4_1>(n, w, a);
 }
 float vec_dot_q5_1(int64_t n, const void* w, const void* a) {
-  return vec_dot_min<BlockQ5_1, unpack_q5_1>(n, w, a);
+  return vec_dot_32<BlockQ5_1, BlockQ8_1, unpack_q5_1>(n, w, a);
 }
 float vec_dot_q4_K(int64_t n, const void* w, const void* a) {
   return vec_dot_k4<BlockQ4_K, unpack_q4_K>(n, w, a);
@@ -494,52 +503,38 @@ float vec_dot_q5_K(int64_t n, const void* w, const void* a) {
   return vec_dot_k4<BlockQ5_K, unpack_q5_K>(n, w, a);
 }
 
+// Q2_K: 16 sub-blocks of 16, scale in the low nibble, min in the high one.
 float vec_dot_q2_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ2_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float sum = 0.0f;
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    unpack_q2_K(&x[i], q);
-    int32_t isum = 0, msum = 0;
-    for (int s = 0; s < 16; ++s) {
-      isum += int32_t(x[i].scales[s] & 0xF) * dot_i8(q + 16 * s, y[i].qs + 16 * s, 16);
-      msum += int32_t(x[i].scales[s] >> 4) * y[i].bsums[s];
-    }
-    sum += (h2f(x[i].d) * y[i].d) * float(isum) - (h2f(x[i].dmin) * y[i].d) * float(msum);
-  }
-  return sum;
+  return vec_dot_k<BlockQ2_K, unpack_q2_K>(
+      n, w, a, [](const BlockQ2_K& x, const int8_t* q, const BlockQ8_K& y, int32_t* msum) {
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) {
+          isum += int32_t(x.scales[s] & 0xF) * dot_i8(q + 16 * s, y.qs + 16 * s, 16);
+          *msum += int32_t(x.scales[s] >> 4) * y.bsums[s];
+        }
+        return isum;
+      });
 }
 
 float vec_dot_q3_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ3_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float sum = 0.0f;
-  int8_t q[256], sc[16];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    unpack_q3_K(&x[i], q);
-    get_scales_q3_K(x[i].scales, sc);
-    int32_t isum = 0;
-    for (int s = 0; s < 16; ++s) isum += int32_t(sc[s]) * dot_i8(q + 16 * s, y[i].qs + 16 * s, 16);
-    sum += (h2f(x[i].d) * y[i].d) * float(isum);
-  }
-  return sum;
+  return vec_dot_k<BlockQ3_K, unpack_q3_K>(
+      n, w, a, [](const BlockQ3_K& x, const int8_t* q, const BlockQ8_K& y, int32_t*) {
+        int8_t sc[16];
+        get_scales_q3_K(x.scales, sc);
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) isum += int32_t(sc[s]) * dot_i8(q + 16 * s, y.qs + 16 * s, 16);
+        return isum;
+      });
 }
 
 float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float sum = 0.0f;
-  int8_t q[256];
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    unpack_q6_K(&x[i], q);
-    int32_t isum = 0;
-    for (int s = 0; s < 16; ++s) {
-      isum += int32_t(x[i].scales[s]) * dot_i8(q + 16 * s, y[i].qs + 16 * s, 16);
-    }
-    sum += (h2f(x[i].d) * y[i].d) * float(isum);
-  }
-  return sum;
+  return vec_dot_k<BlockQ6_K, unpack_q6_K>(
+      n, w, a, [](const BlockQ6_K& x, const int8_t* q, const BlockQ8_K& y, int32_t*) {
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s)
+          isum += int32_t(x.scales[s]) * dot_i8(q + 16 * s, y.qs + 16 * s, 16);
+        return isum;
+      });
 }
 
 }  // namespace omnibus::quant_ref

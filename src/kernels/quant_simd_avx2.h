@@ -19,17 +19,14 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline int32_t hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+inline int32_t hsum_i32_128(__m128i s) {
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
   return _mm_cvtsi128_si32(s);
 }
 
-inline int32_t hsum_i32_128(__m128i s) {
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
+inline int32_t hsum_i32(__m256i v) {
+  return hsum_i32_128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }

@@ -165,33 +165,18 @@ TEST(LlamaForward, MatchesReferenceWithOtherWeightTypes) {
   }
 }
 
+// The model the bitwise properties run on: Q4_1 weights, Q8_0 embeddings.
+const TinyLlamaSpec kQuantized{.weight_type = DType::Q4_1, .embd_type = DType::Q8_0};
+
 TEST(LlamaForward, ChunkingDoesNotChangeAnyBit) {
-  TinyLlamaSpec spec;
-  spec.weight_type = DType::Q4_1;
-  spec.embd_type = DType::Q8_0;
-  Loaded l = load_tiny(spec, 5);
-  const auto tokens = random_tokens(45, spec.n_vocab, 6);
-  auto whole = SequenceRunner::create(*l.model, 64);
-  ASSERT_TRUE(whole.is_ok());
-  auto a = (*whole)->eval(tokens, true, 512);
-  ASSERT_TRUE(a.is_ok());
-  const std::vector<float> ref(a->begin(), a->end());
-  for (int chunk : {1, 3, 16, 17}) {
-    auto chunked = SequenceRunner::create(*l.model, 64);
-    ASSERT_TRUE(chunked.is_ok());
-    auto b = (*chunked)->eval(tokens, true, chunk);
-    ASSERT_TRUE(b.is_ok());
-    ASSERT_EQ(b->size(), ref.size());
-    EXPECT_EQ(std::memcmp(b->data(), ref.data(), ref.size() * sizeof(float)), 0) << "chunk " << chunk;
-  }
+  Loaded l = load_tiny(kQuantized, 5);
+  reference::expect_chunking_changes_no_bit(*l.model, random_tokens(45, kQuantized.n_vocab, 6),
+                                            {1, 3, 16, 17});
 }
 
 TEST(LlamaForward, SharingAStepDoesNotChangeAnyBit) {
-  TinyLlamaSpec spec;
-  spec.weight_type = DType::Q4_1;
-  spec.embd_type = DType::Q8_0;
-  Loaded l = load_tiny(spec, 7);
-  reference::expect_sharing_a_step_changes_no_bit(*l.model, spec.n_vocab, 8);
+  Loaded l = load_tiny(kQuantized, 7);
+  reference::expect_sharing_a_step_changes_no_bit(*l.model, kQuantized.n_vocab, 8);
 }
 
 TEST(LlamaForward, RejectsMissingTensorWithItsName) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <span>
@@ -20,6 +21,7 @@
 #include "kernels/thread_pool.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
+#include "model/sequence_runner_testing.h"
 
 namespace omnibus::reference {
 
@@ -80,7 +82,8 @@ inline std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
 }
 
 // Max |a - b| over all positions; got: [want.size(), V].
-inline double max_abs_diff(std::span<const float> got, const std::vector<std::vector<double>>& want) {
+inline double max_abs_diff(std::span<const float> got,
+                           const std::vector<std::vector<double>>& want) {
   double m = 0;
   const size_t V = want[0].size();
   for (size_t t = 0; t < want.size(); ++t)
@@ -121,6 +124,26 @@ inline void expect_sharing_a_step_changes_no_bit(Model& model, int n_vocab, uint
   ASSERT_EQ(both.size(), 2 * V);
   EXPECT_EQ(std::memcmp(both.data(), alone_a.data(), V * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(both.data() + V, alone_b.data(), V * sizeof(float)), 0);
+}
+
+// `tokens` evaluated whole and in chunks of each size in `chunks` (a fresh
+// SequenceRunner each, F16 KV) give bitwise the same logits at every position.
+inline void expect_chunking_changes_no_bit(Model& model, const std::vector<int32_t>& tokens,
+                                           std::initializer_list<int> chunks) {
+  auto eval = [&](int max_chunk) {
+    auto runner = SequenceRunner::create(model, 64);
+    EXPECT_TRUE(runner.is_ok());
+    auto logits = (*runner)->eval(tokens, /*all_logits=*/true, max_chunk);
+    EXPECT_TRUE(logits.is_ok());
+    return std::vector<float>(logits->begin(), logits->end());
+  };
+  const std::vector<float> ref = eval(512);
+  for (int chunk : chunks) {
+    const std::vector<float> got = eval(chunk);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0)
+        << "chunk " << chunk;
+  }
 }
 
 // Loading `bytes` with the character at needle[at] of the first occurrence
