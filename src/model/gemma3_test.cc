@@ -228,7 +228,12 @@ TEST(Gemma3Forward, MatchesReferenceWithQuantizedWeightsAndF16Cache) {
 }
 
 // The model the bitwise properties run on: Q5_0 weights, Q8_0 embeddings.
-const TinyGemma3Spec kQuantized{.weight_type = DType::Q5_0, .embd_type = DType::Q8_0};
+const TinyGemma3Spec kQuantized = [] {
+  TinyGemma3Spec s;
+  s.weight_type = DType::Q5_0;
+  s.embd_type = DType::Q8_0;
+  return s;
+}();
 
 TEST(Gemma3Forward, ChunkingDoesNotChangeAnyBit) {
   Loaded l = load_tiny(kQuantized, 7);

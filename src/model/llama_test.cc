@@ -166,7 +166,12 @@ TEST(LlamaForward, MatchesReferenceWithOtherWeightTypes) {
 }
 
 // The model the bitwise properties run on: Q4_1 weights, Q8_0 embeddings.
-const TinyLlamaSpec kQuantized{.weight_type = DType::Q4_1, .embd_type = DType::Q8_0};
+const TinyLlamaSpec kQuantized = [] {
+  TinyLlamaSpec s;
+  s.weight_type = DType::Q4_1;
+  s.embd_type = DType::Q8_0;
+  return s;
+}();
 
 TEST(LlamaForward, ChunkingDoesNotChangeAnyBit) {
   Loaded l = load_tiny(kQuantized, 5);
