@@ -129,7 +129,7 @@ inline void expect_sharing_a_step_changes_no_bit(Model& model, int n_vocab, uint
 // `tokens` evaluated whole and in chunks of each size in `chunks` (a fresh
 // SequenceRunner each, F16 KV) give bitwise the same logits at every position.
 inline void expect_chunking_changes_no_bit(Model& model, const std::vector<int32_t>& tokens,
-                                           std::initializer_list<int> chunks) {
+                                           const std::vector<int>& chunks) {
   auto eval = [&](int max_chunk) {
     auto runner = SequenceRunner::create(model, 64);
     EXPECT_TRUE(runner.is_ok());

@@ -1,0 +1,96 @@
+// Properties every decoder architecture holds, checked on a tiny model of
+// each (the checks are in model/reference_testing.h): chunking a prompt, or
+// sharing a step with another sequence, changes no bit of its logits (on
+// quantized weights, where a reordered sum would show); a missing tensor is
+// named in the load error. One row per architecture: a new one adds a row.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/reference_testing.h"
+#include "model/tiny_model.h"
+
+namespace omnibus {
+namespace {
+
+struct Arch {
+  std::string name;
+  // The GGUF of the bitwise-property model (quantized weights), by seed.
+  std::function<std::vector<uint8_t>(uint64_t seed)> quantized_gguf;
+  // A GGUF with the spec's default (f32) weights.
+  std::function<std::vector<uint8_t>()> plain_gguf;
+  int n_vocab;
+  uint64_t chunk_model_seed, chunk_token_seed;
+  std::vector<int> chunks;  // chunk sizes compared against the whole prompt
+  uint64_t share_model_seed, share_token_seed;
+  std::string missing_tensor;  // renamed in plain_gguf(): its byte missing_at becomes 'q'
+  size_t missing_at;
+};
+
+void PrintTo(const Arch& a, std::ostream* os) { *os << a.name; }
+
+template <class Spec>
+Spec with_types(Spec s, DType weights, DType embd) {
+  s.weight_type = weights;
+  s.embd_type = embd;
+  return s;
+}
+
+std::vector<Arch> archs() {
+  const TinyLlamaSpec llama = with_types(TinyLlamaSpec{}, DType::Q4_1, DType::Q8_0);
+  const TinyGemma3Spec gemma3 = with_types(TinyGemma3Spec{}, DType::Q5_0, DType::Q8_0);
+  return {
+      {.name = "llama",
+       .quantized_gguf = [llama](uint64_t seed) { return make_tiny_llama_gguf(llama, seed); },
+       .plain_gguf = [] { return make_tiny_llama_gguf(TinyLlamaSpec{}, 1); },
+       .n_vocab = llama.n_vocab,
+       .chunk_model_seed = 5,
+       .chunk_token_seed = 6,
+       .chunks = {1, 3, 16, 17},
+       .share_model_seed = 7,
+       .share_token_seed = 8,
+       .missing_tensor = "blk.1.ffn_up.weight",  // -> "blk.1.ffn_uq.weight"
+       .missing_at = 10},
+      {.name = "gemma3",
+       .quantized_gguf = [gemma3](uint64_t seed) { return make_tiny_gemma3_gguf(gemma3, seed); },
+       .plain_gguf = [] { return make_tiny_gemma3_gguf(TinyGemma3Spec{}, 1); },
+       .n_vocab = gemma3.n_vocab,
+       .chunk_model_seed = 7,
+       .chunk_token_seed = 8,
+       .chunks = {1, 3, 8, 16, 17},
+       .share_model_seed = 9,
+       .share_token_seed = 10,
+       .missing_tensor = "blk.2.post_ffw_norm.weight",  // "post_ffw" -> "qost_ffw"
+       .missing_at = 6},
+  };
+}
+
+class DecoderProperties : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(DecoderProperties, ChunkingDoesNotChangeAnyBit) {
+  const Arch& a = GetParam();
+  reference::Loaded l = reference::load_bytes(a.quantized_gguf(a.chunk_model_seed));
+  reference::expect_chunking_changes_no_bit(
+      *l.model, reference::random_tokens(45, a.n_vocab, a.chunk_token_seed), a.chunks);
+}
+
+TEST_P(DecoderProperties, SharingAStepDoesNotChangeAnyBit) {
+  const Arch& a = GetParam();
+  reference::Loaded l = reference::load_bytes(a.quantized_gguf(a.share_model_seed));
+  reference::expect_sharing_a_step_changes_no_bit(*l.model, a.n_vocab, a.share_token_seed);
+}
+
+TEST_P(DecoderProperties, RejectsMissingTensorWithItsName) {
+  const Arch& a = GetParam();
+  reference::expect_load_names_missing_tensor(a.plain_gguf(), a.missing_tensor, a.missing_at, 'q');
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, DecoderProperties, ::testing::ValuesIn(archs()),
+                         [](const ::testing::TestParamInfo<Arch>& p) { return p.param.name; });
+
+}  // namespace
+}  // namespace omnibus
