@@ -241,24 +241,28 @@ EngineStats Engine::stats() const {
   return impl_->stats;
 }
 
+namespace {
+
+// Waits on the stats handshake until `done` holds (checked under stats_mu).
+template <class Done>
+std::optional<EngineStats> wait_stats(const Engine::Impl& s, std::chrono::milliseconds timeout,
+                                      Done done) {
+  std::unique_lock<std::mutex> lock(s.stats_mu);
+  if (!s.stats_cv.wait_for(lock, timeout, done)) return std::nullopt;
+  return s.stats;
+}
+
+}  // namespace
+
 std::optional<EngineStats> Engine::wait_idle(std::chrono::milliseconds timeout) const {
   const Impl& s = *impl_;
-  std::unique_lock<std::mutex> lock(s.stats_mu);
-  if (!s.stats_cv.wait_for(lock, timeout,
-                           [&s] { return s.stats.n_requests_finished == s.n_submitted; })) {
-    return std::nullopt;
-  }
-  return s.stats;
+  return wait_stats(s, timeout, [&s] { return s.stats.n_requests_finished == s.n_submitted; });
 }
 
 std::optional<EngineStats> Engine::wait_for_step(uint64_t n,
                                                  std::chrono::milliseconds timeout) const {
   const Impl& s = *impl_;
-  std::unique_lock<std::mutex> lock(s.stats_mu);
-  if (!s.stats_cv.wait_for(lock, timeout, [&s, n] { return s.stats.n_steps >= n; })) {
-    return std::nullopt;
-  }
-  return s.stats;
+  return wait_stats(s, timeout, [&s, n] { return s.stats.n_steps >= n; });
 }
 
 void Engine::run() {
