@@ -89,14 +89,19 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     bool post;
   };
   // Read-only router endpoints: no key (vllm-router sends none), like /health.
-  if (path == "/get_load" || path == "/get_server_info" || path == "/server_info" || path == "/get_model_info") {
+  if (path == "/get_load" || path == "/get_server_info" || path == "/server_info" || path == "/get_model_info" ||
+      path == "/health_generate") {
     if (!get) {
       ApiError e{405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "",
                  "method_not_allowed"};
       return respond_error(*sink, e);
     }
-    if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
+    if (state != State::kReady) {
+      return respond_error(*sink, ApiError::unavailable(state == State::kLoading ? "the model is loading"
+                                                                                  : "the server is shutting down"));
+    }
     if (path == "/get_load") return sink->respond(200, kJson, load());
+    if (path == "/health_generate") return health_generate(*sink);
     if (path == "/get_model_info") return sink->respond(200, kJson, model_info());
     return sink->respond(200, kJson, server_info());
   }

@@ -10,7 +10,7 @@
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
-//   GET  /get_load  /get_server_info  /server_info  /get_model_info
+//   GET  /get_load  /get_server_info  /server_info  /get_model_info  /health_generate
 //   POST /flush_cache  /reset_prefix_cache   drop the prefix cache; 409 while requests run (key)
 //
 // States: loading (from construction until set_backend), ready, draining
@@ -90,6 +90,7 @@ class ApiServer {
   std::string model_info() const;
   std::string kv_blocks() const;  // waits for the engine thread (between two steps)
   void flush_cache(ResponseSink& sink);  // waits for the engine thread
+  void health_generate(ResponseSink& sink);  // waits for one generated token (at most 30 s)
 
   const ApiConfig config_;
   std::atomic<State> state_{State::kLoading};

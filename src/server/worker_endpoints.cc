@@ -5,8 +5,10 @@
 //   GET  /get_server_info   "dp_size" (u64): --dp-aware expands a worker into dp_size ranks
 //   GET  /get_model_info    proxied to clients as is
 //   POST /flush_cache       sent to every worker by the router's /flush_cache; 2xx = flushed
+//   GET  /health_generate   proxied: 200 once the engine generated a token (SGLang's deep check)
 // The rest of each answer is for people and dashboards (docs/server.md).
-#include <thread>
+#include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -82,6 +84,33 @@ std::string ApiServer::kv_blocks() const {
   r["n_cached"] = keys.size();
   r["block_hashes"] = keys;
   return json_dump(r);
+}
+
+void ApiServer::health_generate(ResponseSink& sink) {
+  // One greedy token after the BOS token (or token 0): the engine thread and
+  // the model answer, not just the HTTP server.
+  Request r;
+  const int32_t bos = backend_.tokenizer->bos_id();
+  r.prompt = {bos >= 0 ? bos : 0};
+  r.max_tokens = 1;
+  StatusOr<std::shared_ptr<RequestStream>> stream = backend_.engine->submit(std::move(r));
+  if (!stream.is_ok()) {
+    const ApiError e = ApiError::internal(stream.status().to_string());
+    return sink.respond(e.status, "application/json", e.to_json());
+  }
+  constexpr std::chrono::seconds kTimeout(30);
+  const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    std::optional<EngineEvent> ev = left.count() > 0 ? (*stream)->pop(left) : std::nullopt;
+    if (!ev) {
+      backend_.engine->abort((*stream)->id());
+      const ApiError e = ApiError::unavailable("the engine produced no token within 30 s");
+      return sink.respond(e.status, "application/json", e.to_json());
+    }
+    if (ev->final) return sink.respond(200, "application/json", R"({"status":"ok"})");
+  }
 }
 
 void ApiServer::flush_cache(ResponseSink& sink) {

@@ -70,6 +70,15 @@ def test_model_info(server):
     assert info["vocab_size"] == 49152
 
 
+def test_health_generate_runs_the_engine(server):
+    server.wait_idle()
+    steps = httpx.get(server.base_url + "/v1/engine/state", timeout=10).json()["engine_steps"]
+    r = httpx.get(server.base_url + "/health_generate", timeout=60)
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    server.wait_idle()
+    assert httpx.get(server.base_url + "/v1/engine/state", timeout=10).json()["engine_steps"] == steps + 1
+
+
 def test_router_endpoints_reject_other_methods(server):
     r = httpx.post(server.base_url + "/get_load", timeout=10)
     assert r.status_code == 405
