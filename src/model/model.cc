@@ -28,6 +28,7 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
                                       "{}: architecture '{}' is not implemented yet",
                                       file->path(), config.arch));
   if (!model.is_ok()) return model.status();
+  (*model)->keep_alive(weights.owned_vectors());
   weights.finish();
   return model;
 }

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 #include <span>
 
 #include "kv/kv_storage.h"
@@ -49,9 +50,16 @@ class Model {
   // step's sequences; null when the model has none.
   virtual ThreadPool* thread_pool() { return nullptr; }
 
+  // Keeps `p` alive as long as the model (the loader's heap copies of small
+  // weights the model points into).
+  void keep_alive(std::shared_ptr<const void> p) { kept_.push_back(std::move(p)); }
+
  protected:
   explicit Model(ModelConfig config) : config_(std::move(config)) {}
   const ModelConfig config_;
+
+ private:
+  std::vector<std::shared_ptr<const void>> kept_;
 };
 
 // Called during loading with bytes done / total (for a progress bar).

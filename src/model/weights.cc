@@ -48,6 +48,7 @@ void WeightLoader::handled(const GgufTensor& t) {
 }
 
 void WeightLoader::finish() {
+  for (const GgufTensor* t : released_) file_.release_pages(t->data, t->n_bytes);
   if (progress_) progress_(total_bytes_, total_bytes_);
 }
 
@@ -79,6 +80,7 @@ StatusOr<PackedWeight> WeightLoader::packed_matrix(const std::string& name, int6
   PackedWeight packed = pack_weight(WeightView{t->type, t->data, n_in, n_out}, pool);
   if (packed.is_packed()) {
     file_.release_pages(t->data, t->n_bytes);  // matmul reads only the packed copy
+    released_.push_back(t);
   } else {
     touch_pages(t->data, t->n_bytes);
   }
@@ -92,9 +94,10 @@ StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t
     return Status::unsupported("{}: tensor '{}' is {}, expected f32", file_.path(), name,
                                dtype_name(t->type));
   }
-  touch_pages(t->data, t->n_bytes);
+  const auto* data = static_cast<const float*>(t->data);
+  vectors_->emplace_back(data, data + n);
   handled(*t);
-  return static_cast<const float*>(t->data);
+  return vectors_->back().data();  // stable: the inner vector's buffer never moves
 }
 
 }  // namespace omnibus

@@ -8,7 +8,12 @@
 //                    once, on the heap. Otherwise matmul reads the mapping, and
 //                    the tensor's pages are touched so the first step does not
 //                    fault.
-//   vector_f32()     norm weights: read from the mapping, touched.
+//   vector_f32()     norm weights: copied to the heap (owned_vectors(), which
+//                    the model keeps), so that no forward step reads the
+//                    mapping near released pages: kernels that map a whole
+//                    large folio on a fault (Linux >= 6.10 with large folios
+//                    on ext4) would otherwise bring a released neighbour's
+//                    2 MiB back into the resident set with each tiny read.
 //   matrix()         a view into the mapping that is neither packed nor
 //                    touched: for tensors read in parts (the embedding rows a
 //                    step gathers), whose pages fault in as they are read.
@@ -23,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,11 +53,16 @@ class WeightLoader {
   // its pages touched. `pool` spreads the copy.
   StatusOr<PackedWeight> packed_matrix(const std::string& name, int64_t n_in, int64_t n_out,
                                        ThreadPool* pool);
-  // A float32 vector of n elements (norm weights), touched.
+  // A float32 vector of n elements (norm weights), as a heap copy that lives
+  // as long as owned_vectors() does.
   StatusOr<const float*> vector_f32(const std::string& name, int64_t n);
+  // The heap copies vector_f32 returned: the model must keep them.
+  std::shared_ptr<const void> owned_vectors() const { return vectors_; }
   bool has(const std::string& name) const;
 
-  // Reports progress as complete (tensors the model does not use included).
+  // Releases the file pages of every packed tensor once more (reads of small
+  // tensors during loading may have mapped them again) and reports progress
+  // as complete (tensors the model does not use included).
   void finish();
 
  private:
@@ -67,6 +78,9 @@ class WeightLoader {
   uint64_t total_bytes_ = 0;
   uint64_t done_bytes_ = 0;
   std::vector<bool> counted_;  // [n_tensors] bytes already counted
+  std::vector<const GgufTensor*> released_;  // packed: their pages are not read again
+  std::shared_ptr<std::vector<std::vector<float>>> vectors_ =
+      std::make_shared<std::vector<std::vector<float>>>();
 };
 
 }  // namespace omnibus
