@@ -94,6 +94,8 @@ class KvCache {
   double n_unfilled_slots() const { return manager_.n_unfilled_slots(); }
   uint64_t n_residual_steals() const { return storage_->kivi_steals(); }
   size_t n_bytes() const { return storage_->n_bytes(); }
+  // See PrefixCache::set_event_recorder.
+  void set_event_recorder(KvEventRecorder* recorder) { manager_.set_event_recorder(recorder); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { manager_.set_key_mask_for_testing(mask); }
 

@@ -113,6 +113,8 @@ class KvCacheManager {
   // REQUIRES: t is the sequence's tokens, n_computed <= n_tokens(seq).
   void cache_full_blocks(int32_t seq, const TokenView& t, int32_t n_computed,
                          std::vector<uint64_t>& keys);
+  // See PrefixCache::set_event_recorder.
+  void set_event_recorder(KvEventRecorder* recorder) { cache_.set_event_recorder(recorder); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { cache_.set_key_mask_for_testing(mask); }
 

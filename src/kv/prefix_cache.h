@@ -24,6 +24,10 @@
 // with key k; the number of registered blocks equals the map size; a
 // registered block's parent is another block or the root.
 //
+// Events: with a KvEventRecorder attached, every change of the key set is
+// recorded (a new registration: stored; unregister: removed), so that a
+// subscriber replaying them holds exactly the keys of map_.
+//
 // Thread-safety: none; the engine thread owns it (through KvCacheManager).
 #pragma once
 
@@ -32,6 +36,8 @@
 #include <span>
 #include <unordered_map>
 #include <vector>
+
+#include "kv/kv_events.h"
 
 namespace omnibus {
 
@@ -86,6 +92,10 @@ class PrefixCache {
   // The pool reuses `block` for new content: drops its entry, if any.
   void evict(int32_t block);
 
+  // Records every change of the key set into `recorder` from now on (nullptr:
+  // stop). The recorder must outlive the cache or be detached first.
+  void set_event_recorder(KvEventRecorder* recorder) { events_ = recorder; }
+
   // Test hook: keys are AND-ed with `mask` (0 makes every block collide).
   void set_key_mask_for_testing(uint64_t mask) { key_mask_ = mask; }
 
@@ -112,6 +122,7 @@ class PrefixCache {
   std::vector<Meta> meta_;        // [n_blocks]
   std::vector<int32_t> tokens_;   // [n_blocks * block_size]: a registered block's tokens
   std::unordered_map<uint64_t, int32_t> map_;  // key -> registered block
+  KvEventRecorder* events_ = nullptr;          // not owned; nullptr: no events
 };
 
 }  // namespace omnibus
