@@ -81,7 +81,11 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(KvEventPubl
   }
   s->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd < 0) return Status::io("KV events: eventfd: {}", std::strerror(errno));
+  std::string endpoint = should_bind(options.endpoint) ? s->pub.get(zmq::sockopt::last_endpoint) : options.endpoint;
+  std::string replay_endpoint = s->replay ? s->replay->get(zmq::sockopt::last_endpoint) : std::string();
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(std::move(options), std::move(s)));
+  p->endpoint_ = std::move(endpoint);
+  p->replay_endpoint_ = std::move(replay_endpoint);
   p->thread_ = std::thread([q = p.get()] { q->run(); });
   return p;
 }

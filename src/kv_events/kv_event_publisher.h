@@ -68,6 +68,11 @@ class KvEventPublisher {
   // Queues one batch (empty batches are ignored). Never blocks on I/O.
   void publish(std::vector<KvEvent> events);
 
+  // The addresses the sockets are bound to (a wildcard port resolved, e.g.
+  // tcp://0.0.0.0:40123), or the endpoint connected to; "" without replay.
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& replay_endpoint() const { return replay_endpoint_; }
+
   KvEventPublisherCounters counters() const;
   // Blocks until every batch queued so far has been sent, or `timeout` passes
   // (then false).
@@ -91,6 +96,7 @@ class KvEventPublisher {
 
   // Constant after construction.
   const KvEventPublisherOptions options_;
+  std::string endpoint_, replay_endpoint_;
   const std::unique_ptr<Sockets> sockets_;  // used by the sender thread only (after start)
 
   mutable std::mutex mu_;
