@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,8 @@ struct Backend {
   std::string chat_template;  // the model's template source, for /tokenizer_info ("" if none)
   int32_t pad_id = -1;
   std::string model_path;
+  // The KV-event publisher's counters for /metrics; unset: not publishing.
+  std::function<KvEventsCounts()> kv_events_counts;
 };
 
 class ApiServer {
