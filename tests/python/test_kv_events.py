@@ -109,8 +109,8 @@ def cached_block_hashes(base_url):
 @pytest.fixture(scope="module")
 def events_server(start_server):
     pub, replay = free_port(), free_port()
-    # 16 MiB: ~44 blocks of 16 tokens for smollm2-135m; the workload needs far more.
-    s = start_server("--kv-cache-memory", "16MiB", "--max-model-len", "512", "--max-num-seqs", "4",
+    # 6 MiB: ~16 blocks of 16 tokens for smollm2-135m; the workload's prompts need ~40.
+    s = start_server("--kv-cache-memory", "6MiB", "--max-model-len", "192", "--max-num-seqs", "4",
                      "--kv-events-endpoint", f"tcp://*:{pub}",
                      "--kv-events-replay-endpoint", f"tcp://*:{replay}", "--kv-events-topic", "kv")
     s.kv_endpoint = f"tcp://127.0.0.1:{pub}"
@@ -120,12 +120,12 @@ def events_server(start_server):
 
 def workload(base_url):
     """Distinct long prompts (some twice, so some blocks are hits), four at a time."""
-    prompts = [f"Document {i}: " + " ".join(f"w{i}x{j}" for j in range(90)) for i in range(8)]
-    prompts += prompts[:3]
+    prompts = [f"Document {i}: " + " ".join(f"w{i}x{j}" for j in range(25)) for i in range(6)]
+    prompts += prompts[:2]
 
     def send(p):
         r = httpx.post(base_url + "/v1/completions", timeout=60,
-                       json={"model": MODEL, "prompt": p, "max_tokens": 4, "temperature": 0})
+                       json={"model": MODEL, "prompt": p, "max_tokens": 2, "temperature": 0})
         assert r.status_code == 200, r.text
 
     with ThreadPoolExecutor(4) as ex:
