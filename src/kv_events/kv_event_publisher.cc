@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
-#include <fmt/format.h>
 #include <zmq.hpp>
 
 #include "kv_events/kv_event_encoding.h"
@@ -150,7 +150,12 @@ void KvEventPublisher::run() {
   if (s.replay) items.push_back({s.replay->handle(), 0, ZMQ_POLLIN, 0});
 
   for (;;) {
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;  // anything else is a bug: let it terminate loudly
+      continue;
+    }
     if (items[0].revents & ZMQ_POLLIN) {
       uint64_t n;
       [[maybe_unused]] ssize_t r = ::read(s.wake_fd, &n, sizeof n);
