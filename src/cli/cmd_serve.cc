@@ -182,6 +182,8 @@ int run_serve(const ServeOptions& o) {
   }
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   backend.model_path = m->path;
+  backend.model_config = &m->model->config();
+  backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;
   if (kv_events) {
     backend.kv_events_counts = [p = kv_events.get()] {
       const KvEventPublisherCounters c = p->counters();

@@ -94,6 +94,10 @@ class KvCache {
   double n_unfilled_slots() const { return manager_.n_unfilled_slots(); }
   uint64_t n_residual_steals() const { return storage_->kivi_steals(); }
   size_t n_bytes() const { return storage_->n_bytes(); }
+  // Drops the prefix cache (a flush); sequences keep their blocks.
+  void clear_prefix_cache() { manager_.clear_prefix_cache(); }
+  // The keys (hash chain values) of the blocks in the prefix cache.
+  std::vector<uint64_t> cached_block_keys() const { return manager_.cached_block_keys(); }
   // See PrefixCache::set_event_recorder.
   void set_event_recorder(KvEventRecorder* recorder) { manager_.set_event_recorder(recorder); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.

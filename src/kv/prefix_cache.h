@@ -25,8 +25,8 @@
 // registered block's parent is another block or the root.
 //
 // Events: with a KvEventRecorder attached, every change of the key set is
-// recorded (a new registration: stored; unregister: removed), so that a
-// subscriber replaying them holds exactly the keys of map_.
+// recorded (a new registration: stored; unregister: removed; clear: all
+// cleared), so that a subscriber replaying them holds exactly the keys of map_.
 //
 // Thread-safety: none; the engine thread owns it (through KvCacheManager).
 #pragma once
@@ -91,6 +91,15 @@ class PrefixCache {
 
   // The pool reuses `block` for new content: drops its entry, if any.
   void evict(int32_t block);
+
+  // Drops every entry (a cache flush). Generations are bumped, so nothing
+  // registered before can be a valid parent again. Blocks held by sequences
+  // stay theirs; they are just no longer findable. Records one
+  // KvAllBlocksCleared (when anything was cached), not a removal per block.
+  void clear();
+
+  // The keys of the registered blocks, in no particular order.
+  std::vector<uint64_t> keys() const;
 
   // Records every change of the key set into `recorder` from now on (nullptr:
   // stop). The recorder must outlive the cache or be detached first.

@@ -1,6 +1,6 @@
 // The events PrefixCache records: one per change of its key set (stored,
-// removed), none for a duplicate, merged runs, and a random workload whose
-// replayed events give exactly the cache's size and keys.
+// removed, one for a clear), none for a duplicate, merged runs, and a random
+// workload whose replayed events give exactly the cache's keys.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -101,6 +101,37 @@ TEST(PrefixCacheEvents, AStaleEntryReplacedIsRemovedThenStored) {
   EXPECT_EQ(std::get<KvBlockStored>(ev.back()).parent_block_hash, std::optional<uint64_t>(keys[0]));
 }
 
+TEST(PrefixCacheEvents, ClearIsOneAllBlocksClearedAndOnlyWhenSomethingWasCached) {
+  PrefixCache c(8, kBlock);
+  KvEventRecorder rec;
+  c.set_event_recorder(&rec);
+  c.clear();
+  EXPECT_TRUE(rec.empty());  // nothing cached: no change
+  const std::vector<int32_t> t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<uint64_t> keys;
+  c.extend_keys(view(t), 3, keys);
+  c.insert(0, keys[0], view(t), 0, {});
+  c.insert(1, keys[1], view(t), 1, c.ref_of(0));
+  c.insert(2, keys[2], view(t), 2, c.ref_of(1));
+  c.clear();
+  std::vector<KvEvent> ev = rec.take();
+  ASSERT_EQ(ev.size(), 2u);  // the stored run, then one clear (no removal per block)
+  EXPECT_TRUE(std::holds_alternative<KvBlockStored>(ev[0]));
+  EXPECT_TRUE(std::holds_alternative<KvAllBlocksCleared>(ev[1]));
+  std::set<uint64_t> set = {42};
+  replay(set, ev);
+  EXPECT_TRUE(set.empty());
+  EXPECT_EQ(c.n_cached(), 0);
+  // Evicting a block that was cleared records nothing; re-registering stores again.
+  c.evict(1);
+  EXPECT_TRUE(rec.empty());
+  c.insert(3, keys[0], view(t), 0, {});
+  ev = rec.take();
+  replay(set, ev);
+  EXPECT_EQ(set, std::set<uint64_t>({keys[0]}));
+  c.check_integrity();
+}
+
 TEST(PrefixCacheEvents, NoRecorderNoEvents) {
   PrefixCache c(2, kBlock);
   KvEventRecorder rec;
@@ -141,6 +172,15 @@ TEST(PrefixCacheEvents, ReplayedEventsFollowARandomWorkload) {
     m.cache_full_blocks(seq, view(tokens), n, keys);
     replay(set, rec.take());
     ASSERT_EQ(int32_t(set.size()), m.n_cached_blocks()) << "iteration " << iter;
+    const std::vector<uint64_t> cached = m.cached_block_keys();
+    ASSERT_EQ(set, std::set<uint64_t>(cached.begin(), cached.end())) << "iteration " << iter;
+    if (iter % 97 == 96) {  // now and then a flush, between sequences
+      m.free(seq);
+      m.clear_prefix_cache();
+      replay(set, rec.take());
+      ASSERT_TRUE(set.empty());
+      continue;
+    }
     for (int32_t b = 0; b < match.n_blocks(); ++b) EXPECT_TRUE(set.count(keys[size_t(b)])) << iter;
     m.free(seq);
     m.check_integrity();

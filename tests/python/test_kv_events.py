@@ -170,6 +170,33 @@ def test_late_subscriber_replays_from_zero(events_server):
     assert keys == cached_block_hashes(s.base_url)
 
 
+def test_flush_cache_is_one_all_blocks_cleared(events_server):
+    s = events_server
+    sub = Subscriber(s.kv_endpoint)
+    try:
+        time.sleep(0.3)
+        workload(s.base_url)
+        s.wait_idle()
+        sub.wait_quiet()
+        n_before = len(sub.batches)
+        r = httpx.post(s.base_url + "/flush_cache", timeout=30)
+        if r.status_code == 404:
+            pytest.skip("POST /flush_cache is not on this branch yet (added on main)")
+        assert r.status_code == 200, r.text
+        sub.wait_quiet()
+    finally:
+        sub.close()
+    after = sub.batches[n_before:]
+    assert len(after) == 1, "the flush should be one batch"
+    assert rebuild({1, 2}, after[0][2]) == ["AllBlocksCleared"]
+    assert cached_block_hashes(s.base_url) == set()
+    # A late subscriber replaying everything ends with the empty set too.
+    keys = set()
+    for _, payload in replay_all(s.kv_replay_endpoint, 0):
+        rebuild(keys, payload)
+    assert keys == set()
+
+
 def test_refused_endpoint_exits_2_and_names_it():
     r = subprocess.run([omnibus_bin(), "serve", "-m", MODEL, "--port", "0",
                         "--kv-events-endpoint", "tcp://*:notaport"],
