@@ -54,7 +54,8 @@ TEST(EngineKvEvents, ReplayedEventsGiveTheCachedBlocks) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 12; ++i) {
     Request r;
-    for (int j = 0; j < 9 + i % 3 * 8; ++j) r.prompt.push_back(int32_t(j < 8 ? (i % 4) * 8 + j : rng() % 64));
+    for (int j = 0; j < 9 + i % 3 * 8; ++j)
+      r.prompt.push_back(int32_t(j < 8 ? (i % 4) * 8 + j : rng() % 64));
     r.max_tokens = 6;
     r.ignore_eos = true;
     r.sampling = greedy();

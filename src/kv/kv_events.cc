@@ -4,8 +4,8 @@
 
 namespace omnibus {
 
-void KvEventRecorder::stored(uint64_t key, std::optional<uint64_t> parent, std::span<const int32_t> tokens,
-                             int32_t block_size) {
+void KvEventRecorder::stored(uint64_t key, std::optional<uint64_t> parent,
+                             std::span<const int32_t> tokens, int32_t block_size) {
   OMNIBUS_CHECK(int64_t(tokens.size()) == block_size);
   if (!events_.empty()) {
     if (auto* last = std::get_if<KvBlockStored>(&events_.back());

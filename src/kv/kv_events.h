@@ -27,9 +27,9 @@
 namespace omnibus {
 
 struct KvBlockStored {
-  std::vector<uint64_t> block_hashes;          // a chain: each one's parent is the one before
-  std::optional<uint64_t> parent_block_hash;   // of block_hashes[0]; nullopt: the root
-  std::vector<int32_t> token_ids;              // [block_hashes.size() * block_size]
+  std::vector<uint64_t> block_hashes;         // a chain: each one's parent is the one before
+  std::optional<uint64_t> parent_block_hash;  // of block_hashes[0]; nullopt: the root
+  std::vector<int32_t> token_ids;             // [block_hashes.size() * block_size]
   int32_t block_size = 0;
 };
 

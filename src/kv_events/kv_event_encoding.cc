@@ -65,7 +65,8 @@ void pack_event(Packer& p, const KvAllBlocksCleared&) {
 
 }  // namespace
 
-std::string encode_kv_event_batch(double ts, std::span<const KvEvent> events, std::optional<int> dp_rank) {
+std::string encode_kv_event_batch(double ts, std::span<const KvEvent> events,
+                                  std::optional<int> dp_rank) {
   msgpack::sbuffer buf;
   Packer p(buf);
   p.pack_array(3);

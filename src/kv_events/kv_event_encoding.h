@@ -26,6 +26,7 @@ namespace omnibus {
 
 inline constexpr const char* kKvEventMedium = "CPU";
 
-std::string encode_kv_event_batch(double ts, std::span<const KvEvent> events, std::optional<int> dp_rank);
+std::string encode_kv_event_batch(double ts, std::span<const KvEvent> events,
+                                  std::optional<int> dp_rank);
 
 }  // namespace omnibus

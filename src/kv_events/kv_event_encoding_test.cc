@@ -5,9 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <string>
-
 #include <msgpack.hpp>
+#include <string>
 
 namespace omnibus {
 namespace {
@@ -43,7 +42,8 @@ TEST(KvEventEncoding, BatchIsAnArrayOfTimestampEventsAndRank) {
   auto stored = fields(evs.via.array.ptr[0]);
   EXPECT_EQ(stored.size(), 8u);
   EXPECT_EQ(stored["type"].as<std::string>(), "BlockStored");
-  EXPECT_EQ(stored["block_hashes"].as<std::vector<uint64_t>>(), std::vector<uint64_t>({1, 0xfedcba9876543210ull}));
+  EXPECT_EQ(stored["block_hashes"].as<std::vector<uint64_t>>(),
+            std::vector<uint64_t>({1, 0xfedcba9876543210ull}));
   EXPECT_TRUE(stored["parent_block_hash"].is_nil());
   EXPECT_EQ(stored["token_ids"].as<std::vector<int>>(), std::vector<int>({1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(stored["block_size"].as<int>(), 3);

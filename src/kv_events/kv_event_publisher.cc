@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-
 #include <zmq.hpp>
 
 #include "kv_events/kv_event_encoding.h"
@@ -55,7 +54,8 @@ struct KvEventPublisher::Sockets {
   }
 };
 
-StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(KvEventPublisherOptions options) {
+StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(
+    KvEventPublisherOptions options) {
   if (options.endpoint.empty()) return Status::invalid_argument("KV events: the endpoint is empty");
   auto s = std::make_unique<Sockets>();
   const std::string* current = &options.endpoint;
@@ -73,7 +73,8 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(KvEventPubl
       s->replay->set(zmq::sockopt::linger, kLingerMs);
       // Room for one whole replay (4 frames a batch, plus the end marker): a
       // ROUTER drops, rather than waits, beyond its high-water mark.
-      s->replay->set(zmq::sockopt::sndhwm, int(std::min<size_t>(4 * (options.replay_buffer_batches + 1), 1 << 30)));
+      s->replay->set(zmq::sockopt::sndhwm,
+                     int(std::min<size_t>(4 * (options.replay_buffer_batches + 1), 1 << 30)));
       s->replay->bind(options.replay_endpoint);
     }
   } catch (const zmq::error_t& e) {
@@ -81,8 +82,10 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(KvEventPubl
   }
   s->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd < 0) return Status::io("KV events: eventfd: {}", std::strerror(errno));
-  std::string endpoint = should_bind(options.endpoint) ? s->pub.get(zmq::sockopt::last_endpoint) : options.endpoint;
-  std::string replay_endpoint = s->replay ? s->replay->get(zmq::sockopt::last_endpoint) : std::string();
+  std::string endpoint =
+      should_bind(options.endpoint) ? s->pub.get(zmq::sockopt::last_endpoint) : options.endpoint;
+  std::string replay_endpoint =
+      s->replay ? s->replay->get(zmq::sockopt::last_endpoint) : std::string();
   std::unique_ptr<KvEventPublisher> p(new KvEventPublisher(std::move(options), std::move(s)));
   p->endpoint_ = std::move(endpoint);
   p->replay_endpoint_ = std::move(replay_endpoint);
@@ -90,7 +93,8 @@ StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::create(KvEventPubl
   return p;
 }
 
-KvEventPublisher::KvEventPublisher(KvEventPublisherOptions options, std::unique_ptr<Sockets> sockets)
+KvEventPublisher::KvEventPublisher(KvEventPublisherOptions options,
+                                   std::unique_ptr<Sockets> sockets)
     : options_(std::move(options)), sockets_(std::move(sockets)) {}
 
 KvEventPublisher::~KvEventPublisher() {
@@ -176,9 +180,11 @@ void KvEventPublisher::run() {
       }
       std::string payload = encode_kv_event_batch(b.ts, b.events, options_.dp_rank);
       const std::string seq = be64(int64_t(b.seq));
-      bool ok = s.pub.send(topic, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
-                s.pub.send(zmq::buffer(seq), zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
-                s.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait).has_value();
+      bool ok =
+          s.pub.send(topic, zmq::send_flags::sndmore | zmq::send_flags::dontwait).has_value() &&
+          s.pub.send(zmq::buffer(seq), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
+              .has_value() &&
+          s.pub.send(zmq::buffer(payload), zmq::send_flags::dontwait).has_value();
       s.sent.emplace_back(b.seq, std::move(payload));
       while (s.sent.size() > options_.replay_buffer_batches) s.sent.pop_front();
       std::lock_guard<std::mutex> lock(mu_);
@@ -211,7 +217,8 @@ void KvEventPublisher::serve_replay() {
     const std::string identity(static_cast<const char*>(frames[0].data()), frames[0].size());
     auto send_reply = [&](const std::string& seq, const std::string& payload) {
       s.replay->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      s.replay->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      s.replay->send(zmq::const_buffer(nullptr, 0),
+                     zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       s.replay->send(zmq::buffer(seq), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       s.replay->send(zmq::buffer(payload), zmq::send_flags::dontwait);
     };

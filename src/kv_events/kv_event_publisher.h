@@ -39,19 +39,19 @@
 namespace omnibus {
 
 struct KvEventPublisherOptions {
-  std::string endpoint;          // --kv-events-endpoint, e.g. tcp://*:5557
-  std::string replay_endpoint;   // --kv-events-replay-endpoint; "": no replay socket
-  std::string topic;             // --kv-events-topic (vLLM's default: "")
-  size_t max_queue_batches = 100000;    // beyond: publish() drops (vLLM's max_queue_size)
-  size_t replay_buffer_batches = 10000; // vLLM's buffer_steps
-  int send_hwm = 100000;                // PUB high-water mark, in messages (vLLM's hwm)
-  std::optional<int> dp_rank = 0;      // data_parallel_rank in every batch
+  std::string endpoint;                  // --kv-events-endpoint, e.g. tcp://*:5557
+  std::string replay_endpoint;           // --kv-events-replay-endpoint; "": no replay socket
+  std::string topic;                     // --kv-events-topic (vLLM's default: "")
+  size_t max_queue_batches = 100000;     // beyond: publish() drops (vLLM's max_queue_size)
+  size_t replay_buffer_batches = 10000;  // vLLM's buffer_steps
+  int send_hwm = 100000;                 // PUB high-water mark, in messages (vLLM's hwm)
+  std::optional<int> dp_rank = 0;        // data_parallel_rank in every batch
 };
 
 struct KvEventPublisherCounters {
   uint64_t published_batches = 0;  // sent on the PUB socket
   uint64_t published_events = 0;
-  uint64_t dropped_batches = 0;    // the queue was full
+  uint64_t dropped_batches = 0;  // the queue was full
   uint64_t dropped_events = 0;
 };
 
@@ -100,12 +100,12 @@ class KvEventPublisher {
   const std::unique_ptr<Sockets> sockets_;  // used by the sender thread only (after start)
 
   mutable std::mutex mu_;
-  std::condition_variable sent_cv_;  // notified when the queue empties
-  std::deque<Batch> queue_;          // guarded by mu_
-  uint64_t next_seq_ = 0;            // guarded by mu_
-  size_t in_flight_ = 0;             // guarded by mu_: taken from the queue, not yet sent
-  bool paused_ = false;              // guarded by mu_
-  bool stop_ = false;                // guarded by mu_
+  std::condition_variable sent_cv_;    // notified when the queue empties
+  std::deque<Batch> queue_;            // guarded by mu_
+  uint64_t next_seq_ = 0;              // guarded by mu_
+  size_t in_flight_ = 0;               // guarded by mu_: taken from the queue, not yet sent
+  bool paused_ = false;                // guarded by mu_
+  bool stop_ = false;                  // guarded by mu_
   KvEventPublisherCounters counters_;  // guarded by mu_
 
   std::thread thread_;

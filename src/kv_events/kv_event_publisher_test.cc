@@ -8,10 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <msgpack.hpp>
 #include <string>
 #include <vector>
-
-#include <msgpack.hpp>
 #include <zmq.hpp>
 
 namespace omnibus {
@@ -51,7 +50,8 @@ std::string be64_bytes(uint64_t u) {
 
 // The key of the batch's single BlockRemoved event.
 uint64_t removed_key(const zmq::message_t& payload) {
-  msgpack::object_handle h = msgpack::unpack(static_cast<const char*>(payload.data()), payload.size());
+  msgpack::object_handle h =
+      msgpack::unpack(static_cast<const char*>(payload.data()), payload.size());
   const msgpack::object& ev = h.get().via.array.ptr[1].via.array.ptr[0];
   for (uint32_t i = 0; i < ev.via.map.size; ++i) {
     if (ev.via.map.ptr[i].key.as<std::string>() == "block_hashes") {
@@ -194,7 +194,8 @@ TEST(KvEventPublisher, AStalledSubscriberNeverHoldsThePublisherUp) {
   EXPECT_EQ(c.published_batches + c.dropped_batches, before + kBatches);
   int received = 0;
   while (receive(sub, 100ms)) ++received;
-  EXPECT_LT(received, kBatches) << "the subscriber was not stalled: ZeroMQ should have dropped for it";
+  EXPECT_LT(received, kBatches)
+      << "the subscriber was not stalled: ZeroMQ should have dropped for it";
 }
 
 TEST(KvEventPublisher, AFullQueueDropsCountsAndLeavesASeqGap) {
@@ -238,7 +239,8 @@ TEST(KvEventPublisher, BadEndpointsAreErrorsThatNameThem) {
   o.replay_endpoint = first->replay_endpoint();
   StatusOr<std::unique_ptr<KvEventPublisher>> p = KvEventPublisher::create(o);
   ASSERT_FALSE(p.is_ok());
-  EXPECT_NE(p.status().message().find(first->replay_endpoint()), std::string::npos) << p.status().to_string();
+  EXPECT_NE(p.status().message().find(first->replay_endpoint()), std::string::npos)
+      << p.status().to_string();
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ TokenView view(const std::vector<int32_t>& t) { return TokenView{t, {}}; }
 void replay(std::set<uint64_t>& keys, const std::vector<KvEvent>& events) {
   for (const KvEvent& e : events) {
     if (const auto* s = std::get_if<KvBlockStored>(&e)) {
-      for (uint64_t k : s->block_hashes) EXPECT_TRUE(keys.insert(k).second) << "stored twice: " << k;
+      for (uint64_t k : s->block_hashes)
+        EXPECT_TRUE(keys.insert(k).second) << "stored twice: " << k;
     } else if (const auto* r = std::get_if<KvBlockRemoved>(&e)) {
       for (uint64_t k : r->block_hashes) EXPECT_EQ(keys.erase(k), 1u) << "removed, not held: " << k;
     } else {
