@@ -5,6 +5,10 @@
 // answer new requests with 503, let running generations finish for up to
 // --grace-period seconds, abort the rest, exit 0 once every response is out.
 // A signal while the model loads, or a second signal, exits at once.
+//
+// --kv-events-endpoint: every change of the prefix cache is published over
+// ZeroMQ in vLLM's format (docs/kv-events.md); the sockets are opened before
+// anything else, and an endpoint ZeroMQ refuses exits with status 2.
 #include <pthread.h>
 #include <signal.h>
 
@@ -24,6 +28,7 @@
 #include "cli/engine_flags.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
+#include "kv_events/kv_event_publisher.h"
 #include "server/api_server.h"
 #include "server/http_transport.h"
 #include "template/chat_template.h"
@@ -42,7 +47,41 @@ struct ServeOptions {
   int64_t max_body_bytes = 8 << 20;
   int64_t max_waiting = 1024;
   double grace_period_s = 30.0;
+  std::string kv_events_endpoint;         // "": no KV events
+  std::string kv_events_replay_endpoint;  // "": no replay socket
+  std::string kv_events_topic;
 };
+
+// The KV-event publisher the flags ask for (nullptr: none), wired to the
+// engine's on_kv_events. Returns the exit status on failure: 2, after saying why.
+std::unique_ptr<KvEventPublisher> open_kv_events(const ServeOptions& o, EngineConfig& cfg, int& exit_code) {
+  if (o.kv_events_endpoint.empty()) {
+    if (!o.kv_events_replay_endpoint.empty() || !o.kv_events_topic.empty()) {
+      std::fprintf(stderr, "omnibus serve: --kv-events-replay-endpoint and --kv-events-topic need "
+                           "--kv-events-endpoint\n");
+      exit_code = 2;
+    }
+    return nullptr;
+  }
+  KvEventPublisherOptions po;
+  po.endpoint = o.kv_events_endpoint;
+  po.replay_endpoint = o.kv_events_replay_endpoint;
+  po.topic = o.kv_events_topic;
+  StatusOr<std::unique_ptr<KvEventPublisher>> p = KvEventPublisher::create(std::move(po));
+  if (!p.is_ok()) {
+    std::fprintf(stderr, "omnibus serve: %s\n", p.status().to_string().c_str());
+    exit_code = 2;
+    return nullptr;
+  }
+  KvEventPublisher* pub = p->get();
+  cfg.on_kv_events = [pub](std::vector<KvEvent> events) { pub->publish(std::move(events)); };
+  fmt::print(stderr, "omnibus serve: KV-cache events on {}{}{}\n", pub->endpoint(),
+             pub->replay_endpoint().empty() ? "" : ", replay on ", pub->replay_endpoint());
+  if (cfg.enable_prefix_caching == false) {
+    fmt::print(stderr, "omnibus serve: --no-prefix-caching: no KV-cache events will be published\n");
+  }
+  return std::move(p).value();
+}
 
 // Signals are blocked in every thread; this thread takes them with sigwait.
 class SignalWaiter {
@@ -101,6 +140,10 @@ int run_serve(const ServeOptions& o) {
 
   StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
   if (!cfg.is_ok()) return fail(cfg.status());
+  int kv_events_exit = 0;
+  // Outlives the engine, whose thread calls it (declared before it).
+  std::unique_ptr<KvEventPublisher> kv_events = open_kv_events(o, *cfg, kv_events_exit);
+  if (kv_events_exit != 0) return kv_events_exit;
 
   server::ApiConfig api_cfg;
   api_cfg.served_model_name = o.served_model_name.empty() ? o.model.model : o.served_model_name;
@@ -141,6 +184,12 @@ int run_serve(const ServeOptions& o) {
   backend.model_path = m->path;
   backend.model_config = &m->model->config();
   backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;
+  if (kv_events) {
+    backend.kv_events_counts = [p = kv_events.get()] {
+      const KvEventPublisherCounters c = p->counters();
+      return server::KvEventsCounts{c.published_events, c.dropped_events};
+    };
+  }
   api->set_backend(std::move(backend));
   signals.set_loading(false);
   const EngineInfo& info = (*engine)->info();
@@ -213,6 +262,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Seconds running requests may take to finish after SIGINT/SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_flags(*cmd, o->engine);
+  cmd->add_option("--kv-events-endpoint", o->kv_events_endpoint,
+                  "Publish prefix-cache events (vLLM's format) on this ZeroMQ PUB endpoint, e.g. tcp://*:5557 "
+                  "(bound when it has * or ::, connected otherwise)");
+  cmd->add_option("--kv-events-replay-endpoint", o->kv_events_replay_endpoint,
+                  "ZeroMQ ROUTER endpoint answering replay requests for the last 10000 batches, e.g. tcp://*:5558");
+  cmd->add_option("--kv-events-topic", o->kv_events_topic, "Topic frame of every KV-event message")
+      ->capture_default_str();
 }
 
 }  // namespace omnibus

@@ -52,6 +52,7 @@ struct Engine::Impl {
     scratch.resize(size_t(pool != nullptr ? pool->n_threads() : 1));
     for (std::vector<float>& v : scratch) v.resize(size_t(n_vocab));
     kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
+    if (config.on_kv_events) kv.set_event_recorder(&kv_events);
   }
 
   void accept(std::unique_ptr<RequestState> r);
@@ -70,6 +71,7 @@ struct Engine::Impl {
   void emit(Sequence& seq, SampledToken t, Clock::time_point now);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
   void publish_stats();
+  void publish_kv_events();
 
   // Constant after construction.
   Model& model;
@@ -77,6 +79,7 @@ struct Engine::Impl {
   const int32_t n_vocab;
 
   // Engine thread only.
+  KvEventRecorder kv_events;  // attached to the cache when config.on_kv_events is set
   const std::unique_ptr<KvCache> kv_cache;
   KvCache& kv;  // *kv_cache
   Scheduler scheduler;
@@ -308,6 +311,7 @@ void Engine::run() {
       s.step();
       checked = false;
     }
+    s.publish_kv_events();
     s.publish_stats();
   }
   // Shutting down: what was queued or running is aborted, so no consumer waits
@@ -562,6 +566,10 @@ void Engine::Impl::step() {
   sample_jobs.clear();
   for (uint64_t id : done_requests) requests.erase(id);
   done_requests.clear();
+}
+
+void Engine::Impl::publish_kv_events() {
+  if (!kv_events.empty()) config.on_kv_events(kv_events.take());
 }
 
 void Engine::Impl::publish_stats() {

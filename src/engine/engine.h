@@ -46,6 +46,7 @@
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/scheduler_policy.h"
+#include "kv/kv_events.h"
 #include "kv/kv_format.h"
 #include "model/model.h"
 #include "util/status.h"
@@ -70,6 +71,12 @@ struct EngineConfig {
   int32_t max_wait_steps = 64;  // cache-aware: aging, in engine steps
   // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
   uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
+
+  // Prefix-cache events (kv/kv_events.h): when set, the engine records every
+  // change of the cache's key set and, after each loop iteration that changed
+  // it, hands the events over, oldest first, on the engine thread. It must
+  // return quickly (queue them; never block on I/O). Unset: nothing recorded.
+  std::function<void(std::vector<KvEvent>)> on_kv_events;
 
   // Debug/test hook, called on the engine thread for every logits row the
   // engine samples from: (request id, sequence index, position of the token

@@ -98,6 +98,8 @@ class KvCache {
   void clear_prefix_cache() { manager_.clear_prefix_cache(); }
   // The keys (hash chain values) of the blocks in the prefix cache.
   std::vector<uint64_t> cached_block_keys() const { return manager_.cached_block_keys(); }
+  // See PrefixCache::set_event_recorder.
+  void set_event_recorder(KvEventRecorder* recorder) { manager_.set_event_recorder(recorder); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { manager_.set_key_mask_for_testing(mask); }
 

@@ -117,6 +117,8 @@ class KvCacheManager {
   void clear_prefix_cache() { cache_.clear(); }
   // The keys of the cached blocks (PrefixCache::keys): what KV events publish.
   std::vector<uint64_t> cached_block_keys() const { return cache_.keys(); }
+  // See PrefixCache::set_event_recorder.
+  void set_event_recorder(KvEventRecorder* recorder) { cache_.set_event_recorder(recorder); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { cache_.set_key_mask_for_testing(mask); }
 

@@ -74,6 +74,11 @@ int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int
   int32_t* stored = tokens_.data() + size_t(block) * size_t(block_size_);
   for (int32_t j = 0; j < block_size_; ++j) stored[j] = t[i * block_size_ + j];
   map_.emplace(key, block);
+  if (events_ != nullptr) {
+    const std::optional<uint64_t> parent_key =
+        parent.block < 0 ? std::nullopt : std::optional<uint64_t>(meta_[size_t(parent.block)].key);
+    events_->stored(key, parent_key, std::span<const int32_t>(stored, size_t(block_size_)), block_size_);
+  }
   return block;
 }
 
@@ -84,6 +89,7 @@ void PrefixCache::unregister(int32_t block) {
   OMNIBUS_CHECK(it != map_.end() && it->second == block);
   map_.erase(it);
   m.cached = false;
+  if (events_ != nullptr) events_->removed(m.key);
 }
 
 void PrefixCache::evict(int32_t block) {
@@ -98,6 +104,8 @@ void PrefixCache::clear() {
       ++m.generation;
     }
   }
+  // One event for the whole set (not a removal per block); none when nothing changed.
+  if (events_ != nullptr && !map_.empty()) events_->cleared();
   map_.clear();
 }
 

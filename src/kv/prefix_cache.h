@@ -24,6 +24,10 @@
 // with key k; the number of registered blocks equals the map size; a
 // registered block's parent is another block or the root.
 //
+// Events: with a KvEventRecorder attached, every change of the key set is
+// recorded (a new registration: stored; unregister: removed; clear: all
+// cleared), so that a subscriber replaying them holds exactly the keys of map_.
+//
 // Thread-safety: none; the engine thread owns it (through KvCacheManager).
 #pragma once
 
@@ -32,6 +36,8 @@
 #include <span>
 #include <unordered_map>
 #include <vector>
+
+#include "kv/kv_events.h"
 
 namespace omnibus {
 
@@ -88,11 +94,16 @@ class PrefixCache {
 
   // Drops every entry (a cache flush). Generations are bumped, so nothing
   // registered before can be a valid parent again. Blocks held by sequences
-  // stay theirs; they are just no longer findable.
+  // stay theirs; they are just no longer findable. Records one
+  // KvAllBlocksCleared (when anything was cached), not a removal per block.
   void clear();
 
   // The keys of the registered blocks, in no particular order.
   std::vector<uint64_t> keys() const;
+
+  // Records every change of the key set into `recorder` from now on (nullptr:
+  // stop). The recorder must outlive the cache or be detached first.
+  void set_event_recorder(KvEventRecorder* recorder) { events_ = recorder; }
 
   // Test hook: keys are AND-ed with `mask` (0 makes every block collide).
   void set_key_mask_for_testing(uint64_t mask) { key_mask_ = mask; }
@@ -120,6 +131,7 @@ class PrefixCache {
   std::vector<Meta> meta_;        // [n_blocks]
   std::vector<int32_t> tokens_;   // [n_blocks * block_size]: a registered block's tokens
   std::unordered_map<uint64_t, int32_t> map_;  // key -> registered block
+  KvEventRecorder* events_ = nullptr;          // not owned; nullptr: no events
 };
 
 }  // namespace omnibus

@@ -81,7 +81,9 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (path == "/metrics" && get) {
     EngineStats st;
     if (ready) st = backend_.engine->stats();
-    return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(st));
+    std::optional<KvEventsCounts> kv_events;
+    if (ready && backend_.kv_events_counts) kv_events = backend_.kv_events_counts();
+    return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(st, kv_events));
   }
 
   struct Route {

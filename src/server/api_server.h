@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,8 @@ struct Backend {
   std::string model_path;
   const ModelConfig* model_config = nullptr;  // for /get_model_info and /get_server_info (may be null in tests)
   int32_t n_threads = 0;                      // compute threads (0: unknown)
+  // The KV-event publisher's counters for /metrics; unset: not publishing.
+  std::function<KvEventsCounts()> kv_events_counts;
 };
 
 class ApiServer {

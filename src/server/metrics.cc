@@ -100,7 +100,7 @@ void ServerMetrics::count_finished(const std::string& reason) {
   }
 }
 
-std::string ServerMetrics::render(const EngineStats& st) const {
+std::string ServerMetrics::render(const EngineStats& st, const std::optional<KvEventsCounts>& kv_events) const {
   std::string out;
   const std::string& l = labels_;
   auto gauge = [&](const char* name, const char* help, double v) {
@@ -129,6 +129,16 @@ std::string ServerMetrics::render(const EngineStats& st) const {
           st.prefix_cache_hits);
   gauge("omnibus:prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total.",
         st.prefix_cache_hit_rate);
+  if (kv_events) {
+    counter("omnibus:kv_events_published_total",
+            "KV-cache events (BlockStored, BlockRemoved, AllBlocksCleared) sent to subscribers; counted in "
+            "events, not batches.",
+            kv_events->published);
+    counter("omnibus:kv_events_dropped_total",
+            "KV-cache events never sent because the publisher's queue was full (whole batches are dropped, "
+            "leaving a gap in the sequence numbers); counted in events, not batches.",
+            kv_events->dropped);
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   counter("omnibus:prompt_tokens_total", "Prompt tokens of the requests served.", prompt_tokens_);

@@ -8,7 +8,9 @@
 //               omnibus:kv_cache_blocks_total
 //   counters    omnibus:num_preemptions_total, omnibus:prompt_tokens_total,
 //               omnibus:generation_tokens_total, omnibus:engine_steps_total,
-//               omnibus:request_success_total{finished_reason}
+//               omnibus:request_success_total{finished_reason},
+//               omnibus:kv_events_published_total, omnibus:kv_events_dropped_total
+//               (only with --kv-events-endpoint; counted in events)
 //   histograms  omnibus:time_to_first_token_seconds, omnibus:time_per_output_token_seconds,
 //               omnibus:e2e_request_latency_seconds, omnibus:request_queue_time_seconds
 //
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,12 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// KV-cache events published (docs/kv-events.md), counted in events.
+struct KvEventsCounts {
+  uint64_t published = 0;  // sent on the PUB socket
+  uint64_t dropped = 0;    // in batches dropped because the publisher's queue was full
+};
+
 class ServerMetrics {
  public:
   explicit ServerMetrics(std::string model_name);
@@ -53,8 +62,8 @@ class ServerMetrics {
   // One finished sequence: reason "stop", "length" or "abort".
   void count_finished(const std::string& reason);
 
-  // The whole exposition, engine gauges first.
-  std::string render(const EngineStats& stats) const;
+  // The whole exposition, engine gauges first; the KV-event counters when given.
+  std::string render(const EngineStats& stats, const std::optional<KvEventsCounts>& kv_events = std::nullopt) const;
 
   uint64_t generation_tokens() const;
 

@@ -56,6 +56,15 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
   EXPECT_EQ(m.generation_tokens(), 5u);
 }
 
+TEST(ServerMetrics, KvEventCountersOnlyWhenPublishing) {
+  ServerMetrics m("x");
+  EXPECT_EQ(m.render(EngineStats{}).find("kv_events"), std::string::npos);
+  const std::string t = m.render(EngineStats{}, KvEventsCounts{12, 3});
+  EXPECT_NE(t.find("# TYPE omnibus:kv_events_published_total counter\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_events_published_total{model_name=\"x\"} 12\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_events_dropped_total{model_name=\"x\"} 3\n"), std::string::npos);
+}
+
 TEST(ServerMetrics, EmptyPoolReportsZeroUsage) {
   ServerMetrics m("x");
   EXPECT_NE(m.render(EngineStats{}).find("omnibus:kv_cache_usage_perc{model_name=\"x\"} 0\n"), std::string::npos);
