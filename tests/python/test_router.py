@@ -212,7 +212,8 @@ def test_killed_replica_is_dropped_and_rejoins(tmp_path):
         for i in range(4):
             cl.completions.create(model=MODEL, prompt=f"Again {i}", max_tokens=2, temperature=0)
         assert dead.metrics()["omnibus:request_success_total"] >= 1, c.logs()
-        print(f"dead replica dropped {took:.2f} s after the kill was noticed")
+        print(f"killed replica's streams ended with: {[(len(t), f, repr(e)[:80]) for t, f, e in broken]}; "
+              f"router reported it unhealthy {took:.2f} s after the survivors finished")
 
 
 # --- network namespaces: replicas behind veth pairs -----------------------------------------------------------------
