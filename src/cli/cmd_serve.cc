@@ -139,6 +139,8 @@ int run_serve(const ServeOptions& o) {
   }
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   backend.model_path = m->path;
+  backend.model_config = &m->model->config();
+  backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;
   api->set_backend(std::move(backend));
   signals.set_loading(false);
   const EngineInfo& info = (*engine)->info();

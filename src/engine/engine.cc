@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <unordered_map>
 
@@ -94,8 +95,10 @@ struct Engine::Impl {
   std::condition_variable cv;
   std::vector<std::unique_ptr<RequestState>> inbox;
   std::vector<uint64_t> aborts;
+  std::vector<std::function<void()>> tasks;  // run_on_engine_thread, in order
   uint64_t next_id = 1;
   bool stop = false;
+  bool stopped = false;  // the thread has taken its last tasks: no more are accepted
 
   // Guarded by stats_mu; stats_cv is notified after each publish_stats.
   mutable std::mutex stats_mu;
@@ -135,6 +138,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.kv_cache_bytes = int64_t(cache->n_bytes());
   info.max_model_len = max_model_len;
   info.max_num_seqs = config.max_num_seqs;
+  info.max_num_batched_tokens = config.max_num_batched_tokens;
+  info.kv_format = config.kv_format;
   info.n_vocab = mc.n_vocab;
   info.prefix_caching = config.enable_prefix_caching;
   info.scheduling_policy = config.scheduling_policy;
@@ -269,11 +274,13 @@ void Engine::run() {
   Impl& s = *impl_;
   std::vector<std::unique_ptr<RequestState>> incoming;
   std::vector<uint64_t> aborts;
+  std::vector<std::function<void()>> tasks;
   bool checked = false;
+  const auto has_input = [&s] { return s.stop || !s.inbox.empty() || !s.aborts.empty() || !s.tasks.empty(); };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(s.mu);
-      if (!s.scheduler.has_work() && s.inbox.empty() && s.aborts.empty() && !s.stop) {
+      if (!s.scheduler.has_work() && !has_input()) {
         if (!checked) {
           // Idle: every block must be back in the pool.
           lock.unlock();
@@ -283,30 +290,71 @@ void Engine::run() {
           checked = true;
           lock.lock();
         }
-        s.cv.wait(lock, [&s] { return s.stop || !s.inbox.empty() || !s.aborts.empty(); });
+        s.cv.wait(lock, has_input);
       }
       if (s.stop) break;
       incoming.swap(s.inbox);
       aborts.swap(s.aborts);
+      tasks.swap(s.tasks);
     }
     for (auto& r : incoming) s.accept(std::move(r));
     incoming.clear();
     for (uint64_t id : aborts) s.abort_request(id);
     aborts.clear();
+    for (auto& t : tasks) t();
+    if (!tasks.empty()) checked = false;  // a task may have changed the cache: check it again when idle
+    tasks.clear();
     if (s.scheduler.has_work()) {
       s.step();
       checked = false;
     }
     s.publish_stats();
   }
-  // Shutting down: what was queued or running is aborted, so no consumer waits forever.
+  // Shutting down: what was queued or running is aborted, so no consumer waits
+  // forever; tasks still queued run (their callers are waiting on them).
   {
     std::lock_guard<std::mutex> lock(s.mu);
     incoming.swap(s.inbox);
+    tasks.swap(s.tasks);
+    s.stopped = true;
   }
   for (auto& r : incoming) s.accept(std::move(r));
   s.abort_all();
+  for (auto& t : tasks) t();
   s.publish_stats();
+}
+
+bool Engine::run_on_engine_thread(std::function<void(Impl&)> task) {
+  OMNIBUS_CHECK(std::this_thread::get_id() != thread_.get_id());  // it would wait for itself
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stopped) return false;
+    impl_->tasks.push_back([this, &task, &done] {
+      task(*impl_);
+      done.set_value();
+    });
+  }
+  impl_->cv.notify_one();
+  finished.wait();
+  return true;
+}
+
+bool Engine::flush_prefix_cache() {
+  bool flushed = false;
+  const bool ran = run_on_engine_thread([&flushed](Impl& s) {
+    if (!s.requests.empty() || s.scheduler.has_work()) return;
+    s.kv.clear_prefix_cache();
+    flushed = true;
+  });
+  return ran && flushed;
+}
+
+std::vector<uint64_t> Engine::cached_block_hashes() {
+  std::vector<uint64_t> keys;
+  run_on_engine_thread([&keys](Impl& s) { keys = s.kv.cached_block_keys(); });
+  return keys;
 }
 
 void Engine::Impl::accept(std::unique_ptr<RequestState> r) {

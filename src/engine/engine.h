@@ -21,8 +21,14 @@
 // condition variable that the engine thread notifies each time it publishes
 // its stats (after every loop iteration), so callers never poll or sleep.
 //
-// Thread-safety: submit, abort, stats, info, wait_idle and wait_for_step may
-// be called from any thread concurrently. The Model must not be used by
+// Cache control (the /flush_cache and debug endpoints): flush_prefix_cache
+// and cached_block_hashes run on the engine thread between two steps (a
+// task handed over under the engine's mutex, answered through a promise),
+// so they see a consistent cache and never race a step.
+//
+// Thread-safety: submit, abort, stats, info, wait_idle, wait_for_step,
+// flush_prefix_cache and cached_block_hashes may be called from any thread
+// concurrently. The Model must not be used by
 // anyone else while the engine lives.
 #pragma once
 
@@ -78,6 +84,8 @@ struct EngineInfo {
   int64_t kv_cache_bytes = 0;
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 0;  // --max-num-seqs, or fewer (q4/kivi2: the residual slots)
+  int32_t max_num_batched_tokens = 0;
+  KvFormat kv_format = KvFormat::kF16;
   int32_t n_vocab = 0;
   bool prefix_caching = false;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
@@ -141,11 +149,23 @@ class Engine {
   // Returns them, or nullopt when `timeout` passes first.
   std::optional<EngineStats> wait_for_step(uint64_t n, std::chrono::milliseconds timeout) const;
 
+  // Drops every block of the prefix cache, between two steps, when no
+  // request is running or waiting. Returns false (and drops nothing) while
+  // requests are in the engine, or once the engine is shutting down.
+  bool flush_prefix_cache();
+  // The keys (hash-chain values, PrefixCache) of the blocks in the prefix
+  // cache between two steps: the set KV events describe. Empty once the
+  // engine is shutting down.
+  std::vector<uint64_t> cached_block_hashes();
+
   struct Impl;  // engine.cc: the engine thread's state
 
  private:
   Engine(std::unique_ptr<Impl> impl, EngineInfo info);
   void run();  // the engine thread
+  // Runs `task` on the engine thread between two steps and waits for it.
+  // Returns false, without running it, when the engine has stopped.
+  bool run_on_engine_thread(std::function<void(Impl&)> task);
 
   const EngineInfo info_;
   const std::unique_ptr<Impl> impl_;

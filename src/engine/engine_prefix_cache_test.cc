@@ -5,6 +5,7 @@
 // tiny random Llama (real kernels) and SmolLM2 when its file exists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -249,6 +250,56 @@ TEST(EnginePrefixCache, AbortingOneSharerLeavesTheOthersExact) {
     EXPECT_EQ(events.front().n_cached_tokens, 24) << i;
   }
   collect(**first);
+}
+
+// flush_prefix_cache (the /flush_cache endpoint): refused while a request is
+// in the engine, done when idle; cached_block_hashes lists the prefix cache
+// between steps, and after a flush the same prompt is computed again.
+TEST(EnginePrefixCache, FlushIsRefusedWhileRequestsRunAndEmptiesTheCacheWhenIdle) {
+  FakeModel model;
+  std::mt19937 rng(12);
+  Request r;
+  r.prompt = random_tokens(rng, 18, 64);  // 4 full blocks of 4
+  r.max_tokens = 3;
+  r.ignore_eos = true;
+  r.sampling = greedy();
+  auto engine = Engine::create(model, base_config(model, 4, 64, 16, KvFormat::kF32));
+  ASSERT_TRUE(engine.is_ok());
+  EXPECT_TRUE((*engine)->cached_block_hashes().empty());
+  {
+    // A long request, still running when the flush is asked (aborted after).
+    model.set_step_delay(std::chrono::milliseconds(1));
+    Request long_one = r;
+    long_one.max_tokens = 200;
+    auto s = (*engine)->submit(long_one);
+    ASSERT_TRUE(s.is_ok());
+    ASSERT_TRUE((*s)->pop(std::chrono::seconds(30)).has_value());  // it runs
+    EXPECT_FALSE((*engine)->flush_prefix_cache());
+    (*engine)->abort((*s)->id());
+    collect(**s);
+    model.set_step_delay(std::chrono::milliseconds(0));
+  }
+  ASSERT_TRUE((*engine)->wait_idle(std::chrono::seconds(30)).has_value());
+  EXPECT_FALSE((*engine)->cached_block_hashes().empty());
+  EXPECT_TRUE((*engine)->flush_prefix_cache());  // idle now
+  EXPECT_TRUE((*engine)->cached_block_hashes().empty());
+
+  collect(**(*engine)->submit(r));
+  ASSERT_TRUE((*engine)->wait_idle(std::chrono::seconds(30)).has_value());
+  const std::vector<uint64_t> cached = (*engine)->cached_block_hashes();
+  EXPECT_GE(cached.size(), 4u);
+  EXPECT_TRUE((*engine)->flush_prefix_cache());
+  EXPECT_TRUE((*engine)->cached_block_hashes().empty());
+
+  std::vector<EngineEvent> events;
+  collect(**(*engine)->submit(r), &events);
+  EXPECT_EQ(events.front().n_cached_tokens, 0);  // computed again
+  ASSERT_TRUE((*engine)->wait_idle(std::chrono::seconds(30)).has_value());
+  std::vector<uint64_t> again = (*engine)->cached_block_hashes();
+  std::vector<uint64_t> before = cached;
+  std::sort(again.begin(), again.end());
+  std::sort(before.begin(), before.end());
+  EXPECT_EQ(again, before);  // the same blocks, the same keys
 }
 
 // Prompt logprobs need every prompt position's logits: such a request

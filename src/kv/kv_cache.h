@@ -94,6 +94,10 @@ class KvCache {
   double n_unfilled_slots() const { return manager_.n_unfilled_slots(); }
   uint64_t n_residual_steals() const { return storage_->kivi_steals(); }
   size_t n_bytes() const { return storage_->n_bytes(); }
+  // Drops the prefix cache (a flush); sequences keep their blocks.
+  void clear_prefix_cache() { manager_.clear_prefix_cache(); }
+  // The keys (hash chain values) of the blocks in the prefix cache.
+  std::vector<uint64_t> cached_block_keys() const { return manager_.cached_block_keys(); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { manager_.set_key_mask_for_testing(mask); }
 

@@ -113,6 +113,10 @@ class KvCacheManager {
   // REQUIRES: t is the sequence's tokens, n_computed <= n_tokens(seq).
   void cache_full_blocks(int32_t seq, const TokenView& t, int32_t n_computed,
                          std::vector<uint64_t>& keys);
+  // Drops the prefix cache (PrefixCache::clear); tables keep their blocks.
+  void clear_prefix_cache() { cache_.clear(); }
+  // The keys of the cached blocks (PrefixCache::keys): what KV events publish.
+  std::vector<uint64_t> cached_block_keys() const { return cache_.keys(); }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { cache_.set_key_mask_for_testing(mask); }
 

@@ -91,6 +91,23 @@ void PrefixCache::evict(int32_t block) {
   ++meta_[size_t(block)].generation;
 }
 
+void PrefixCache::clear() {
+  for (Meta& m : meta_) {
+    if (m.cached) {
+      m.cached = false;
+      ++m.generation;
+    }
+  }
+  map_.clear();
+}
+
+std::vector<uint64_t> PrefixCache::keys() const {
+  std::vector<uint64_t> out;
+  out.reserve(map_.size());
+  for (const auto& [key, block] : map_) out.push_back(key);
+  return out;
+}
+
 void PrefixCache::check_integrity() const {
   size_t n_cached = 0;
   for (size_t b = 0; b < meta_.size(); ++b) {

@@ -86,6 +86,14 @@ class PrefixCache {
   // The pool reuses `block` for new content: drops its entry, if any.
   void evict(int32_t block);
 
+  // Drops every entry (a cache flush). Generations are bumped, so nothing
+  // registered before can be a valid parent again. Blocks held by sequences
+  // stay theirs; they are just no longer findable.
+  void clear();
+
+  // The keys of the registered blocks, in no particular order.
+  std::vector<uint64_t> keys() const;
+
   // Test hook: keys are AND-ed with `mask` (0 makes every block collide).
   void set_key_mask_for_testing(uint64_t mask) { key_mask_ = mask; }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
@@ -266,6 +267,37 @@ TEST(PrefixCache, TruncateMatchCutsTheHitBack) {
   m.truncate_match(match, 0);
   EXPECT_EQ(match.n_blocks(), 0);
   EXPECT_EQ(match.n_free, 0);
+}
+
+// A flush drops every entry, held or free; what was cached is computed again
+// afterwards (and cached again), and the key set tracks exactly the entries.
+TEST(PrefixCache, ClearDropsEveryEntryAndKeysListsThem) {
+  KvCacheManager m(16, kBlock, true);
+  const std::vector<int32_t> p = iota_tokens(12, 100);  // 3 full blocks
+  const SeqRun a = run(m, p);
+  const SeqRun held = run(m, iota_tokens(9, 500));  // 2 full blocks, still held
+  m.free(a.seq);
+  EXPECT_EQ(m.n_cached_blocks(), 5);
+  EXPECT_EQ(m.cached_block_keys().size(), 5u);
+
+  m.clear_prefix_cache();
+  m.check_integrity();
+  EXPECT_EQ(m.n_cached_blocks(), 0);
+  EXPECT_TRUE(m.cached_block_keys().empty());
+  EXPECT_EQ(m.block_table(held.seq).size(), 3u);  // the holder keeps its blocks
+
+  const SeqRun again = run(m, p);
+  EXPECT_EQ(again.n_matched, 0);  // computed again
+  EXPECT_EQ(m.n_cached_blocks(), 3);
+  std::vector<uint64_t> keys;
+  m.extend_keys(view(p), 3, keys);
+  std::vector<uint64_t> listed = m.cached_block_keys();
+  std::sort(listed.begin(), listed.end());
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(listed, keys);
+  m.free(again.seq);
+  m.free(held.seq);
+  m.check_integrity();
 }
 
 }  // namespace

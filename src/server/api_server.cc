@@ -88,9 +88,28 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     const char* path;
     bool post;
   };
+  // Read-only router endpoints: no key (vllm-router sends none), like /health.
+  if (path == "/get_load" || path == "/get_server_info" || path == "/server_info" || path == "/get_model_info" ||
+      path == "/health_generate") {
+    if (!get) {
+      ApiError e{405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "",
+                 "method_not_allowed"};
+      return respond_error(*sink, e);
+    }
+    if (state != State::kReady) {
+      return respond_error(*sink, ApiError::unavailable(state == State::kLoading ? "the model is loading"
+                                                                                  : "the server is shutting down"));
+    }
+    if (path == "/get_load") return sink->respond(200, kJson, load());
+    if (path == "/health_generate") return health_generate(*sink);
+    if (path == "/get_model_info") return sink->respond(200, kJson, model_info());
+    return sink->respond(200, kJson, server_info());
+  }
+
   static const Route kRoutes[] = {{"/v1/models", false},      {"/v1/completions", true}, {"/v1/chat/completions", true},
                                   {"/tokenize", true},        {"/detokenize", true},     {"/tokenizer_info", false},
-                                  {"/v1/engine/state", false}};
+                                  {"/v1/engine/state", false}, {"/v1/engine/kv_blocks", false},
+                                  {"/flush_cache", true},     {"/reset_prefix_cache", true}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (path == r.path) route = &r;
@@ -108,6 +127,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
 
   if (path == "/v1/models") return sink->respond(200, kJson, models());
+  if (path == "/v1/engine/kv_blocks") return sink->respond(200, kJson, kv_blocks());
+  if (path == "/flush_cache" || path == "/reset_prefix_cache") return flush_cache(*sink);
   if (path == "/tokenizer_info") return sink->respond(200, kJson, tokenizer_info());
   if (path == "/tokenize" || path == "/detokenize") {
     ApiResult<std::string> r = path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);

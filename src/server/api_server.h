@@ -8,6 +8,10 @@
 //   GET  /  /index.html /app.js /style.css   the chat page                       (no key)
 //   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
+//   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
+//   For routers (worker_endpoints.cc), no key for the read-only ones:
+//   GET  /get_load  /get_server_info  /server_info  /get_model_info  /health_generate
+//   POST /flush_cache  /reset_prefix_cache   drop the prefix cache; 409 while requests run (key)
 //
 // States: loading (from construction until set_backend), ready, draining
 // (after begin_drain: generation calls get 503, running ones go on).
@@ -24,6 +28,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "model/model_config.h"
 #include "server/chat_renderer.h"
 #include "server/generation.h"
 #include "server/http_types.h"
@@ -48,6 +53,8 @@ struct Backend {
   std::string chat_template;  // the model's template source, for /tokenizer_info ("" if none)
   int32_t pad_id = -1;
   std::string model_path;
+  const ModelConfig* model_config = nullptr;  // for /get_model_info and /get_server_info (may be null in tests)
+  int32_t n_threads = 0;                      // compute threads (0: unknown)
 };
 
 class ApiServer {
@@ -77,6 +84,13 @@ class ApiServer {
   std::string tokenizer_info() const;
   std::string models() const;
   std::string engine_state();
+  // Router-facing endpoints (worker_endpoints.cc).
+  std::string load() const;
+  std::string server_info() const;
+  std::string model_info() const;
+  std::string kv_blocks() const;  // waits for the engine thread (between two steps)
+  void flush_cache(ResponseSink& sink);  // waits for the engine thread
+  void health_generate(ResponseSink& sink);  // waits for one generated token (at most 30 s)
 
   const ApiConfig config_;
   std::atomic<State> state_{State::kLoading};
