@@ -14,8 +14,9 @@ other:
 M defaults to a pool that holds about half the tenants' prefixes, so a
 replica that sees every tenant (round_robin) keeps evicting them, while
 cache_aware pins each tenant to one replica. Reported per configuration: TTFT
-p50/p99, output tok/s, requests/s, and the prefix-cache hit rate (cached /
-prompt tokens, from each replica's /metrics before and after). Writes
+p50/p99, output tok/s, requests/s, and the prefix-cache hit rate: hits over
+lookups from each replica's /metrics before and after, and cached over prompt
+tokens summed from the responses' usage. Writes
 results.md, results.json, ttft.svg and throughput.svg to --out.
 
     .venv/bin/python tools/bench/router.py --out /tmp/router-bench          # minutes
@@ -186,17 +187,25 @@ def summarize(recs, before, after):
     ttft = [r["ttft"] for r in ok if "ttft" in r]
     span = max(r["end"] for r in ok) - min(r["start"] for r in recs) if ok else float("nan")
     out_tokens = sum(r.get("completion_tokens", 0) for r in ok)
-    prompt = sum(a["omnibus:prompt_tokens_total"] - b["omnibus:prompt_tokens_total"] for a, b in zip(after, before))
-    hits = sum(a["omnibus:prefix_cache_hits_total"] - b["omnibus:prefix_cache_hits_total"]
-               for a, b in zip(after, before))
+    def delta(name):
+        return sum(a[name] - b[name] for a, b in zip(after, before))
+
+    # /metrics: hits over lookups. A request preempted and admitted again is looked
+    # up again (both counters grow), so this is per admission, not per request.
+    queries, hits = delta("omnibus:prefix_cache_queries_total"), delta("omnibus:prefix_cache_hits_total")
+    prompt = delta("omnibus:prompt_tokens_total")
+    usage_prompt = sum(r.get("prompt_tokens", 0) for r in ok)
+    usage_cached = sum(r.get("cached_tokens", 0) for r in ok)
     served = [int(a["omnibus:request_success_total"] - b["omnibus:request_success_total"])
               for a, b in zip(after, before)]
     return {
         "requests": len(recs), "ok": len(ok), "errors": [r["error"] for r in recs if "error" in r][:5],
         "ttft_p50_s": pct(ttft, 50), "ttft_p99_s": pct(ttft, 99), "ttft_mean_s": statistics.fmean(ttft) if ttft else None,
         "makespan_s": span, "output_tok_s": out_tokens / span, "requests_s": len(ok) / span,
-        "prompt_tokens": int(prompt), "cached_tokens": int(hits), "hit_rate": hits / prompt if prompt else 0.0,
-        "usage_cached_tokens": sum(r.get("cached_tokens", 0) for r in ok), "served_per_replica": served,
+        "prompt_tokens": int(prompt), "prefix_cache_queries": int(queries), "prefix_cache_hits": int(hits),
+        "hit_rate": hits / queries if queries else 0.0,
+        "usage_prompt_tokens": usage_prompt, "usage_cached_tokens": usage_cached,
+        "usage_hit_rate": usage_cached / usage_prompt if usage_prompt else 0.0, "served_per_replica": served,
     }
 
 
@@ -230,7 +239,8 @@ def run_config(name, args, tenants_seed, workload, log_dir):
         res = summarize(recs, before, after)
         res["config"] = name
         print(f"[{name}] TTFT p50 {res['ttft_p50_s']:.2f} s p99 {res['ttft_p99_s']:.2f} s, "
-              f"{res['requests_s']:.2f} req/s, {res['output_tok_s']:.1f} tok/s, hit rate {res['hit_rate']:.0%}, "
+              f"{res['requests_s']:.2f} req/s, {res['output_tok_s']:.1f} tok/s, hit rate {res['hit_rate']:.0%} "
+              f"(usage: {res['usage_hit_rate']:.0%}), "
               f"served {res['served_per_replica']}, errors {len(res['errors'])}", flush=True)
         return res
     finally:
@@ -291,13 +301,14 @@ def main():
     (out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     labels = {"round_robin": "2 x -t 1, router round_robin", "cache_aware": "2 x -t 1, router cache_aware",
               "single": "1 x -t 2, no router"}
-    lines = ["| configuration | pool | TTFT p50 (s) | TTFT p99 (s) | output tok/s | requests/s | prefix-cache hits |"
-             " served per replica | errors |", "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = ["| configuration | pool | TTFT p50 (s) | TTFT p99 (s) | output tok/s | requests/s | prefix-cache hits (/metrics) |"
+             " cached / prompt tokens (usage) | served per replica | errors |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in results:
         mem = args.kv_cache_memory_bytes * (2 if r["config"] == "single" else 1)
         lines.append(f"| {labels.get(r['config'], r['config'])} | {mem / 2**20:.0f} MiB | {r['ttft_p50_s']:.2f} | "
                      f"{r['ttft_p99_s']:.2f} | {r['output_tok_s']:.1f} | {r['requests_s']:.2f} | "
-                     f"{r['hit_rate']:.0%} | {r['served_per_replica']} | {len(r['errors'])} |")
+                     f"{r['hit_rate']:.1%} | {r['usage_hit_rate']:.1%} | {r['served_per_replica']} | {len(r['errors'])} |")
     table = "\n".join(lines)
     (out / "results.md").write_text(f"`{meta['command']}` on {model_name}, load before {' '.join(load)}\n\n"
                                     + table + "\n")
@@ -310,8 +321,8 @@ def main():
         "throughput": {"title": "Throughput by configuration", "x_label": "configuration",
                        "y_label": "output tok/s; hit rate %",
                        "series": [{"name": "output tok/s", "points": [[r["config"], r["output_tok_s"]] for r in results]},
-                                  {"name": "prefix-cache hit rate (%)",
-                                   "points": [[r["config"], 100 * r["hit_rate"]] for r in results]}]},
+                                  {"name": "cached / prompt tokens (%)",
+                                   "points": [[r["config"], 100 * r["usage_hit_rate"]] for r in results]}]},
     }
     for name, spec in specs.items():
         (out / f"{name}.json").write_text(json.dumps(spec))
