@@ -259,7 +259,7 @@ def parse_mem(s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=160)
-    ap.add_argument("--rate", type=float, default=2.0, help="mean arrivals per second (Poisson)")
+    ap.add_argument("--rate", type=float, default=4.0, help="mean arrivals per second (Poisson)")
     ap.add_argument("--tenants", type=int, default=8)
     ap.add_argument("--prefix-tokens", type=int, default=1024)
     ap.add_argument("--max-tokens", type=int, default=16)
