@@ -167,6 +167,46 @@ TEST(KvEventPublisher, ReplayFromStartFromMiddleAndPastTheBuffer) {
   EXPECT_EQ(kept.back(), std::make_pair(uint64_t(9), uint64_t(109)));
 }
 
+// Subscribers and replay clients that leave (a router restarting): the
+// publisher goes on, and the next subscriber gets every later batch.
+TEST(KvEventPublisher, SubscribersAndReplayClientsThatDisconnectLeaveItRunning) {
+  auto pub = make(loopback());
+  ASSERT_TRUE(pub);
+  zmq::context_t ctx;
+  {
+    zmq::socket_t sub(ctx, zmq::socket_type::sub);
+    sub.set(zmq::sockopt::linger, 0);
+    sub.set(zmq::sockopt::subscribe, "");
+    sub.connect(pub->endpoint());
+    join(*pub, sub);
+    for (uint64_t k = 0; k < 10; ++k) pub->publish(one_removal(k));
+    ASSERT_TRUE(receive(sub, 2s));  // reads one, then goes away with the rest unread
+  }
+  {
+    // A replay request whose client is gone before the answer: ROUTER drops it.
+    zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(pub->replay_endpoint());
+    dealer.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    dealer.send(zmq::buffer(be64_bytes(0)));
+  }
+  for (uint64_t k = 10; k < 20; ++k) pub->publish(one_removal(k));
+  ASSERT_TRUE(pub->flush(5s));
+  zmq::socket_t next(ctx, zmq::socket_type::sub);
+  next.set(zmq::sockopt::subscribe, "");
+  next.connect(pub->endpoint());
+  const uint64_t first = join(*pub, next) + 1;
+  for (uint64_t k = 0; k < 5; ++k) pub->publish(one_removal(100 + k));
+  for (uint64_t k = 0; k < 5; ++k) {
+    std::optional<Received> r = receive(next, 2s);
+    ASSERT_TRUE(r) << k;
+    EXPECT_EQ(r->seq, first + k);
+    EXPECT_EQ(r->key, 100 + k);
+  }
+  EXPECT_FALSE(replay(pub->replay_endpoint(), first).empty());  // replay still answers
+  EXPECT_EQ(pub->counters().dropped_batches, 0u);
+}
+
 TEST(KvEventPublisher, AStalledSubscriberNeverHoldsThePublisherUp) {
   KvEventPublisherOptions o = loopback();
   o.send_hwm = 2;
