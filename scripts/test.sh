@@ -18,7 +18,7 @@ step "release tests"
 step "ASan/UBSan build (test binaries)"
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh asan
 # Ninja declares an executable as `build NAME NAME[1]_tests.cmake | ...: CXX_EXECUTABLE_LINKER...`.
-mapfile -t asan_targets < <(grep -oE '^build [a-z0-9]+_tests ' build-asan/build.ninja | sed 's/^build //; s/ $//')
+mapfile -t asan_targets < <(grep -oE '^build [a-z0-9_]+_tests ' build-asan/build.ninja | sed 's/^build //; s/ $//')
 scripts/build.sh asan --target "${asan_targets[@]}"
 step "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
