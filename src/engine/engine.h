@@ -125,6 +125,11 @@ struct EngineStats {
   uint64_t prefix_cache_hits = 0;
   double prefix_cache_hit_rate = 0.0;  // hits / queries (0 without queries)
   int32_t kv_blocks_cached = 0;        // full blocks registered in the cache (held or free)
+
+  // Fraction of the pool's blocks in use (0 for an empty pool).
+  double kv_cache_usage() const {
+    return kv_blocks_total > 0 ? double(kv_blocks_used) / double(kv_blocks_total) : 0.0;
+  }
 };
 
 class Engine {

@@ -69,10 +69,13 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   const State state = state_.load();
   const bool ready = state != State::kLoading;
 
+  const auto not_ready = [state] {
+    return ApiError::unavailable(state == State::kLoading ? "the model is loading" : "the server is shutting down");
+  };
+
   if (path == "/health") {
     if (state == State::kReady) return sink->respond(200, kJson, R"({"status":"ok"})");
-    return respond_error(*sink, ApiError::unavailable(state == State::kLoading ? "the model is loading"
-                                                                                 : "the server is shutting down"));
+    return respond_error(*sink, not_ready());
   }
   if (path == "/") path = "/index.html";
   if (const WebAsset* a = find_web_asset(path); a && get) {
@@ -89,29 +92,15 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   struct Route {
     const char* path;
     bool post;
+    bool keyed = true;  // false: the read-only router endpoints (vllm-router sends no key), like /health
   };
-  // Read-only router endpoints: no key (vllm-router sends none), like /health.
-  if (path == "/get_load" || path == "/get_server_info" || path == "/server_info" || path == "/get_model_info" ||
-      path == "/health_generate") {
-    if (!get) {
-      ApiError e{405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "",
-                 "method_not_allowed"};
-      return respond_error(*sink, e);
-    }
-    if (state != State::kReady) {
-      return respond_error(*sink, ApiError::unavailable(state == State::kLoading ? "the model is loading"
-                                                                                  : "the server is shutting down"));
-    }
-    if (path == "/get_load") return sink->respond(200, kJson, load());
-    if (path == "/health_generate") return health_generate(*sink);
-    if (path == "/get_model_info") return sink->respond(200, kJson, model_info());
-    return sink->respond(200, kJson, server_info());
-  }
-
   static const Route kRoutes[] = {{"/v1/models", false},      {"/v1/completions", true}, {"/v1/chat/completions", true},
                                   {"/tokenize", true},        {"/detokenize", true},     {"/tokenizer_info", false},
                                   {"/v1/engine/state", false}, {"/v1/engine/kv_blocks", false},
-                                  {"/flush_cache", true},     {"/reset_prefix_cache", true}};
+                                  {"/flush_cache", true},     {"/reset_prefix_cache", true},
+                                  {"/get_load", false, false}, {"/get_server_info", false, false},
+                                  {"/server_info", false, false}, {"/get_model_info", false, false},
+                                  {"/health_generate", false, false}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (path == r.path) route = &r;
@@ -121,6 +110,13 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     ApiError e{405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "",
                "method_not_allowed"};
     return respond_error(*sink, e);
+  }
+  if (!route->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
+    if (state != State::kReady) return respond_error(*sink, not_ready());
+    if (path == "/get_load") return sink->respond(200, kJson, load());
+    if (path == "/health_generate") return health_generate(*sink);
+    if (path == "/get_model_info") return sink->respond(200, kJson, model_info());
+    return sink->respond(200, kJson, server_info());
   }
   if (!config_.api_key.empty() && !key_matches(req.authorization, config_.api_key)) {
     return respond_error(*sink, ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)"));
@@ -336,7 +332,7 @@ std::string ApiServer::engine_state() {
   r["num_requests_waiting"] = st.n_waiting;
   r["kv_blocks_used"] = st.kv_blocks_used;
   r["kv_blocks_total"] = st.kv_blocks_total;
-  r["kv_cache_usage"] = st.kv_blocks_total > 0 ? double(st.kv_blocks_used) / double(st.kv_blocks_total) : 0.0;
+  r["kv_cache_usage"] = st.kv_cache_usage();
   r["block_size"] = info.block_size;
   r["max_model_len"] = info.max_model_len;
   r["num_preemptions"] = st.n_preemptions;

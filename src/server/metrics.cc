@@ -114,7 +114,7 @@ std::string ServerMetrics::render(const EngineStats& st, const std::optional<KvE
   gauge("omnibus:num_requests_running", "Sequences in the engine's running batch.", st.n_running);
   gauge("omnibus:num_requests_waiting", "Sequences waiting to be scheduled.", st.n_waiting);
   gauge("omnibus:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 = full).",
-        st.kv_blocks_total > 0 ? double(st.kv_blocks_used) / double(st.kv_blocks_total) : 0.0);
+        st.kv_cache_usage());
   gauge("omnibus:kv_cache_blocks_used", "KV-cache blocks in use.", st.kv_blocks_used);
   gauge("omnibus:kv_cache_blocks_total", "KV-cache blocks in the pool.", st.kv_blocks_total);
   counter("omnibus:num_preemptions_total", "Sequences preempted (their KV blocks freed, recomputed later).",

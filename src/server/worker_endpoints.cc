@@ -24,7 +24,7 @@ std::string ApiServer::load() const {
   r["load"] = int64_t(st.n_running) + int64_t(st.n_waiting);
   r["num_requests_running"] = st.n_running;
   r["num_requests_waiting"] = st.n_waiting;
-  r["kv_cache_usage"] = st.kv_blocks_total > 0 ? double(st.kv_blocks_used) / double(st.kv_blocks_total) : 0.0;
+  r["kv_cache_usage"] = st.kv_cache_usage();
   return json_dump(r);
 }
 
