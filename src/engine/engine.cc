@@ -32,6 +32,17 @@ struct RequestState {
   bool forked = false;
   int32_t n_finished = 0;
   std::vector<PromptLogprob> prompt_logprobs;  // positions 1 .. size()
+  std::shared_ptr<const KvPinned> pinned;      // pin_prompt_blocks: set when sequence 0 finished
+  bool importing = false;           // kv_import: blocks being fetched, not yet scheduled
+  bool abort_after_import = false;  // aborted while importing: abort once the fetch ended
+};
+
+// A request's prompt blocks being fetched (KvImport): `hold` is a KvCache
+// sequence holding the local prefix hit plus the blocks being written.
+struct ImportState {
+  int32_t hold = -1;
+  int32_t n_local = 0;   // blocks already cached here
+  int32_t n_blocks = 0;  // blocks the request will start after
 };
 
 struct Engine::Impl {
@@ -56,6 +67,10 @@ struct Engine::Impl {
   }
 
   void accept(std::unique_ptr<RequestState> r);
+  void start_import(RequestState& r);
+  void end_import(uint64_t id, bool ok);
+  void pin_prompt(RequestState& r, Sequence& seq0);
+  void unpin(uint64_t pin_id);
   void abort_request(uint64_t id);
   void abort_all();
   void step();
@@ -86,6 +101,9 @@ struct Engine::Impl {
   std::vector<bool> is_eog;  // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
+  std::unordered_map<uint64_t, ImportState> importing;  // by request id
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> pins;  // pin id -> (kv seq, n blocks)
+  uint64_t next_pin_id = 1;
   StepBatch batch;
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;        // this step's, in sequence order
@@ -99,6 +117,9 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<RequestState>> inbox;
   std::vector<uint64_t> aborts;
   std::vector<std::function<void()>> tasks;  // run_on_engine_thread, in order
+  std::vector<uint64_t> unpins;
+  std::vector<std::pair<uint64_t, bool>> imports_done;  // (request id, ok) from KvImport::fetch
+  int64_t imports_in_flight = 0;  // fetches started whose done has not been called
   uint64_t next_id = 1;
   bool stop = false;
   bool stopped = false;  // the thread has taken its last tasks: no more are accepted
@@ -197,6 +218,12 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}", req.prompt_logprobs);
   }
   OMNIBUS_RETURN_IF_ERROR(validate(req.sampling, n_vocab));
+  if (req.kv_import != nullptr) {
+    const KvImport& im = *req.kv_import;
+    if (im.n_blocks < 0 || !im.fetch || !im.finished) {
+      return Status::invalid_argument("kv_import needs n_blocks >= 0, fetch and finished");
+    }
+  }
   const int64_t total = int64_t(req.prompt.size()) + req.max_tokens;
   if (total > info_.max_model_len) {
     return Status::invalid_argument(
@@ -279,16 +306,24 @@ void Engine::run() {
   std::vector<uint64_t> aborts;
   std::vector<std::function<void()>> tasks;
   bool checked = false;
-  const auto has_input = [&s] { return s.stop || !s.inbox.empty() || !s.aborts.empty() || !s.tasks.empty(); };
+  std::vector<uint64_t> unpins;
+  std::vector<std::pair<uint64_t, bool>> imports_done;
+  const auto has_input = [&s] {
+    return s.stop || !s.inbox.empty() || !s.aborts.empty() || !s.tasks.empty() || !s.unpins.empty() ||
+           !s.imports_done.empty();
+  };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(s.mu);
       if (!s.scheduler.has_work() && !has_input()) {
-        if (!checked) {
-          // Idle: every block must be back in the pool.
+        if (!checked && s.importing.empty()) {
+          // Idle: every block must be back in the pool, but for pinned prompts'.
           lock.unlock();
           s.kv.check_integrity();
-          OMNIBUS_CHECK(s.kv.n_seqs() == 0 && s.kv.n_used_blocks() == 0 && s.requests.empty());
+          int32_t pinned = 0;
+          for (const auto& [id, pin] : s.pins) pinned += pin.second;
+          OMNIBUS_CHECK(s.kv.n_seqs() == int32_t(s.pins.size()) && s.kv.n_used_blocks() <= pinned &&
+                        s.requests.empty());
           s.publish_stats();
           checked = true;
           lock.lock();
@@ -299,7 +334,13 @@ void Engine::run() {
       incoming.swap(s.inbox);
       aborts.swap(s.aborts);
       tasks.swap(s.tasks);
+      unpins.swap(s.unpins);
+      imports_done.swap(s.imports_done);
     }
+    for (const auto& [id, ok] : imports_done) s.end_import(id, ok);
+    imports_done.clear();
+    for (uint64_t id : unpins) s.unpin(id);
+    unpins.clear();
     for (auto& r : incoming) s.accept(std::move(r));
     incoming.clear();
     for (uint64_t id : aborts) s.abort_request(id);
@@ -316,14 +357,24 @@ void Engine::run() {
   }
   // Shutting down: what was queued or running is aborted, so no consumer waits
   // forever; tasks still queued run (their callers are waiting on them).
+  // Fetches in flight write into the pool: wait until each has called done.
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.cv.wait(lock, [&s] { return s.imports_in_flight == 0; });
     incoming.swap(s.inbox);
     tasks.swap(s.tasks);
+    imports_done.swap(s.imports_done);
     s.stopped = true;
   }
-  for (auto& r : incoming) s.accept(std::move(r));
+  for (const auto& [id, ok] : imports_done) s.end_import(id, false);
+  for (auto& r : incoming) {
+    r->req.kv_import.reset();  // nothing is fetched any more
+    s.accept(std::move(r));
+  }
   s.abort_all();
+  std::vector<uint64_t> pin_ids;
+  for (const auto& [id, pin] : s.pins) pin_ids.push_back(id);
+  for (uint64_t id : pin_ids) s.unpin(id);
   for (auto& t : tasks) t();
   s.publish_stats();
 }
@@ -345,6 +396,29 @@ bool Engine::run_on_engine_thread(std::function<void(Impl&)> task) {
   return true;
 }
 
+void Engine::unpin(uint64_t pin_id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->unpins.push_back(pin_id);
+  }
+  impl_->cv.notify_one();
+}
+
+KvRegionInfo Engine::kv_region() const {
+  const KvStorage& st = impl_->kv.storage();
+  KvRegionInfo r;
+  r.base = st.region();
+  r.bytes = st.region_bytes();
+  r.n_blocks = int32_t(st.n_blocks());
+  for (int il = 0; il < st.geometry().n_layers; ++il) {
+    r.k_offset.push_back(st.k_offset(il));
+    r.v_offset.push_back(st.v_offset(il));
+  }
+  r.k_block_bytes = st.k_block_bytes();
+  r.v_block_bytes = st.v_block_bytes();
+  return r;
+}
+
 bool Engine::flush_prefix_cache() {
   bool flushed = false;
   const bool ran = run_on_engine_thread([&flushed](Impl& s) {
@@ -362,17 +436,127 @@ std::vector<uint64_t> Engine::cached_block_hashes() {
 }
 
 void Engine::Impl::accept(std::unique_ptr<RequestState> r) {
-  scheduler.add(r->seqs[0].get());
   const uint64_t id = r->id;
+  RequestState& state = *r;
   requests.emplace(id, std::move(r));
+  if (state.req.kv_import != nullptr) {
+    start_import(state);
+  } else {
+    scheduler.add(state.seqs[0].get());
+  }
+}
+
+// Matches the prompt's importable blocks against the prefix cache and fetches
+// the rest into blocks reserved by a holding sequence; the request waits
+// outside the scheduler until end_import. When nothing needs fetching, or the
+// pool cannot spare the blocks, it is scheduled at once (computing what it
+// lacks itself).
+void Engine::Impl::start_import(RequestState& r) {
+  Sequence& seq = *r.seqs[0];
+  KvImport& im = *r.req.kv_import;
+  ++local.kv_imports;
+  // The last prompt token is always computed here (its logits are sampled).
+  const int32_t n_want = std::min(im.n_blocks, (seq.num_prompt_tokens() - 1) / config.block_size);
+  PrefixMatch match;
+  if (kv.prefix_caching()) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, match);
+  const int32_t n_local = match.n_blocks();
+  int32_t hold = -1;
+  if (n_local < n_want && kv.prefix_caching()) {
+    std::vector<BlockCopy> copies;
+    hold = kv.allocate_new(match, (n_want - n_local) * config.block_size, /*keep_free=*/0, copies);
+    OMNIBUS_CHECK(copies.empty());  // a match ends on a full block: nothing is shared and open
+  }
+  if (hold < 0) {
+    local.kv_import_blocks_local += uint64_t(n_local);
+    if (n_local < n_want) ++local.kv_import_fallbacks;
+    im.finished(n_local, 0, n_local < n_want);
+    scheduler.add(&seq);
+    return;
+  }
+  const std::span<const int32_t> table = kv.block_table(hold);
+  std::vector<int32_t> dst(table.begin() + n_local, table.end());
+  importing[r.id] = ImportState{hold, n_local, n_want};
+  r.importing = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++imports_in_flight;
+  }
+  const uint64_t id = r.id;
+  im.fetch(n_local, std::move(dst), [this, id](bool ok) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      imports_done.emplace_back(id, ok);
+      --imports_in_flight;
+    }
+    cv.notify_all();
+  });
+}
+
+// The fetch of request `id` ended: on success its blocks join the prefix
+// cache (as if computed here), then the request is scheduled; its admission
+// finds them. The holding sequence lets go first: the blocks wait in the free
+// list's most recently freed end, which allocation reaches last.
+void Engine::Impl::end_import(uint64_t id, bool ok) {
+  auto it = importing.find(id);
+  OMNIBUS_CHECK(it != importing.end());
+  const ImportState im = it->second;
+  importing.erase(it);
+  RequestState& r = *requests.at(id);
+  Sequence& seq = *r.seqs[0];
+  r.importing = false;
+  const int32_t n_fetched = im.n_blocks - im.n_local;
+  if (ok) {
+    kv.commit(im.hold, seq.tokens(), im.n_blocks * config.block_size, seq.block_keys);
+    seq.num_imported_tokens = n_fetched * config.block_size;
+    local.kv_import_blocks_fetched += uint64_t(n_fetched);
+  } else {
+    ++local.kv_import_fallbacks;
+  }
+  local.kv_import_blocks_local += uint64_t(im.n_local);
+  kv.free(im.hold);
+  r.req.kv_import->finished(im.n_local, ok ? n_fetched : 0, !ok);
+  scheduler.add(&seq);
+  if (r.abort_after_import) abort_request(id);
+}
+
+// Keeps the prompt's full blocks but the one holding its last token (a
+// decode worker computes that one itself) in a sequence of their own.
+void Engine::Impl::pin_prompt(RequestState& r, Sequence& seq0) {
+  if (seq0.kv_seq < 0) return;
+  const int32_t n = std::min((seq0.num_prompt_tokens() - 1) / config.block_size,
+                             kv.n_tokens(seq0.kv_seq) / config.block_size);
+  auto pinned = std::make_shared<KvPinned>();
+  pinned->pin_id = next_pin_id++;
+  const std::span<const int32_t> table = kv.block_table(seq0.kv_seq);
+  pinned->blocks.assign(table.begin(), table.begin() + n);
+  std::vector<uint64_t> keys;
+  uint64_t parent = PrefixCache::kRootKey;
+  const std::vector<int32_t>& prompt = r.req.prompt;
+  for (int32_t i = 0; i < n; ++i) {
+    parent = PrefixCache::chain_key(
+        std::span<const int32_t>(prompt.data() + size_t(i) * size_t(config.block_size), size_t(config.block_size)),
+        parent);
+    pinned->keys.push_back(parent);
+  }
+  pins[pinned->pin_id] = {kv.share_prefix(seq0.kv_seq, n), n};
+  r.pinned = std::move(pinned);
+}
+
+void Engine::Impl::unpin(uint64_t pin_id) {
+  auto it = pins.find(pin_id);
+  if (it == pins.end()) return;
+  kv.free(it->second.first);
+  pins.erase(it);
 }
 
 void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event) {
   RequestState& r = *seq.request;
+  if (r.req.pin_prompt_blocks && seq.index == 0 && reason != FinishReason::kAbort) pin_prompt(r, seq);
   scheduler.finish(&seq);
   event.finish = reason;
   if (++r.n_finished == r.req.n) {
     event.final = true;
+    event.pinned = r.pinned;
     done_requests.push_back(r.id);
     ++local.n_requests_finished;
   }
@@ -382,13 +566,17 @@ void Engine::Impl::abort_request(uint64_t id) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   RequestState& r = *it->second;
+  if (r.importing) {  // its blocks are being written: abort when the fetch has ended
+    r.abort_after_import = true;
+    return;
+  }
   const Clock::time_point now = Clock::now();
   for (auto& seq : r.seqs) {
     if (seq->status == SeqStatus::kFinished) continue;
     EngineEvent e;
     e.seq_index = seq->index;
     e.n_prompt_tokens = seq->num_prompt_tokens();
-    e.n_cached_tokens = seq->num_cached_tokens;
+    e.n_cached_tokens = std::max(0, seq->num_cached_tokens - seq->num_imported_tokens);
     e.n_output_tokens = int32_t(seq->output.size());
     e.time = now;
     e.first_scheduled = seq->first_scheduled;
@@ -470,7 +658,7 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
   e.logprob = t.logprob;
   e.top_logprobs = std::move(t.top_logprobs);
   e.n_prompt_tokens = seq.num_prompt_tokens();
-  e.n_cached_tokens = seq.num_cached_tokens;
+  e.n_cached_tokens = std::max(0, seq.num_cached_tokens - seq.num_imported_tokens);
   e.n_output_tokens = int32_t(seq.output.size());
   e.time = now;
   e.first_scheduled = seq.first_scheduled;
@@ -584,6 +772,9 @@ void Engine::Impl::publish_stats() {
                                     ? 0.0
                                     : double(local.prefix_cache_hits) / double(local.prefix_cache_queries);
   local.kv_blocks_cached = kv.n_cached_blocks();
+  local.kv_pins = int32_t(pins.size());
+  local.kv_blocks_pinned = 0;
+  for (const auto& [id, pin] : pins) local.kv_blocks_pinned += pin.second;
   if (local.n_steps > 0) {
     local.mean_batch_size = double(local.n_seqs_scheduled) / double(local.n_steps);
     local.mean_step_tokens = double(local.n_tokens_processed) / double(local.n_steps);

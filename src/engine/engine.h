@@ -84,6 +84,18 @@ struct EngineConfig {
   std::function<void(uint64_t, int32_t, int32_t, std::span<const float>)> on_logits;
 };
 
+// The KV pool's memory as one region (KvStorage::region), for moving blocks
+// between workers: block b of layer l has its K bytes at base + k_offset[l] +
+// b * k_block_bytes, its V bytes at base + v_offset[l] + b * v_block_bytes.
+// Valid while the engine lives.
+struct KvRegionInfo {
+  void* base = nullptr;
+  size_t bytes = 0;
+  int32_t n_blocks = 0;
+  std::vector<size_t> k_offset, v_offset;  // [n_layers]
+  size_t k_block_bytes = 0, v_block_bytes = 0;
+};
+
 // Fixed at creation.
 struct EngineInfo {
   int32_t n_blocks = 0;
@@ -125,6 +137,13 @@ struct EngineStats {
   uint64_t prefix_cache_hits = 0;
   double prefix_cache_hit_rate = 0.0;  // hits / queries (0 without queries)
   int32_t kv_blocks_cached = 0;        // full blocks registered in the cache (held or free)
+  // Disaggregated prefill/decode (Request::pin_prompt_blocks, kv_import).
+  int32_t kv_pins = 0;                 // prompts pinned for a remote decode worker
+  int32_t kv_blocks_pinned = 0;        // blocks those pins hold
+  uint64_t kv_imports = 0;             // requests with a KvImport taken in
+  uint64_t kv_import_blocks_local = 0;    // of their blocks: found in the prefix cache here
+  uint64_t kv_import_blocks_fetched = 0;  // copied from the prefill worker
+  uint64_t kv_import_fallbacks = 0;    // imports computed here instead (pool short, copy failed)
 
   // Fraction of the pool's blocks in use (0 for an empty pool).
   double kv_cache_usage() const {
@@ -147,6 +166,11 @@ class Engine {
   // Ends the request: its unfinished sequences get a kAbort event and their
   // blocks are freed by the next step. Unknown or finished ids are ignored.
   void abort(uint64_t request_id);
+  // Releases the blocks of a pinned prompt (KvPinned::pin_id) within one
+  // loop iteration. Unknown ids are ignored.
+  void unpin(uint64_t pin_id);
+  // The KV pool's memory (for the KV transfer agent to register).
+  KvRegionInfo kv_region() const;
 
   const EngineInfo& info() const { return info_; }
   EngineStats stats() const;

@@ -10,12 +10,41 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "engine/sampler.h"
 
 namespace omnibus {
+
+// Decode side of disaggregated prefill/decode (docs/disaggregation.md): the
+// prompt's first n_blocks full blocks were computed by another worker and can
+// be fetched into this engine's pool instead of being recomputed. The engine
+// matches its own prefix cache first and fetches only the blocks it lacks;
+// blocks that land join the prefix cache, so the request then starts exactly
+// as after a local prefix-cache hit (same outputs as a local prefill).
+struct KvImport {
+  int32_t n_blocks = 0;
+  // Engine thread: start copying the prompt's blocks [first, first +
+  // local.size()) into the pool's blocks `local` (in order) and return; call
+  // done(ok) exactly once, from any thread, after the last byte landed or
+  // the copy failed. The blocks stay reserved until then.
+  std::function<void(int32_t first, std::vector<int32_t> local, std::function<void(bool ok)> done)> fetch;
+  // Engine thread, exactly once, when the engine is done with the source:
+  // n_local blocks were already cached here, n_fetched were copied (0 when
+  // none were needed, the pool was short, or the copy failed: `failed`).
+  std::function<void(int32_t n_local, int32_t n_fetched, bool failed)> finished;
+};
+
+// Prefill side: the prompt's full blocks, kept (pinned) after the request
+// finished until Engine::unpin(pin_id), for a remote decode worker to read.
+struct KvPinned {
+  uint64_t pin_id = 0;
+  std::vector<int32_t> blocks;  // block ids in this engine's pool, prompt order
+  std::vector<uint64_t> keys;   // their prefix-cache keys (PrefixCache::chain_key chain)
+};
 
 struct Request {
   std::vector<int32_t> prompt;  // token ids, non-empty
@@ -29,6 +58,10 @@ struct Request {
   int32_t priority = 0;         // lower runs first (ties: first come, first served)
   int32_t prompt_logprobs = -1;  // -1: none; k >= 0: logprob of every prompt token
                                  // (from the second on) plus the top k alternatives
+  // Prefill side: pin the prompt's full blocks (all but the last token's) when
+  // sequence 0 finishes; the final event carries them (EngineEvent::pinned).
+  bool pin_prompt_blocks = false;
+  std::shared_ptr<KvImport> kv_import;  // decode side; null: compute the prompt here
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -65,6 +98,10 @@ struct EngineEvent {
   // Only in sequence 0's first token event, when the request asked for it:
   // entries for prompt positions 1 .. n_prompt_tokens - 1.
   std::vector<PromptLogprob> prompt_logprobs;
+
+  // The request's final event, when it asked for pin_prompt_blocks and
+  // finished normally: what is pinned (null otherwise).
+  std::shared_ptr<const KvPinned> pinned;
 
   Clock::time_point time;  // when the engine step that produced it finished
   Clock::time_point first_scheduled;  // when the sequence first entered a step (queue time

@@ -62,6 +62,8 @@ struct Sequence {
   int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at
                                   // its first admission (EngineEvent::n_cached_tokens)
   std::vector<uint64_t> block_keys;  // prefix-cache keys of full blocks, memoized
+  int32_t num_imported_tokens = 0;   // prompt tokens fetched from a prefill worker
+                                     // (KvImport): not counted as cached
 
   // Generation state.
   std::vector<int32_t> output;

@@ -71,6 +71,9 @@ class KvCache {
   void copy_blocks(std::span<const BlockCopy> copies);
   // A new sequence sharing every block of `parent`.
   int32_t fork(int32_t parent) { return manager_.fork(parent); }
+  // A new sequence holding the first n_blocks full blocks of `seq` (a prompt
+  // pinned for a remote decode worker; KvCacheManager::share_prefix).
+  int32_t share_prefix(int32_t seq, int32_t n_blocks) { return manager_.share_prefix(seq, n_blocks); }
   // The first n_computed tokens of t have their K/V written: the table's
   // blocks that are full within them join the prefix cache.
   void commit(int32_t seq, const TokenView& t, int32_t n_computed, std::vector<uint64_t>& keys) {

@@ -65,6 +65,19 @@ int32_t KvCacheManager::fork(int32_t parent) {
   return child;
 }
 
+int32_t KvCacheManager::share_prefix(int32_t seq, int32_t n_blocks) {
+  OMNIBUS_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live);
+  OMNIBUS_CHECK(n_blocks >= 0 && int64_t(n_blocks) * block_size_ <= seqs_[size_t(seq)].n_tokens);
+  const int32_t pin = add_seq();  // may reallocate seqs_: index after
+  const Seq& s = seqs_[size_t(seq)];
+  Seq& p = seqs_[size_t(pin)];
+  p.blocks.assign(s.blocks.begin(), s.blocks.begin() + n_blocks);
+  p.n_tokens = n_blocks * block_size_;
+  p.stop_caching = true;
+  for (int32_t b : p.blocks) pool_.ref(b);
+  return pin;
+}
+
 int32_t KvCacheManager::take_block() {
   const int32_t id = pool_.allocate();
   if (prefix_caching_) cache_.evict(id);  // LRU eviction: the least recently freed goes first

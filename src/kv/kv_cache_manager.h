@@ -86,6 +86,11 @@ class KvCacheManager {
   void free(int32_t seq, std::vector<int32_t>* freed = nullptr);
   // A new sequence sharing every block of `parent` (ref counts + 1).
   int32_t fork(int32_t parent);
+  // A new sequence holding (ref count + 1) the first n_blocks full blocks of
+  // `seq`'s table and nothing else; it never registers blocks in the prefix
+  // cache. Pins a finished prompt's blocks for a remote decode worker.
+  // REQUIRES: a live seq, n_blocks * block_size <= n_tokens(seq).
+  int32_t share_prefix(int32_t seq, int32_t n_blocks);
 
   // The longest run of t's full blocks that is cached, at most max_blocks
   // long, into `out`. `keys` memoizes t's block keys (kept by the caller

@@ -103,6 +103,18 @@ class KvStorage {
   // Copies every layer's slots of block `src` into block `dst` (copy-on-write).
   void copy_block(int64_t src, int64_t dst);
 
+  // The blocks' memory as one region, for moving blocks between workers
+  // (disaggregated prefill/decode, kv_transfer/): block b of layer l holds
+  // its K bytes at region + k_offset(l) + b * k_block_bytes() and its V bytes
+  // at region + v_offset(l) + b * v_block_bytes(). kivi2's residual slots are
+  // not in it.
+  void* region() const { return mem_; }
+  size_t region_bytes() const { return n_bytes_; }
+  size_t k_offset(int il) const { return size_t(il) * (k_pool_bytes() + v_pool_bytes()); }
+  size_t v_offset(int il) const { return k_offset(il) + k_pool_bytes(); }
+  size_t k_block_bytes() const { return k_pool_bytes() / size_t(n_blocks_); }
+  size_t v_block_bytes() const { return v_pool_bytes() / size_t(n_blocks_); }
+
  private:
   KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_bytes);
   size_t k_pool_bytes() const;  // bytes of one layer's K pool

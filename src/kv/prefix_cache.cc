@@ -14,6 +14,10 @@ PrefixCache::PrefixCache(int32_t n_blocks, int32_t block_size) : block_size_(blo
   map_.reserve(size_t(n_blocks));
 }
 
+uint64_t PrefixCache::chain_key(std::span<const int32_t> block_tokens, uint64_t parent) {
+  return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size() * sizeof(int32_t), parent);
+}
+
 void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
   OMNIBUS_CHECK(int64_t(n_blocks) * block_size_ <= t.size());
   std::vector<int32_t> straddling;  // a block split between head and tail
@@ -31,7 +35,7 @@ void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks, std::vector<
       data = straddling.data();
     }
     const uint64_t seed = i == 0 ? kRootKey : keys[size_t(i) - 1];
-    keys.push_back(XXH3_64bits_withSeed(data, n * sizeof(int32_t), seed) & key_mask_);
+    keys.push_back(chain_key(std::span<const int32_t>(data, n), seed) & key_mask_);
   }
 }
 

@@ -75,6 +75,10 @@ class PrefixCache {
   // (keys already present are kept: they depend on the tokens only).
   // REQUIRES: n_blocks * block_size <= t.size().
   void extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const;
+  // The key of one block of `block_size` tokens after the block keyed `parent`
+  // (kRootKey for block 0), unmasked: what extend_keys computes, for callers
+  // outside the engine (a decode worker checking kv_transfer_params).
+  static uint64_t chain_key(std::span<const int32_t> block_tokens, uint64_t parent);
 
   // The registered block holding block i of t (key `key`) as the successor of
   // `parent` (the block matched for i - 1, or the root), or -1.
