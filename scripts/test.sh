@@ -29,7 +29,7 @@ step "TSan build (concurrent modules)"
 # built with TSan: scripts/tsan.supp silences reports from inside it only.
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh tsan
 tsan_targets=()
-for t in kernels_tests engine_tests server_tests kv_events_tests; do
+for t in kernels_tests engine_tests server_tests kv_events_tests kv_transfer_tests; do
   grep -qE "^build $t " build-tsan/build.ninja && tsan_targets+=("$t")
 done
 scripts/build.sh tsan --target "${tsan_targets[@]}"

@@ -12,6 +12,8 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kResourceExhausted: return "resource exhausted";
     case StatusCode::kIo: return "i/o error";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kUnavailable: return "unavailable";
+    case StatusCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -26,6 +26,8 @@ enum class StatusCode {
   kResourceExhausted, // out of memory, cache blocks, queue space
   kIo,                // the OS refused (open, mmap, read)
   kInternal,          // a bug; should never reach a user
+  kUnavailable,       // a peer or service cannot be reached (now): retry may work
+  kCancelled,         // the operation was abandoned (its owner shut down)
 };
 
 const char* status_code_name(StatusCode code);
@@ -64,6 +66,15 @@ class [[nodiscard]] Status {
     return Status(StatusCode::kInternal, fmt::format(f, std::forward<Args>(args)...));
   }
 
+  template <typename... Args>
+  static Status unavailable(fmt::format_string<Args...> f, Args&&... args) {
+    return Status(StatusCode::kUnavailable, fmt::format(f, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  static Status cancelled(fmt::format_string<Args...> f, Args&&... args) {
+    return Status(StatusCode::kCancelled, fmt::format(f, std::forward<Args>(args)...));
+  }
+
   bool is_ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -83,6 +94,15 @@ class [[nodiscard]] StatusOr {
   StatusOr(T value) : value_(std::move(value)) {}                  // NOLINT: implicit
   StatusOr(Status status) : status_(std::move(status)) {           // NOLINT: implicit
     assert(!status_.is_ok() && "StatusOr needs a value or an error");
+  }
+
+  template <typename... Args>
+  static Status unavailable(fmt::format_string<Args...> f, Args&&... args) {
+    return Status(StatusCode::kUnavailable, fmt::format(f, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  static Status cancelled(fmt::format_string<Args...> f, Args&&... args) {
+    return Status(StatusCode::kCancelled, fmt::format(f, std::forward<Args>(args)...));
   }
 
   bool is_ok() const { return value_.has_value(); }

@@ -1,0 +1,316 @@
+// KvTransferAgent: the offers (owner side), the claimed peers (decode side),
+// the side-channel handler and the release sender. UCX work is UcxPuller's
+// (ucx_puller.h); framing is side_channel.h's; the JSON shapes, messages.h's.
+#include "kv_transfer/kv_transfer_agent.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "kv_transfer/messages.h"
+#include "kv_transfer/side_channel.h"
+#include "kv_transfer/ucx_context.h"
+#include "kv_transfer/ucx_puller.h"
+#include "util/check.h"
+
+namespace omnibus {
+
+using kv_transfer::ClaimReply;
+using kv_transfer::ClaimRequest;
+using kv_transfer::ReleaseRequest;
+using kv_transfer::RemotePeer;
+using nlohmann::json;
+
+namespace {
+
+Status check_layout(const KvRegionLayout& l) {
+  if (l.base == nullptr || l.bytes == 0) return Status::invalid_argument("the KV region is empty");
+  if (l.n_blocks < 0) return Status::invalid_argument("n_blocks {} < 0", l.n_blocks);
+  if (l.k_offset.size() != l.v_offset.size()) {
+    return Status::invalid_argument("{} K offsets but {} V offsets", l.k_offset.size(), l.v_offset.size());
+  }
+  auto pool_fits = [&](uint64_t offset, uint64_t block_bytes) {
+    unsigned __int128 end = static_cast<unsigned __int128>(block_bytes) * static_cast<uint64_t>(l.n_blocks) + offset;
+    return end <= l.bytes;
+  };
+  for (size_t i = 0; i < l.k_offset.size(); ++i) {
+    if (!pool_fits(l.k_offset[i], l.k_block_bytes) || !pool_fits(l.v_offset[i], l.v_block_bytes)) {
+      return Status::invalid_argument("layer {}'s K or V pool ends past the region ({} bytes)", i, l.bytes);
+    }
+  }
+  return Status::ok();
+}
+
+bool valid_offer_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+template <typename T>
+std::string first_difference(const char* what, const std::vector<T>& claimed, const std::vector<T>& offered) {
+  if (claimed.size() != offered.size()) {
+    return fmt::format("{} differ: the claim names {}, the offer holds {}", what, claimed.size(), offered.size());
+  }
+  for (size_t i = 0; i < claimed.size(); ++i) {
+    if (claimed[i] != offered[i]) {
+      return fmt::format("{} differ at position {}: claimed {}, offered {}", what, i, claimed[i], offered[i]);
+    }
+  }
+  return {};
+}
+
+std::string peer_name(const std::string& host, int port) { return fmt::format("{}:{}", host, port); }
+
+}  // namespace
+
+struct KvTransferAgent::Impl {
+  KvTransferOptions options;
+  std::unique_ptr<kv_transfer::UcxContext> ucx;
+
+  mutable std::mutex mu;
+  std::unordered_map<std::string, KvOffer> offers;                        // guarded by mu
+  std::map<std::string, std::shared_ptr<const RemotePeer>> peers;         // guarded by mu
+  KvTransferStats stats;                                                  // guarded by mu
+
+  // Releases are sent by their own thread (fire and forget).
+  std::mutex release_mu;
+  std::condition_variable release_cv;
+  struct PendingRelease {
+    std::string host;
+    int port;
+    ReleaseRequest request;
+  };
+  std::deque<PendingRelease> releases;
+  bool release_stop = false;
+  int release_cancel_fd = -1;  // eventfd: aborts the round trip in flight at shutdown
+  std::thread release_thread;
+
+  // Destroyed first to last in reverse declaration order: see ~KvTransferAgent.
+  std::unique_ptr<kv_transfer::UcxPuller> puller;
+  std::unique_ptr<kv_transfer::SideChannelServer> server;
+
+  json handle(const json& request);
+  json handle_claim(const json& request);
+  json handle_release(const json& request);
+  void release_loop();
+};
+
+json KvTransferAgent::Impl::handle(const json& request) {
+  auto type = request.find("type");
+  if (type == request.end() || !type->is_string()) return kv_transfer::error_json("'type' must be a string");
+  if (*type == "claim") return handle_claim(request);
+  if (*type == "release") return handle_release(request);
+  return kv_transfer::error_json("unknown message type");
+}
+
+json KvTransferAgent::Impl::handle_claim(const json& request) {
+  auto claim = kv_transfer::parse_claim_request(request);
+  if (!claim.is_ok()) return kv_transfer::error_json("bad claim: " + claim.status().message());
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = offers.find(claim->id);
+    if (it == offers.end()) {
+      why = fmt::format("no offer '{}' (unknown, withdrawn or released)", claim->id);
+    } else if (claim->compat != options.layout.compat) {
+      why = fmt::format("incompatible KV layout: compat '{}' vs the owner's '{}'", claim->compat,
+                        options.layout.compat);
+    } else {
+      why = first_difference("blocks", claim->blocks, it->second.blocks);
+      if (why.empty()) why = first_difference("keys", claim->keys, it->second.keys);
+    }
+  }
+  if (!why.empty()) return kv_transfer::error_json(fmt::format("claim of '{}' refused: {}", claim->id, why));
+  ClaimReply reply;
+  reply.layout = options.layout;
+  reply.layout.base = nullptr;
+  reply.worker_address = ucx->worker_address();
+  reply.rkey = ucx->packed_rkey();
+  reply.base = ucx->base();
+  return kv_transfer::to_json(reply);
+}
+
+json KvTransferAgent::Impl::handle_release(const json& request) {
+  auto release = kv_transfer::parse_release_request(request);
+  if (!release.is_ok()) return kv_transfer::error_json("bad release: " + release.status().message());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (offers.erase(release->id) == 0) return kv_transfer::error_json("no offer '" + release->id + "'");
+    ++stats.releases_received;
+    stats.blocks_served += static_cast<uint64_t>(release->n_blocks);
+  }
+  if (options.on_release) options.on_release(release->id, release->n_blocks);
+  return json{{"ok", true}};
+}
+
+void KvTransferAgent::Impl::release_loop() {
+  for (;;) {
+    PendingRelease item;
+    {
+      std::unique_lock<std::mutex> lock(release_mu);
+      release_cv.wait(lock, [&] { return release_stop || !releases.empty(); });
+      if (release_stop) return;  // unsent releases: the owners' timeouts unpin
+      item = std::move(releases.front());
+      releases.pop_front();
+    }
+    (void)kv_transfer::side_channel_call(item.host, item.port, kv_transfer::to_json(item.request), options.io_timeout,
+                                         release_cancel_fd);  // errors ignored: fire and forget
+  }
+}
+
+StatusOr<std::unique_ptr<KvTransferAgent>> KvTransferAgent::create(KvTransferOptions options) {
+  OMNIBUS_RETURN_IF_ERROR(check_layout(options.layout));
+  if (options.io_timeout.count() <= 0) return Status::invalid_argument("io_timeout must be positive");
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  OMNIBUS_ASSIGN_OR_RETURN(impl->ucx, kv_transfer::UcxContext::create(impl->options.layout.base,
+                                                                       impl->options.layout.bytes));
+  Impl* raw = impl.get();
+  OMNIBUS_ASSIGN_OR_RETURN(
+      impl->server, kv_transfer::SideChannelServer::start(impl->options.listen_host, impl->options.port,
+                                                          impl->options.io_timeout,
+                                                          [raw](const json& request) { return raw->handle(request); }));
+  impl->release_cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->release_cancel_fd < 0) return Status::unavailable("eventfd: {}", std::strerror(errno));
+  impl->release_thread = std::thread([raw] { raw->release_loop(); });
+  impl->puller = std::make_unique<kv_transfer::UcxPuller>(impl->ucx.get(), impl->options.layout.bytes,
+                                                          impl->options.io_timeout);
+  return std::unique_ptr<KvTransferAgent>(new KvTransferAgent(std::move(impl)));
+}
+
+KvTransferAgent::KvTransferAgent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+KvTransferAgent::~KvTransferAgent() {
+  Impl& d = *impl_;
+  d.server.reset();  // no more claims or releases served
+  {
+    std::lock_guard<std::mutex> lock(d.release_mu);
+    d.release_stop = true;
+  }
+  d.release_cv.notify_all();
+  uint64_t one = 1;
+  OMNIBUS_CHECK(::write(d.release_cancel_fd, &one, sizeof(one)) == sizeof(one));
+  d.release_thread.join();
+  ::close(d.release_cancel_fd);
+  d.puller.reset();  // pending pulls: done(kCancelled); endpoints and rkeys gone
+  d.ucx.reset();     // mem unmap, worker, context
+}
+
+int KvTransferAgent::port() const { return impl_->server->port(); }
+
+const std::string& KvTransferAgent::engine_id() const { return impl_->options.engine_id; }
+
+void KvTransferAgent::offer(KvOffer offer) {
+  OMNIBUS_CHECK(valid_offer_id(offer.id));
+  OMNIBUS_CHECK(offer.blocks.size() == offer.keys.size());
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::string id = offer.id;
+  OMNIBUS_CHECK(impl_->offers.emplace(std::move(id), std::move(offer)).second);
+}
+
+void KvTransferAgent::withdraw(const std::string& id) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->offers.erase(id);
+}
+
+StatusOr<KvClaim> KvTransferAgent::claim(const std::string& host, int port, const std::string& id,
+                                         const std::vector<int32_t>& blocks,
+                                         const std::vector<uint64_t>& keys) {
+  Impl& d = *impl_;
+  std::string name = peer_name(host, port);
+  auto count = [&](uint64_t KvTransferStats::*counter) {
+    std::lock_guard<std::mutex> lock(d.mu);
+    ++(d.stats.*counter);
+  };
+  ClaimRequest request{id, blocks, keys, d.options.layout.compat};
+  auto reply = kv_transfer::side_channel_call(host, port, kv_transfer::to_json(request), d.options.io_timeout);
+  if (!reply.is_ok()) {
+    count(&KvTransferStats::claims_failed);
+    return Status::unavailable("claim of '{}' from {}: {}", id, name, reply.status().message());
+  }
+  auto ok = reply->find("ok");
+  if (ok == reply->end() || !ok->is_boolean()) {
+    count(&KvTransferStats::claims_failed);
+    return Status::unavailable("claim of '{}' from {}: a reply without 'ok'", id, name);
+  }
+  if (!ok->get<bool>()) {
+    count(&KvTransferStats::claims_refused);
+    auto error = reply->find("error");
+    std::string why = error != reply->end() && error->is_string() ? error->get<std::string>() : "no reason given";
+    return Status::invalid_argument("{} refused: {}", name, why);
+  }
+  auto parsed = kv_transfer::parse_claim_reply(*reply);
+  if (!parsed.is_ok()) {
+    count(&KvTransferStats::claims_failed);
+    return Status::unavailable("claim of '{}' from {}: malformed reply: {}", id, name, parsed.status().message());
+  }
+  auto peer = std::make_shared<RemotePeer>();
+  peer->name = name;
+  peer->worker_address = std::move(parsed->worker_address);
+  peer->rkey = std::move(parsed->rkey);
+  peer->base = parsed->base;
+  peer->bytes = parsed->layout.bytes;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    auto& cached = d.peers[name];
+    // The same owner keeps its entry; a restarted one (new worker address or
+    // rkey) replaces it, and the progress thread then replaces the endpoint.
+    if (cached == nullptr || cached->worker_address != peer->worker_address || cached->rkey != peer->rkey ||
+        cached->base != peer->base || cached->bytes != peer->bytes) {
+      cached = std::move(peer);
+    }
+    ++d.stats.claims_ok;
+  }
+  return KvClaim{std::move(parsed->layout)};
+}
+
+void KvTransferAgent::pull(const std::string& host, int port, std::vector<KvSegment> segments,
+                           std::function<void(Status)> done) {
+  Impl& d = *impl_;
+  std::shared_ptr<const RemotePeer> peer;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    auto it = d.peers.find(peer_name(host, port));
+    if (it != d.peers.end()) peer = it->second;
+  }
+  d.puller->pull(std::move(peer), std::move(segments), [&d, done = std::move(done)](Status status, uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(d.mu);
+      if (status.is_ok()) {
+        ++d.stats.pulls_ok;
+        d.stats.bytes_pulled += bytes;
+      } else {
+        ++d.stats.pulls_failed;
+      }
+    }
+    done(std::move(status));
+  });
+}
+
+void KvTransferAgent::release(const std::string& host, int port, const std::string& id, int32_t n_blocks) {
+  Impl& d = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(d.release_mu);
+    d.releases.push_back({host, port, ReleaseRequest{id, n_blocks}});
+  }
+  d.release_cv.notify_one();
+}
+
+KvTransferStats KvTransferAgent::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+}  // namespace omnibus

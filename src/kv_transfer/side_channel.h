@@ -1,0 +1,89 @@
+// The KV transfer side channel: JSON messages over plain TCP.
+//
+// Wire format (both directions): a 4-byte big-endian length, then that many
+// bytes of UTF-8 JSON. A connection carries one request and its reply, then
+// the server closes it. Frames longer than kMaxFrameBytes, or empty ones, are
+// refused (an error reply, then close); a frame that is not a JSON object gets
+// an error reply. The server faces the network: no input can crash it.
+//
+// SideChannelServer: binds, then serves each connection on a short-lived
+// thread of its own (at most kMaxConnections at once; more are closed at
+// once), so a client that stalls mid-frame delays nobody but itself (each
+// read is bounded by io_timeout). The handler runs on those threads,
+// concurrently. The destructor stops the accept thread and every connection
+// thread (woken through an eventfd, no sleeps) and returns after they exit.
+//
+// side_channel_call: one client round trip (non-blocking connect + poll,
+// bounded by `timeout` overall; an optional `cancel_fd` that becomes readable
+// aborts it with kCancelled).
+//
+// Thread-safety: SideChannelServer's methods may be called from any thread;
+// side_channel_call is reentrant.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "util/status.h"
+
+namespace omnibus::kv_transfer {
+
+inline constexpr uint32_t kMaxFrameBytes = 16u << 20;
+inline constexpr int kMaxConnections = 32;
+
+// Request (a JSON object) -> reply (a JSON object).
+using SideChannelHandler = std::function<nlohmann::json(const nlohmann::json& request)>;
+
+class SideChannelServer {
+ public:
+  // Binds host:port (port 0: ephemeral) with SO_REUSEADDR and starts the
+  // accept thread. kUnavailable (with errno's text) when the address cannot be
+  // had.
+  static StatusOr<std::unique_ptr<SideChannelServer>> start(const std::string& host, int port,
+                                                            std::chrono::milliseconds io_timeout,
+                                                            SideChannelHandler handler);
+  ~SideChannelServer();
+  SideChannelServer(const SideChannelServer&) = delete;
+  SideChannelServer& operator=(const SideChannelServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  SideChannelServer(int listen_fd, int stop_fd, int port, std::chrono::milliseconds io_timeout,
+                    SideChannelHandler handler);
+  void accept_loop();
+  void serve(int fd);
+  void reap_finished();  // joins connection threads that are done; REQUIRES mu_
+
+  struct Connection {
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+
+  const int listen_fd_;
+  const int stop_fd_;  // eventfd: readable once the destructor wants everyone gone
+  const int port_;
+  const std::chrono::milliseconds io_timeout_;
+  const SideChannelHandler handler_;
+  std::mutex mu_;
+  std::list<std::unique_ptr<Connection>> connections_;  // guarded by mu_
+  std::thread accept_thread_;
+};
+
+// Sends `request` to host:port and returns the reply object.
+//   kUnavailable: connect refused, timeout, I/O error, a malformed reply;
+//   kCancelled:   cancel_fd (if >= 0) became readable.
+StatusOr<nlohmann::json> side_channel_call(const std::string& host, int port,
+                                           const nlohmann::json& request,
+                                           std::chrono::milliseconds timeout, int cancel_fd = -1);
+
+}  // namespace omnibus::kv_transfer
