@@ -10,11 +10,20 @@ Each prefill worker runs
 and each decode worker the same with `--kv-role decode` (a free port each);
 the router is
     vllm-router --vllm-pd-disaggregation --prefill URL [--prefill URL ...] --decode URL [--decode URL ...]
-                --policy round_robin (prefill and decode) + router_harness's health flags.
-In vLLM PD mode the router sends each request to a prefill worker first with
-max_tokens=1 (and `kv_transfer_params: {do_remote_decode: true}`), then the
-original request to a decode worker with the prefill answer's
-`kv_transfer_params`, and streams the decode worker's answer back.
+                --prefill-policy round_robin --decode-policy round_robin + router_harness's health flags.
+What vllm-router 0.1.17's PD mode sends (seen with stub workers): first the
+request to a prefill worker, non-streaming, with `max_tokens: 1,
+min_tokens: 1, stream: false`, stream_options dropped, and
+`kv_transfer_params: {do_remote_decode: true, do_remote_prefill: false,
+remote_engine_id/remote_block_ids/remote_host/remote_port: null}`; then, once
+that answer is complete, the original request (streaming or not) to a decode
+worker with the top-level `kv_transfer_params` object of the prefill answer
+copied verbatim (if the answer has none it logs "No kv_transfer_params for
+prefill ..., decode will proceed without them" and sends the request as is).
+The decode answer goes back to the client unchanged, SSE chunks as they come.
+Both requests carry the same X-Request-Id,
+`___prefill_addr_HOST:PORT___decode_addr_HOST:PORT_<uuid>`. Chat requests
+are split the same way.
 
 KV flags: they are passed only when `kv_transfer=True` AND the binary knows
 them (`--kv-role` in `omnibus serve --help`). A binary built before the KV
@@ -70,8 +79,8 @@ class PdRouter(Router):
             cmd += ["--prefill", u]
         for u in self.decode_urls:
             cmd += ["--decode", u]
-        # --policy's default is cache_aware; prefill and decode inherit it unless overridden.
-        cmd += ["--policy", policy, "--prefill-policy", policy, "--decode-policy", policy,
+        # With both given, --policy (default cache_aware) is ignored (the router logs so even without --policy).
+        cmd += ["--prefill-policy", policy, "--decode-policy", policy,
                 "--host", host, "--port", str(self.port), "--prometheus-port", str(free_port()),
                 "--prometheus-host", host, *ROUTER_HEALTH_ARGS, *args]
         Process.__init__(self, "router", cmd, pathlib.Path(log_dir) / "router.log", netns)
