@@ -28,6 +28,7 @@
 #include "cli/engine_flags.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
+#include "kv/kv_format.h"
 #include "kv_events/kv_event_publisher.h"
 #include "server/api_server.h"
 #include "server/http_transport.h"
@@ -50,6 +51,11 @@ struct ServeOptions {
   std::string kv_events_endpoint;         // "": no KV events
   std::string kv_events_replay_endpoint;  // "": no replay socket
   std::string kv_events_topic;
+  // Disaggregated prefill/decode (docs/disaggregation.md).
+  std::string kv_role = "both";
+  std::string kv_transfer_host;  // "": --host, or 127.0.0.1 when that is 0.0.0.0
+  int kv_transfer_port = 0;
+  double kv_transfer_timeout_s = 120.0;
 };
 
 // The KV-event publisher the flags ask for (nullptr: none), wired to the
@@ -129,6 +135,22 @@ class SignalWaiter {
   int signal_ = 0;       // guarded by mu_
 };
 
+// The KV-transfer service the flags ask for (docs/disaggregation.md).
+StatusOr<std::unique_ptr<server::KvTransferService>> start_kv_transfer(const ServeOptions& o, server::KvRole role,
+                                                                        const std::string& model_path,
+                                                                        Engine& engine) {
+  server::KvTransferServiceOptions ko;
+  ko.role = role;
+  const bool wildcard = o.host == "0.0.0.0" || o.host == "::";
+  ko.host = !o.kv_transfer_host.empty() ? o.kv_transfer_host : wildcard ? "127.0.0.1" : o.host;
+  ko.listen_host = o.kv_transfer_host.empty() ? o.host : o.kv_transfer_host;
+  ko.port = o.kv_transfer_port;
+  ko.timeout = std::chrono::seconds(int64_t(o.kv_transfer_timeout_s));
+  OMNIBUS_ASSIGN_OR_RETURN(ko.model_fingerprint, server::model_fingerprint(model_path));
+  return server::KvTransferService::create(engine, std::string(kv_format_name(engine.info().kv_format)),
+                                           std::move(ko));
+}
+
 int run_serve(const ServeOptions& o) {
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "omnibus serve: %s\n", s.to_string().c_str());
@@ -184,6 +206,27 @@ int run_serve(const ServeOptions& o) {
   backend.model_path = m->path;
   backend.model_config = &m->model->config();
   backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;
+  // KV transfer. With --kv-role both (the default) a failure to start it
+  // (no UCX transport, the port taken) only disables it; a dedicated prefill
+  // or decode worker cannot run without it.
+  std::unique_ptr<server::KvTransferService> kv_transfer;
+  const server::KvRole role = o.kv_role == "prefill"  ? server::KvRole::kPrefill
+                              : o.kv_role == "decode" ? server::KvRole::kDecode
+                                                      : server::KvRole::kBoth;
+  if (StatusOr<std::unique_ptr<server::KvTransferService>> svc = start_kv_transfer(o, role, m->path, **engine);
+      svc.is_ok()) {
+    kv_transfer = std::move(*svc);
+    backend.kv_transfer = kv_transfer.get();
+  } else if (role != server::KvRole::kBoth) {
+    return fail(svc.status());
+  } else {
+    fmt::print(stderr, "omnibus serve: KV transfer disabled: {}\n", svc.status().to_string());
+  }
+  if (kv_transfer) {
+    fmt::print(stderr, "omnibus serve: KV transfer ({}) on {}:{} (UCX); unpulled prompts unpinned after {:.0f} s\n",
+               server::kv_role_name(kv_transfer->role()), o.kv_transfer_host.empty() ? o.host : o.kv_transfer_host,
+               kv_transfer->port(), o.kv_transfer_timeout_s);
+  }
   if (kv_events) {
     backend.kv_events_counts = [p = kv_events.get()] {
       const KvEventPublisherCounters c = p->counters();
@@ -229,7 +272,9 @@ int run_serve(const ServeOptions& o) {
   (*transport)->stop_accepting();
   (*transport)->stop();
   api.reset();        // the pump and every Generation (they use the engine)
+  if (kv_transfer) kv_transfer->detach_engine();  // its agent stays up for fetches in flight
   engine->reset();    // aborts whatever is left, joins the engine thread
+  kv_transfer.reset();
   transport->reset();  // sessions are gone with the API; now the io_context
   fmt::print(stderr, "omnibus serve: stopped\n");
   return 0;
@@ -269,6 +314,20 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "ZeroMQ ROUTER endpoint answering replay requests for the last 10000 batches, e.g. tcp://*:5558");
   cmd->add_option("--kv-events-topic", o->kv_events_topic, "Topic frame of every KV-event message")
       ->capture_default_str();
+  cmd->add_option("--kv-role", o->kv_role,
+                  "Disaggregated serving behind vllm-router --vllm-pd-disaggregation: 'prefill' computes prompts "
+                  "and keeps their KV blocks for a decode worker, 'decode' pulls them and generates, 'both' "
+                  "serves plain requests and either side of a transfer (docs/disaggregation.md)")
+      ->capture_default_str()->check(CLI::IsMember({"both", "prefill", "decode"}));
+  cmd->add_option("--kv-transfer-host", o->kv_transfer_host,
+                  "Address of this worker that KV-transfer peers reach it at (advertised as remote_host; default: "
+                  "--host, or 127.0.0.1 for a wildcard host)");
+  cmd->add_option("--kv-transfer-port", o->kv_transfer_port,
+                  "Port of the KV-transfer side channel (advertised as remote_port; 0 = any free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--kv-transfer-timeout", o->kv_transfer_timeout_s,
+                  "Seconds a prefill worker keeps a prompt's blocks pinned for a decode worker that never pulls them")
+      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
 }
 
 }  // namespace omnibus

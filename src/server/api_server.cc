@@ -86,7 +86,11 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (ready) st = backend_.engine->stats();
     std::optional<KvEventsCounts> kv_events;
     if (ready && backend_.kv_events_counts) kv_events = backend_.kv_events_counts();
-    return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(st, kv_events));
+    std::string text = metrics_.render(st, kv_events);
+    if (ready && backend_.kv_transfer != nullptr) {
+      text += backend_.kv_transfer->metrics_text(fmt::format("model_name=\"{}\"", config_.served_model_name), st);
+    }
+    return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
   }
 
   struct Route {
@@ -198,6 +202,32 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
                                                                 "leaves for the completion"));
   }
 
+  // Disaggregated prefill/decode (kv_transfer_service.h).
+  const auto params_it = body->find("kv_transfer_params");
+  const nlohmann::json* kv_params = params_it == body->end() ? nullptr : &*params_it;
+  KvTransferService::Ask kv_ask = KvTransferService::Ask::kNone;
+  if (backend_.kv_transfer != nullptr) {
+    ApiResult<KvTransferService::Ask> ask = backend_.kv_transfer->classify(kv_params);
+    if (!ask.ok()) return respond_error(*sink, ask.error());
+    kv_ask = *ask;
+  } else if (kv_params != nullptr && !kv_params->is_null()) {
+    const bool asks = kv_params->is_object() && (kv_params->value("do_remote_decode", false) == true ||
+                                                 kv_params->value("do_remote_prefill", false) == true);
+    if (asks) {
+      return respond_error(*sink, ApiError::invalid("kv_transfer_params",
+                                                    "this worker does not transfer KV blocks (start it with "
+                                                    "--kv-role prefill, decode or both)",
+                                                    "kv_transfer_disabled"));
+    }
+  }
+  if (kv_ask != KvTransferService::Ask::kNone && prompts.size() != 1) {
+    return respond_error(*sink, ApiError::invalid("kv_transfer_params", "kv_transfer_params needs a single prompt"));
+  }
+  if (kv_ask == KvTransferService::Ask::kRemoteDecode && spec->stream) {
+    return respond_error(*sink, ApiError::invalid("stream", "a prefill for a remote decode (kv_transfer_params."
+                                                            "do_remote_decode) answers with stream: false"));
+  }
+
   if (state_.load() == State::kDraining) {
     return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
   }
@@ -209,20 +239,30 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
                                                       "server_overloaded"));
   }
 
+  std::shared_ptr<KvImport> kv_import;
+  if (kv_ask == KvTransferService::Ask::kRemotePrefill) {
+    ApiResult<std::shared_ptr<KvImport>> im = backend_.kv_transfer->prepare_import(*kv_params, prompts[0].ids);
+    if (!im.ok()) return respond_error(*sink, im.error());
+    kv_import = *im;
+  }
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const PreparedPrompt& p : prompts) {
     Request r = spec->base;
     r.prompt = p.ids;
+    r.pin_prompt_blocks = kv_ask == KvTransferService::Ask::kRemoteDecode;
+    r.kv_import = kv_import;
     StatusOr<std::shared_ptr<RequestStream>> s = engine.submit(std::move(r));
     if (!s.is_ok()) {
       for (const auto& done : streams) engine.abort(done->id());
+      if (kv_import) kv_import->finished(0, 0, false);  // the prefill worker may unpin now
       return respond_error(*sink, ApiError::invalid("", s.status().message()));
     }
     streams.push_back(std::move(*s));
   }
   counters_.n_pending.fetch_add(n_new);
 
-  GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name};
+  GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
+                        kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
   std::weak_ptr<Generation> weak = gen;

@@ -33,6 +33,7 @@
 #include "server/chat_renderer.h"
 #include "server/generation.h"
 #include "server/http_types.h"
+#include "server/kv_transfer_service.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/stream_pump.h"
@@ -58,6 +59,9 @@ struct Backend {
   int32_t n_threads = 0;                      // compute threads (0: unknown)
   // The KV-event publisher's counters for /metrics; unset: not publishing.
   std::function<KvEventsCounts()> kv_events_counts;
+  // Disaggregated prefill/decode (--kv-role); null: kv_transfer_params other
+  // than null or all-false are refused with 400.
+  KvTransferService* kv_transfer = nullptr;
 };
 
 class ApiServer {

@@ -157,6 +157,7 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
   }
   if (e.final) {
     part.final = true;
+    part.pinned = e.pinned;
     if (part.max_tokens_seen > 0) {
       const auto submit = part.stream->submit_time();
       ctx_.metrics->observe_e2e(seconds(part.last_token - submit));
@@ -256,7 +257,15 @@ void Generation::finish() {
       r["prompt_logprobs"] = prompt_logprobs(0);  // chat has one prompt
     }
     r["usage"] = usage;
+    if (ctx_.kv_export != nullptr && parts_[0].pinned != nullptr) {
+      r["kv_transfer_params"] = ctx_.kv_export->offer(*parts_[0].pinned, parts_[0].n_prompt_tokens);
+    }
     sink_->respond(200, "application/json", json_dump(r));
+  }
+  if (cancelled_ && ctx_.kv_export != nullptr) {
+    for (const Part& p : parts_) {
+      if (p.pinned != nullptr) ctx_.kv_export->drop(*p.pinned);  // nobody will pull it
+    }
   }
   ctx_.counters->n_active.fetch_sub(1);
 }

@@ -33,6 +33,7 @@
 #include "engine/engine.h"
 #include "server/choice_output.h"
 #include "server/http_types.h"
+#include "server/kv_transfer_service.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 
@@ -50,6 +51,9 @@ struct GenerationContext {
   ServerMetrics* metrics = nullptr;
   GenerationCounters* counters = nullptr;
   std::string model_name;
+  // Set for a prefill whose KV a remote decode worker will pull: the response
+  // carries the offer's kv_transfer_params (KvTransferService::offer).
+  KvTransferService* kv_export = nullptr;
 };
 
 // One prompt of the call, tokenized.
@@ -78,6 +82,7 @@ class Generation {
     bool aborted_after_stop = false;
     int32_t n_prompt_tokens = 0;
     int32_t n_cached_tokens = 0;
+    std::shared_ptr<const KvPinned> pinned;  // the final event's (kv_export)
     std::vector<PromptLogprob> prompt_logprobs;
     std::chrono::steady_clock::time_point first_token, last_token;
     int32_t max_tokens_seen = 0;

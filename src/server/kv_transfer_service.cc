@@ -1,0 +1,486 @@
+#include "server/kv_transfer_service.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "kv/prefix_cache.h"
+#include "util/check.h"
+
+namespace omnibus::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+const char* kParam = "kv_transfer_params";
+
+std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+
+bool parse_hex64(const json& j, uint64_t& out) {
+  if (!j.is_string()) return false;
+  const std::string& s = j.get_ref<const std::string&>();
+  if (s.size() != 16) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return false;
+    }
+    v = (v << 4) | uint64_t(d);
+  }
+  out = v;
+  return true;
+}
+
+std::string random_id() {
+  std::random_device rd;
+  std::string id = "omnibus-";
+  for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", uint32_t(rd()));
+  return id;
+}
+
+bool valid_id(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
+// The compatibility string: what must be equal for blocks to mean the same
+// thing in both pools. Parsed back field by field to say what differs.
+std::string make_compat(const std::string& fingerprint, const std::string& kv_dtype, int32_t block_size) {
+  return fmt::format("model={};kv_dtype={};block_size={}", fingerprint, kv_dtype, block_size);
+}
+
+std::map<std::string, std::string> split_compat(const std::string& s) {
+  std::map<std::string, std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t end = s.find(';', i);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(i, end - i);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) out[item.substr(0, eq)] = item.substr(eq + 1);
+    i = end + 1;
+  }
+  return out;
+}
+
+ApiError bad(const std::string& field, const std::string& what) {
+  return ApiError::invalid(std::string(kParam) + "." + field, fmt::format("{}.{} {}", kParam, field, what),
+                           "invalid_kv_transfer_params");
+}
+
+}  // namespace
+
+const char* kv_role_name(KvRole r) {
+  switch (r) {
+    case KvRole::kBoth: return "both";
+    case KvRole::kPrefill: return "prefill";
+    case KvRole::kDecode: return "decode";
+  }
+  return "?";
+}
+
+StatusOr<std::string> model_fingerprint(const std::string& gguf_path) {
+  const int fd = ::open(gguf_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::not_found("cannot open {}: {}", gguf_path, std::strerror(errno));
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  std::vector<char> buf(size_t(4) << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      XXH3_freeState(st);
+      ::close(fd);
+      return Status::internal("cannot read {}: {}", gguf_path, std::strerror(e));
+    }
+    if (n == 0) break;
+    XXH3_64bits_update(st, buf.data(), size_t(n));
+  }
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  ::close(fd);
+  return hex64(h);
+}
+
+StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(Engine& engine, const std::string& kv_dtype,
+                                                                        KvTransferServiceOptions options) {
+  if (!engine.info().prefix_caching) {
+    return Status::invalid_argument("--kv-role needs prefix caching (drop --no-prefix-caching)");
+  }
+  const std::string compat = make_compat(options.model_fingerprint, kv_dtype, engine.info().block_size);
+  std::unique_ptr<KvTransferService> s(new KvTransferService(engine, std::move(options), compat));
+  KvTransferOptions ao;
+  ao.listen_host = s->options_.listen_host;
+  ao.port = s->options_.port;
+  ao.engine_id = random_id();
+  ao.io_timeout = s->options_.io_timeout;
+  ao.layout.base = s->region_.base;
+  ao.layout.bytes = s->region_.bytes;
+  ao.layout.n_blocks = s->region_.n_blocks;
+  ao.layout.k_offset.assign(s->region_.k_offset.begin(), s->region_.k_offset.end());
+  ao.layout.v_offset.assign(s->region_.v_offset.begin(), s->region_.v_offset.end());
+  ao.layout.k_block_bytes = s->region_.k_block_bytes;
+  ao.layout.v_block_bytes = s->region_.v_block_bytes;
+  ao.layout.compat = compat;
+  KvTransferService* self = s.get();
+  ao.on_release = [self](const std::string& id, int32_t n_blocks) { self->on_release(id, n_blocks); };
+  OMNIBUS_ASSIGN_OR_RETURN(s->agent_, KvTransferAgent::create(std::move(ao)));
+  s->expirer_ = std::thread([self] { self->expire_loop(); });
+  return s;
+}
+
+KvTransferService::KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat)
+    : engine_(&engine),
+      options_(std::move(options)),
+      compat_(std::move(compat)),
+      region_(engine.kv_region()),
+      block_size_(engine.info().block_size),
+      pull_seconds_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}) {}
+
+KvTransferService::~KvTransferService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (expirer_.joinable()) expirer_.join();
+  agent_.reset();  // no release callback after this
+}
+
+void KvTransferService::detach_engine() {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_ = nullptr;
+}
+
+ApiResult<KvTransferService::Ask> KvTransferService::classify(const json* params) const {
+  if (params == nullptr || params->is_null()) return Ask::kNone;
+  if (!params->is_object()) return bad("", "must be an object or null");
+  const auto flag = [&](const char* name, bool& out) -> bool {
+    auto it = params->find(name);
+    if (it == params->end() || it->is_null()) {
+      out = false;
+      return true;
+    }
+    if (!it->is_boolean()) return false;
+    out = it->get<bool>();
+    return true;
+  };
+  bool remote_decode = false, remote_prefill = false;
+  if (!flag("do_remote_decode", remote_decode)) return bad("do_remote_decode", "must be a boolean");
+  if (!flag("do_remote_prefill", remote_prefill)) return bad("do_remote_prefill", "must be a boolean");
+  if (remote_decode && remote_prefill) {
+    return bad("do_remote_prefill", "and do_remote_decode cannot both be true");
+  }
+  if (remote_decode) {
+    if (options_.role == KvRole::kDecode) {
+      return bad("do_remote_decode", "asks for a prefill, but this worker runs with --kv-role decode");
+    }
+    return Ask::kRemoteDecode;
+  }
+  if (remote_prefill) {
+    if (options_.role == KvRole::kPrefill) {
+      return bad("do_remote_prefill", "asks for a decode, but this worker runs with --kv-role prefill");
+    }
+    return Ask::kRemotePrefill;
+  }
+  return Ask::kNone;
+}
+
+json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
+  const std::string id = random_id();
+  json hashes = json::array();
+  for (uint64_t k : pinned.keys) hashes.push_back(hex64(k));
+  KvOffer o;
+  o.id = id;
+  o.blocks = pinned.blocks;
+  o.keys = pinned.keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    offers_[id] = Offer{pinned.pin_id, int32_t(pinned.blocks.size()), Clock::now() + options_.timeout};
+    ++offers_total_;
+  }
+  agent_->offer(std::move(o));
+  cv_.notify_all();
+  json p;
+  p["do_remote_prefill"] = true;
+  p["do_remote_decode"] = false;
+  p["remote_engine_id"] = agent_->engine_id();
+  p["remote_request_id"] = id;
+  p["remote_block_ids"] = pinned.blocks;
+  p["remote_host"] = options_.host;
+  p["remote_port"] = agent_->port();
+  p["tp_size"] = 1;
+  p["omnibus"] = {{"block_hashes", std::move(hashes)},
+                  {"compat", compat_},
+                  {"block_size", block_size_},
+                  {"n_prompt_tokens", n_prompt_tokens}};
+  return p;
+}
+
+void KvTransferService::drop(const KvPinned& pinned) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (engine_ != nullptr) engine_->unpin(pinned.pin_id);
+}
+
+void KvTransferService::on_release(const std::string& id, int32_t n_blocks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = offers_.find(id);
+    if (it == offers_.end()) return;
+    const uint64_t pin_id = it->second.pin_id;
+    n_blocks = std::clamp(n_blocks, 0, it->second.n_blocks);
+    blocks_served_ += uint64_t(n_blocks);
+    bytes_served_ += uint64_t(n_blocks) * (region_.k_block_bytes + region_.v_block_bytes) * region_.k_offset.size();
+    offers_.erase(it);
+    if (engine_ != nullptr) engine_->unpin(pin_id);  // queues it: cheap under the lock
+  }
+}
+
+void KvTransferService::expire_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    Clock::time_point next = Clock::time_point::max();
+    for (const auto& [id, o] : offers_) next = std::min(next, o.deadline);
+    if (next == Clock::time_point::max()) {
+      cv_.wait(lock);
+      continue;
+    }
+    if (cv_.wait_until(lock, next) != std::cv_status::timeout && !stop_) continue;
+    const Clock::time_point now = Clock::now();
+    std::vector<std::pair<std::string, uint64_t>> expired;
+    for (auto it = offers_.begin(); it != offers_.end();) {
+      if (it->second.deadline <= now) {
+        expired.emplace_back(it->first, it->second.pin_id);
+        it = offers_.erase(it);
+        ++timeouts_;
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();
+    // Withdrawn before unpinned: no claim can succeed on blocks being reused.
+    for (const auto& [id, pin] : expired) agent_->withdraw(id);
+    lock.lock();
+    for (const auto& [id, pin] : expired) {
+      if (engine_ != nullptr) engine_->unpin(pin);
+    }
+  }
+}
+
+ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const json& params,
+                                                                       const std::vector<int32_t>& prompt) {
+  const auto str = [&](const char* name, std::string& out) -> bool {
+    auto it = params.find(name);
+    if (it == params.end() || !it->is_string()) return false;
+    out = it->get<std::string>();
+    return true;
+  };
+  std::string engine_id, id, host;
+  if (!str("remote_engine_id", engine_id)) return bad("remote_engine_id", "must be a string");
+  if (!str("remote_request_id", id) || !valid_id(id)) {
+    return bad("remote_request_id", "must be a string of at most 128 letters, digits, '-' or '_'");
+  }
+  if (!str("remote_host", host) || host.empty() || host.size() > 255) {
+    return bad("remote_host", "must be a non-empty host name or address");
+  }
+  auto port_it = params.find("remote_port");
+  if (port_it == params.end() || !port_it->is_number_integer() || port_it->get<int64_t>() < 1 ||
+      port_it->get<int64_t>() > 65535) {
+    return bad("remote_port", "must be an integer port in [1, 65535]");
+  }
+  const int port = int(port_it->get<int64_t>());
+  auto ids_it = params.find("remote_block_ids");
+  if (ids_it == params.end() || !ids_it->is_array()) return bad("remote_block_ids", "must be an array of block ids");
+  std::vector<int32_t> remote_blocks;
+  for (const json& b : *ids_it) {
+    if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= (int64_t(1) << 30)) {
+      return bad("remote_block_ids", "must hold non-negative integer block ids");
+    }
+    remote_blocks.push_back(int32_t(b.get<int64_t>()));
+  }
+  auto om_it = params.find("omnibus");
+  if (om_it == params.end() || !om_it->is_object()) {
+    return bad("omnibus", "is missing: the prefill worker is not an omnibus worker with --kv-role prefill or both");
+  }
+  const json& om = *om_it;
+  auto compat_it = om.find("compat");
+  if (compat_it == om.end() || !compat_it->is_string()) return bad("omnibus.compat", "must be a string");
+  const std::string remote_compat = compat_it->get<std::string>();
+  if (remote_compat != compat_) {
+    const auto mine = split_compat(compat_), theirs = split_compat(remote_compat);
+    std::string diff;
+    for (const auto& [k, v] : mine) {
+      auto t = theirs.find(k);
+      const std::string tv = t == theirs.end() ? "(none)" : t->second;
+      if (tv != v) diff += fmt::format("{}{}: prefill worker {}, this worker {}", diff.empty() ? "" : "; ", k, tv, v);
+    }
+    return ApiError::invalid(std::string(kParam),
+                             "the prefill worker's KV cache is incompatible with this worker's (" +
+                                 (diff.empty() ? remote_compat : diff) + ")",
+                             "kv_transfer_incompatible");
+  }
+  auto hashes_it = om.find("block_hashes");
+  if (hashes_it == om.end() || !hashes_it->is_array() || hashes_it->size() != remote_blocks.size()) {
+    return bad("omnibus.block_hashes", "must be an array of hex keys, one per remote block");
+  }
+  std::vector<uint64_t> keys;
+  for (const json& h : *hashes_it) {
+    uint64_t k;
+    if (!parse_hex64(h, k)) return bad("omnibus.block_hashes", "must hold 16-digit lowercase hex keys");
+    keys.push_back(k);
+  }
+  // The blocks must be this prompt's: the chain of its own tokens.
+  const int32_t n = int32_t(remote_blocks.size());
+  const int32_t bs = block_size_;
+  if (int64_t(n) * bs > int64_t(prompt.size()) - 1) {
+    return bad("remote_block_ids", fmt::format("names {} blocks of {} tokens, more than this prompt of {} tokens has "
+                                               "before its last token", n, bs, prompt.size()));
+  }
+  uint64_t parent = PrefixCache::kRootKey;
+  for (int32_t i = 0; i < n; ++i) {
+    parent = PrefixCache::chain_key(std::span<const int32_t>(prompt.data() + size_t(i) * size_t(bs), size_t(bs)),
+                                    parent);
+    if (parent != keys[size_t(i)]) {
+      return bad("omnibus.block_hashes", fmt::format("do not match this request's prompt (block {} differs): the "
+                                                     "prefill worker computed another prompt", i));
+    }
+  }
+  if (n == 0) {
+    agent_->release(host, port, id, 0);
+    return std::shared_ptr<KvImport>();
+  }
+  StatusOr<KvClaim> claim = agent_->claim(host, port, id, remote_blocks, keys);
+  if (!claim.is_ok()) {
+    if (claim.status().code() == StatusCode::kInvalidArgument) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++refused_;
+      return ApiError::invalid(kParam, "the prefill worker refused the transfer: " + claim.status().message(),
+                               "kv_transfer_refused");
+    }
+    fmt::print(stderr, "kv transfer: prefill worker {}:{} unreachable ({}); computing the prompt here\n", host, port,
+               claim.status().message());
+    std::lock_guard<std::mutex> lock(mu_);
+    ++fallbacks_;
+    return std::shared_ptr<KvImport>();
+  }
+  const KvRegionLayout remote = claim->remote;
+  if (remote.k_offset.size() != region_.k_offset.size() || remote.k_block_bytes != region_.k_block_bytes ||
+      remote.v_block_bytes != region_.v_block_bytes) {
+    agent_->release(host, port, id, 0);
+    return ApiError::invalid(kParam, "the prefill worker's KV block layout differs from this worker's",
+                             "kv_transfer_incompatible");
+  }
+  for (int32_t b : remote_blocks) {
+    if (b >= remote.n_blocks) return bad("remote_block_ids", "names a block outside the prefill worker's pool");
+  }
+
+  auto im = std::make_shared<KvImport>();
+  im->n_blocks = n;
+  const KvRegionInfo local = region_;
+  KvTransferService* self = this;
+  im->fetch = [self, local, remote, remote_blocks, host, port](int32_t first, std::vector<int32_t> dst,
+                                                               std::function<void(bool)> done) {
+    std::vector<KvSegment> segs;
+    for (size_t l = 0; l < local.k_offset.size(); ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        const uint64_t rb = kv == 0 ? remote.k_block_bytes : remote.v_block_bytes;
+        const uint64_t ro = kv == 0 ? remote.k_offset[l] : remote.v_offset[l];
+        const uint64_t lo = kv == 0 ? local.k_offset[l] : local.v_offset[l];
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const uint64_t r = ro + uint64_t(remote_blocks[size_t(first) + i]) * rb;
+          const uint64_t d = lo + uint64_t(dst[i]) * rb;
+          // Runs consecutive on both sides move as one get.
+          if (!segs.empty() && segs.back().remote_offset + segs.back().bytes == r &&
+              segs.back().local_offset + segs.back().bytes == d) {
+            segs.back().bytes += rb;
+          } else {
+            segs.push_back(KvSegment{r, d, rb});
+          }
+        }
+      }
+    }
+    const Clock::time_point t0 = Clock::now();
+    uint64_t bytes = 0;
+    for (const KvSegment& s : segs) bytes += s.bytes;
+    const int32_t n_blocks = int32_t(dst.size());
+    self->agent_->pull(host, port, std::move(segs), [self, t0, bytes, n_blocks, done](Status st) {
+      {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        if (st.is_ok()) {
+          self->pull_seconds_.observe(std::chrono::duration<double>(Clock::now() - t0).count());
+          self->bytes_pulled_ += bytes;
+          self->blocks_pulled_ += uint64_t(n_blocks);
+        } else {
+          ++self->pull_failures_;
+        }
+      }
+      if (!st.is_ok()) fmt::print(stderr, "kv transfer: pull failed ({}); computing the prompt here\n", st.message());
+      done(st.is_ok());
+    });
+  };
+  im->finished = [self, host, port, id](int32_t n_local, int32_t n_fetched, bool failed) {
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->blocks_local_ += uint64_t(n_local);
+      if (failed) ++self->fallbacks_;
+    }
+    self->agent_->release(host, port, id, n_fetched);
+  };
+  return im;
+}
+
+std::string KvTransferService::metrics_text(const std::string& labels, const EngineStats& st) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  const auto header = [&out](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  header("omnibus:kv_transfer_blocks_total", "counter",
+         "KV blocks moved between workers: pulled here (decode), served from here (prefill), or found in the "
+         "local prefix cache instead of pulled (local).");
+  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"pulled\"}} {}\n", labels, blocks_pulled_);
+  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"served\"}} {}\n", labels, blocks_served_);
+  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"local\"}} {}\n", labels, blocks_local_);
+  header("omnibus:kv_transfer_bytes_total", "counter", "KV bytes moved between workers, in their stored format.");
+  out += fmt::format("omnibus:kv_transfer_bytes_total{{{},direction=\"pulled\"}} {}\n", labels, bytes_pulled_);
+  out += fmt::format("omnibus:kv_transfer_bytes_total{{{},direction=\"served\"}} {}\n", labels, bytes_served_);
+  header("omnibus:kv_transfer_seconds", "histogram", "Time to pull one request's missing KV blocks.");
+  pull_seconds_.render("omnibus:kv_transfer_seconds", labels, out);
+  header("omnibus:kv_transfer_pinned_blocks", "gauge",
+         "KV blocks pinned for decode workers that have not pulled them yet (prefill side).");
+  out += fmt::format("omnibus:kv_transfer_pinned_blocks{{{}}} {}\n", labels, st.kv_blocks_pinned);
+  header("omnibus:kv_transfer_offers_total", "counter", "Prompts offered to decode workers (prefill side).");
+  out += fmt::format("omnibus:kv_transfer_offers_total{{{}}} {}\n", labels, offers_total_);
+  header("omnibus:kv_transfer_timeouts_total", "counter",
+         "Offers unpinned by --kv-transfer-timeout because no decode worker released them.");
+  out += fmt::format("omnibus:kv_transfer_timeouts_total{{{}}} {}\n", labels, timeouts_);
+  header("omnibus:kv_transfer_fallbacks_total", "counter",
+         "Remotely prefilled requests whose prompt was computed here instead (prefill worker unreachable, pull "
+         "failed, or no room in the pool).");
+  out += fmt::format("omnibus:kv_transfer_fallbacks_total{{{}}} {}\n", labels, fallbacks_);
+  header("omnibus:kv_transfer_refused_total", "counter",
+         "kv_transfer_params the prefill worker refused (forged, stale or already used): answered 400.");
+  out += fmt::format("omnibus:kv_transfer_refused_total{{{}}} {}\n", labels, refused_);
+  header("omnibus:kv_transfer_pull_failures_total", "counter", "Pulls that failed part-way (then computed here).");
+  out += fmt::format("omnibus:kv_transfer_pull_failures_total{{{}}} {}\n", labels, pull_failures_);
+  return out;
+}
+
+}  // namespace omnibus::server

@@ -1,0 +1,134 @@
+// KvTransferService: the server's side of disaggregated prefill and decode
+// (docs/disaggregation.md). It speaks vLLM's `kv_transfer_params` protocol,
+// the one vllm-router's --vllm-pd-disaggregation mode drives:
+//
+//   prefill worker: a request with kv_transfer_params.do_remote_decode = true
+//     runs with its prompt blocks pinned (Request::pin_prompt_blocks); its
+//     response carries kv_transfer_params for the decode worker (offer()):
+//     do_remote_prefill, remote_engine_id, remote_request_id (unguessable),
+//     remote_block_ids, remote_host, remote_port, tp_size, and under
+//     "omnibus" the block-hash chain, the compatibility string (model
+//     fingerprint, KV dtype, block size), the prompt length. The blocks stay
+//     pinned until the decode worker releases them or --kv-transfer-timeout
+//     passes.
+//   decode worker: a request with kv_transfer_params.do_remote_prefill = true
+//     is checked (prepare_import(): types, ranges, compatibility, the hash
+//     chain against its own tokenization of the prompt — any mismatch is a
+//     400 that touches nothing), claimed from the prefill worker (which
+//     refuses forged or stale ids: 400), and submitted with a KvImport: the
+//     engine matches its own prefix cache and the agent pulls only the
+//     missing blocks straight into the pool; then the prefill worker is told
+//     to unpin. An unreachable prefill worker is not an error: the prompt is
+//     computed here and omnibus:kv_transfer_fallbacks_total counts it.
+//
+// Metrics (metrics_text(), appended to /metrics): blocks and bytes moved per
+// direction, pull latency, pinned blocks, timeouts, fallbacks, claims refused.
+//
+// Thread-safety: every method may be called from any thread (HTTP I/O
+// threads, the engine thread through KvImport, the agent's threads).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "kv_transfer/kv_transfer_agent.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+
+namespace omnibus::server {
+
+enum class KvRole { kBoth, kPrefill, kDecode };
+const char* kv_role_name(KvRole r);
+
+struct KvTransferServiceOptions {
+  KvRole role = KvRole::kBoth;
+  std::string host = "127.0.0.1";  // advertised in remote_host (--kv-transfer-host)
+  std::string listen_host = "0.0.0.0";
+  int port = 0;                    // --kv-transfer-port (0: ephemeral)
+  std::chrono::seconds timeout{120};  // --kv-transfer-timeout: unpin what was never pulled
+  std::string model_fingerprint;   // model_fingerprint() of the served GGUF
+  std::chrono::milliseconds io_timeout{5000};
+};
+
+// A hash of the whole GGUF file (XXH3-64, hex): two workers move KV blocks
+// only when they serve the same bytes.
+StatusOr<std::string> model_fingerprint(const std::string& gguf_path);
+
+class KvTransferService {
+ public:
+  // Starts the agent over the engine's KV pool. REQUIRES: the engine outlives
+  // the service, prefix caching on.
+  static StatusOr<std::unique_ptr<KvTransferService>> create(Engine& engine, const std::string& kv_dtype,
+                                                             KvTransferServiceOptions options);
+  // Stops the timeout thread and the agent (pulls in flight end, their
+  // callbacks run). Pins left are the engine's to free at its shutdown.
+  ~KvTransferService();
+  // Shutdown, before the engine goes: releases and timeouts no longer reach
+  // it. The agent keeps running, so the engine's fetches in flight can end.
+  void detach_engine();
+
+  KvRole role() const { return options_.role; }
+  int port() const { return agent_->port(); }
+
+  // What a request's kv_transfer_params ask of this worker.
+  enum class Ask { kNone, kRemoteDecode, kRemotePrefill };
+  // kNone for null/absent or both flags false. 400 for wrong types, or a side
+  // this worker's role does not serve.
+  ApiResult<Ask> classify(const nlohmann::json* params) const;
+
+  // Prefill side: offers a pinned prompt and returns the response's
+  // kv_transfer_params. The pin is released by the decode worker's release,
+  // by the timeout, or by drop().
+  nlohmann::json offer(const KvPinned& pinned, int32_t n_prompt_tokens);
+  // Prefill side: the response will not be delivered (client gone): unpin now.
+  void drop(const KvPinned& pinned);
+
+  // Decode side: checks `params` against the tokenized prompt and claims the
+  // blocks. A null import (and OK) when there is nothing to fetch or the
+  // prefill worker is unreachable (the prompt is then computed here).
+  ApiResult<std::shared_ptr<KvImport>> prepare_import(const nlohmann::json& params,
+                                                      const std::vector<int32_t>& prompt);
+
+  // Prometheus lines (HELP/TYPE included) of the transfer metrics.
+  std::string metrics_text(const std::string& labels, const EngineStats& stats) const;
+
+ private:
+  KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat);
+  void on_release(const std::string& id, int32_t n_blocks);
+  void expire_loop();  // the timeout thread
+
+  Engine* engine_;  // guarded by mu_ (null after detach_engine)
+  const KvTransferServiceOptions options_;
+  const std::string compat_;
+  const KvRegionInfo region_;
+  const int32_t block_size_;
+  std::unique_ptr<KvTransferAgent> agent_;
+
+  struct Offer {
+    uint64_t pin_id = 0;
+    int32_t n_blocks = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  mutable std::mutex mu_;
+  std::condition_variable cv_;           // wakes the timeout thread
+  std::map<std::string, Offer> offers_;  // guarded by mu_
+  bool stop_ = false;                    // guarded by mu_
+  // Metrics, guarded by mu_.
+  uint64_t blocks_pulled_ = 0, bytes_pulled_ = 0, blocks_local_ = 0;
+  uint64_t blocks_served_ = 0, bytes_served_ = 0;
+  uint64_t offers_total_ = 0, timeouts_ = 0, fallbacks_ = 0, refused_ = 0, pull_failures_ = 0;
+  Histogram pull_seconds_;
+  std::thread expirer_;
+};
+
+}  // namespace omnibus::server
