@@ -365,10 +365,12 @@ def metrics_text(results):
             kv = {k: v for k, v in m.items() if k.startswith(KV_PREFIX)}
             counters = ", ".join(f"{short(k)} {v:g}" for k, v in base.items() if v)
             out.append(f"- {r['config']} / {worker}: {counters}")
-            if kv:
-                out += [f"    {k} {v:g}" for k, v in kv.items()]
-            elif r["config"] == "disagg":
-                out.append(f"    (no {KV_PREFIX}* metrics)")
+            changed = {k: v for k, v in kv.items() if v}
+            out += [f"    {k} {v:g}" for k, v in changed.items()]
+            if kv and len(changed) < len(kv):
+                out.append(f"    ({len(kv) - len(changed)} {'other ' if changed else ''}{KV_PREFIX}* series unchanged)")
+            elif not kv and r["config"] == "disagg":
+                out.append(f"    (no {KV_PREFIX}* metrics: a binary without the KV transfer)")
     return "\n".join(out)
 
 
