@@ -79,6 +79,7 @@ class KvTransferService {
 
   KvRole role() const { return options_.role; }
   int port() const { return agent_->port(); }
+  const std::string& engine_id() const { return agent_->engine_id(); }
 
   // What a request's kv_transfer_params ask of this worker.
   enum class Ask { kNone, kRemoteDecode, kRemotePrefill };
