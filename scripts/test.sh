@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMNIBUS_MODELS_DIR=$PWD/models
-step() { printf '\n=== %s ===\n' "$*"; }
+# Each step says how long the run has taken so far (CI keeps an eye on it).
+step() { printf '\n=== %s (at %d min %02d s) ===\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "release build"
 scripts/build.sh release
@@ -45,6 +46,6 @@ fi
 
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   step "Python tests"
-  OMNIBUS_BIN=$PWD/build/omnibus .venv/bin/python -m pytest -q tests/python
+  OMNIBUS_BIN=$PWD/build/omnibus .venv/bin/python -m pytest -q --durations=15 tests/python
 fi
 step "all tests passed"
