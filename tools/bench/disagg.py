@@ -403,7 +403,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", default="colocated,disagg", help="comma-separated: colocated, disagg")
     ap.add_argument("--requests", type=int, default=40)
-    ap.add_argument("--rate", type=float, default=0.5, help="mean arrivals per second (Poisson)")
+    ap.add_argument("--rate", type=float, default=0.5,
+                    help="mean arrivals per second (Poisson). 0.5: ~536 prompt tokens a request on average "
+                         "is ~0.7 s of -t 2 prefill on a quiet machine (pp512 ~865 tok/s, docs/performance.md), "
+                         "so prefill alone keeps the colocated server ~35%% busy, decode the rest; "
+                         "on a machine shared with builds it is overloaded")
     ap.add_argument("--long-frac", type=float, default=0.25, help="fraction of long prompts")
     ap.add_argument("--long-tokens", type=int, default=2048)
     ap.add_argument("--short-tokens", default="64-128", help="short prompt length range, tokens (uniform)")
