@@ -483,11 +483,11 @@ void Engine::Impl::start_import(RequestState& r) {
   }
   const uint64_t id = r.id;
   im.fetch(n_local, std::move(dst), [this, id](bool ok) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      imports_done.emplace_back(id, ok);
-      --imports_in_flight;
-    }
+    // Notified under the lock: once the engine sees the count drop it may be
+    // destroyed, so nothing here may touch it after the unlock.
+    std::lock_guard<std::mutex> lock(mu);
+    imports_done.emplace_back(id, ok);
+    --imports_in_flight;
     cv.notify_all();
   });
 }

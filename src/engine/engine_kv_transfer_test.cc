@@ -256,7 +256,15 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
   ASSERT_TRUE(d.is_ok());
   std::function<void(bool)> done = started.get_future().get();
   (*decode)->abort((*d)->id());
-  EXPECT_EQ((*decode)->stats().kv_blocks_used, 3);  // still held: the fetch may be writing
+  // A request after the abort: the stats of its step show the abort taken in,
+  // and the 3 blocks still held (the fetch may be writing).
+  const uint64_t s0 = (*decode)->stats().n_steps;
+  auto other = (*decode)->submit(request(prompt_of(10, 77, model->config().n_vocab), 1, greedy()));
+  ASSERT_TRUE(other.is_ok());
+  collect(**other);
+  const auto held = (*decode)->wait_for_step(s0 + 1, std::chrono::seconds(30));
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->kv_blocks_used, 3);
   done(false);
   std::vector<EngineEvent> events;
   collect(**d, &events);
