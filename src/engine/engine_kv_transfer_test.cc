@@ -289,7 +289,11 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
   closer.join();
   std::vector<EngineEvent> events2;
   collect(**d2, &events2);
-  EXPECT_EQ(events2.back().finish, FinishReason::kAbort);
+  // Aborted by the shutdown, or finished first if the fetch ended before the
+  // engine saw the stop: either way the stream ends.
+  ASSERT_FALSE(events2.empty());
+  EXPECT_TRUE(events2.back().final);
+  EXPECT_TRUE(events2.back().finish == FinishReason::kAbort || events2.back().finish == FinishReason::kLength);
 }
 
 }  // namespace
