@@ -4,6 +4,8 @@
 // environment when an agent calls ucp_config_read).
 #include "kv_transfer/kv_transfer_agent.h"
 
+#include <ucp/api/ucp.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,6 +27,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "kv_transfer/messages.h"
+#include "kv_transfer/side_channel.h"
+#include "kv_transfer/ucx_context.h"
 
 namespace omnibus {
 namespace {
@@ -585,6 +591,45 @@ TEST(KvTransferCreateTest, RefusesABadLayoutAndATakenPort) {
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find("Address already in use"), std::string::npos)
       << second.status().message();
+}
+
+// An owner whose UCX worker is never progressed (a hung process): its side
+// channel answers the claim, but no get is ever served. The pull must fail
+// at io_timeout (gets cancelled, endpoint force-closed), and the requester
+// must still be destroyable at once afterwards.
+TEST_P(KvTransferTest, StalledOwnerTimesOut) {
+  Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 18);
+  Region local_region(region_bytes(kLocalBlocks, kLocalStart), 19);
+  auto ucx = kv_transfer::UcxContext::create(owner_region.data(), owner_region.bytes());
+  ASSERT_TRUE(ucx.is_ok()) << ucx.status().to_string();
+  kv_transfer::ClaimReply reply;
+  reply.layout = make_layout(owner_region, kOwnerBlocks, kOwnerStart, "model-a/f16/bs16");
+  reply.layout.base = nullptr;
+  reply.worker_address = (*ucx)->worker_address();
+  reply.rkey = (*ucx)->packed_rkey();
+  reply.base = (*ucx)->base();
+  auto server = kv_transfer::SideChannelServer::start("127.0.0.1", 0, 5000ms, [&](const json&) {
+    return kv_transfer::to_json(reply);
+  });
+  ASSERT_TRUE(server.is_ok()) << server.status().to_string();
+  int port = (*server)->port();
+
+  auto local = make_agent(local_region, kLocalBlocks, kLocalStart, "d", {}, 300ms);
+  ASSERT_TRUE(local);
+  auto c = local->claim("127.0.0.1", port, "x", {1}, {1});
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  KvRegionLayout local_layout = make_layout(local_region, kLocalBlocks, kLocalStart, "");
+  auto before = local_region.snapshot();
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = pull_and_wait(*local, port, block_segments(c->remote, local_layout, {1, 2}, {0, 1}));
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
+  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(std::memcmp(local_region.data(), before.data(), before.size()), 0);
+  EXPECT_EQ(local->stats().pulls_failed, 1u);
+  local.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, KvTransferTest, ::testing::Values("default", "tcp"),
