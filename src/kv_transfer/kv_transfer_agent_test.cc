@@ -143,9 +143,10 @@ class KvTransferTest : public ::testing::TestWithParam<const char*> {
                                               const std::string& engine_id,
                                               std::function<void(const std::string&, int32_t)> on_release = {},
                                               std::chrono::milliseconds io_timeout = 5000ms,
-                                              const std::string& compat = "model-a/f16/bs16") {
+                                              const std::string& compat = "model-a/f16/bs16", int port = 0) {
     KvTransferOptions o;
     o.listen_host = "127.0.0.1";
+    o.port = port;
     o.engine_id = engine_id;
     o.layout = make_layout(r, n_blocks, start, compat);
     o.io_timeout = io_timeout;
@@ -316,6 +317,7 @@ TEST_P(KvTransferTest, OwnerGoneFailsThePullAndTheRequesterRecovers) {
   auto local = make_agent(local_region, kLocalBlocks, kLocalStart, "d", {}, 1500ms);
   ASSERT_TRUE(local);
   KvRegionLayout local_layout = make_layout(local_region, kLocalBlocks, kLocalStart, "");
+  int port = 0;
   {
     auto owner_region = std::make_unique<Region>(region_bytes(kOwnerBlocks, kOwnerStart), 8);
     auto owner = make_agent(*owner_region, kOwnerBlocks, kOwnerStart, "p");
@@ -325,7 +327,7 @@ TEST_P(KvTransferTest, OwnerGoneFailsThePullAndTheRequesterRecovers) {
     ASSERT_TRUE(c.is_ok()) << c.status().to_string();
     // A first pull connects the endpoint.
     ASSERT_TRUE(pull_and_wait(*local, owner->port(), block_segments(c->remote, local_layout, {3}, {0})).is_ok());
-    int port = owner->port();
+    port = owner->port();
     KvRegionLayout remote = c->remote;
     owner.reset();
     owner_region->unmap();  // nothing left to read, whichever transport
@@ -333,9 +335,12 @@ TEST_P(KvTransferTest, OwnerGoneFailsThePullAndTheRequesterRecovers) {
     EXPECT_FALSE(s.is_ok());
     EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
   }
+  // The owner restarts on the same port: a new worker address and rkey
+  // replace the cached ones.
   Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 9);
-  auto owner = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p2");
+  auto owner = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p2", {}, 5000ms, "model-a/f16/bs16", port);
   ASSERT_TRUE(owner);
+  EXPECT_EQ(owner->port(), port);
   owner->offer({"y", {5, 6}, {5, 6}});
   auto c = local->claim("127.0.0.1", owner->port(), "y", {5, 6}, {5, 6});
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
@@ -494,7 +499,8 @@ TEST_P(KvTransferTest, MalformedSideChannelInput) {
       R"({"type":"claim","id":"x","blocks":[1,-2],"keys":["a","14"],"compat":"model-a/f16/bs16"})",
       R"({"type":"claim","id":"x","blocks":[1,2.5],"keys":["a","14"],"compat":"model-a/f16/bs16"})",
       R"({"type":"claim","id":"x","blocks":[1,4294967298],"keys":["a","14"],"compat":"model-a/f16/bs16"})",
-      R"({"type":"claim","id":"x","blocks":[1,2],"keys":[10,20],"compat":"model-a/f16/bs16"})",
+      R"({"type":"claim","id":"x","blocks":[1,2],"keys":[-10,20],"compat":"model-a/f16/bs16"})",
+      R"({"type":"claim","id":"x","blocks":[1,2],"keys":[10.5,20],"compat":"model-a/f16/bs16"})",
       R"({"type":"claim","id":"x","blocks":[1,2],"keys":["a","zz"],"compat":"model-a/f16/bs16"})",
       R"({"type":"claim","id":"x","blocks":[1,2],"keys":["a","00000000000000014"],"compat":"model-a/f16/bs16"})",
       R"({"type":"claim","id":"x","blocks":[1,2],"keys":["a","14"],"compat":null})",
@@ -508,6 +514,8 @@ TEST_P(KvTransferTest, MalformedSideChannelInput) {
   // A correct claim, written by hand (keys as hex strings), then through the agent.
   json ok = send_raw(port, frame(R"({"type":"claim","id":"x","blocks":[1,2],"keys":["a","14"],"compat":"model-a/f16/bs16"})"));
   EXPECT_EQ(ok.value("ok", false), true) << ok.dump();
+  ok = send_raw(port, frame(R"({"type":"claim","id":"x","blocks":[1,2],"keys":[10,20],"compat":"model-a/f16/bs16"})"));
+  EXPECT_EQ(ok.value("ok", false), true) << ok.dump();  // keys as numbers
   auto c = local->claim("127.0.0.1", port, "x", {1, 2}, {10, 20});
   EXPECT_TRUE(c.is_ok()) << c.status().to_string();
   close(stalled);
