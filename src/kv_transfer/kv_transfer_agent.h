@@ -19,8 +19,18 @@
 // kv_transfer_params are refused before anything is read (HTTP 400).
 // withdraw() (the owner's --kv-transfer-timeout) makes later claims fail.
 //
-// Transports are UCX's choice (UCX_TLS): shared memory on one host, TCP
-// across hosts or network namespaces.
+// Transports are UCX's choice (UCX_TLS). Endpoints use
+// UCP_ERR_HANDLING_MODE_PEER so that a dead owner fails the gets instead of
+// hanging them; UCX 1.13 then excludes its shared-memory transports (posix,
+// sysv, self: "no peer failure handler"; cma has no active messages), so the
+// default is tcp even on one host, and gets are emulated with active messages
+// the owner's progress thread answers (about 0.5 GB/s on loopback). cma is
+// therefore never used and ptrace restrictions do not matter; UCX_TLS is not
+// touched. A pull that is still outstanding after io_timeout is aborted.
+//
+// Errors: kUnavailable (peer or UCX unreachable, timeouts), kInvalidArgument
+// (refused claims, bad segments), kCancelled (the agent is being destroyed):
+// codes added to util/status.h for this module.
 //
 // Thread-safety: every public method may be called from any thread. UCX is
 // driven by the agent's own thread only; pull() hands a job to it and

@@ -127,8 +127,10 @@ StatusOr<ClaimRequest> parse_claim_request(const json& j) {
   if (keys == nullptr || !keys->is_array()) return Status::invalid_argument("'keys' must be an array");
   for (const json& k : *keys) {
     uint64_t v = 0;
-    if (!k.is_string() || !parse_key_hex(k.get_ref<const std::string&>(), &v)) {
-      return Status::invalid_argument("'keys' must hold hex strings of at most 16 digits");
+    if (k.is_number_unsigned()) {  // accepted from clients that send numbers
+      v = k.get<uint64_t>();
+    } else if (!k.is_string() || !parse_key_hex(k.get_ref<const std::string&>(), &v)) {
+      return Status::invalid_argument("'keys' must hold hex strings of at most 16 digits (or unsigned integers)");
     }
     r.keys.push_back(v);
   }

@@ -9,7 +9,7 @@
 //   any failure -> {"ok":false, "error":str}
 //
 // Keys travel as 16-digit hex strings: JSON numbers above 2^53 are not safe in
-// every client. Parsing checks every type and range and reports what is wrong
+// every client. (A claim whose keys are unsigned JSON integers is accepted too.) Parsing checks every type and range and reports what is wrong
 // (kInvalidArgument); it never throws.
 //
 // Thread-safety: pure functions.

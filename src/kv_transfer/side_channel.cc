@@ -201,7 +201,15 @@ void SideChannelServer::accept_loop() {
     }
     if (fds[1].revents & POLLIN) return;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EAGAIN, ECONNABORTED, EMFILE...: nothing to serve now
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: the pending connection keeps the socket readable;
+        // back off (waking at once for shutdown) instead of spinning.
+        pollfd stop{stop_fd_, POLLIN, 0};
+        (void)poll(&stop, 1, 100);
+      }
+      continue;  // EAGAIN, ECONNABORTED...: nothing to serve now
+    }
     std::lock_guard<std::mutex> lock(mu_);
     reap_finished();
     if (static_cast<int>(connections_.size()) >= kMaxConnections) {

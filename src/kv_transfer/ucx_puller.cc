@@ -77,6 +77,7 @@ struct UcxPuller::State {
   std::unordered_map<std::string, std::unique_ptr<Endpoint>> endpoints;
   std::list<std::unique_ptr<Op>> ops;
   std::list<Closing> closing;
+  bool stopping = false;  // the puller is being destroyed: pulls end as kCancelled
 
   void progress() {
     while (ucp_worker_progress(worker) != 0) {
@@ -86,6 +87,7 @@ struct UcxPuller::State {
   void finish(Op& op) {
     OMNIBUS_CHECK(op.requests.empty());
     if (op.endpoint != nullptr) --op.endpoint->active_ops;
+    if (stopping) op.error = Status::cancelled("the KV transfer agent is shutting down");
     op.done(op.error, op.error.is_ok() ? op.bytes : 0);
   }
 
@@ -244,6 +246,7 @@ struct UcxPuller::State {
         std::fprintf(stderr, "omnibus: kv_transfer: %zu gets never completed after a force close\n",
                      op.requests.size());
         if (op.endpoint != nullptr) --op.endpoint->active_ops;
+        if (stopping) op.error = Status::cancelled("the KV transfer agent is shutting down");
         op.done(op.error.is_ok() ? Status::unavailable("pull aborted") : op.error, 0);
         (void)it->release();
         it = ops.erase(it);
@@ -266,39 +269,32 @@ struct UcxPuller::State {
     OMNIBUS_CHECK(n >= 0 || errno == EINTR);
   }
 
+  // Pulls in flight run to their end (completion, or their deadline's abort)
+  // and report kCancelled; then every endpoint is force-closed. Closing an
+  // endpoint whose wireup is still under way would leave the owner answering
+  // a vanished worker, which UCX 1.13's tcp transport turns into an assertion
+  // failure in the owner's process (openucx/ucx#8175): pulls end first, and a
+  // finished pull means a finished wireup.
   void shutdown() {
-    for (auto& op : ops) {
-      if (op->error.is_ok()) op->error = Status::cancelled("the KV transfer agent is shutting down");
-      if (!op->aborted) abort(*op);
+    stopping = true;
+    while (!ops.empty()) {
+      progress();
+      sweep();
+      if (!ops.empty()) wait();
     }
     while (!endpoints.empty()) drop(endpoints.begin()->first);
-    auto deadline = Clock::now() + self->io_timeout_ + std::chrono::seconds(1);
+    auto deadline = Clock::now() + self->io_timeout_;
     for (;;) {
       progress();
-      for (auto it = ops.begin(); it != ops.end();) {
-        if ((*it)->requests.empty()) {
-          finish(**it);
-          it = ops.erase(it);
-        } else {
-          ++it;
-        }
-      }
       reap_closing();
-      if ((ops.empty() && closing.empty()) || Clock::now() >= deadline) break;
+      if (closing.empty() || Clock::now() >= deadline) break;
       pollfd fd{self->ucx_->event_fd(), POLLIN, 0};
       (void)poll(&fd, 1, 1);
     }
-    if (!ops.empty() || !closing.empty()) {
-      // UCX kept requests past the force close (a bug of UCX's): report the
-      // pulls cancelled anyway and leave their memory to the process (UCX may
-      // still call back into it until the worker is destroyed).
-      std::fprintf(stderr, "omnibus: kv_transfer: %zu pulls and %zu endpoint closes outstanding at shutdown\n",
-                   ops.size(), closing.size());
-      for (auto& op : ops) {
-        op->done(op->error, 0);
-        (void)op.release();
-      }
-      for (auto& c : closing) (void)c.endpoint.release();
+    if (!closing.empty()) {
+      std::fprintf(stderr, "omnibus: kv_transfer: %zu endpoint closes still pending at shutdown\n",
+                   closing.size());
+      for (auto& c : closing) (void)c.endpoint.release();  // UCX may still call back into them
     }
   }
 };

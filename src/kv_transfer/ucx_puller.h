@@ -22,8 +22,11 @@
 //
 // Thread-safety: pull() may be called from any thread. done runs on the
 // progress thread, exactly once, with OK (and the bytes read) or the error.
-// The destructor fails queued and outstanding pulls with kCancelled (done
-// runs before it returns) and closes every endpoint; the UcxContext must
+// The destructor fails queued pulls with kCancelled at once; pulls already
+// issued run to their end (completion, or abort at their deadline: at most
+// about 2 x io_timeout) and then report kCancelled too, so no get is in
+// flight when it returns. Then it force-closes every endpoint. (Why not
+// cancel at once: see shutdown() in ucx_puller.cc.) The UcxContext must
 // outlive the puller.
 #pragma once
 
