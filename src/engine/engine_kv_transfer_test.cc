@@ -3,9 +3,10 @@
 // imports them (Request::kv_import) through a fetch that copies the bytes
 // between the two pools in memory, the way the UCX agent does between
 // processes. The decode engine's outputs equal a single engine's bitwise, for
-// every KV format whose blocks hold everything (f32, f16, q8, q4); it fetches
-// only what its own prefix cache lacks; failures and aborts fall back or end
-// cleanly, and nothing leaks.
+// every KV format (f32, f16, q8, q4, and kivi2, whose fp16 window rows move
+// through a transfer slot with the blocks); it fetches only what its own
+// prefix cache lacks; failures, aborts and a lack of transfer slots fall back
+// or end cleanly, and nothing leaks.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -70,11 +71,19 @@ std::shared_ptr<KvImport> import_from(Engine& prefill, const KvPinned& pinned, E
   auto im = std::make_shared<KvImport>();
   im->n_blocks = int32_t(pinned.blocks.size());
   const KvRegionInfo from = prefill.kv_region(), to = decode.kv_region();
-  im->fetch = [from, to, blocks = pinned.blocks, fail](int32_t first, std::vector<int32_t> local,
-                                                       std::function<void(bool)> done) {
+  im->fetch = [from, to, blocks = pinned.blocks, window_offset = pinned.window_offset,
+               window_bytes = pinned.window_bytes,
+               fail](int32_t first, std::vector<int32_t> local, int64_t window_dst, std::function<void(bool)> done) {
     if (!fail) {
       std::vector<int32_t> src(blocks.begin() + first, blocks.begin() + first + int32_t(local.size()));
       copy_blocks(from, src, to, local);
+      if (window_dst >= 0) {  // the window rows, from the prefill's transfer slot to the decode's
+        EXPECT_GE(window_offset, 0);
+        EXPECT_EQ(window_bytes, to.window_bytes);
+        EXPECT_LE(uint64_t(window_dst) + window_bytes, to.bytes);
+        std::memcpy(static_cast<char*>(to.base) + window_dst,
+                    static_cast<const char*>(from.base) + window_offset, window_bytes);
+      }
     }
     // From another thread, as the agent does.
     std::thread([done, fail] { done(!fail); }).detach();
@@ -166,6 +175,100 @@ TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF32) { expect_tra
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF16) { expect_transfer_exact(KvFormat::kF16); }
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ8) { expect_transfer_exact(KvFormat::kQ8); }
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ4) { expect_transfer_exact(KvFormat::kQ4); }
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsKivi2) { expect_transfer_exact(KvFormat::kKivi2); }
+
+// kivi2: a pin exports its window rows into a transfer slot (in the region,
+// after the blocks) and gives it back at unpin.
+TEST(EngineKvTransfer, Kivi2PinsExportTheirWindowRows) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  auto engine = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 32));
+  ASSERT_TRUE(engine.is_ok());
+  const KvRegionInfo region = (*engine)->kv_region();
+  ASSERT_GT(region.window_bytes, 0u);
+  const std::vector<int32_t> prompt = prompt_of(40, 4, model->config().n_vocab);
+  std::vector<uint64_t> pins;
+  for (int i = 0; i < kKvTransferSlots; ++i) {  // every transfer slot: distinct offsets past the blocks
+    const auto pinned = prefill_pin(**engine, prompt);
+    ASSERT_NE(pinned, nullptr);
+    ASSERT_EQ(pinned->blocks.size(), 2u);
+    EXPECT_EQ(pinned->window_bytes, region.window_bytes);
+    EXPECT_GE(uint64_t(pinned->window_offset),
+              size_t(region.n_blocks) * (region.k_block_bytes + region.v_block_bytes) * region.k_offset.size());
+    EXPECT_LE(uint64_t(pinned->window_offset) + pinned->window_bytes, region.bytes);
+    pins.push_back(pinned->pin_id);
+  }
+  // None left: the prompt is not offered (a decode worker computes it).
+  const auto none = prefill_pin(**engine, prompt);
+  ASSERT_NE(none, nullptr);
+  EXPECT_TRUE(none->blocks.empty());
+  EXPECT_LT(none->window_offset, 0);
+  (*engine)->unpin(none->pin_id);
+  (*engine)->unpin(pins.back());
+  const auto again = prefill_pin(**engine, prompt);  // the unpinned slot is free again
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->blocks.size(), 2u);
+  EXPECT_GE(again->window_offset, 0);
+  pins.back() = again->pin_id;
+  for (uint64_t id : pins) (*engine)->unpin(id);
+  auto check = (*engine)->submit(request(prompt, 1, greedy()));  // one more iteration takes the unpins
+  ASSERT_TRUE(check.is_ok());
+  collect(**check);
+  const auto idle = (*engine)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(idle->kv_pins, 0);
+  EXPECT_EQ(idle->kv_blocks_used, 0);
+}
+
+// kivi2: a decode engine whose transfer slots are all taken (by its own
+// pins) does not fetch: it computes the prompt, with the same outputs.
+TEST(EngineKvTransfer, Kivi2WithoutAFreeTransferSlotComputesThePromptHere) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  auto prefill = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 32));
+  auto decode = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  auto single = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 32));
+  ASSERT_TRUE(prefill.is_ok() && decode.is_ok() && single.is_ok());
+  const int32_t n_vocab = model->config().n_vocab;
+  const std::vector<int32_t> prompt = prompt_of(60, 21, n_vocab);
+  auto s = (*single)->submit(request(prompt, 8, greedy()));
+  ASSERT_TRUE(s.is_ok());
+  const auto want = collect(**s).at(0);
+  std::vector<uint64_t> decode_pins;
+  for (int i = 0; i < kKvTransferSlots; ++i) {
+    const auto p = prefill_pin(**decode, prompt_of(20, 300 + uint32_t(i), n_vocab));
+    ASSERT_NE(p, nullptr);
+    ASSERT_GE(p->window_offset, 0);
+    decode_pins.push_back(p->pin_id);
+  }
+  const auto pinned = prefill_pin(**prefill, prompt);
+  ASSERT_NE(pinned, nullptr);
+  ASSERT_EQ(pinned->blocks.size(), 3u);
+  ImportLog log;
+  Request r = request(prompt, 8, greedy());
+  r.kv_import = import_from(**prefill, *pinned, **decode, log);
+  auto d = (*decode)->submit(std::move(r));
+  ASSERT_TRUE(d.is_ok());
+  std::vector<EngineEvent> events;
+  EXPECT_EQ(collect(**d, &events).at(0).tokens, want.tokens);
+  EXPECT_EQ(log.calls, 1);
+  EXPECT_TRUE(log.failed);
+  EXPECT_EQ(log.n_fetched, 0);
+  EXPECT_EQ(events.back().n_cached_tokens, 0);
+  (*prefill)->unpin(pinned->pin_id);
+  for (uint64_t id : decode_pins) (*decode)->unpin(id);
+  auto check = (*decode)->submit(request(prompt, 1, greedy()));
+  ASSERT_TRUE(check.is_ok());
+  collect(**check);
+  const auto idle = (*decode)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(idle->kv_import_fallbacks, 1u);
+  EXPECT_EQ(idle->kv_import_blocks_fetched, 0u);
+  EXPECT_EQ(idle->kv_pins, 0);
+  EXPECT_EQ(idle->kv_blocks_used, 0);
+}
 
 TEST(EngineKvTransfer, PinsHoldTheirBlocksUntilUnpinned) {
   ThreadPool pool(2);
@@ -243,7 +346,7 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
   ImportLog log;
   auto im = std::make_shared<KvImport>();
   im->n_blocks = 3;
-  im->fetch = [&started](int32_t, std::vector<int32_t> local, std::function<void(bool)> done) {
+  im->fetch = [&started](int32_t, std::vector<int32_t> local, int64_t, std::function<void(bool)> done) {
     EXPECT_EQ(local.size(), 3u);
     started.set_value(std::move(done));
   };
@@ -268,7 +371,7 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
 
   // Shutdown with a fetch in flight: the destructor waits for done.
   std::promise<std::function<void(bool)>> started2;
-  im->fetch = [&started2](int32_t, std::vector<int32_t>, std::function<void(bool)> fetch_done) {
+  im->fetch = [&started2](int32_t, std::vector<int32_t>, int64_t, std::function<void(bool)> fetch_done) {
     started2.set_value(std::move(fetch_done));
   };
   Request r2 = request(prompt, 8, greedy());
