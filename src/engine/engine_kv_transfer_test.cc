@@ -81,8 +81,8 @@ std::shared_ptr<KvImport> import_from(Engine& prefill, const KvPinned& pinned, E
         EXPECT_GE(window_offset, 0);
         EXPECT_EQ(window_bytes, to.window_bytes);
         EXPECT_LE(uint64_t(window_dst) + window_bytes, to.bytes);
-        std::memcpy(static_cast<char*>(to.base) + window_dst,
-                    static_cast<const char*>(from.base) + window_offset, window_bytes);
+        std::memcpy(static_cast<char*>(to.base) + window_dst, static_cast<const char*>(from.base) + window_offset,
+                    window_bytes);
       }
     }
     // From another thread, as the agent does.
@@ -140,6 +140,8 @@ void expect_transfer_exact(KvFormat format) {
     ASSERT_TRUE(pstats.has_value());
     EXPECT_EQ(pstats->kv_blocks_pinned, 4);
 
+    const auto before = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(before.has_value());
     ImportLog log;
     Request r = request(prompt, 12, params);
     r.kv_import = import_from(**prefill, *pinned, **decode, log);
@@ -150,6 +152,14 @@ void expect_transfer_exact(KvFormat format) {
     EXPECT_EQ(got.at(0).tokens, want.at(0).tokens) << kv_format_name(format);
     EXPECT_EQ(log.calls, 1);
     EXPECT_FALSE(log.failed);
+    // Both rounds start after the 4 blocks: the model runs the last 6 prompt
+    // tokens and 11 decodes (kivi2: only if the window rows came along; the
+    // tiny model's tokens cannot tell wrong rows from right ones, so
+    // KvStorage.WindowRowsMoveWithTheBlocks checks the rows and the attention
+    // after them bitwise).
+    const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 11u) << kv_format_name(format);
     // The second round finds the blocks the first fetched in its own cache.
     if (params.has_seed) {
       EXPECT_EQ(log.n_local, 4);
