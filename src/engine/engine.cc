@@ -469,15 +469,21 @@ void Engine::Impl::start_import(RequestState& r) {
   const int32_t n_want = std::min(im.n_blocks, (seq.num_prompt_tokens() - 1) / config.block_size);
   PrefixMatch match;
   if (kv.prefix_caching()) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, match);
-  const int32_t n_local = match.n_blocks();
   // kivi2 with a window: the fetched blocks need their fp16 window rows too
   // (else admission cuts the hit back), staged in a transfer slot; the
-  // source exported those of its last W blocks (pin_prompt).
+  // source exported those of its last W blocks (pin_prompt). With them, any
+  // cached run is usable as it is: only the rows where the hit ends matter,
+  // and those come along (a run that already reaches n_want but lacks them
+  // is cut back as usual, and its tail fetched again).
   const int32_t w = kv.storage().geometry().residual_blocks();
   int32_t transfer_slot = -1;
-  if (w > 0 && n_local < n_want && n_want == im.n_blocks && n_want >= w) {
+  if (w > 0 && match.n_blocks() < n_want && n_want == im.n_blocks && n_want >= w) {
     transfer_slot = kv.storage().claim_transfer_slot();
+    PrefixMatch raw;
+    if (transfer_slot >= 0) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, raw, /*need_window=*/false);
+    if (raw.n_blocks() < n_want && raw.n_blocks() > match.n_blocks()) match = std::move(raw);
   }
+  const int32_t n_local = match.n_blocks();
   int32_t hold = -1;
   if (n_local < n_want && kv.prefix_caching() && (w == 0 || transfer_slot >= 0)) {
     std::vector<BlockCopy> copies;

@@ -187,6 +187,49 @@ TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ8) { expect_tran
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ4) { expect_transfer_exact(KvFormat::kQ4); }
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsKivi2) { expect_transfer_exact(KvFormat::kKivi2); }
 
+// kivi2: a second import that shares the first one's leading blocks finds
+// them locally although they have no fp16 rows (only where a hit ends needs
+// them, and those come along), and fetches only the rest.
+TEST(EngineKvTransfer, Kivi2ASharedPrefixIsNotFetchedAgain) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  const int32_t n_vocab = model->config().n_vocab;
+  auto prefill = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  auto decode = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  auto single = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  ASSERT_TRUE(prefill.is_ok() && decode.is_ok() && single.is_ok());
+  const std::vector<int32_t> a = prompt_of(70, 31, n_vocab);  // 4 full blocks + 6
+  std::vector<int32_t> b(a.begin(), a.begin() + 40);  // blocks 0, 1 shared
+  const std::vector<int32_t> tail = prompt_of(30, 32, n_vocab);
+  b.insert(b.end(), tail.begin(), tail.end());
+  int32_t want_local = 0;
+  for (const std::vector<int32_t>* prompt : {&a, static_cast<const std::vector<int32_t>*>(&b)}) {
+    auto s = (*single)->submit(request(*prompt, 8, greedy()));
+    ASSERT_TRUE(s.is_ok());
+    const auto want = collect(**s);
+    const auto pinned = prefill_pin(**prefill, *prompt);
+    ASSERT_NE(pinned, nullptr);
+    ASSERT_EQ(pinned->blocks.size(), 4u);
+    const auto before = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(before.has_value());
+    ImportLog log;
+    Request r = request(*prompt, 8, greedy());
+    r.kv_import = import_from(**prefill, *pinned, **decode, log);
+    auto d = (*decode)->submit(std::move(r));
+    ASSERT_TRUE(d.is_ok());
+    EXPECT_EQ(collect(**d).at(0).tokens, want.at(0).tokens);
+    EXPECT_EQ(log.n_local, want_local);
+    EXPECT_EQ(log.n_fetched, 4 - want_local);
+    EXPECT_FALSE(log.failed);
+    const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 7u);
+    (*prefill)->unpin(pinned->pin_id);
+    want_local = 2;
+  }
+}
+
 // kivi2: a pin exports its window rows into a transfer slot (in the region,
 // after the blocks) and gives it back at unpin.
 TEST(EngineKvTransfer, Kivi2PinsExportTheirWindowRows) {
