@@ -473,19 +473,22 @@ void Engine::Impl::start_import(RequestState& r) {
   // (else admission cuts the hit back), staged in a transfer slot; the
   // source exported those of its last W blocks (pin_prompt). With them, any
   // cached run is usable as it is: only the rows where the hit ends matter,
-  // and those come along (a run that already reaches n_want but lacks them
-  // is cut back as usual, and its tail fetched again).
+  // and those come along. A run that reaches n_want but lacks them needs
+  // the rows alone (refetched blocks would only duplicate cached ones).
   const int32_t w = kv.storage().geometry().residual_blocks();
   int32_t transfer_slot = -1;
+  bool rows_only = false;
   if (w > 0 && match.n_blocks() < n_want && n_want == im.n_blocks && n_want >= w) {
     transfer_slot = kv.storage().claim_transfer_slot();
     PrefixMatch raw;
     if (transfer_slot >= 0) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, raw, /*need_window=*/false);
-    if (raw.n_blocks() < n_want && raw.n_blocks() > match.n_blocks()) match = std::move(raw);
+    if (raw.n_blocks() > match.n_blocks()) match = std::move(raw);
+    rows_only = transfer_slot >= 0 && match.n_blocks() == n_want;
   }
   const int32_t n_local = match.n_blocks();
+  const bool short_of_rows = n_local < n_want || rows_only;
   int32_t hold = -1;
-  if (n_local < n_want && kv.prefix_caching() && (w == 0 || transfer_slot >= 0)) {
+  if (short_of_rows && kv.prefix_caching() && (w == 0 || transfer_slot >= 0)) {
     std::vector<BlockCopy> copies;
     hold = kv.allocate_new(match, (n_want - n_local) * config.block_size, /*keep_free=*/0, copies);
     OMNIBUS_CHECK(copies.empty());  // a match ends on a full block: nothing is shared and open
@@ -493,8 +496,8 @@ void Engine::Impl::start_import(RequestState& r) {
   if (hold < 0) {
     if (transfer_slot >= 0) kv.storage().release_transfer_slot(transfer_slot);
     local.kv_import_blocks_local += uint64_t(n_local);
-    if (n_local < n_want) ++local.kv_import_fallbacks;
-    im.finished(n_local, 0, n_local < n_want);
+    if (short_of_rows) ++local.kv_import_fallbacks;
+    im.finished(n_local, 0, short_of_rows);
     scheduler.add(&seq);
     return;
   }

@@ -228,6 +228,34 @@ TEST(EngineKvTransfer, Kivi2ASharedPrefixIsNotFetchedAgain) {
     (*prefill)->unpin(pinned->pin_id);
     want_local = 2;
   }
+  // A prompt whose 3 blocks are a's first 3, cached here without rows where
+  // its hit ends: only the rows move (no block), and the hit is whole.
+  std::vector<int32_t> c(a.begin(), a.begin() + 48);
+  const std::vector<int32_t> tail_c = prompt_of(6, 33, n_vocab);
+  c.insert(c.end(), tail_c.begin(), tail_c.end());
+  auto s = (*single)->submit(request(c, 8, greedy()));
+  ASSERT_TRUE(s.is_ok());
+  const auto want = collect(**s);
+  const auto pinned = prefill_pin(**prefill, c);
+  ASSERT_NE(pinned, nullptr);
+  ASSERT_EQ(pinned->blocks.size(), 3u);
+  const auto before = (*decode)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(before.has_value());
+  ImportLog log;
+  Request r = request(c, 8, greedy());
+  r.kv_import = import_from(**prefill, *pinned, **decode, log);
+  auto d = (*decode)->submit(std::move(r));
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(collect(**d).at(0).tokens, want.at(0).tokens);
+  EXPECT_EQ(log.n_local, 3);
+  EXPECT_EQ(log.n_fetched, 0);
+  EXPECT_FALSE(log.failed);
+  const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 7u);
+  EXPECT_EQ(after->kv_import_fallbacks, 0u);
+  EXPECT_EQ(after->kv_blocks_used, 0);
+  (*prefill)->unpin(pinned->pin_id);
 }
 
 // kivi2: a pin exports its window rows into a transfer slot (in the region,

@@ -34,7 +34,8 @@ struct KvImport {
   // window_dst_offset >= 0 (kivi2 with a window, KvStorage's transfer
   // slots): also copy the source's exported window rows (KvPinned::
   // window_offset, window_bytes) to that offset of this engine's KV region;
-  // -1: no rows are needed.
+  // -1: no rows are needed. `local` may then be empty: the blocks are all
+  // cached here but the last W lack their rows (only these move).
   std::function<void(int32_t first, std::vector<int32_t> local, int64_t window_dst_offset,
                      std::function<void(bool ok)> done)>
       fetch;
