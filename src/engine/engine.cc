@@ -43,6 +43,14 @@ struct ImportState {
   int32_t hold = -1;
   int32_t n_local = 0;   // blocks already cached here
   int32_t n_blocks = 0;  // blocks the request will start after
+  int32_t transfer_slot = -1;  // kivi2 window: where the rows land (KvStorage transfer slot)
+};
+
+// A prompt pinned for a remote decode worker (Request::pin_prompt_blocks).
+struct Pin {
+  int32_t seq = -1;            // the KvCache sequence holding the blocks
+  int32_t n_blocks = 0;
+  int32_t transfer_slot = -1;  // kivi2 window: the exported rows, released at unpin
 };
 
 struct Engine::Impl {
@@ -70,6 +78,7 @@ struct Engine::Impl {
   void start_import(RequestState& r);
   void end_import(uint64_t id, bool ok);
   void pin_prompt(RequestState& r, Sequence& seq0);
+  bool export_window(std::span<const int32_t> blocks, int32_t& slot);
   void unpin(uint64_t pin_id);
   void abort_request(uint64_t id);
   void abort_all();
@@ -102,7 +111,7 @@ struct Engine::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
   std::unordered_map<uint64_t, ImportState> importing;  // by request id
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> pins;  // pin id -> (kv seq, n blocks)
+  std::unordered_map<uint64_t, Pin> pins;  // by pin id
   uint64_t next_pin_id = 1;
   StepBatch batch;
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
@@ -321,7 +330,7 @@ void Engine::run() {
           lock.unlock();
           s.kv.check_integrity();
           int32_t pinned = 0;
-          for (const auto& [id, pin] : s.pins) pinned += pin.second;
+          for (const auto& [id, pin] : s.pins) pinned += pin.n_blocks;
           OMNIBUS_CHECK(s.kv.n_seqs() == int32_t(s.pins.size()) && s.kv.n_used_blocks() <= pinned &&
                         s.requests.empty());
           s.publish_stats();
@@ -416,6 +425,7 @@ KvRegionInfo Engine::kv_region() const {
   }
   r.k_block_bytes = st.k_block_bytes();
   r.v_block_bytes = st.v_block_bytes();
+  r.window_bytes = st.transfer_slot_bytes();
   return r;
 }
 
@@ -459,30 +469,50 @@ void Engine::Impl::start_import(RequestState& r) {
   const int32_t n_want = std::min(im.n_blocks, (seq.num_prompt_tokens() - 1) / config.block_size);
   PrefixMatch match;
   if (kv.prefix_caching()) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, match);
+  // kivi2 with a window: the fetched blocks need their fp16 window rows too
+  // (else admission cuts the hit back), staged in a transfer slot; the
+  // source exported those of its last W blocks (pin_prompt). With them, any
+  // cached run is usable as it is: only the rows where the hit ends matter,
+  // and those come along. A run that reaches n_want but lacks them needs
+  // the rows alone (refetched blocks would only duplicate cached ones).
+  const int32_t w = kv.storage().geometry().residual_blocks();
+  int32_t transfer_slot = -1;
+  bool rows_only = false;
+  if (w > 0 && match.n_blocks() < n_want && n_want == im.n_blocks && n_want >= w) {
+    transfer_slot = kv.storage().claim_transfer_slot();
+    PrefixMatch raw;
+    if (transfer_slot >= 0) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, raw, /*need_window=*/false);
+    if (raw.n_blocks() > match.n_blocks()) match = std::move(raw);
+    rows_only = transfer_slot >= 0 && match.n_blocks() == n_want;
+  }
   const int32_t n_local = match.n_blocks();
+  const bool short_of_rows = n_local < n_want || rows_only;
   int32_t hold = -1;
-  if (n_local < n_want && kv.prefix_caching()) {
+  if (short_of_rows && kv.prefix_caching() && (w == 0 || transfer_slot >= 0)) {
     std::vector<BlockCopy> copies;
     hold = kv.allocate_new(match, (n_want - n_local) * config.block_size, /*keep_free=*/0, copies);
     OMNIBUS_CHECK(copies.empty());  // a match ends on a full block: nothing is shared and open
   }
   if (hold < 0) {
+    if (transfer_slot >= 0) kv.storage().release_transfer_slot(transfer_slot);
     local.kv_import_blocks_local += uint64_t(n_local);
-    if (n_local < n_want) ++local.kv_import_fallbacks;
-    im.finished(n_local, 0, n_local < n_want);
+    if (short_of_rows) ++local.kv_import_fallbacks;
+    im.finished(n_local, 0, short_of_rows);
     scheduler.add(&seq);
     return;
   }
   const std::span<const int32_t> table = kv.block_table(hold);
   std::vector<int32_t> dst(table.begin() + n_local, table.end());
-  importing[r.id] = ImportState{hold, n_local, n_want};
+  importing[r.id] = ImportState{hold, n_local, n_want, transfer_slot};
   r.importing = true;
   {
     std::lock_guard<std::mutex> lock(mu);
     ++imports_in_flight;
   }
   const uint64_t id = r.id;
-  im.fetch(n_local, std::move(dst), [this, id](bool ok) {
+  const int64_t window_dst =
+      transfer_slot >= 0 ? int64_t(kv.storage().transfer_slot_offset(transfer_slot)) : -1;
+  im.fetch(n_local, std::move(dst), window_dst, [this, id](bool ok) {
     // Notified under the lock: once the engine sees the count drop it may be
     // destroyed, so nothing here may touch it after the unlock.
     std::lock_guard<std::mutex> lock(mu);
@@ -505,6 +535,17 @@ void Engine::Impl::end_import(uint64_t id, bool ok) {
   Sequence& seq = *r.seqs[0];
   r.importing = false;
   const int32_t n_fetched = im.n_blocks - im.n_local;
+  if (ok && im.transfer_slot >= 0) {
+    // The window rows landed in the transfer slot: give them to the last W
+    // blocks before they join the prefix cache, so admission's match_prefix
+    // (usable_prefix) takes all n_blocks. Nothing claims residual slots
+    // between here and the request's admission but other imports' rows and
+    // steps' kv_store calls, exactly as for a local prefix-cache hit.
+    const std::span<const int32_t> table = kv.block_table(im.hold);
+    const int32_t w = kv.storage().geometry().residual_blocks();
+    ok = kv.storage().import_window_rows(table.subspan(size_t(im.n_blocks - w), size_t(w)), im.transfer_slot);
+  }
+  if (im.transfer_slot >= 0) kv.storage().release_transfer_slot(im.transfer_slot);
   if (ok) {
     kv.commit(im.hold, seq.tokens(), im.n_blocks * config.block_size, seq.block_keys);
     seq.num_imported_tokens = n_fetched * config.block_size;
@@ -538,14 +579,46 @@ void Engine::Impl::pin_prompt(RequestState& r, Sequence& seq0) {
         parent);
     pinned->keys.push_back(parent);
   }
-  pins[pinned->pin_id] = {kv.share_prefix(seq0.kv_seq, n), n};
+  Pin pin{-1, n, -1};
+  if (!export_window(pinned->blocks, pin.transfer_slot)) {
+    pin.n_blocks = 0;  // the decode worker computes the prompt itself
+    pinned->blocks.clear();
+    pinned->keys.clear();
+  }
+  if (pin.transfer_slot >= 0) {
+    pinned->window_offset = int64_t(kv.storage().transfer_slot_offset(pin.transfer_slot));
+    pinned->window_bytes = kv.storage().transfer_slot_bytes();
+  }
+  pin.seq = kv.share_prefix(seq0.kv_seq, pin.n_blocks);
+  pins[pinned->pin_id] = pin;
   r.pinned = std::move(pinned);
+}
+
+// kivi2 with a window of W blocks: exports the fp16 window rows of the last W
+// of `blocks` into a transfer slot claimed into `slot`. True when there is
+// nothing to export (no window, no blocks); false, with no slot held, when
+// there are fewer than W blocks, no slot is free or some layer lost the rows
+// (then the blocks are worth nothing to a decode worker: it could not start
+// after them).
+bool Engine::Impl::export_window(std::span<const int32_t> blocks, int32_t& slot) {
+  slot = -1;
+  KvStorage& st = kv.storage();
+  const int32_t w = st.geometry().residual_blocks();
+  if (w == 0 || blocks.empty()) return true;
+  if (int32_t(blocks.size()) < w) return false;
+  slot = st.claim_transfer_slot();
+  if (slot < 0) return false;
+  if (st.export_window_rows(blocks.subspan(blocks.size() - size_t(w)), slot)) return true;
+  st.release_transfer_slot(slot);
+  slot = -1;
+  return false;
 }
 
 void Engine::Impl::unpin(uint64_t pin_id) {
   auto it = pins.find(pin_id);
   if (it == pins.end()) return;
-  kv.free(it->second.first);
+  kv.free(it->second.seq);
+  if (it->second.transfer_slot >= 0) kv.storage().release_transfer_slot(it->second.transfer_slot);
   pins.erase(it);
 }
 
@@ -774,7 +847,7 @@ void Engine::Impl::publish_stats() {
   local.kv_blocks_cached = kv.n_cached_blocks();
   local.kv_pins = int32_t(pins.size());
   local.kv_blocks_pinned = 0;
-  for (const auto& [id, pin] : pins) local.kv_blocks_pinned += pin.second;
+  for (const auto& [id, pin] : pins) local.kv_blocks_pinned += pin.n_blocks;
   if (local.n_steps > 0) {
     local.mean_batch_size = double(local.n_seqs_scheduled) / double(local.n_steps);
     local.mean_step_tokens = double(local.n_tokens_processed) / double(local.n_steps);

@@ -94,6 +94,9 @@ struct KvRegionInfo {
   int32_t n_blocks = 0;
   std::vector<size_t> k_offset, v_offset;  // [n_layers]
   size_t k_block_bytes = 0, v_block_bytes = 0;
+  // kivi2 with a window: bytes of one transfer slot, what a KvPinned's
+  // window_bytes must be (KvStorage::transfer_slot_bytes); 0 without a window.
+  size_t window_bytes = 0;
 };
 
 // Fixed at creation.

@@ -3,9 +3,10 @@
 // imports them (Request::kv_import) through a fetch that copies the bytes
 // between the two pools in memory, the way the UCX agent does between
 // processes. The decode engine's outputs equal a single engine's bitwise, for
-// every KV format whose blocks hold everything (f32, f16, q8, q4); it fetches
-// only what its own prefix cache lacks; failures and aborts fall back or end
-// cleanly, and nothing leaks.
+// every KV format (f32, f16, q8, q4, and kivi2, whose fp16 window rows move
+// through a transfer slot with the blocks); it fetches only what its own
+// prefix cache lacks; failures, aborts and a lack of transfer slots fall back
+// or end cleanly, and nothing leaks.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -70,11 +71,19 @@ std::shared_ptr<KvImport> import_from(Engine& prefill, const KvPinned& pinned, E
   auto im = std::make_shared<KvImport>();
   im->n_blocks = int32_t(pinned.blocks.size());
   const KvRegionInfo from = prefill.kv_region(), to = decode.kv_region();
-  im->fetch = [from, to, blocks = pinned.blocks, fail](int32_t first, std::vector<int32_t> local,
-                                                       std::function<void(bool)> done) {
+  im->fetch = [from, to, blocks = pinned.blocks, window_offset = pinned.window_offset,
+               window_bytes = pinned.window_bytes,
+               fail](int32_t first, std::vector<int32_t> local, int64_t window_dst, std::function<void(bool)> done) {
     if (!fail) {
       std::vector<int32_t> src(blocks.begin() + first, blocks.begin() + first + int32_t(local.size()));
       copy_blocks(from, src, to, local);
+      if (window_dst >= 0) {  // the window rows, from the prefill's transfer slot to the decode's
+        EXPECT_GE(window_offset, 0);
+        EXPECT_EQ(window_bytes, to.window_bytes);
+        EXPECT_LE(uint64_t(window_dst) + window_bytes, to.bytes);
+        std::memcpy(static_cast<char*>(to.base) + window_dst, static_cast<const char*>(from.base) + window_offset,
+                    window_bytes);
+      }
     }
     // From another thread, as the agent does.
     std::thread([done, fail] { done(!fail); }).detach();
@@ -131,6 +140,8 @@ void expect_transfer_exact(KvFormat format) {
     ASSERT_TRUE(pstats.has_value());
     EXPECT_EQ(pstats->kv_blocks_pinned, 4);
 
+    const auto before = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(before.has_value());
     ImportLog log;
     Request r = request(prompt, 12, params);
     r.kv_import = import_from(**prefill, *pinned, **decode, log);
@@ -141,6 +152,14 @@ void expect_transfer_exact(KvFormat format) {
     EXPECT_EQ(got.at(0).tokens, want.at(0).tokens) << kv_format_name(format);
     EXPECT_EQ(log.calls, 1);
     EXPECT_FALSE(log.failed);
+    // Both rounds start after the 4 blocks: the model runs the last 6 prompt
+    // tokens and 11 decodes (kivi2: only if the window rows came along; the
+    // tiny model's tokens cannot tell wrong rows from right ones, so
+    // KvStorage.WindowRowsMoveWithTheBlocks checks the rows and the attention
+    // after them bitwise).
+    const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 11u) << kv_format_name(format);
     // The second round finds the blocks the first fetched in its own cache.
     if (params.has_seed) {
       EXPECT_EQ(log.n_local, 4);
@@ -166,6 +185,171 @@ TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF32) { expect_tra
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF16) { expect_transfer_exact(KvFormat::kF16); }
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ8) { expect_transfer_exact(KvFormat::kQ8); }
 TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ4) { expect_transfer_exact(KvFormat::kQ4); }
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsKivi2) { expect_transfer_exact(KvFormat::kKivi2); }
+
+// kivi2: a second import that shares the first one's leading blocks finds
+// them locally although they have no fp16 rows (only where a hit ends needs
+// them, and those come along), and fetches only the rest.
+TEST(EngineKvTransfer, Kivi2ASharedPrefixIsNotFetchedAgain) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  const int32_t n_vocab = model->config().n_vocab;
+  auto prefill = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  auto decode = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  auto single = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  ASSERT_TRUE(prefill.is_ok() && decode.is_ok() && single.is_ok());
+  const std::vector<int32_t> a = prompt_of(70, 31, n_vocab);  // 4 full blocks + 6
+  std::vector<int32_t> b(a.begin(), a.begin() + 40);  // blocks 0, 1 shared
+  const std::vector<int32_t> tail = prompt_of(30, 32, n_vocab);
+  b.insert(b.end(), tail.begin(), tail.end());
+  int32_t want_local = 0;
+  for (const std::vector<int32_t>* prompt : {&a, static_cast<const std::vector<int32_t>*>(&b)}) {
+    auto s = (*single)->submit(request(*prompt, 8, greedy()));
+    ASSERT_TRUE(s.is_ok());
+    const auto want = collect(**s);
+    const auto pinned = prefill_pin(**prefill, *prompt);
+    ASSERT_NE(pinned, nullptr);
+    ASSERT_EQ(pinned->blocks.size(), 4u);
+    const auto before = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(before.has_value());
+    ImportLog log;
+    Request r = request(*prompt, 8, greedy());
+    r.kv_import = import_from(**prefill, *pinned, **decode, log);
+    auto d = (*decode)->submit(std::move(r));
+    ASSERT_TRUE(d.is_ok());
+    EXPECT_EQ(collect(**d).at(0).tokens, want.at(0).tokens);
+    EXPECT_EQ(log.n_local, want_local);
+    EXPECT_EQ(log.n_fetched, 4 - want_local);
+    EXPECT_FALSE(log.failed);
+    const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 7u);
+    (*prefill)->unpin(pinned->pin_id);
+    want_local = 2;
+  }
+  // A prompt whose 3 blocks are a's first 3, cached here without rows where
+  // its hit ends: only the rows move (no block), and the hit is whole.
+  std::vector<int32_t> c(a.begin(), a.begin() + 48);
+  const std::vector<int32_t> tail_c = prompt_of(6, 33, n_vocab);
+  c.insert(c.end(), tail_c.begin(), tail_c.end());
+  auto s = (*single)->submit(request(c, 8, greedy()));
+  ASSERT_TRUE(s.is_ok());
+  const auto want = collect(**s);
+  const auto pinned = prefill_pin(**prefill, c);
+  ASSERT_NE(pinned, nullptr);
+  ASSERT_EQ(pinned->blocks.size(), 3u);
+  const auto before = (*decode)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(before.has_value());
+  ImportLog log;
+  Request r = request(c, 8, greedy());
+  r.kv_import = import_from(**prefill, *pinned, **decode, log);
+  auto d = (*decode)->submit(std::move(r));
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(collect(**d).at(0).tokens, want.at(0).tokens);
+  EXPECT_EQ(log.n_local, 3);
+  EXPECT_EQ(log.n_fetched, 0);
+  EXPECT_FALSE(log.failed);
+  const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 7u);
+  EXPECT_EQ(after->kv_import_fallbacks, 0u);
+  EXPECT_EQ(after->kv_blocks_used, 0);
+  (*prefill)->unpin(pinned->pin_id);
+}
+
+// kivi2: a pin exports its window rows into a transfer slot (in the region,
+// after the blocks) and gives it back at unpin.
+TEST(EngineKvTransfer, Kivi2PinsExportTheirWindowRows) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  auto engine = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 32));
+  ASSERT_TRUE(engine.is_ok());
+  const KvRegionInfo region = (*engine)->kv_region();
+  ASSERT_GT(region.window_bytes, 0u);
+  const std::vector<int32_t> prompt = prompt_of(40, 4, model->config().n_vocab);
+  std::vector<uint64_t> pins;
+  for (int i = 0; i < kKvTransferSlots; ++i) {  // every transfer slot: distinct offsets past the blocks
+    const auto pinned = prefill_pin(**engine, prompt);
+    ASSERT_NE(pinned, nullptr);
+    ASSERT_EQ(pinned->blocks.size(), 2u);
+    EXPECT_EQ(pinned->window_bytes, region.window_bytes);
+    EXPECT_GE(uint64_t(pinned->window_offset),
+              size_t(region.n_blocks) * (region.k_block_bytes + region.v_block_bytes) * region.k_offset.size());
+    EXPECT_LE(uint64_t(pinned->window_offset) + pinned->window_bytes, region.bytes);
+    pins.push_back(pinned->pin_id);
+  }
+  // None left: the prompt is not offered (a decode worker computes it).
+  const auto none = prefill_pin(**engine, prompt);
+  ASSERT_NE(none, nullptr);
+  EXPECT_TRUE(none->blocks.empty());
+  EXPECT_LT(none->window_offset, 0);
+  (*engine)->unpin(none->pin_id);
+  (*engine)->unpin(pins.back());
+  const auto again = prefill_pin(**engine, prompt);  // the unpinned slot is free again
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->blocks.size(), 2u);
+  EXPECT_GE(again->window_offset, 0);
+  pins.back() = again->pin_id;
+  for (uint64_t id : pins) (*engine)->unpin(id);
+  auto check = (*engine)->submit(request(prompt, 1, greedy()));  // one more iteration takes the unpins
+  ASSERT_TRUE(check.is_ok());
+  collect(**check);
+  const auto idle = (*engine)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(idle->kv_pins, 0);
+  EXPECT_EQ(idle->kv_blocks_used, 0);
+}
+
+// kivi2: a decode engine whose transfer slots are all taken (by its own
+// pins) does not fetch: it computes the prompt, with the same outputs.
+TEST(EngineKvTransfer, Kivi2WithoutAFreeTransferSlotComputesThePromptHere) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  auto prefill = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 32));
+  auto decode = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
+  auto single = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 32));
+  ASSERT_TRUE(prefill.is_ok() && decode.is_ok() && single.is_ok());
+  const int32_t n_vocab = model->config().n_vocab;
+  const std::vector<int32_t> prompt = prompt_of(60, 21, n_vocab);
+  auto s = (*single)->submit(request(prompt, 8, greedy()));
+  ASSERT_TRUE(s.is_ok());
+  const auto want = collect(**s).at(0);
+  std::vector<uint64_t> decode_pins;
+  for (int i = 0; i < kKvTransferSlots; ++i) {
+    const auto p = prefill_pin(**decode, prompt_of(20, 300 + uint32_t(i), n_vocab));
+    ASSERT_NE(p, nullptr);
+    ASSERT_GE(p->window_offset, 0);
+    decode_pins.push_back(p->pin_id);
+  }
+  const auto pinned = prefill_pin(**prefill, prompt);
+  ASSERT_NE(pinned, nullptr);
+  ASSERT_EQ(pinned->blocks.size(), 3u);
+  ImportLog log;
+  Request r = request(prompt, 8, greedy());
+  r.kv_import = import_from(**prefill, *pinned, **decode, log);
+  auto d = (*decode)->submit(std::move(r));
+  ASSERT_TRUE(d.is_ok());
+  std::vector<EngineEvent> events;
+  EXPECT_EQ(collect(**d, &events).at(0).tokens, want.tokens);
+  EXPECT_EQ(log.calls, 1);
+  EXPECT_TRUE(log.failed);
+  EXPECT_EQ(log.n_fetched, 0);
+  EXPECT_EQ(events.back().n_cached_tokens, 0);
+  (*prefill)->unpin(pinned->pin_id);
+  for (uint64_t id : decode_pins) (*decode)->unpin(id);
+  auto check = (*decode)->submit(request(prompt, 1, greedy()));
+  ASSERT_TRUE(check.is_ok());
+  collect(**check);
+  const auto idle = (*decode)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_EQ(idle->kv_import_fallbacks, 1u);
+  EXPECT_EQ(idle->kv_import_blocks_fetched, 0u);
+  EXPECT_EQ(idle->kv_pins, 0);
+  EXPECT_EQ(idle->kv_blocks_used, 0);
+}
 
 TEST(EngineKvTransfer, PinsHoldTheirBlocksUntilUnpinned) {
   ThreadPool pool(2);
@@ -243,7 +427,7 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
   ImportLog log;
   auto im = std::make_shared<KvImport>();
   im->n_blocks = 3;
-  im->fetch = [&started](int32_t, std::vector<int32_t> local, std::function<void(bool)> done) {
+  im->fetch = [&started](int32_t, std::vector<int32_t> local, int64_t, std::function<void(bool)> done) {
     EXPECT_EQ(local.size(), 3u);
     started.set_value(std::move(done));
   };
@@ -276,7 +460,7 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
 
   // Shutdown with a fetch in flight: the destructor waits for done.
   std::promise<std::function<void(bool)>> started2;
-  im->fetch = [&started2](int32_t, std::vector<int32_t>, std::function<void(bool)> fetch_done) {
+  im->fetch = [&started2](int32_t, std::vector<int32_t>, int64_t, std::function<void(bool)> fetch_done) {
     started2.set_value(std::move(fetch_done));
   };
   Request r2 = request(prompt, 8, greedy());

@@ -76,28 +76,29 @@ TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
   for (KvFormat format : {KvFormat::kKivi2, KvFormat::kQ4}) {
     const KvGeometry g = model.kv_geometry(kBlock, format);
     const int64_t per_seq = 1 + g.residual_blocks(), slot = int64_t(g.residual_slot_bytes());
+    const int64_t transfer = int64_t(g.transfer_bytes());  // kivi2's transfer slots: off the top
     EngineConfig c = fake_config(model, 1);
     c.kv_format = format;
-    c.kv_cache_bytes = 2 * 10 * per_seq * slot;  // half of it: the slots of 10 sequences
+    c.kv_cache_bytes = transfer + 2 * 10 * per_seq * slot;  // half of it: the slots of 10 sequences
     auto e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
     EXPECT_EQ((*e)->info().max_num_seqs, 10) << kv_format_name(format);
     EXPECT_EQ((*e)->info().kv_cache_bytes,
-              (*e)->info().n_blocks * int64_t(g.bytes_per_block()) + 10 * per_seq * slot);
+              (*e)->info().n_blocks * int64_t(g.bytes_per_block()) + 10 * per_seq * slot + transfer);
     c.max_num_seqs = 4;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
     EXPECT_EQ((*e)->info().max_num_seqs, 4) << kv_format_name(format);
     c.max_num_seqs = 256;
-    c.kv_cache_bytes = 1000 * per_seq * slot;
+    c.kv_cache_bytes = transfer + 1000 * per_seq * slot;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
     EXPECT_EQ((*e)->info().max_num_seqs, 1000 / 8) << kv_format_name(format);  // past 64: an eighth
-    c.kv_cache_bytes = 200 * per_seq * slot;  // half: 100, an eighth: 25 -> 64
+    c.kv_cache_bytes = transfer + 200 * per_seq * slot;  // half: 100, an eighth: 25 -> 64
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
     EXPECT_EQ((*e)->info().max_num_seqs, kResidualSeqsAlways) << kv_format_name(format);
-    c.kv_cache_bytes = 100 * per_seq * slot;  // half: 50, an eighth: 12
+    c.kv_cache_bytes = transfer + 100 * per_seq * slot;  // half: 50, an eighth: 12
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
     EXPECT_EQ((*e)->info().max_num_seqs, 50) << kv_format_name(format);

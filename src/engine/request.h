@@ -31,7 +31,14 @@ struct KvImport {
   // local.size()) into the pool's blocks `local` (in order) and return; call
   // done(ok) exactly once, from any thread, after the last byte landed or
   // the copy failed. The blocks stay reserved until then.
-  std::function<void(int32_t first, std::vector<int32_t> local, std::function<void(bool ok)> done)> fetch;
+  // window_dst_offset >= 0 (kivi2 with a window, KvStorage's transfer
+  // slots): also copy the source's exported window rows (KvPinned::
+  // window_offset, window_bytes) to that offset of this engine's KV region;
+  // -1: no rows are needed. `local` may then be empty: the blocks are all
+  // cached here but the last W lack their rows (only these move).
+  std::function<void(int32_t first, std::vector<int32_t> local, int64_t window_dst_offset,
+                     std::function<void(bool ok)> done)>
+      fetch;
   // Engine thread, exactly once, when the engine is done with the source:
   // n_local blocks were already cached here, n_fetched were copied (0 when
   // none were needed, the pool was short, or the copy failed: `failed`).
@@ -44,6 +51,12 @@ struct KvPinned {
   uint64_t pin_id = 0;
   std::vector<int32_t> blocks;  // block ids in this engine's pool, prompt order
   std::vector<uint64_t> keys;   // their prefix-cache keys (PrefixCache::chain_key chain)
+  // kivi2 with a window of W blocks: the fp16 window rows of the last W
+  // pinned blocks, exported into a transfer slot (KvStorage::
+  // export_window_rows layout) at this offset of the KV region, for as long
+  // as the pin lasts; -1 / 0 when the format has no window or nothing is pinned.
+  int64_t window_offset = -1;
+  uint64_t window_bytes = 0;
 };
 
 struct Request {

@@ -22,11 +22,11 @@ KvCache::KvCache(std::unique_ptr<KvStorage> storage, bool enable_prefix_caching)
 }
 
 void KvCache::match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
-                           PrefixMatch& out) const {
+                           PrefixMatch& out, bool need_window) const {
   manager_.match_prefix(t, max_blocks, keys, out);
   // kivi2 with a window: the new sequence reads the last residual_blocks()
   // blocks before its start in fp16, as a recomputation would.
-  if (residual_blocks_ > 0 && !out.blocks.empty()) {
+  if (need_window && residual_blocks_ > 0 && !out.blocks.empty()) {
     manager_.truncate_match(out, storage_->usable_prefix(out.blocks));
   }
 }

@@ -49,8 +49,10 @@ class KvCache {
   // sequence can start after (for kivi2 with a window: whose last
   // residual_blocks() blocks' fp16 rows are still held). `keys` memoizes t's
   // block keys (kept with its tokens). Empty when caching is off.
+  // need_window = false: any cached run, rows or not (an import that brings
+  // the window rows of where its hit will end, KvStorage::import_window_rows).
   void match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
-                    PrefixMatch& out) const;
+                    PrefixMatch& out, bool need_window = true) const;
   // A new sequence whose table is `m` (fresh from match_prefix) plus n_new
   // slots, or -1, changing nothing, if that would leave fewer than `keep_free`
   // free blocks. A copy-on-write is appended to `copies`.

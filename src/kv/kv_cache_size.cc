@@ -81,7 +81,10 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
       limits.default_bytes > 0 ? limits.default_bytes : default_kv_cache_bytes();
   if (kv_has_residual(g.format)) {
     const int64_t per_seq = 1 + geometry.residual_blocks();
-    const int64_t budget = limits.kv_cache_bytes > 0 ? limits.kv_cache_bytes : default_bytes;
+    // The transfer slots (kivi2's window rows for disaggregated prefill/decode)
+    // come off the top; the residual slots share what is left with the blocks.
+    const int64_t budget = std::max<int64_t>(
+        0, (limits.kv_cache_bytes > 0 ? limits.kv_cache_bytes : default_bytes) - int64_t(geometry.transfer_bytes()));
     const int64_t seq_bytes = per_seq * int64_t(geometry.residual_slot_bytes());
     int64_t seqs = std::min<int64_t>(limits.max_num_seqs, budget / 2 / seq_bytes);
     if (seqs > kResidualSeqsAlways) {

@@ -55,9 +55,12 @@ struct KvCachePlan {
 //     they take at most an eighth of it (in a small pool more slots would
 //     only crowd out the blocks those sequences need), and max_num_seqs is
 //     capped to the sequences they serve (beyond that, steals would turn
-//     open groups into lossy per-token keys).
+//     open groups into lossy per-token keys). kivi2 with a window also has
+//     kKvTransferSlots transfer slots (kv/kv_storage.h), taken off the top
+//     of the budget first.
 //   - kv_cache_bytes > 0 covers everything the cache allocates: the largest
-//     n_blocks whose blocks plus the residual slots (fixed_bytes) fit.
+//     n_blocks whose blocks plus the residual and transfer slots
+//     (fixed_bytes) fit.
 //   - the default budget: as many blocks as fit, but no more than every
 //     sequence at full context (n_ctx_train, or 4096 when unknown) can use.
 // kInvalidArgument (naming the flag) when kv_cache_bytes is less than one

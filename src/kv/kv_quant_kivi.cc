@@ -114,16 +114,40 @@ int32_t KiviResidual::lru_retained(int32_t avoid) const {
   return best;
 }
 
-int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid, bool soft) {
+int32_t KiviResidual::take_spare(int32_t avoid) {
   int32_t slot = -1;
   if (!free_.empty()) {
     slot = free_.back();
     free_.pop_back();
   } else if ((slot = lru_retained(avoid)) >= 0) {  // a sealed block left behind: read quantized from now on
     slot_of_[size_t(owner_[size_t(slot)])] = -1;
-  } else if (soft) {
-    return -1;
-  } else {
+  }
+  return slot;
+}
+
+bool KiviResidual::adopt_rows(int64_t block, const uint16_t* k, const uint16_t* v) {
+  OMNIBUS_CHECK(residual_blocks_ > 0 && block >= 0 && size_t(block) < slot_of_.size());
+  if (pins(block)) return holds_rows(block);  // read by a running sequence: the same rows
+  int32_t slot = slot_of_[size_t(block)];     // retained: stale (an earlier life) or the same rows
+  if (slot < 0) {
+    slot = take_spare(-1);
+    if (slot < 0) return false;
+    owner_[size_t(slot)] = block;
+    slot_of_[size_t(block)] = slot;
+  }
+  const size_t elems = size_t(n_kv_) * bs_ * hd_;
+  std::memcpy(row(slot, false, 0, 0), k, elems * sizeof(uint16_t));
+  std::memcpy(row(slot, true, 0, 0), v, elems * sizeof(uint16_t));
+  fill_[size_t(slot)] = bs_;
+  stamp_[size_t(slot)] = calls_;
+  retained_[size_t(slot)] = 1;
+  return true;
+}
+
+int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid, bool soft) {
+  int32_t slot = take_spare(avoid);
+  if (slot < 0 && soft) return -1;
+  if (slot < 0) {
     // Steal the least recently written slot not written in this call.
     uint64_t best = calls_;
     for (int32_t s = 0; s < n_slots_; ++s) {

@@ -83,6 +83,15 @@ class KiviResidual {
   // sealed block's window rows, W > 0) or freed. Engine thread, between steps.
   void release_block(int64_t block);
   int32_t slot_of(int64_t block) const { return slot_of_[size_t(block)]; }
+  // Block `block` (sealed, no sequence writing it) now holds rows computed
+  // elsewhere (disaggregated prefill/decode, KvStorage::import_window_rows):
+  // k and v are its fp16 K and V rows, [n_kv_heads, block_size, head_dim]
+  // each. Gives it a retained full slot holding them, as a sealed block left
+  // behind keeps: its own slot unless pinned (then it already holds these
+  // rows and is left alone), else a free or least recently used retained
+  // one (never a stolen pinned one). False when there was none.
+  // REQUIRES: residual_blocks() > 0. Engine thread, between steps.
+  bool adopt_rows(int64_t block, const uint16_t* k, const uint16_t* v);
   // Whether `block`'s slot is pinned (owned and not retained): only blocks
   // some sequence holds may be.
   bool pins(int64_t block) const {
@@ -121,6 +130,9 @@ class KiviResidual {
   // one, else (unless `soft`) a stolen pinned one (an open victim's keys
   // converted to per-token keys); -1 if none.
   int32_t claim(const PagedKvLayer& kv, int64_t block, int32_t avoid, bool soft = false);
+  // The free or least recently used retained slot but `avoid` (its block
+  // then no longer holds it), not yet given to any block; -1 if none.
+  int32_t take_spare(int32_t avoid);
   int32_t lru_retained(int32_t avoid) const;  // the retained slot used least recently, or -1
   void release(int32_t slot);                 // to the free list
   // No longer pinned: retained if it holds a sealed block's window rows

@@ -35,7 +35,7 @@ size_t KvGeometry::residual_slot_bytes() const {
 }
 
 size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
-  return size_t(residual_slots(n_blocks)) * residual_slot_bytes();
+  return size_t(residual_slots(n_blocks)) * residual_slot_bytes() + transfer_bytes();
 }
 
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int64_t n_blocks) {
@@ -52,17 +52,19 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
     return Status::invalid_argument("{} residual slots and window blocks must be >= 0",
                                     kv_format_name(g.format));
   }
-  const size_t n_bytes = g.bytes_per_block() * size_t(n_blocks);
+  const size_t blocks_bytes = g.bytes_per_block() * size_t(n_blocks);
+  const size_t n_bytes = blocks_bytes + g.transfer_bytes();
   // mmap gives page-aligned, zero-filled memory that is only committed when touched.
   void* mem = mmap(nullptr, n_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     return Status::resource_exhausted("cannot allocate {} MiB for the KV cache", n_bytes >> 20);
   }
-  return std::unique_ptr<KvStorage>(new KvStorage(g, n_blocks, mem, n_bytes));
+  return std::unique_ptr<KvStorage>(new KvStorage(g, n_blocks, mem, blocks_bytes, n_bytes));
 }
 
-KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t n_bytes)
-    : geometry_(g), n_blocks_(n_blocks), mem_(mem), n_bytes_(n_bytes) {
+KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t blocks_bytes, size_t n_bytes)
+    : geometry_(g), n_blocks_(n_blocks), mem_(mem), blocks_bytes_(blocks_bytes), n_bytes_(n_bytes) {
+  if (g.transfer_slot_bytes() > 0) transfer_used_.assign(size_t(kKvTransferSlots), 0);
   if (kv_has_residual(g.format)) {
     kivi_staging_ = std::make_unique<KiviStaging>();
     const int slots = g.residual_slots(n_blocks);
@@ -147,6 +149,65 @@ void KvStorage::copy_block(int64_t src, int64_t dst) {
     }
     if (l.kivi != nullptr) kivi_copy_block(l, src, dst);
   }
+}
+
+int32_t KvStorage::claim_transfer_slot() {
+  for (size_t s = 0; s < transfer_used_.size(); ++s) {
+    if (!transfer_used_[s]) {
+      transfer_used_[s] = 1;
+      return int32_t(s);
+    }
+  }
+  return -1;
+}
+
+void KvStorage::release_transfer_slot(int32_t slot) {
+  OMNIBUS_CHECK(slot >= 0 && size_t(slot) < transfer_used_.size() && transfer_used_[size_t(slot)]);
+  transfer_used_[size_t(slot)] = 0;
+}
+
+size_t KvStorage::transfer_slot_offset(int32_t slot) const {
+  OMNIBUS_CHECK(slot >= 0 && size_t(slot) < transfer_used_.size());
+  return blocks_bytes_ + size_t(slot) * transfer_slot_bytes();
+}
+
+bool KvStorage::export_window_rows(std::span<const int32_t> blocks, int32_t slot) const {
+  OMNIBUS_CHECK(int(blocks.size()) == geometry_.residual_blocks() && slot >= 0 &&
+                size_t(slot) < transfer_used_.size() && transfer_used_[size_t(slot)]);
+  for (int32_t b : blocks) {
+    OMNIBUS_CHECK(b >= 0 && b < n_blocks_);
+    for (const auto& r : kivi_) {
+      if (!r->holds_rows(b)) return false;
+    }
+  }
+  const size_t rows_bytes = kivi_.empty() ? 0 : kivi_[0]->slot_bytes() / 2;  // K or V of one slot
+  auto* out = static_cast<uint8_t*>(mem_) + transfer_slot_offset(slot);
+  for (int32_t b : blocks) {
+    for (const auto& r : kivi_) {
+      for (bool is_v : {false, true}) {
+        std::memcpy(out, r->row(r->slot_of(b), is_v, 0, 0), rows_bytes);
+        out += rows_bytes;
+      }
+    }
+  }
+  return true;
+}
+
+bool KvStorage::import_window_rows(std::span<const int32_t> blocks, int32_t slot) {
+  OMNIBUS_CHECK(int(blocks.size()) == geometry_.residual_blocks() && slot >= 0 &&
+                size_t(slot) < transfer_used_.size() && transfer_used_[size_t(slot)]);
+  const size_t rows_bytes = kivi_.empty() ? 0 : kivi_[0]->slot_bytes() / 2;
+  const size_t rows_elems = rows_bytes / sizeof(uint16_t);
+  const auto* in = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(mem_) + transfer_slot_offset(slot));
+  bool all = true;
+  for (int32_t b : blocks) {
+    OMNIBUS_CHECK(b >= 0 && b < n_blocks_);
+    for (const auto& r : kivi_) {
+      all = r->adopt_rows(b, in, in + rows_elems) && all;
+      in += 2 * rows_elems;
+    }
+  }
+  return all;
 }
 
 }  // namespace omnibus

@@ -231,6 +231,9 @@ json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
                   {"compat", compat_},
                   {"block_size", block_size_},
                   {"n_prompt_tokens", n_prompt_tokens}};
+  if (pinned.window_offset >= 0) {  // kivi2: the fp16 window rows of the last blocks
+    p["omnibus"]["window"] = {{"offset", pinned.window_offset}, {"bytes", pinned.window_bytes}};
+  }
   return p;
 }
 
@@ -362,8 +365,34 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
                                                      "prefill worker computed another prompt", i));
     }
   }
-  if (n == 0) {
+  // kivi2 with a window: where the prefill worker exported the last blocks'
+  // fp16 window rows. Checked for its shape here, against the remote region
+  // after the claim. Without it the blocks cannot be used (a hit ending
+  // after them would be cut back): compute the prompt here.
+  int64_t window_offset = -1;
+  uint64_t window_bytes = 0;
+  if (auto w_it = om.find("window"); w_it != om.end() && !w_it->is_null()) {
+    if (region_.window_bytes == 0) return bad("omnibus.window", "is given, but this KV format has no fp16 window");
+    const auto off = w_it->is_object() ? w_it->find("offset") : w_it->end();
+    const auto len = w_it->is_object() ? w_it->find("bytes") : w_it->end();
+    if (!w_it->is_object() || off == w_it->end() || len == w_it->end() || !off->is_number_integer() ||
+        !len->is_number_integer() || off->get<int64_t>() < 0 || len->get<int64_t>() < 0) {
+      return bad("omnibus.window", "must be an object with non-negative integers offset and bytes");
+    }
+    window_offset = off->get<int64_t>();
+    window_bytes = uint64_t(len->get<int64_t>());
+    if (window_bytes != region_.window_bytes) {
+      return bad("omnibus.window", fmt::format("bytes must be {} (this worker's window rows), not {}",
+                                               region_.window_bytes, window_bytes));
+    }
+  }
+  const bool no_window = region_.window_bytes > 0 && window_offset < 0;
+  if (n == 0 || no_window) {
     agent_->release(host, port, id, 0);
+    if (n > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++fallbacks_;
+    }
     return std::shared_ptr<KvImport>();
   }
   StatusOr<KvClaim> claim = agent_->claim(host, port, id, remote_blocks, keys);
@@ -388,15 +417,22 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
                              "kv_transfer_incompatible");
   }
   for (int32_t b : remote_blocks) {
-    if (b >= remote.n_blocks) return bad("remote_block_ids", "names a block outside the prefill worker's pool");
+    if (b >= remote.n_blocks) {
+      agent_->release(host, port, id, 0);
+      return bad("remote_block_ids", "names a block outside the prefill worker's pool");
+    }
+  }
+  if (window_offset >= 0 && (uint64_t(window_offset) > remote.bytes || window_bytes > remote.bytes - uint64_t(window_offset))) {
+    agent_->release(host, port, id, 0);
+    return bad("omnibus.window", "lies outside the prefill worker's KV region");
   }
 
   auto im = std::make_shared<KvImport>();
   im->n_blocks = n;
   const KvRegionInfo local = region_;
   KvTransferService* self = this;
-  im->fetch = [self, local, remote, remote_blocks, host, port](int32_t first, std::vector<int32_t> dst,
-                                                               std::function<void(bool)> done) {
+  im->fetch = [self, local, remote, remote_blocks, host, port, window_offset, window_bytes](
+                   int32_t first, std::vector<int32_t> dst, int64_t window_dst, std::function<void(bool)> done) {
     std::vector<KvSegment> segs;
     for (size_t l = 0; l < local.k_offset.size(); ++l) {
       for (int kv = 0; kv < 2; ++kv) {
@@ -415,6 +451,10 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
           }
         }
       }
+    }
+    if (window_dst >= 0) {  // the engine claimed a transfer slot: the window rows go there
+      OMNIBUS_CHECK(window_offset >= 0);
+      segs.push_back(KvSegment{uint64_t(window_offset), uint64_t(window_dst), window_bytes});
     }
     const Clock::time_point t0 = Clock::now();
     uint64_t bytes = 0;

@@ -8,13 +8,17 @@
 //     do_remote_prefill, remote_engine_id, remote_request_id (unguessable),
 //     remote_block_ids, remote_host, remote_port, tp_size, and under
 //     "omnibus" the block-hash chain, the compatibility string (model
-//     fingerprint, KV dtype, block size), the prompt length. The blocks stay
+//     fingerprint, KV dtype, block size), the prompt length, and for kivi2
+//     "window": {offset, bytes} of the last blocks' fp16 window rows in its
+//     KV region (KvPinned::window_offset; kv/kv_storage.h transfer slots),
+//     which a decode worker pulls with the blocks. The blocks stay
 //     pinned until the decode worker releases them or --kv-transfer-timeout
 //     passes.
 //   decode worker: a request with kv_transfer_params.do_remote_prefill = true
 //     is checked (prepare_import(): types, ranges, compatibility, the hash
 //     chain against its own tokenization of the prompt — any mismatch is a
-//     400 that touches nothing), claimed from the prefill worker (which
+//     400 that touches nothing; kivi2 without a window: computed here),
+//     claimed from the prefill worker (which
 //     refuses forged or stale ids: 400), and submitted with a KvImport: the
 //     engine matches its own prefix cache and the agent pulls only the
 //     missing blocks straight into the pool; then the prefill worker is told

@@ -120,6 +120,9 @@ def test_pd_outputs_equal_one_server(model, kv_dtype, tmp_path):
         # Every request's prompt blocks were pulled or found in the decode worker's own cache.
         assert blocks["pulled"] > 0, (blocks, c.logs())
         assert blocks["pulled"] + blocks["local"] >= sum((p - 1) // 16 for _, p in want), blocks
+        # The shared prefixes are found in the decode worker's own cache after their first pull: for kivi2
+        # too, whose fp16 window rows move with the blocks (else every hit would be cut back and pulled again).
+        assert blocks["local"] > blocks["pulled"], (blocks, c.logs())
         assert metric(c.decode[0], "omnibus:kv_transfer_fallbacks_total") == 0, c.logs()
         wait_metric(c.prefill[0], "omnibus:kv_transfer_pinned_blocks", 0)
         served = pulled_blocks(c.prefill[0])["served"]
@@ -127,6 +130,26 @@ def test_pd_outputs_equal_one_server(model, kv_dtype, tmp_path):
         print(f"{model} {kv_dtype}: decode pulled {blocks['pulled']:.0f} blocks "
               f"({metric(c.decode[0], 'omnibus:kv_transfer_bytes_total') / 2**20:.1f} MiB), "
               f"found {blocks['local']:.0f} in its own cache")
+        if kv_dtype == "kivi2":
+            check_kivi2_window(c)
+
+
+def check_kivi2_window(c):
+    """kivi2's offer names the exported fp16 window rows; a decode worker refuses a window of the wrong
+    size (400, nothing claimed) and computes the prompt itself when the window is missing."""
+    prompt = "Window check: " + text(23, 80)
+    good = prefill_params(c, prompt)
+    window = good["omnibus"]["window"]
+    assert window["bytes"] > 0 and window["offset"] > 0, good
+    for name, w in {"wrong size": dict(window, bytes=window["bytes"] + 1), "negative": dict(window, offset=-1),
+                    "not an object": 5}.items():
+        r = decode(c, prompt, dict(good, omnibus=dict(good["omnibus"], window=w)))
+        assert r.status_code == 400 and "omnibus.window" in r.text, (name, r.status_code, r.text)
+    fallbacks = metric(c.decode[0], "omnibus:kv_transfer_fallbacks_total")
+    no_window = dict(good, omnibus={k: v for k, v in good["omnibus"].items() if k != "window"})
+    assert decode(c, prompt, no_window).status_code == 200
+    assert metric(c.decode[0], "omnibus:kv_transfer_fallbacks_total") == fallbacks + 1
+    wait_metric(c.prefill[0], "omnibus:kv_transfer_pinned_blocks", 0)  # released, not pulled
 
 
 # --- only the missing blocks move ---------------------------------------------------------------------------------
