@@ -22,15 +22,6 @@ std::string ApiServer::load() const {
   const EngineStats st = backend_.engine->stats();
   nlohmann::json r;
   r["load"] = int64_t(st.n_running) + int64_t(st.n_waiting);
-  // Disaggregated prefill/decode (docs/disaggregation.md): null when KV transfer is off.
-  if (const KvTransferService* t = backend_.kv_transfer) {
-    r["kv_transfer"] = {{"kv_role", kv_role_name(t->role())},
-                        {"engine_id", t->engine_id()},
-                        {"port", t->port()},
-                        {"pinned_blocks", st.kv_blocks_pinned}};
-  } else {
-    r["kv_transfer"] = nullptr;
-  }
   r["num_requests_running"] = st.n_running;
   r["num_requests_waiting"] = st.n_waiting;
   r["kv_cache_usage"] = st.kv_cache_usage();

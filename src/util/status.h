@@ -96,15 +96,6 @@ class [[nodiscard]] StatusOr {
     assert(!status_.is_ok() && "StatusOr needs a value or an error");
   }
 
-  template <typename... Args>
-  static Status unavailable(fmt::format_string<Args...> f, Args&&... args) {
-    return Status(StatusCode::kUnavailable, fmt::format(f, std::forward<Args>(args)...));
-  }
-  template <typename... Args>
-  static Status cancelled(fmt::format_string<Args...> f, Args&&... args) {
-    return Status(StatusCode::kCancelled, fmt::format(f, std::forward<Args>(args)...));
-  }
-
   bool is_ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
   T& value() & { assert(is_ok()); return *value_; }
