@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/token_mask.h"
 
 namespace omnibus {
 
@@ -75,6 +76,11 @@ struct Request {
   // sequence 0 finishes; the final event carries them (EngineEvent::pinned).
   bool pin_prompt_blocks = false;
   std::shared_ptr<KvImport> kv_import;  // decode side; null: compute the prompt here
+  // Structured output (grammar/structured_output.h): every sampled token must
+  // keep the output inside this grammar; tokens it forbids are masked before
+  // any other sampling stage, end tokens are allowed only where the grammar
+  // may end, and once it is complete only end tokens are. null: free text.
+  std::shared_ptr<const grammar::TokenMasker> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };

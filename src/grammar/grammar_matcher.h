@@ -1,0 +1,60 @@
+// GrammarMatcher: where one output stream stands in a Grammar — a set of
+// parse stacks (a pushdown automaton over bytes, kept nondeterministic so any
+// context-free grammar without left recursion works).
+//
+// A state is the sorted, de-duplicated set of stacks; each stack's top is a
+// kBytes element (positions are expanded through rule references and ends of
+// sequences eagerly), or the stack is empty, which means "the root may end
+// here". The state is canonical: two matchers on the same Grammar that
+// accepted byte strings with the same futures compare equal and hash equal
+// (state_key()), which is what TokenMasker caches masks by.
+//
+//   accept_byte(b):  every stack whose top accepts b advances; stacks that do
+//                    not are dropped. Returns false (and leaves the state
+//                    unchanged) when no stack survives.
+//   can_end():       some stack is empty: the output may stop here.
+//   is_complete():   every stack is empty: no byte can follow (only the end).
+//   failed():        a state exceeded kMaxStacks (an ambiguous grammar
+//                    blowing up); the matcher rejects every byte from then on.
+//
+// Thread-safety: a value type; one thread at a time per matcher. Copies are
+// independent (the Grammar is shared, immutable).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace omnibus::grammar {
+
+class GrammarMatcher {
+ public:
+  static constexpr size_t kMaxStacks = 4096;
+
+  explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
+
+  bool accept_byte(uint8_t b);
+  // All or nothing: false leaves the state as it was.
+  bool accept_bytes(std::string_view bytes);
+
+  bool can_end() const;
+  bool is_complete() const;
+  bool failed() const;
+
+  // The set of bytes some stack accepts next.
+  std::bitset<256> next_bytes() const;
+
+  // A canonical encoding of the state (equal states <=> equal keys).
+  const std::string& state_key() const;
+
+  const std::shared_ptr<const Grammar>& grammar() const;
+
+ private:
+  // (implementation's choice)
+};
+
+}  // namespace omnibus::grammar

@@ -1,0 +1,62 @@
+// Structured output: what a request asked its output to follow, compiled to
+// a TokenMasker the engine applies at every step (docs/structured-output.md).
+//
+//   StructuredOutput (from response_format / structured_outputs / guided_* /
+//   json_schema / grammar, or tool_choice: server/openai_request.cc)
+//     -> to_ebnf()                       (json_schema.h, regex.h, choices)
+//     -> GrammarCache::get(ebnf)         parse_ebnf + TokenMasker, LRU by text
+//     -> Request::grammar                (engine: mask, then sample, then advance)
+//
+// Thread-safety: to_ebnf is pure; GrammarCache is safe to call from any
+// thread (a mutex guards the LRU; compiling happens outside it).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
+#include "util/status.h"
+
+namespace omnibus::grammar {
+
+struct StructuredOutput {
+  enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+  Kind kind = Kind::kNone;
+  std::string text;                  // kJsonSchema: the schema's JSON text; kRegex: the
+                                     // pattern; kGrammar: EBNF
+  std::vector<std::string> choices;  // kChoice: the allowed outputs (non-empty)
+  bool strict = false;               // kJsonSchema: OpenAI's strict
+};
+
+// The EBNF for `so` (kNone: kInvalidArgument). Errors name what is unsupported.
+StatusOr<std::string> to_ebnf(const StructuredOutput& so);
+
+class GrammarCache {
+ public:
+  GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity = 64);
+
+  // The masker for this EBNF text: cached, or parsed now (kInvalidArgument
+  // from parse_ebnf is returned, not cached).
+  StatusOr<std::shared_ptr<const TokenMasker>> get(const std::string& ebnf);
+  // to_ebnf + get.
+  StatusOr<std::shared_ptr<const TokenMasker>> get(const StructuredOutput& so);
+
+  const std::shared_ptr<const VocabTrie>& trie() const { return trie_; }
+
+ private:
+  // Constant after construction.
+  const std::shared_ptr<const VocabTrie> trie_;
+  const size_t capacity_;
+
+  std::mutex mu_;  // guards lru_ and index_
+  std::list<std::pair<std::string, std::shared_ptr<const TokenMasker>>> lru_;  // most recent first
+  std::unordered_map<std::string, decltype(lru_)::iterator> index_;
+};
+
+}  // namespace omnibus::grammar

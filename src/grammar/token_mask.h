@@ -1,0 +1,71 @@
+// VocabTrie and TokenMasker: which tokens of a vocabulary a GrammarMatcher
+// allows next.
+//
+// VocabTrie is built once per vocabulary (the server holds one): a byte trie
+// over every token's bytes. A TokenMasker pairs one Grammar with the trie;
+// allowed(m) walks the trie from m's state, cutting every branch whose bytes
+// the grammar rejects, so the cost is the number of trie nodes still alive,
+// not the vocabulary size. Masks are cached by GrammarMatcher::state_key()
+// (LRU, bounded), shared by every sequence using this masker (the server
+// caches one masker per grammar text, structured_output.h): 64 requests
+// with one schema pay for each state once.
+//
+// Token classes:
+//   - normal and user-defined tokens: allowed iff all their bytes are accepted;
+//   - end tokens (`eog_ids`): allowed iff the matcher can_end();
+//   - control, unknown and unused tokens, and tokens with no bytes: never.
+// When the matcher is complete, only the end tokens are allowed.
+//
+// Thread-safety: allowed() and apply() may run concurrently on many threads
+// (the cache is guarded by a mutex; the walk itself uses thread-local scratch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "grammar/grammar_matcher.h"
+
+namespace omnibus::grammar {
+
+struct VocabBytes {
+  std::vector<std::string> pieces;  // [n_vocab] bytes of each token ("" when it has none)
+  std::vector<bool> maskable;       // [n_vocab] false: control/unknown/unused (never allowed)
+  std::vector<int32_t> eog_ids;     // end-of-generation tokens
+};
+
+// A mask over the vocabulary: bit i set <=> token i allowed.
+using TokenBitmask = std::vector<uint64_t>;  // [(n_vocab + 63) / 64]
+
+class VocabTrie {
+ public:
+  explicit VocabTrie(VocabBytes vocab);
+  int32_t n_vocab() const;
+  const VocabBytes& vocab() const;
+  // (trie layout: implementation's choice)
+};
+
+class TokenMasker {
+ public:
+  TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const VocabTrie> trie,
+              size_t cache_entries = 4096);
+
+  int32_t n_vocab() const;
+  const std::shared_ptr<const Grammar>& grammar() const;
+  GrammarMatcher start() const;  // a matcher at the grammar's start
+
+  // The mask for m's state (cached). Never empty of allowed tokens unless the
+  // grammar and vocabulary leave no way on (then the caller ends the stream).
+  std::shared_ptr<const TokenBitmask> allowed(const GrammarMatcher& m) const;
+
+  // logits[i] = -inf for every token the mask forbids.
+  static void apply(const TokenBitmask& mask, float* logits, int32_t n_vocab);
+
+  // Advances m by token id's bytes; false if the grammar rejects them (m unchanged).
+  bool accept_token(GrammarMatcher& m, int32_t id) const;
+  bool is_eog(int32_t id) const;
+};
+
+}  // namespace omnibus::grammar
