@@ -33,12 +33,21 @@
 //     prompt tokens submitted vs computed, and the computed count expected
 //     when every full block computed before is reused.
 //   --no-prefix-caching turns the cache off for comparisons.
+//
+// Structured output (docs/structured-output.md): --json-schema FILE or
+// --regex PATTERN constrains every request's output (engine mode); requests
+// then end where the format ends (end tokens count, --output-len is the
+// bound), so compare output tok/s with an unconstrained run of the same
+// workload. Reports the mask time per token (p50 / p99 from the engine's
+// histogram: the upper bound of the bucket holding the percentile).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -53,6 +62,8 @@
 #include "cli/engine_request.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
+#include "engine/grammar_vocab.h"
+#include "grammar/structured_output.h"
 #include "kv/kv_format.h"
 #include "util/progress.h"
 
@@ -76,7 +87,42 @@ struct BenchOptions {
   double request_rate = 0;   // 0: all at once (subject to concurrency)
   int shared_prefix_len = 0;
   int multi_turn = 0;  // 0: single-turn requests
+  std::string json_schema_path;  // constrain outputs to this JSON schema
+  std::string regex;             // or to this regular expression
 };
+
+// The masker every request shares when the run is constrained (null: free text).
+StatusOr<std::shared_ptr<const grammar::TokenMasker>> bench_grammar(const BenchOptions& o, const Tokenizer& tok) {
+  if (o.json_schema_path.empty() && o.regex.empty()) return std::shared_ptr<const grammar::TokenMasker>();
+  grammar::StructuredOutput so;
+  if (!o.json_schema_path.empty()) {
+    std::ifstream in(o.json_schema_path);
+    if (!in) return Status::io("cannot read '{}'", o.json_schema_path);
+    so.kind = grammar::StructuredOutput::Kind::kJsonSchema;
+    so.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } else {
+    so.kind = grammar::StructuredOutput::Kind::kRegex;
+    so.text = o.regex;
+  }
+  grammar::GrammarCache cache(grammar_trie(tok), 1);
+  return cache.get(so);
+}
+
+// Percentile p (0..1) of a histogram with upper bounds `bounds` (+Inf last):
+// the bound of the bucket that holds it (+Inf: the last finite bound x 10).
+template <size_t N>
+double bucket_percentile(const std::array<double, N>& bounds, const std::array<uint64_t, N + 1>& counts, double p) {
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  if (total == 0) return 0.0;
+  const double want = p * double(total);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < N; ++i) {
+    cum += counts[i];
+    if (double(cum) >= want) return bounds[i];
+  }
+  return bounds[N - 1] * 10;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -175,6 +221,12 @@ int run_single_stream(const BenchOptions& o) {
                *std::min_element(tg_rates.begin(), tg_rates.end()),
                *std::max_element(tg_rates.begin(), tg_rates.end()));
   }
+  if (j.contains("constraint")) {
+    fmt::print("constrained         {}: mask per token mean {:.3f} ms, p50 <= {:.3f} ms, p99 <= {:.3f} ms "
+               "({} masks, {} rejections)\n",
+               std::string(j["constraint"]), double(j["mask_mean_ms"]), double(j["mask_p50_ms_at_most"]),
+               double(j["mask_p99_ms_at_most"]), uint64_t(j["mask_count"]), uint64_t(j["structured_rejections"]));
+  }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << j.dump(2) << "\n";
@@ -239,6 +291,8 @@ int run_engine_workload(const BenchOptions& o) {
   const int n = n_units * n_turns;  // requests
   const int n_vocab = m.model->config().n_vocab;
   const int32_t block = e.info().block_size;
+  StatusOr<std::shared_ptr<const grammar::TokenMasker>> grammar = bench_grammar(o, *m.tokenizer);
+  if (!grammar.is_ok()) return fail(grammar.status());
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<int32_t> any_token(0, n_vocab - 1);
   std::vector<int32_t> shared_prefix(size_t(o.shared_prefix_len));
@@ -268,11 +322,15 @@ int run_engine_workload(const BenchOptions& o) {
     }
   }
   // The next turn's request of a unit (its history grows by the new user turn).
-  auto next_request = [&units](int unit) {
+  auto next_request = [&units, &grammar](int unit) {
     Unit& u = units[size_t(unit)];
     const std::vector<int32_t>& own = u.user[size_t(u.next_turn)];
     u.history.insert(u.history.end(), own.begin(), own.end());
     Request r = fixed_length_request(u.history, u.max_tokens[size_t(u.next_turn)]);
+    if (*grammar) {  // constrained: the output ends where the format does
+      r.grammar = *grammar;
+      r.ignore_eos = false;
+    }
     ++u.next_turn;
     return r;
   };
@@ -442,6 +500,20 @@ int run_engine_workload(const BenchOptions& o) {
   j["prompt_tokens_submitted"] = n_input_tokens;
   j["prompt_tokens_computed"] = n_computed_prompt;
   j["prompt_tokens_computed_expected"] = n_expected_computed;
+  if (*grammar) {
+    std::array<uint64_t, EngineStats::kMaskBounds.size() + 1> mask_counts{};
+    for (size_t i = 0; i < mask_counts.size(); ++i) {
+      mask_counts[i] = after.structured_mask_buckets[i] - before.structured_mask_buckets[i];
+    }
+    const uint64_t n_masks = after.structured_masks - before.structured_masks;
+    j["constraint"] = o.json_schema_path.empty() ? "regex" : "json_schema";
+    j["mask_count"] = n_masks;
+    j["mask_mean_ms"] = n_masks ? (after.structured_mask_seconds - before.structured_mask_seconds) /
+                                      double(n_masks) * 1e3 : 0.0;
+    j["mask_p50_ms_at_most"] = bucket_percentile(EngineStats::kMaskBounds, mask_counts, 0.50) * 1e3;
+    j["mask_p99_ms_at_most"] = bucket_percentile(EngineStats::kMaskBounds, mask_counts, 0.99) * 1e3;
+    j["structured_rejections"] = after.structured_rejections - before.structured_rejections;
+  }
   // Prompt / generation phases (see the top of this file): only when all
   // requests started together, otherwise there is no such split.
   const bool all_at_once = o.request_rate <= 0 && concurrency >= n && n_turns == 1;
@@ -492,6 +564,12 @@ int run_engine_workload(const BenchOptions& o) {
              n_input_tokens ? 100.0 * double(n_computed_prompt) / double(n_input_tokens) : 0.0,
              n_expected_computed,
              n_input_tokens ? 100.0 * double(n_expected_computed) / double(n_input_tokens) : 0.0);
+  if (j.contains("constraint")) {
+    fmt::print("constrained         {}: mask per token mean {:.3f} ms, p50 <= {:.3f} ms, p99 <= {:.3f} ms "
+               "({} masks, {} rejections)\n",
+               std::string(j["constraint"]), double(j["mask_mean_ms"]), double(j["mask_p50_ms_at_most"]),
+               double(j["mask_p99_ms_at_most"]), uint64_t(j["mask_count"]), uint64_t(j["structured_rejections"]));
+  }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << j.dump(2) << "\n";
@@ -542,6 +620,12 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "Engine mode: --num-requests conversations of this many turns; each turn resends "
                   "the whole history plus a new --input-len user turn (0 = single-turn requests)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 16));
+  auto* schema = cmd->add_option("--json-schema", o->json_schema_path,
+                                 "Engine mode: constrain every output to this JSON schema (file); outputs end "
+                                 "where the JSON does")
+                     ->check(CLI::ExistingFile);
+  cmd->add_option("--regex", o->regex, "Engine mode: constrain every output to this regular expression")
+      ->excludes(schema);
   add_engine_flags(*cmd, o->engine);
 }
 

@@ -28,6 +28,8 @@
 #include "cli/engine_flags.h"
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
+#include "engine/grammar_vocab.h"
+#include "grammar/structured_output.h"
 #include "kv/kv_format.h"
 #include "kv_events/kv_event_publisher.h"
 #include "server/api_server.h"
@@ -36,6 +38,9 @@
 
 namespace omnibus {
 namespace {
+
+// Compiled grammars kept (LRU by grammar text): distinct schemas served without recompiling.
+constexpr size_t kGrammarCacheEntries = 256;
 
 struct ServeOptions {
   ModelFlags model;
@@ -203,6 +208,9 @@ int run_serve(const ServeOptions& o) {
     backend.chat_renderer = server::chatml_renderer();
   }
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
+  // Structured output: one trie over the vocabulary, grammars compiled once per text.
+  auto grammars = std::make_unique<grammar::GrammarCache>(grammar_trie(tok), kGrammarCacheEntries);
+  backend.grammars = grammars.get();
   backend.model_path = m->path;
   backend.model_config = &m->model->config();
   backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;

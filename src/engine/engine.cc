@@ -89,9 +89,10 @@ struct Engine::Impl {
     Sequence* seq;
     const float* row;  // [n_vocab]
     SampledToken token;
+    double mask_seconds = -1;  // constrained: time spent on the mask (else -1)
   };
   void sample_all(std::vector<SampleJob>& jobs, Clock::time_point now);
-  SampledToken draw(Sequence& seq, const float* row, float* scratch_row);
+  SampledToken draw(Sequence& seq, const float* row, float* scratch_row, double& mask_seconds);
   void emit(Sequence& seq, SampledToken t, Clock::time_point now);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
   void publish_stats();
@@ -116,6 +117,7 @@ struct Engine::Impl {
   StepBatch batch;
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;        // this step's, in sequence order
+  GrammarMasks masks;                        // next-token masks of constrained sequences
   EngineStats local;           // published to `stats` after each step
   double peak_waste_sum = 0;   // over the steps at peak KV usage
   int64_t n_peak_steps = 0;
@@ -223,6 +225,10 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
                                     req.min_tokens);
   }
   if (req.n < 1 || req.n > 128) return Status::invalid_argument("n must be in [1, 128], got {}", req.n);
+  if (req.grammar != nullptr && req.grammar->n_vocab() != n_vocab) {
+    return Status::invalid_argument("the grammar's vocabulary has {} tokens, the model {}",
+                                    req.grammar->n_vocab(), n_vocab);
+  }
   if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20) {
     return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}", req.prompt_logprobs);
   }
@@ -254,6 +260,11 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     SamplingParams params = r->req.sampling;
     if (params.has_seed) params.seed += uint64_t(i);
     seq->sampler.emplace(std::move(params), n_vocab);
+    if (r->req.grammar) {
+      seq->matcher.emplace(r->req.grammar->start());
+      // The first mask is the same for every sequence: computed once, during the prefill.
+      seq->next_mask = i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
+    }
     r->seqs.push_back(std::move(seq));
   }
   std::shared_ptr<RequestStream> stream;
@@ -693,17 +704,28 @@ void Engine::Impl::sample_all(std::vector<SampleJob>& jobs, Clock::time_point no
   if (pool != nullptr && jobs.size() > 1) {
     pool->parallel_for(int64_t(jobs.size()), [&](int64_t i, int thread) {
       SampleJob& j = jobs[size_t(i)];
-      j.token = draw(*j.seq, j.row, scratch[size_t(thread)].data());
+      j.token = draw(*j.seq, j.row, scratch[size_t(thread)].data(), j.mask_seconds);
     });
   } else {
-    for (SampleJob& j : jobs) j.token = draw(*j.seq, j.row, scratch[0].data());
+    for (SampleJob& j : jobs) j.token = draw(*j.seq, j.row, scratch[0].data(), j.mask_seconds);
   }
-  for (SampleJob& j : jobs) emit(*j.seq, std::move(j.token), now);
+  for (SampleJob& j : jobs) {
+    if (j.mask_seconds >= 0) {
+      const auto& bounds = EngineStats::kMaskBounds;
+      const size_t b = size_t(std::lower_bound(bounds.begin(), bounds.end(), j.mask_seconds) - bounds.begin());
+      ++local.structured_mask_buckets[b];
+      ++local.structured_masks;
+      local.structured_mask_seconds += j.mask_seconds;
+    }
+    emit(*j.seq, std::move(j.token), now);
+  }
 }
 
-// The sampler's pick for seq from its logits row (min_tokens masking applied
-// to a copy in scratch_row, [n_vocab]). Touches only seq's sampler.
-SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_row) {
+// The sampler's pick for seq from its logits row (min_tokens and grammar
+// masking applied to a copy in scratch_row, [n_vocab]). Touches only seq's
+// sampler and mask.
+SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_row,
+                                double& mask_seconds) {
   const Request& req = seq.request->req;
   std::copy(row, row + n_vocab, scratch_row);
   if (int32_t(seq.output.size()) < req.min_tokens) {
@@ -714,6 +736,17 @@ SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_
       }
     }
     for (int32_t id : req.stop_token_ids) scratch_row[size_t(id)] = kNegInf;
+  }
+  if (seq.matcher) {
+    // Before every sampling stage: what the grammar forbids does not exist.
+    const Clock::time_point t0 = Clock::now();
+    std::shared_ptr<const grammar::TokenBitmask> mask =
+        seq.next_mask ? GrammarMasks::wait(*seq.next_mask) : req.grammar->allowed(*seq.matcher);
+    // A mask that allows nothing (a grammar the vocabulary cannot continue)
+    // is not applied: emit() then finds the token rejected and ends the sequence.
+    const bool any = std::any_of(mask->begin(), mask->end(), [](uint64_t w) { return w != 0; });
+    if (any) grammar::TokenMasker::apply(*mask, scratch_row, n_vocab);
+    mask_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   return seq.sampler->sample(scratch_row, *seq.prompt, seq.output);
 }
@@ -740,10 +773,25 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
   }
   const bool stop_token = std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), t.id) !=
                           req.stop_token_ids.end();
-  if ((!req.ignore_eos && is_eog[size_t(t.id)]) || stop_token) {
+  // Constrained: an end token means the grammar ended (it is only allowed
+  // where it may), whatever ignore_eos says; a token the grammar rejects
+  // (only when it allowed none) ends the sequence without being printed.
+  bool grammar_end = false;
+  if (seq.matcher) {
+    seq.next_mask.reset();
+    if (is_eog[size_t(t.id)]) {
+      grammar_end = true;
+    } else if (!req.grammar->accept_token(*seq.matcher, t.id)) {
+      grammar_end = true;
+      ++local.structured_rejections;
+    }
+  }
+  if ((!req.ignore_eos && is_eog[size_t(t.id)]) || stop_token || grammar_end) {
     finish(seq, FinishReason::kStop, e);
   } else if (int32_t(seq.output.size()) >= req.max_tokens) {
     finish(seq, FinishReason::kLength, e);
+  } else if (seq.matcher) {
+    seq.next_mask = masks.submit(req.grammar, *seq.matcher);  // computed during the next forward
   }
   r.stream->push(std::move(e));
 }

@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -147,6 +148,16 @@ struct EngineStats {
   uint64_t kv_import_blocks_local = 0;    // of their blocks: found in the prefix cache here
   uint64_t kv_import_blocks_fetched = 0;  // copied from the prefill worker
   uint64_t kv_import_fallbacks = 0;    // imports computed here instead (pool short, copy failed)
+  // Structured output (Request::grammar): the time each constrained token
+  // spent waiting for and applying its mask, as a histogram with the upper
+  // bounds kMaskBounds (+Inf last); rejections: sequences ended because the
+  // grammar allowed no token (finish reason stop).
+  static constexpr std::array<double, 10> kMaskBounds = {1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+                                                         1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2};
+  std::array<uint64_t, kMaskBounds.size() + 1> structured_mask_buckets{};  // not cumulative
+  uint64_t structured_masks = 0;
+  double structured_mask_seconds = 0.0;  // sum
+  uint64_t structured_rejections = 0;
 
   // Fraction of the pool's blocks in use (0 for an empty pool).
   double kv_cache_usage() const {

@@ -32,7 +32,9 @@
 #include <optional>
 #include <vector>
 
+#include "engine/grammar_masks.h"
 #include "engine/sampler.h"
+#include "grammar/grammar_matcher.h"
 #include "kv/prefix_cache.h"
 
 namespace omnibus {
@@ -68,6 +70,10 @@ struct Sequence {
   // Generation state.
   std::vector<int32_t> output;
   std::optional<Sampler> sampler;
+  // Structured output (Request::grammar): where the output stands in the
+  // grammar, and the mask for the next token, computed ahead (grammar_masks.h).
+  std::optional<grammar::GrammarMatcher> matcher;
+  std::shared_ptr<GrammarMasks::Pending> next_mask;
 
   int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
   int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }

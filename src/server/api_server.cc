@@ -7,6 +7,7 @@
 
 #include "server/json_fields.h"
 #include "server/sse.h"
+#include "server/structured_request.h"
 #include "server/web_assets.h"
 
 namespace omnibus::server {
@@ -140,6 +141,25 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   handle_generation(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat, req, sink);
 }
 
+// The masker for the request's structured output (GrammarCache: compiled once
+// per distinct grammar), or a 400 naming the field and what is unsupported.
+ApiResult<std::shared_ptr<const grammar::TokenMasker>> ApiServer::compile_structured(GenerationSpec& spec,
+                                                                                     const std::string& raw_body) {
+  if (backend_.grammars == nullptr) {
+    return ApiError::invalid(spec.structured_field, "this server does not support structured output");
+  }
+  if (!spec.schema_pointer.empty()) {
+    std::string ordered = ordered_schema_text(raw_body, spec.schema_pointer);
+    if (!ordered.empty()) spec.structured.text = std::move(ordered);
+  }
+  StatusOr<std::shared_ptr<const grammar::TokenMasker>> g = backend_.grammars->get(spec.structured);
+  if (!g.is_ok()) {
+    return ApiError::invalid(spec.structured_field, fmt::format("'{}': {}", spec.structured_field,
+                                                                g.status().message()));
+  }
+  return std::move(g).value();
+}
+
 void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
                                   const std::shared_ptr<ResponseSink>& sink) {
   ApiResult<nlohmann::json> body = parse_body(req.body);
@@ -156,6 +176,11 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
     return respond_error(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves "
                                                                 "'{}')", spec->model, config_.served_model_name),
                                                     "model_not_found"));
+  }
+  if (spec->structured.kind != grammar::StructuredOutput::Kind::kNone) {
+    ApiResult<std::shared_ptr<const grammar::TokenMasker>> g = compile_structured(*spec, req.body);
+    if (!g.ok()) return respond_error(*sink, g.error());
+    spec->base.grammar = *g;
   }
 
   // Prompts -> token ids.

@@ -30,6 +30,7 @@
 
 #include "engine/engine.h"
 #include "model/model_config.h"
+#include "grammar/structured_output.h"
 #include "server/chat_renderer.h"
 #include "server/generation.h"
 #include "server/http_types.h"
@@ -62,6 +63,9 @@ struct Backend {
   // Disaggregated prefill/decode (--kv-role); null: kv_transfer_params other
   // than null or all-false are refused with 400.
   KvTransferService* kv_transfer = nullptr;
+  // Structured output (grammar/structured_output.h): compiled grammars over
+  // this model's vocabulary; null: requests asking for a format get a 400.
+  grammar::GrammarCache* grammars = nullptr;
 };
 
 class ApiServer {
@@ -86,6 +90,8 @@ class ApiServer {
   enum class State { kLoading, kReady, kDraining };
 
   void handle_generation(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  ApiResult<std::shared_ptr<const grammar::TokenMasker>> compile_structured(GenerationSpec& spec,
+                                                                            const std::string& raw_body);
   ApiResult<std::string> tokenize(const std::string& body) const;
   ApiResult<std::string> detokenize(const std::string& body) const;
   std::string tokenizer_info() const;

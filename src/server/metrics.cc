@@ -129,6 +129,25 @@ std::string ServerMetrics::render(const EngineStats& st, const std::optional<KvE
           st.prefix_cache_hits);
   gauge("omnibus:prefix_cache_hit_rate", "prefix_cache_hits_total / prefix_cache_queries_total.",
         st.prefix_cache_hit_rate);
+  {
+    // Structured output: the engine's mask-time histogram (EngineStats::kMaskBounds).
+    const char* name = "omnibus:structured_mask_seconds";
+    header(out, name, "histogram",
+           "Time a constrained token spent waiting for and applying its grammar mask (the mask itself is "
+           "computed during the forward pass).");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < EngineStats::kMaskBounds.size(); ++i) {
+      cum += st.structured_mask_buckets[i];
+      out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, l, EngineStats::kMaskBounds[i], cum);
+    }
+    cum += st.structured_mask_buckets.back();
+    out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, l, cum);
+    out += fmt::format("{}_sum{{{}}} {}\n", name, l, st.structured_mask_seconds);
+    out += fmt::format("{}_count{{{}}} {}\n", name, l, st.structured_masks);
+  }
+  counter("omnibus:structured_rejections_total",
+          "Constrained sequences ended because the grammar allowed no token of the vocabulary.",
+          st.structured_rejections);
   if (kv_events) {
     counter("omnibus:kv_events_published_total",
             "KV-cache events (BlockStored, BlockRemoved, AllBlocksCleared) sent to subscribers; counted in "

@@ -9,10 +9,12 @@
 //   counters    omnibus:num_preemptions_total, omnibus:prompt_tokens_total,
 //               omnibus:generation_tokens_total, omnibus:engine_steps_total,
 //               omnibus:request_success_total{finished_reason},
-//               omnibus:kv_events_published_total, omnibus:kv_events_dropped_total
+//               omnibus:kv_events_published_total, omnibus:kv_events_dropped_total,
+//               omnibus:structured_rejections_total
 //               (only with --kv-events-endpoint; counted in events)
 //   histograms  omnibus:time_to_first_token_seconds, omnibus:time_per_output_token_seconds,
-//               omnibus:e2e_request_latency_seconds, omnibus:request_queue_time_seconds
+//               omnibus:e2e_request_latency_seconds, omnibus:request_queue_time_seconds,
+//               omnibus:structured_mask_seconds (engine-side, from EngineStats)
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "server/json_fields.h"
+#include "server/structured_request.h"
 
 namespace omnibus::server {
 namespace {
@@ -16,6 +17,7 @@ constexpr int32_t kMaxTokensLimit = 1 << 20;
 // Fields both endpoints share.
 void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec) {
   f.get_string("model", spec.model);
+  parse_structured_output(f, spec);
   f.get_bool("stream", spec.stream);
   if (const nlohmann::json* so = f.find("stream_options")) {
     if (!so->is_object()) {

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "grammar/structured_output.h"
 #include "server/api_error.h"
 #include "server/chat_renderer.h"
 
@@ -60,6 +61,13 @@ struct GenerationSpec {
   int32_t prompt_logprobs = -1;    // the prompt_logprobs field (-1: absent); what the engine
                                    // computes, and the response lists, is base.prompt_logprobs
   bool add_special_tokens = true;  // completions: BOS/EOS as the model asks; chat: false
+
+  // Structured output (structured_request.h): what the output must follow,
+  // the field that asked (for errors, e.g. "response_format.json_schema.schema")
+  // and, for a schema object, its JSON pointer in the body ("" otherwise).
+  grammar::StructuredOutput structured;
+  std::string structured_field;
+  std::string schema_pointer;
 };
 
 struct ParseLimits {

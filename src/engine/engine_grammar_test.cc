@@ -1,0 +1,193 @@
+// The engine with structured output (Request::grammar): every constrained
+// output follows its grammar and ends where the grammar may, at temperature 1
+// too; n > 1, max_tokens, ignore_eos and a grammar the vocabulary cannot
+// continue behave as documented; and a constrained sequence does not change
+// an unconstrained neighbour's tokens (batch invariance).
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "engine/fake_model_testing.h"
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
+
+namespace omnibus {
+namespace {
+
+constexpr int32_t kVocab = 64;
+constexpr int32_t kEog = 63;
+
+// Digits 0-9, letters a-z, JSON punctuation, a few multi-byte pieces, and
+// one end token. The fake model's logits are hash noise, so at temperature 1
+// every allowed token gets its turn.
+std::shared_ptr<const grammar::VocabTrie> test_vocab() {
+  grammar::VocabBytes v;
+  v.pieces.resize(kVocab);
+  v.maskable.assign(kVocab, true);
+  for (int i = 0; i < 10; ++i) v.pieces[size_t(i)] = std::string(1, char('0' + i));
+  for (int i = 0; i < 26; ++i) v.pieces[size_t(10 + i)] = std::string(1, char('a' + i));
+  const char* more[] = {"{", "}", "\"", ":", ",", " ", "ab", "abc", "12", "x1", "\"a", "\":", "},", "00"};
+  for (size_t i = 0; i < std::size(more); ++i) v.pieces[36 + i] = more[i];
+  for (int i = 36 + int(std::size(more)); i < kVocab; ++i) v.maskable[size_t(i)] = false;  // control
+  v.pieces[kEog] = "";
+  v.eog_ids = {kEog};
+  return std::make_shared<const grammar::VocabTrie>(std::move(v));
+}
+
+std::shared_ptr<const grammar::TokenMasker> masker(const std::string& ebnf) {
+  auto g = grammar::parse_ebnf(ebnf);
+  EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+  return std::make_shared<const grammar::TokenMasker>(std::move(g).value(), test_vocab());
+}
+
+EngineConfig config(FakeModel& m) {
+  EngineConfig c;
+  c.block_size = 4;
+  c.kv_format = KvFormat::kF32;
+  c.kv_cache_bytes = int64_t(m.kv_geometry(4, KvFormat::kF32).bytes_per_block()) * 512;
+  c.max_num_batched_tokens = 512;
+  c.eog_ids = {kEog};
+  c.log_startup = false;
+  return c;
+}
+
+std::string text_of(const std::vector<int32_t>& ids) {
+  auto trie = test_vocab();
+  std::string s;
+  for (int32_t id : ids) {
+    if (id != kEog) s += trie->vocab().pieces[size_t(id)];
+  }
+  return s;
+}
+
+Request constrained(std::shared_ptr<const grammar::TokenMasker> g, uint64_t seed, int32_t max_tokens = 64) {
+  Request r;
+  r.prompt = {1, 2, 3, int32_t(seed % 50)};
+  r.max_tokens = max_tokens;
+  r.sampling = seeded(seed);
+  r.grammar = std::move(g);
+  return r;
+}
+
+TEST(EngineGrammar, EveryOutputMatchesAndEndsWithTheEndToken) {
+  FakeModel model(kVocab);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  auto g = masker("root ::= [0-9]{2,5} \"x\" [a-c]*  \",\"\n");
+  const std::regex want("[0-9]{2,5}x[a-c]*,");
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    auto s = (*engine)->submit(constrained(g, seed));
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    streams.push_back(*s);
+  }
+  for (auto& s : streams) {
+    const SeqResult r = collect(*s)[0];
+    ASSERT_EQ(r.finish, FinishReason::kStop);
+    ASSERT_FALSE(r.tokens.empty());
+    EXPECT_EQ(r.tokens.back(), kEog);
+    EXPECT_TRUE(std::regex_match(text_of(r.tokens), want)) << text_of(r.tokens);
+  }
+  const EngineStats st = (*engine)->stats();
+  EXPECT_GT(st.structured_masks, 0u);
+  EXPECT_EQ(st.structured_rejections, 0u);
+}
+
+TEST(EngineGrammar, NSequencesEachFollowTheGrammar) {
+  FakeModel model(kVocab);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  auto g = masker("root ::= \"{\" \"\\\"\" [a-z]+ \"\\\":\" [0-9]+ \"}\"\n");
+  const std::regex want("\\{\"[a-z]+\":[0-9]+\\}");
+  Request r = constrained(g, 7);
+  r.n = 6;
+  auto s = (*engine)->submit(std::move(r));
+  ASSERT_TRUE(s.is_ok());
+  const auto results = collect(**s);
+  ASSERT_EQ(results.size(), 6u);
+  std::set<std::string> distinct;
+  for (const auto& [i, res] : results) {
+    EXPECT_EQ(res.finish, FinishReason::kStop) << i;
+    EXPECT_TRUE(std::regex_match(text_of(res.tokens), want)) << text_of(res.tokens);
+    distinct.insert(text_of(res.tokens));
+  }
+  EXPECT_GT(distinct.size(), 1u) << "six seeded samples at temperature 1 all alike";
+}
+
+TEST(EngineGrammar, MaxTokensCutsAValidPrefixWithLength) {
+  FakeModel model(kVocab);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  auto g = masker("root ::= [a-z]{30} \"!\"\n");  // longer than max_tokens allows
+  auto s = (*engine)->submit(constrained(g, 3, /*max_tokens=*/5));
+  ASSERT_TRUE(s.is_ok());
+  const SeqResult r = collect(**s)[0];
+  EXPECT_EQ(r.finish, FinishReason::kLength);
+  EXPECT_EQ(r.tokens.size(), 5u);
+  EXPECT_TRUE(std::regex_match(text_of(r.tokens), std::regex("[a-z]+")));
+}
+
+TEST(EngineGrammar, AGrammarEndsTheOutputEvenWithIgnoreEos) {
+  FakeModel model(kVocab);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  Request r = constrained(masker("root ::= \"abc\" | \"ab\" \"c\"\n"), 11);
+  r.ignore_eos = true;
+  auto s = (*engine)->submit(std::move(r));
+  ASSERT_TRUE(s.is_ok());
+  const SeqResult res = collect(**s)[0];
+  EXPECT_EQ(res.finish, FinishReason::kStop);
+  EXPECT_EQ(text_of(res.tokens), "abc");
+  EXPECT_EQ(res.tokens.back(), kEog);
+}
+
+TEST(EngineGrammar, AGrammarTheVocabularyCannotSpellEndsTheSequence) {
+  FakeModel model(kVocab);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  auto s = (*engine)->submit(constrained(masker("root ::= \"Q\"\n"), 5));  // no token has a 'Q'
+  ASSERT_TRUE(s.is_ok());
+  const SeqResult r = collect(**s)[0];
+  EXPECT_EQ(r.finish, FinishReason::kStop);
+  EXPECT_EQ(r.tokens.size(), 1u);  // the rejected token, which the server does not print
+  EXPECT_EQ((*engine)->stats().structured_rejections, 1u);
+}
+
+TEST(EngineGrammar, AConstrainedNeighbourDoesNotChangeAnotherSequencesTokens) {
+  FakeModel model(kVocab);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  Request free_text;
+  free_text.prompt = {5, 6, 7};
+  free_text.max_tokens = 24;
+  free_text.ignore_eos = true;
+  free_text.sampling = seeded(99);
+  auto alone = (*engine)->submit(free_text);
+  ASSERT_TRUE(alone.is_ok());
+  const std::vector<int32_t> want = collect(**alone)[0].tokens;
+
+  ForwardHold hold(&model);
+  std::vector<std::shared_ptr<RequestStream>> neighbours;
+  auto g = masker("root ::= [0-9]+ \",\"\n");
+  for (uint64_t seed = 0; seed < 8; ++seed) neighbours.push_back(*(*engine)->submit(constrained(g, seed)));
+  auto together = (*engine)->submit(free_text);
+  ASSERT_TRUE(together.is_ok());
+  hold.release();
+  EXPECT_EQ(collect(**together)[0].tokens, want);
+  for (auto& n : neighbours) collect(*n);
+}
+
+TEST(EngineGrammar, AGrammarOverAnotherVocabularyIsRefused) {
+  FakeModel model(kVocab + 1);
+  auto engine = Engine::create(model, config(model));
+  ASSERT_TRUE(engine.is_ok());
+  auto s = (*engine)->submit(constrained(masker("root ::= \"a\"\n"), 1));
+  EXPECT_FALSE(s.is_ok());
+}
+
+}  // namespace
+}  // namespace omnibus

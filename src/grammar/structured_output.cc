@@ -1,0 +1,80 @@
+#include "grammar/structured_output.h"
+
+#include <fmt/format.h>
+
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
+#include "util/check.h"
+
+namespace omnibus::grammar {
+
+StatusOr<std::string> to_ebnf(const StructuredOutput& so) {
+  switch (so.kind) {
+    case StructuredOutput::Kind::kNone:
+      return Status::invalid_argument("no structured output was asked for");
+    case StructuredOutput::Kind::kJsonObject:
+      return json_object_ebnf();
+    case StructuredOutput::Kind::kJsonSchema: {
+      JsonSchemaOptions options;
+      options.strict = so.strict;
+      return json_schema_to_ebnf(so.text, options);
+    }
+    case StructuredOutput::Kind::kRegex:
+      return regex_to_ebnf(so.text);
+    case StructuredOutput::Kind::kChoice: {
+      if (so.choices.empty()) return Status::invalid_argument("the list of choices is empty");
+      std::string out = "root ::= ";
+      for (size_t i = 0; i < so.choices.size(); ++i) {
+        if (i > 0) out += " | ";
+        out += ebnf_literal(so.choices[i]);
+      }
+      out += "\n";
+      return out;
+    }
+    case StructuredOutput::Kind::kGrammar:
+      return so.text;
+  }
+  return Status::invalid_argument("unknown structured output kind");
+}
+
+GrammarCache::GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity)
+    : trie_(std::move(trie)), capacity_(capacity) {
+  OMNIBUS_CHECK(trie_ != nullptr && capacity_ > 0);
+}
+
+StatusOr<std::shared_ptr<const TokenMasker>> GrammarCache::get(const std::string& ebnf) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(ebnf);
+    if (it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+  }
+  // Compiled outside the lock: two threads asking for the same new text both
+  // compile it; the second insert finds the first and uses it.
+  StatusOr<std::shared_ptr<const Grammar>> g = parse_ebnf(ebnf);
+  if (!g.is_ok()) return g.status();
+  auto masker = std::make_shared<const TokenMasker>(std::move(g).value(), trie_);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(ebnf);
+  if (it != index_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+  lru_.emplace_front(ebnf, masker);
+  index_.emplace(ebnf, lru_.begin());
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return std::shared_ptr<const TokenMasker>(masker);
+}
+
+StatusOr<std::shared_ptr<const TokenMasker>> GrammarCache::get(const StructuredOutput& so) {
+  StatusOr<std::string> ebnf = to_ebnf(so);
+  if (!ebnf.is_ok()) return ebnf.status();
+  return get(ebnf.value());
+}
+
+}  // namespace omnibus::grammar
