@@ -31,6 +31,8 @@
 
 namespace omnibus::grammar {
 
+class TokenMasker;
+
 class GrammarMatcher {
  public:
   static constexpr size_t kMaxStacks = 4096;
@@ -54,7 +56,24 @@ class GrammarMatcher {
   const std::shared_ptr<const Grammar>& grammar() const;
 
  private:
-  // (implementation's choice)
+  friend class TokenMasker;
+  // Appends to *out every stack `base + closure(q)` (and below, when q's
+  // frame can finish). Sets *overflow when a closure overflowed.
+  void expand(const int32_t* base, int32_t base_len, int32_t q, std::vector<int32_t>* out,
+              bool* overflow) const;
+  // Sorts and de-duplicates the stacks in raw into state_; false when there
+  // are more than kMaxStacks.
+  bool set_state(std::vector<int32_t>* raw);
+  // REQUIRES: o is on the same Grammar. Copies only the state (no refcounts).
+  void copy_state_from(const GrammarMatcher& o);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const detail::Automaton> owned_automaton_;  // hand-built grammars only
+  const detail::Automaton* automaton_ = nullptr;
+  std::vector<int32_t> state_;  // [len, positions bottom first]*, sorted, distinct
+  bool failed_ = false;
+  mutable std::string key_;
+  mutable bool key_valid_ = false;
 };
 
 }  // namespace omnibus::grammar
