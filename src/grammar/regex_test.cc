@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/compiler_test_util.h"
 #include "grammar/regex_parser.h"
 
 namespace omnibus::grammar {
@@ -114,6 +115,44 @@ TEST(RegexToEbnf, JsonStringContent) {
   ASSERT_TRUE(dot.is_ok());
   EXPECT_EQ(*dot, "[^\\x00-\\x1F\\\"\\\\]");
   EXPECT_FALSE(internal::regex_item("[\\n\"]", json).is_ok());
+}
+
+struct Case {
+  const char* pattern;
+  std::vector<const char*> match;
+  std::vector<const char*> no_match;
+};
+
+TEST(RegexAcceptance, FullMatchThroughMatcher) {
+  const std::vector<Case> cases = {
+      {"abc", {"abc"}, {"ab", "abcd", ""}},
+      {"^a|b$", {"a", "b"}, {"ab", ""}},
+      {"[a-c]+x?", {"a", "abcx", "cc"}, {"x", "abd", ""}},
+      {"\\d{3}-\\d{4}", {"555-1234"}, {"5551234", "55-1234"}},
+      {"(ab|cd){2,3}", {"abab", "abcdab"}, {"ab", "abababab"}},
+      {"colou?r", {"color", "colour"}, {"colouur"}},
+      {"[^0-9]*", {"", "abc", "\xc3\xa9"}, {"a1"}},
+      {".", {"x", "\xe2\x82\xac"}, {"\n", "xy"}},
+      {"\\w+@\\w+\\.com", {"a_1@b.com"}, {"a@b.org"}},
+      {"\\s*", {"", " \t\n"}, {"a"}},
+      {"[\\-+]?\\d+(\\.\\d+)?", {"-1.5", "+3", "42"}, {"1.", "--1"}},
+      {"(?:yes|no)", {"yes", "no"}, {"yesno"}},
+      {"a{2}b{0,2}", {"aa", "aab", "aabb"}, {"a", "aabbb"}},
+      {"x*?y+?", {"y", "xxyy"}, {"x"}},
+      {"\\u00e9\\x41", {"\xc3\xa9" "A"}, {"eA"}},
+      {"[\\]\\[]", {"]", "["}, {"\\\\"}},
+      {"\"q\"", {"\"q\""}, {"q"}},
+      {"(a|)b", {"ab", "b"}, {"a"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pattern);
+    auto ebnf = regex_to_ebnf(c.pattern, "r-");
+    ASSERT_TRUE(ebnf.is_ok()) << ebnf.status().to_string();
+    testing::Acceptor a("root ::= r-root\n" + *ebnf);
+    ASSERT_TRUE(a.ok());
+    for (const char* m : c.match) EXPECT_TRUE(a.accepts(m)) << "should match " << m << "\n" << *ebnf;
+    for (const char* m : c.no_match) EXPECT_FALSE(a.accepts(m)) << "should not match " << m << "\n" << *ebnf;
+  }
 }
 
 }  // namespace
