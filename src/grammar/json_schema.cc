@@ -369,7 +369,13 @@ class Converter {
     Json props = Json::object();
     Json required = Json::array();
     std::optional<Json> additional;
+    // Parts with additionalProperties false allow only their own properties:
+    // sound only when they declare every merged property (checked below).
+    std::vector<std::pair<const Json*, std::string>> closed_parts;
     auto absorb = [&](const Json& s, const std::string& sptr) -> Status {
+      if (s.contains("additionalProperties") && s["additionalProperties"] == false) {
+        closed_parts.emplace_back(&s, sptr);
+      }
       for (const auto& [k, v] : s.items()) {
         if (is_passive(k) || k == "allOf") continue;
         if (k == "type") {
@@ -422,6 +428,14 @@ class Converter {
         if (!kAnnotations.count(k) && !kKeywords.count(k)) return unsupported(k, sptr);
       }
       OMNIBUS_RETURN_IF_ERROR(absorb(*s, sptr));
+    }
+    for (const auto& [part, part_ptr] : closed_parts) {
+      for (const auto& [pk, _] : props.items()) {
+        if (!part->contains("properties") || !(*part)["properties"].contains(pk)) {
+          return bad(part_ptr, fmt::format("allOf: additionalProperties false here excludes '{}' "
+                                           "from another part (unsupported)", pk));
+        }
+      }
     }
     merged["type"] = "object";
     merged["properties"] = std::move(props);

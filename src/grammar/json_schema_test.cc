@@ -76,6 +76,9 @@ TEST(JsonSchemaToEbnf, Unsupported) {
   EXPECT_NE(error_of(R"({"type":"array","maxItems":5000})").find("above 1000"), std::string::npos);
   EXPECT_NE(error_of(R"({"required":["x"],"additionalProperties":false})").find("required but not allowed"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"allOf":[{"properties":{"a":{}}},{"properties":{"b":{}}}],"additionalProperties":false})")
+                .find("excludes 'a'"),
+            std::string::npos);
   EXPECT_NE(error_of("{").find("json schema:"), std::string::npos);
   EXPECT_NE(error_of("false").find("matches nothing"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"strin"})").find("unknown type"), std::string::npos);
@@ -189,7 +192,8 @@ TEST(JsonSchemaAcceptance, Objects) {
            "additionalProperties":false})",
        {R"({"a b":null,"\"q\"":null})"}, {R"({"a b":null})"}},
       {R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
-                    {"properties":{"b":{"type":"string"}},"required":["b"]}],"additionalProperties":false})",
+                    {"properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"],
+                     "additionalProperties":false}]})",
        {R"({"a":1,"b":"x"})"}, {R"({"a":1})", R"({"b":"x","a":1})"}},
   });
   JsonSchemaOptions strict;
