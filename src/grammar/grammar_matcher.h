@@ -5,9 +5,16 @@
 // A state is the sorted, de-duplicated set of stacks; each stack's top is a
 // kBytes element (positions are expanded through rule references and ends of
 // sequences eagerly), or the stack is empty, which means "the root may end
-// here". The state is canonical: two matchers on the same Grammar that
-// accepted byte strings with the same futures compare equal and hash equal
-// (state_key()), which is what TokenMasker caches masks by.
+// here". The state is canonical: two matchers on the same Grammar (or on two
+// parses of the same text) whose stack sets are equal have equal state_key(),
+// whatever bytes brought them there; TokenMasker caches masks by it. (Equal
+// futures reached through different stacks may still differ in key: a cache
+// miss, never a wrong mask.)
+//
+// Cost: positions are flat int32 ids (grammar_automaton.h); what a position
+// expands to without consuming a byte is computed once per Grammar and shared
+// by every matcher, so accept_byte() copies a few short stacks and sorts
+// them, allocating nothing once the thread's scratch is warm.
 //
 //   accept_byte(b):  every stack whose top accepts b advances; stacks that do
 //                    not are dropped. Returns false (and leaves the state
@@ -15,7 +22,10 @@
 //   can_end():       some stack is empty: the output may stop here.
 //   is_complete():   every stack is empty: no byte can follow (only the end).
 //   failed():        a state exceeded kMaxStacks (an ambiguous grammar
-//                    blowing up); the matcher rejects every byte from then on.
+//                    blowing up); the matcher rejects every byte from then on
+//                    (can_end() false, next_bytes() empty, key "failed").
+//   next_bytes():    may include a byte that leads nowhere (a continuation
+//                    that matches nothing); accept_byte() is the truth.
 //
 // Thread-safety: a value type; one thread at a time per matcher. Copies are
 // independent (the Grammar is shared, immutable).

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "grammar/test_grammars.h"
 
 namespace omnibus::grammar {
@@ -182,22 +185,43 @@ TEST(GrammarMatcher, CopiesAreIndependent) {
 }
 
 TEST(GrammarMatcher, AmbiguityBeyondMaxStacksFails) {
-  // each "a" doubles the ways to parse: 2^13 stacks > kMaxStacks
-  auto g = parse("root ::= x*\nx ::= \"a\" | \"a\" y\ny ::= \"\" | [a]?");
+  // after n "x" there are 3 * 2^n distinct stacks: 2^n strings of pending
+  // y/z, each with three tops (either "x" of s, or the next pending byte)
+  auto g = parse("root ::= s\ns ::= \"x\" s \"y\" | \"x\" s \"z\" | \"\"");
   GrammarMatcher m(g);
-  bool ok = true;
-  for (int i = 0; i < 64 && ok; ++i) ok = m.accept_byte('a');
-  if (!ok) {
-    EXPECT_TRUE(m.failed());
-    EXPECT_FALSE(m.accept_byte('a'));
-    EXPECT_FALSE(m.can_end());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(m.accept_byte('x')) << i;  // 3072 stacks: still fine
+  EXPECT_FALSE(m.failed());
+  GrammarMatcher ok = m;
+  EXPECT_TRUE(ok.accept_bytes("yzyzyzyzyz"));
+  EXPECT_TRUE(ok.is_complete());
+  EXPECT_FALSE(m.accept_byte('x'));  // 6144 stacks
+  EXPECT_TRUE(m.failed());
+  EXPECT_FALSE(m.accept_byte('y'));
+  EXPECT_FALSE(m.can_end());
+  EXPECT_FALSE(m.is_complete());
+  EXPECT_TRUE(m.next_bytes().none());
+  EXPECT_EQ(m.state_key(), "failed");
+}
+
+TEST(GrammarMatcher, ConcurrentMatchersShareClosures) {
+  auto g = parse(testing::kJsonGbnf);  // fresh: closures are computed by the racing threads
+  const std::string doc = R"({"a": [1, {"b": "cé"}, null], "d": -2.5e3})";
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  std::vector<std::string> keys(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      GrammarMatcher m(g);
+      for (char c : doc) {
+        if (!m.accept_byte(static_cast<uint8_t>(c))) ++bad;
+      }
+      if (!m.can_end()) ++bad;
+      keys[t] = m.state_key();
+    });
   }
-  auto amb = parse("root ::= a*\na ::= b b | b\nb ::= \"x\" | \"x\" \"x\"?");
-  GrammarMatcher n(amb);
-  for (int i = 0; i < 100; ++i) {
-    if (!n.accept_byte('x')) break;
-  }
-  SUCCEED();
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(keys[t], keys[0]);
 }
 
 TEST(GrammarMatcher, HandBuiltGrammar) {

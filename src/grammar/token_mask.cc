@@ -2,28 +2,46 @@
 #include "grammar/token_mask.h"
 
 #include <limits>
+#include <unordered_map>
 
+#include "grammar/token_mask_internal.h"
 #include "util/check.h"
 
 namespace omnibus::grammar {
 namespace {
 
+// The walk meets the same grammar states again and again (inside a JSON
+// string, every ordinary byte leads back to the same state), so it interns
+// states and memoizes their transitions: once a (state, byte) pair is known,
+// a trie node costs one table lookup. At most 4096 states per walk get
+// a transition row (detail::g_walk_max_interned); states beyond that live in per-depth matchers and are
+// advanced directly (correct, just slower).
+constexpr int32_t kUnknown = -2;  // transition not computed yet
+constexpr int32_t kDead = -1;     // the grammar rejects the byte
+
 struct Frame {
   uint32_t node;
   uint32_t next_edge;
-  std::bitset<256> allowed;  // next_bytes() of the matcher at this depth
+  int32_t state;  // >= 0: interned state id; < 0: the per-depth matcher at this depth
 };
 
-// Per-thread scratch for the walk: matchers[d] is the state after the first
-// d bytes of the current trie path. Holds a reference to the last grammar
-// walked on this thread until the next walk on another grammar.
+// Per-thread scratch, reused by every walk on this thread. Holds a reference
+// to the last grammar walked here until a walk on another grammar.
 struct WalkScratch {
-  std::vector<GrammarMatcher> matchers;
+  std::vector<GrammarMatcher> depth_matchers;  // [depth] non-interned states
+  std::vector<GrammarMatcher> states;          // interned
+  std::vector<std::bitset<256>> next;          // [state] next_bytes()
+  std::vector<int32_t> trans;                  // [state * 256 + byte]
+  std::unordered_map<std::string, int32_t> ids;
   std::vector<Frame> frames;
 };
 thread_local WalkScratch t_walk;
 
 }  // namespace
+
+namespace detail {
+std::atomic<size_t> g_walk_max_interned{4096};
+}  // namespace detail
 
 TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const VocabTrie> trie,
                          size_t cache_entries)
@@ -74,31 +92,68 @@ std::shared_ptr<const TokenBitmask> TokenMasker::compute(const GrammarMatcher& m
   }
   if (m.failed() || m.is_complete()) return mask;
 
-  auto& matchers = t_walk.matchers;
-  auto& frames = t_walk.frames;
-  if (!matchers.empty() && matchers[0].automaton_ != m.automaton_) matchers.clear();
-  if (matchers.empty()) matchers.push_back(m);
-  matchers[0].copy_state_from(m);
-  frames.clear();
-  frames.push_back({0, t.nodes_[0].edge_begin, m.next_bytes()});
-  while (!frames.empty()) {
-    Frame& f = frames.back();
-    const size_t depth = frames.size() - 1;
+  WalkScratch& w = t_walk;
+  if (!w.depth_matchers.empty() && w.depth_matchers[0].automaton_ != m.automaton_) {
+    w.depth_matchers.clear();
+  }
+  w.states.clear();
+  w.next.clear();
+  w.trans.clear();
+  w.ids.clear();
+  w.frames.clear();
+  const size_t max_interned = detail::g_walk_max_interned.load(std::memory_order_relaxed);
+  // Interns the state of `src` if there is room; returns its id or -1.
+  auto intern = [&](const GrammarMatcher& src) -> int32_t {
+    auto it = w.ids.find(src.state_key());
+    if (it != w.ids.end()) return it->second;
+    if (w.states.size() >= max_interned) return -1;
+    const int32_t id = static_cast<int32_t>(w.states.size());
+    w.ids.emplace(src.state_key(), id);
+    w.states.push_back(src);
+    w.next.push_back(src.next_bytes());
+    w.trans.resize(w.trans.size() + 256, kUnknown);
+    return id;
+  };
+  auto depth_matcher = [&](size_t depth) -> GrammarMatcher& {
+    while (w.depth_matchers.size() <= depth) w.depth_matchers.push_back(m);
+    return w.depth_matchers[depth];
+  };
+  const int32_t root = intern(m);
+  if (root < 0) depth_matcher(0).copy_state_from(m);
+  w.frames.push_back({0, t.nodes_[0].edge_begin, root});
+  while (!w.frames.empty()) {
+    Frame& f = w.frames.back();
+    const size_t depth = w.frames.size() - 1;
     if (f.next_edge == t.nodes_[f.node].edge_end) {
-      frames.pop_back();
+      w.frames.pop_back();
       continue;
     }
     const uint32_t e = f.next_edge++;
     const uint8_t b = t.edge_byte_[e];
-    if (!f.allowed[b]) continue;
-    if (matchers.size() <= depth + 1) matchers.push_back(m);
-    GrammarMatcher& next = matchers[depth + 1];
-    next.copy_state_from(matchers[depth]);
-    if (!next.accept_byte(b)) continue;
-    const VocabTrie::Node& child = t.nodes_[t.edge_child_[e]];
-    for (uint32_t i = child.token_begin; i < child.token_end; ++i) set(t.tokens_[i]);
-    if (child.edge_begin != child.edge_end) {
-      frames.push_back({t.edge_child_[e], child.edge_begin, next.next_bytes()});  // f may dangle now
+    const int32_t from = f.state;
+    int32_t to = kUnknown;
+    if (from >= 0) {
+      if (!w.next[from][b]) continue;
+      to = w.trans[static_cast<size_t>(from) * 256 + b];
+      if (to == kDead) continue;
+    }
+    if (to == kUnknown) {
+      GrammarMatcher& child = depth_matcher(depth + 1);  // grows the vector first
+      const GrammarMatcher& parent = from >= 0 ? w.states[from] : w.depth_matchers[depth];
+      if (from < 0 && !parent.next_bytes()[b]) continue;
+      child.copy_state_from(parent);
+      if (!child.accept_byte(b)) {
+        if (from >= 0) w.trans[static_cast<size_t>(from) * 256 + b] = kDead;
+        continue;
+      }
+      to = intern(child);  // may reallocate w.states: `parent` is not used below
+      if (to >= 0 && from >= 0) w.trans[static_cast<size_t>(from) * 256 + b] = to;
+    }
+    const uint32_t child_node = t.edge_child_[e];
+    const VocabTrie::Node& cn = t.nodes_[child_node];
+    for (uint32_t i = cn.token_begin; i < cn.token_end; ++i) set(t.tokens_[i]);
+    if (cn.edge_begin != cn.edge_end) {
+      w.frames.push_back({child_node, cn.edge_begin, to});  // f may dangle now
     }
   }
   return mask;

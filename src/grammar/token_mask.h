@@ -16,8 +16,15 @@
 //   - control, unknown and unused tokens, and tokens with no bytes: never.
 // When the matcher is complete, only the end tokens are allowed.
 //
+// The walk interns the grammar states it meets and memoizes (state, byte)
+// transitions, so a trie node whose state was seen costs a table lookup.
+// Measured (src/grammar/token_mask_bench.cc, cold, llama.cpp's json.gbnf,
+// shared 2-core box): 49k tokens in a string state ~10 ms CPU, 262k ~52 ms;
+// after `{` 0.03 / 0.09 ms.
+//
 // Thread-safety: allowed() and apply() may run concurrently on many threads
-// (the cache is guarded by a mutex; the walk itself uses thread-local scratch).
+// (the cache is guarded by a mutex, masks are computed outside it; the walk
+// itself uses thread-local scratch).
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "grammar/test_grammars.h"
+#include "grammar/token_mask_internal.h"
 
 namespace omnibus::grammar {
 namespace {
@@ -144,6 +145,20 @@ TEST(TokenMask, MatchesBruteForceOnRandomGrammars) {
     if (HasFatalFailure()) return;
   }
   EXPECT_GT(parsed, 100);
+}
+
+// The walk without (or with very few) memoized states must agree too.
+TEST(TokenMask, MatchesBruteForceWithoutMemo) {
+  for (size_t cap : {size_t{0}, size_t{1}, size_t{3}}) {
+    detail::g_walk_max_interned = cap;
+    std::mt19937 rng(11);
+    walk_and_compare(parse(testing::kJsonGbnf), small_vocab(), rng, "json cap " + std::to_string(cap), 30);
+    for (int i = 0; i < 30 && !HasFatalFailure(); ++i) {
+      auto g = parse_ebnf(random_grammar(rng));
+      if (g.is_ok()) walk_and_compare(*g, small_vocab(), rng, "random cap " + std::to_string(cap), 8);
+    }
+  }
+  detail::g_walk_max_interned = 4096;
 }
 
 TEST(TokenMask, EndTokensAndCompletion) {
