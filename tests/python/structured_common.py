@@ -4,7 +4,6 @@ output (JSON Schema with format checks, full-match regexes).
 
 No server is needed to import this module.
 """
-import datetime
 import json
 import os
 import pathlib
@@ -36,15 +35,9 @@ _TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01
 
 @_FORMATS.checks("date")
 def _is_date(s):
-    if not isinstance(s, str):
-        return True
-    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", s):
-        return False
-    try:
-        datetime.date.fromisoformat(s)
-    except ValueError:
-        return False
-    return True
+    # RFC 3339 full-date syntax: month 01-12, day 01-31. Not the calendar (2023-02-31, year 0000): a grammar,
+    # like llama.cpp's, cannot know month lengths, and the issue asks for what jsonschema checks.
+    return not isinstance(s, str) or re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", s) is not None
 
 
 @_FORMATS.checks("time")
