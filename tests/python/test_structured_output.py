@@ -470,6 +470,21 @@ def test_response_format_text_is_free_text(srv):
         assert r.json()["choices"][0]["finish_reason"] == "length"
 
 
+def test_strict_schema_allows_no_extra_properties(srv):
+    # additionalProperties defaults to true, except under OpenAI's strict: then no key beyond the schema's.
+    server, model = srv
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+              "required": ["a"]}
+    items = [request(model, ENDPOINTS[i % 2], "json_schema", "response_format", schema, 300 + i, 200, strict=True)
+             for i in range(8)]
+    for (path, _), r in zip(items, post_all(server.base_url, items, workers=8)):
+        assert r.status_code == 200, r.text
+        c = r.json()["choices"][0]
+        assert c["finish_reason"] == "stop", c
+        value = parse_json(output_text(path, c))
+        assert isinstance(value, dict) and list(value) == ["a"] and 0 <= value["a"] <= 9, value
+
+
 def test_seeded_constrained_sampling_is_reproducible(srv):
     server, model = srv
     path, body = request(model, "completions", "json_schema", "guided", PERSON, 77, 200)

@@ -299,6 +299,8 @@ def main():
     ap.add_argument("--port", type=int, default=18437)
     ap.add_argument("--servers", default="omnibus,llama-server",
                     help="comma-separated subset of omnibus,llama-server (in this order)")
+    ap.add_argument("--omnibus-args", default="", help="extra omnibus serve arguments (one string, split on spaces)")
+    ap.add_argument("--llama-args", default="", help="extra llama-server arguments (one string, split on spaces)")
     ap.add_argument("--json", help="write summaries and per-request results here")
     args = ap.parse_args()
     args.num = args.num or 2 * args.concurrency
@@ -325,10 +327,10 @@ def main():
 
     commands = {
         "omnibus": [omnibus, "serve", "-m", args.model, "-t", str(args.threads), "--port", str(args.port),
-                    "--max-num-seqs", str(args.concurrency)],
+                    "--max-num-seqs", str(args.concurrency)] + args.omnibus_args.split(),
         "llama-server": [llama_server, "-m", args.model, "-t", str(args.threads), "-tb", str(args.threads),
                          "--port", str(args.port), "-np", str(args.concurrency),
-                         "-c", str(args.concurrency * args.ctx_per_seq)],
+                         "-c", str(args.concurrency * args.ctx_per_seq)] + args.llama_args.split(),
     }
     summaries, raw = [], {}
     with tempfile.TemporaryDirectory(prefix="bench_structured_") as logdir:
