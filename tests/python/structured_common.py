@@ -19,9 +19,16 @@ MODELS = ["smollm2-135m", "gemma3-270m"]
 SERVER_ARGS = ("--max-num-seqs", "64", "--kv-cache-memory", "256MiB", "--max-model-len", "2048")
 
 
+def model_path(name):
+    """The bundled model's GGUF path, or None when it is not installed."""
+    for d in (os.environ.get("OMNIBUS_MODELS_DIR", ""), str(ROOT / "models")):
+        if d and (pathlib.Path(d) / f"{name}.gguf").exists():
+            return pathlib.Path(d) / f"{name}.gguf"
+    return None
+
+
 def model_present(name):
-    dirs = [os.environ.get("OMNIBUS_MODELS_DIR", ""), str(ROOT / "models")]
-    return any(d and (pathlib.Path(d) / f"{name}.gguf").exists() for d in dirs)
+    return model_path(name) is not None
 
 
 # --- JSON Schema validation -----------------------------------------------------------------------------------------

@@ -21,8 +21,11 @@ what, and the server stays healthy.
 """
 import json
 import math
+import os
 import random
 import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -30,7 +33,9 @@ import openai
 import pydantic
 import pytest
 
-from structured_common import MODELS, SERVER_ARGS, model_present, parse_json, schema_errors, schema_validator
+from conftest import ROOT, free_port, omnibus_bin
+from structured_common import (MODELS, SERVER_ARGS, model_path, model_present, parse_json, schema_errors,
+                               schema_validator)
 
 CONCURRENCY = 32
 MAX_LENGTH_SHARE = 0.05  # outputs cut by max_tokens, of all cases of one model
@@ -680,3 +685,29 @@ def test_bad_constraints_are_400_and_the_server_stays_healthy(srv, endpoint):
     assert r.status_code == 200, r.text
     assert output_text(path, r.json()["choices"][0]) in ("up", "down")
     server.wait_idle()
+
+
+# --- the benchmark client --------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not model_present("smollm2-135m"), reason="models/smollm2-135m.gguf not found")
+def test_bench_structured_runs(tmp_path):
+    """tools/bench/structured.py end to end on a tiny workload (omnibus only): every constrained output
+    validates and the unconstrained run made exactly the same number of tokens."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, str(ROOT / "tools" / "bench" / "structured.py"), "--servers", "omnibus",
+           "--model", str(model_path("smollm2-135m")), "-c", "4", "--num", "4", "--single-num", "2",
+           "--port", str(free_port()), "--json", str(out)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OMNIBUS_BIN": omnibus_bin()})
+    assert p.returncode == 0, p.stderr[-3000:]
+    j = json.loads(out.read_text())
+    assert "model name" not in j["cpu"] and j["cpu"]
+    runs = {(s["mode"], s["concurrency"]): s for s in j["summaries"]}
+    assert set(runs) == {("constrained", 4), ("unconstrained", 4), ("constrained", 1), ("unconstrained", 1)}
+    for c in (4, 1):
+        con, unc = runs[("constrained", c)], runs[("unconstrained", c)]
+        assert con["valid"] == con["requests"] - con["finish_length"], con
+        assert con["finish_length"] == 0, con
+        assert unc["output_tokens"] == con["output_tokens"] and not unc.get("token_mismatch"), (con, unc)
+    assert set(j["ratios"]) == {"omnibus_constrained_over_unconstrained", "omnibus_constrained_over_unconstrained_c1"}
+    assert "| omnibus | 4 | constrained |" in p.stdout and "CPU: " in p.stdout
