@@ -8,13 +8,15 @@ bundled models, sampled at temperature 1 with seeds, checked strictly.
               and the old top-level guided_json / guided_regex / guided_choice / guided_grammar
   llama.cpp   json_schema, grammar (GBNF)
 
-test_generated_cases sends 150+ cases per model (300+ over both), 32 at a
+test_generated_cases sends 241 cases per model (482 over both), 32 at a
 time: every output that ended ("stop") must validate (JSON Schema with
 `jsonschema` and strict format checks, regex with re.fullmatch, choice by
 membership, GBNF by an equivalent Python check); an output cut by max_tokens
-("length") must have used exactly max_tokens and may be at most 5% of the
-cases. The cases come from tests/python/structured_cases.py when it exists
-(written with the grammar compilers), else from the interim lists below.
+("length") must have used exactly max_tokens, is impossible for a case whose
+whole language fits in max_tokens, and may be at most 5% of the cases. The
+cases are tests/python/structured_cases.py's (shared with the compilers' C++
+tests) plus this file's lists (written before that file existed; they add
+bounded strings, formats inside objects, Unicode, and the GBNF grammars).
 Errors: malformed schema, unsupported keyword, bad regex, bad grammar, two
 constraints at once and an unknown response_format type are 400s naming
 what, and the server stays healthy.
@@ -22,7 +24,6 @@ what, and the server stays healthy.
 import json
 import math
 import os
-import random
 import re
 import subprocess
 import sys
@@ -39,9 +40,9 @@ from structured_common import (MODELS, SERVER_ARGS, model_path, model_present, p
 
 CONCURRENCY = 32
 MAX_LENGTH_SHARE = 0.05  # outputs cut by max_tokens, of all cases of one model
-MIN_CASES_PER_MODEL = 150
+MIN_CASES_PER_MODEL = 150  # 300+ over the two models
 
-# --- interim cases (until tests/python/structured_cases.py lands) -----------------------------------------------------
+# --- this file's cases (besides tests/python/structured_cases.py) -----------------------------------------------------------------
 # Each JSON Schema case: (name, schema). Strings are mostly bounded so that a
 # 135M model sampling at temperature 1 ends within max_tokens.
 
@@ -192,58 +193,16 @@ GRAMMARS = [
 
 
 def _cases_source():
-    """The schema, regex and choice lists: from structured_cases.py when it exists, else the interim ones.
+    """(schemas [(name, schema)], regexes [(pattern, max_tokens, bounded)], choices [[str]]): the shared cases of
+    tests/python/structured_cases.py (the compilers' own test cases), followed by this file's lists (bounded
+    strings, formats inside objects, Unicode enums and classes, counted repetition)."""
+    import structured_cases as sc
 
-    structured_cases.py's exact function names were not fixed when this was
-    written: any public function whose name mentions schema / regex / choice
-    is read, and its entries may be bare values, (name, value) pairs or dicts
-    with a schema / pattern / choices key.
-    """
-    try:
-        import structured_cases as sc  # noqa: F401 (tests/python/structured_cases.py, branch grammar-compilers)
-    except ImportError:
-        return INTERIM_SCHEMAS, INTERIM_REGEXES, INTERIM_CHOICES, "interim lists in test_structured_output.py"
-
-    def gather(word):
-        out = []
-        for name in sorted(dir(sc)):
-            f = getattr(sc, name)
-            if word in name.lower() and callable(f) and not name.startswith("_") and not isinstance(f, type):
-                try:
-                    got = f()
-                except TypeError:
-                    continue
-                out.extend(got if isinstance(got, (list, tuple)) else [])
-        return out
-
-    def unwrap(x, keys):
-        if isinstance(x, dict):
-            for k in keys:
-                if k in x:
-                    return x[k], x
-        if isinstance(x, (list, tuple)) and len(x) == 2 and isinstance(x[0], str):
-            return x[1], {}
-        return x, {}
-
-    schemas = []
-    for i, x in enumerate(gather("schema")):
-        v, meta = unwrap(x, ("schema", "json_schema"))
-        if isinstance(v, str):
-            v = json.loads(v)
-        if isinstance(v, (dict, bool)) and not meta.get("invalid") and not meta.get("error"):
-            schemas.append((meta.get("name", f"sc{i}") if isinstance(meta, dict) else f"sc{i}", v))
-    regexes = []
-    for x in gather("regex"):
-        v, meta = unwrap(x, ("pattern", "regex"))
-        if isinstance(v, str) and not meta.get("invalid") and not meta.get("error"):
-            regexes.append((v, int(meta.get("max_tokens", 64)), False))
-    choices = []
-    for x in gather("choice"):
-        v, meta = unwrap(x, ("choices", "choice"))
-        if isinstance(v, (list, tuple)) and v and all(isinstance(c, str) for c in v):
-            choices.append(list(v))
-    return (schemas or INTERIM_SCHEMAS, regexes or INTERIM_REGEXES, choices or INTERIM_CHOICES,
-            "tests/python/structured_cases.py" + ("" if schemas and regexes and choices else " + interim lists"))
+    schemas = [(c["name"], c["schema"]) for c in sc.schema_cases()] + INTERIM_SCHEMAS
+    # Their regexes are mostly unbounded (\d+, .*?): generous max_tokens, "length" allowed (and counted).
+    regexes = [(c["pattern"], 128, False) for c in sc.regex_cases()] + INTERIM_REGEXES
+    choices = [c["choices"] for c in sc.choice_cases()] + INTERIM_CHOICES
+    return schemas, regexes, choices, "structured_cases.py + this file's lists"
 
 
 # --- request spellings ----------------------------------------------------------------------------------------------
@@ -316,54 +275,41 @@ JSON_OBJECT_PROMPTS = ["Describe a cat as a JSON object.", "Give me a JSON objec
 
 
 def generated_cases(model):
-    """[(case_id, path, body, check, bounded)]: check(text) -> None or why the text is wrong."""
+    """[(case_id, kind, path, body, check, bounded)]: check(text) -> None or why the text is wrong."""
     schemas, regexes, choices, source = _cases_source()
-    rng = random.Random(20261202)
-    if len(schemas) > 60:
-        schemas = rng.sample(schemas, 60)
-    if len(regexes) > 40:
-        regexes = rng.sample(regexes, 40)
-    if len(choices) > 20:
-        choices = rng.sample(choices, 20)
+    m = MODELS.index(model) if model in MODELS else 0
     cases = []
-    seed = 1000
+    seed = 1000 + 10000 * m
 
     def add(case_id, kind, spelling, endpoint, value, max_tokens, check, bounded, strict=False):
         nonlocal seed
         seed += 1
         path, body = request(model, endpoint, kind, spelling, value, seed, max_tokens, strict)
-        cases.append((f"{case_id}/{kind}/{spelling}/{endpoint}/seed={seed}", path, body, check, bounded))
+        cases.append((f"{case_id} [{kind} {spelling} {endpoint} seed={seed}]", kind, path, body, check, bounded))
 
-    # JSON Schema: every schema twice, the 4 spellings x 2 endpoints rotating.
+    # JSON Schema: every schema once per model, the 4 spellings x 2 endpoints rotating (shifted per model, so
+    # the two models send each schema in different spellings).
     combos = [(s, e) for s in SPELLINGS["json_schema"] for e in ENDPOINTS]
-    k = 0
-    for name, schema in schemas:
+    for k, (name, schema) in enumerate(schemas):
         schema_validator(schema)  # a broken test case fails here, not as a server bug
-        for _ in range(2):
-            spelling, endpoint = combos[k % len(combos)]
-            add(name, "json_schema", spelling, endpoint, schema, 300,
-                lambda t, s=schema: schema_errors(s, t), False, strict=(k % 3 == 0))
-            k += 1
+        spelling, endpoint = combos[(k + 3 * m) % len(combos)]
+        add(name, "json_schema", spelling, endpoint, schema, 512,
+            lambda t, s=schema: schema_errors(s, t), False, strict=(k % 3 == 0))
     # json_object
     for i, prompt in enumerate(JSON_OBJECT_PROMPTS * 2):
         add(f"object{i}", "json_object", "response_format", ENDPOINTS[i % 2], prompt, 400, _object_errors, False)
-    # regex: every pattern twice (2 spellings x 2 endpoints rotating)
+    # regex: every pattern once per model (2 spellings x 2 endpoints rotating)
     combos = [(s, e) for s in SPELLINGS["regex"] for e in ENDPOINTS]
-    k = 0
-    for pattern, max_tokens, bounded in regexes:
+    for k, (pattern, max_tokens, bounded) in enumerate(regexes):
         compiled = re.compile(pattern)
-        for _ in range(2):
-            spelling, endpoint = combos[k % len(combos)]
-            add(f"re:{pattern}", "regex", spelling, endpoint, pattern, max_tokens,
-                lambda t, c=compiled: None if c.fullmatch(t) else f"{t!r} does not fullmatch {c.pattern!r}",
-                bounded)
-            k += 1
-    # choice: every list in all 4 combinations
+        spelling, endpoint = combos[(k + m) % len(combos)]
+        add(f"re:{pattern}", "regex", spelling, endpoint, pattern, max_tokens,
+            lambda t, c=compiled: None if c.fullmatch(t) else f"{t!r} does not fullmatch {c.pattern!r}", bounded)
+    # choice: every list twice per model (both spellings, endpoints alternating)
     for i, options in enumerate(choices):
-        for spelling in SPELLINGS["choice"]:
-            for endpoint in ENDPOINTS:
-                add(f"choice{i}", "choice", spelling, endpoint, options, 32,
-                    lambda t, o=tuple(options): None if t in o else f"{t!r} not in {o}", True)
+        for j, spelling in enumerate(SPELLINGS["choice"]):
+            add(f"choice{i}", "choice", spelling, ENDPOINTS[(i + j + m) % 2], options, 32,
+                lambda t, o=tuple(options): None if t in o else f"{t!r} not in {o}", True)
     # GBNF: every grammar in all 6 combinations
     for name, grammar, check, max_tokens, bounded in GRAMMARS:
         for spelling in SPELLINGS["grammar"]:
@@ -418,11 +364,10 @@ def test_generated_cases(srv):
     server, model = srv
     cases, source = generated_cases(model)
     assert len(cases) >= MIN_CASES_PER_MODEL, (len(cases), source)
-    responses = post_all(server.base_url, [(path, body) for _, path, body, _, _ in cases])
+    responses = post_all(server.base_url, [(path, body) for _, _, path, body, _, _ in cases])
 
     failures, lengths, counts = [], [], {}
-    for (case_id, path, body, check, bounded), r in zip(cases, responses):
-        kind = case_id.split("/")[1]
+    for (case_id, kind, path, body, check, bounded), r in zip(cases, responses):
         if r.status_code != 200:
             failures.append(f"{case_id}: HTTP {r.status_code} {r.text[:300]}")
             continue
