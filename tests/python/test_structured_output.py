@@ -42,7 +42,7 @@ CONCURRENCY = 32
 MAX_LENGTH_SHARE = 0.05  # outputs cut by max_tokens, of all cases of one model
 MIN_CASES_PER_MODEL = 150  # 300+ over the two models
 
-# --- this file's cases (besides tests/python/structured_cases.py) -----------------------------------------------------------------
+# --- this file's cases (besides tests/python/structured_cases.py) ------------------------------------------------
 # Each JSON Schema case: (name, schema). Strings are mostly bounded so that a
 # 135M model sampling at temperature 1 ends within max_tokens.
 
