@@ -15,8 +15,9 @@ import jsonschema
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ["smollm2-135m", "gemma3-270m"]
 
-# Room for 64 concurrent sequences of a few hundred tokens each.
-SERVER_ARGS = ("--max-num-seqs", "64", "--kv-cache-memory", "256MiB", "--max-model-len", "2048")
+# 32 requests in flight of up to ~600 prompt + 512 output tokens: 512 MiB holds about 22k tokens of
+# SmolLM2 (23 KiB a token), so few wait for KV space.
+SERVER_ARGS = ("--max-num-seqs", "64", "--kv-cache-memory", "512MiB", "--max-model-len", "2048")
 
 
 def model_path(name):
