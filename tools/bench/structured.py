@@ -31,10 +31,11 @@ mask time per observation and its share of the wall time (absent: "n/a").
 Every run starts with 2 warm-up requests of its own kind (the grammar is
 compiled then and cached, as for any repeated schema).
 
-Servers:
-  omnibus:      OMNIBUS_BIN serve -m MODEL -t THREADS --port P --max-num-seqs C
+Servers (prompt caching off in both: the unconstrained run sends the same
+prompts as the constrained one before it and would otherwise find them cached):
+  omnibus:      OMNIBUS_BIN serve -m MODEL -t THREADS --port P --max-num-seqs C --no-prefix-caching
   llama-server: LLAMA_SERVER -m MODEL -t THREADS -tb THREADS --port P -np C
-                -c C*(CTX_PER_SEQ)
+                -c C*(CTX_PER_SEQ), requests with "cache_prompt": false
 
 Prints the CPU model and a markdown table (stdout); --json FILE writes the
 summaries and per-request numbers.
@@ -122,6 +123,8 @@ def body_for(i, args, server, mode, max_tokens):
         body["messages"] = [{"role": "user", "content": text}]
     else:
         body["prompt"] = text + "\nJSON: " if not args.regex else text + "\nAnswer: "
+    if server == "llama-server":
+        body["cache_prompt"] = False  # every run computes every prompt (see "Servers" above)
     if mode == "unconstrained":
         body["ignore_eos"] = True
     elif server == "llama-server":
@@ -327,7 +330,7 @@ def main():
 
     commands = {
         "omnibus": [omnibus, "serve", "-m", args.model, "-t", str(args.threads), "--port", str(args.port),
-                    "--max-num-seqs", str(args.concurrency)] + args.omnibus_args.split(),
+                    "--max-num-seqs", str(args.concurrency), "--no-prefix-caching"] + args.omnibus_args.split(),
         "llama-server": [llama_server, "-m", args.model, "-t", str(args.threads), "-tb", str(args.threads),
                          "--port", str(args.port), "-np", str(args.concurrency),
                          "-c", str(args.concurrency * args.ctx_per_seq)] + args.llama_args.split(),
