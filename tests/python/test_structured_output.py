@@ -435,6 +435,21 @@ def test_strict_schema_allows_no_extra_properties(srv):
         assert isinstance(value, dict) and list(value) == ["a"] and 0 <= value["a"] <= 9, value
 
 
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_truncated_json_is_length(srv, endpoint):
+    # No PERSON document fits in 3 tokens: the output is a cut-off prefix and says so.
+    server, model = srv
+    path, body = request(model, endpoint, "json_schema", "response_format", PERSON, 8, 3)
+    r = httpx.post(server.base_url + path, json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    c = data["choices"][0]
+    assert c["finish_reason"] == "length", c
+    assert data["usage"]["completion_tokens"] == 3
+    text = output_text(path, c)
+    assert text.startswith("{") and schema_errors(PERSON, text) is not None, text
+
+
 def test_seeded_constrained_sampling_is_reproducible(srv):
     server, model = srv
     path, body = request(model, "completions", "json_schema", "guided", PERSON, 77, 200)

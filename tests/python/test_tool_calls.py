@@ -241,6 +241,14 @@ def test_tool_choice_none_and_auto(srv, client):
         assert c.finish_reason in ("stop", "length") and isinstance(c.message.content, str), c
 
 
+def test_call_cut_by_max_tokens_is_length(srv, client):
+    _, model = srv
+    r = client.chat.completions.create(model=model, messages=user("What is the weather in Paris?"), tools=TOOLS,
+                                       tool_choice="required", temperature=1.0, seed=4, max_tokens=3)
+    assert r.choices[0].finish_reason == "length", r.choices[0]
+    assert r.usage.completion_tokens == 3
+
+
 def test_bad_tool_requests_are_400(srv, client):
     server, model = srv
     with pytest.raises(openai.BadRequestError) as e:
