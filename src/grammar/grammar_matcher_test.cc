@@ -1,5 +1,6 @@
 #include "grammar/grammar_matcher.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -233,6 +234,27 @@ TEST(GrammarMatcher, HandBuiltGrammar) {
   GrammarMatcher m(g);
   EXPECT_TRUE(m.accept_bytes("aa"));
   EXPECT_TRUE(m.is_complete());
+}
+
+}  // namespace
+}  // namespace omnibus::grammar
+
+namespace omnibus::grammar {
+namespace {
+
+// 2^200 ways to expand the start without reading a byte: the closure gives
+// up at its bounds and the matcher reports failed() instead of hanging.
+TEST(GrammarMatcher, ExplodingClosureFails) {
+  std::string text = "root ::= r0\n";
+  for (int i = 0; i < 200; ++i) {
+    text += fmt::format("r{} ::= r{} \"a\" | r{} \"b\"\n", i, i + 1, i + 1);
+  }
+  text += "r200 ::= \"x\"\n";
+  auto g = parse(text);
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.failed());
+  EXPECT_FALSE(m.accept_byte('x'));
 }
 
 }  // namespace
