@@ -32,6 +32,7 @@ using internal::CodePointRanges;
 constexpr int64_t kMaxBound = 1000000000000000000;  // integer bounds: |x| <= 1e18
 constexpr int64_t kMaxCount = 1000;                 // minItems etc. (GBNF x{n,m} limit)
 constexpr size_t kMaxJsonNesting = 512;              // of the schema text itself
+constexpr size_t kMaxExcludedKeyBytes = 256;         // not_strings() recursion depth
 
 const std::set<std::string, std::less<>> kAnnotations = {
     "title",  "description", "examples", "default",  "$schema",
@@ -618,6 +619,12 @@ class Converter {
                                                  ptr + "/additionalProperties", depth + 1));
       }
       std::string key = primitive("string");
+      for (const std::string& d : declared) {  // the key rule is a trie as deep as the longest name
+        if (d.size() > kMaxExcludedKeyBytes) {
+          return bad(ptr + "/properties", fmt::format("a property name over {} bytes beside additional "
+                                                      "properties is unsupported", kMaxExcludedKeyBytes));
+        }
+      }
       if (!declared.empty()) {
         OMNIBUS_ASSIGN_OR_RETURN(key, add_rule(name + "-additional-key", not_strings(declared)));
       }
