@@ -13,8 +13,9 @@
 //   allOf (merged when it reduces to one object schema), $ref to #/$defs/...
 //   and #/definitions/... (recursion allowed), minLength/maxLength, pattern
 //   (regex.h, anchored), minimum/maximum/exclusiveMinimum/exclusiveMaximum
-//   for integers (exact digit-range rules) and numbers (lower bound 0 ... as
-//   far as expressible; others: kInvalidArgument), format: date, time,
+//   for integers (exact digit-range rules) and numbers (integer-valued
+//   minimum/maximum, and exclusiveMinimum 0; others: kInvalidArgument),
+//   format: date, time,
 //   date-time, uuid, email; nullable types; {} and true (any JSON value).
 //   Annotations (title, description, examples, default, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly) are ignored; OpenAPI's
@@ -32,8 +33,9 @@
 // looser grammars: keywords beside $ref/anyOf/oneOf other than annotations,
 // format or pattern combined with lengths, allOf over non-object schemas or
 // where an additionalProperties false would be unsound, counts above 1000,
-// integer bounds beyond +-1e18, number bounds other than minimum 0 /
-// exclusiveMinimum 0, property names over 256 bytes beside additional
+// integer bounds beyond +-1e18, number bounds that are not integers within
+// +-1e15 (bounded numbers have no exponent), exclusive number bounds other
+// than exclusiveMinimum 0, property names over 256 bytes beside additional
 // properties, and `false` as a whole schema.
 // A $ref cycle that consumes nothing (a: {$ref b}, b: {$ref a}) compiles but
 // parse_ebnf rejects it as left recursion.
