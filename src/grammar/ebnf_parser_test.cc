@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/test_grammars.h"
@@ -129,6 +131,49 @@ TEST(EbnfParser, LiteralQuotingRoundTrips) {
   }
   EXPECT_EQ(ebnf_literal("a\xff"), "\"a\\uFFFD\"");
   EXPECT_TRUE(parse_ebnf("root ::= " + ebnf_literal("\xff\xfe\xc3")).is_ok());
+}
+
+}  // namespace
+}  // namespace omnibus::grammar
+
+namespace omnibus::grammar {
+namespace {
+
+// A deterministic mini-fuzz (the libFuzzer target is fuzz/ebnf_fuzz.cc):
+// random edits of valid grammars must parse or fail with a message, and
+// matchers on whatever parses must survive random bytes.
+TEST(EbnfParser, SurvivesRandomEdits) {
+  const std::string seeds[] = {testing::kJsonGbnf, "root ::= (\"a\" | [b-d]+ x?){1,3} .\nx ::= \"é\"* \"\"",
+                               "root ::= [^\\n]{0,5} (root2)?\nroot2 ::= \"\\u00e9\" | \"\\x41\""};
+  const char tokens[] = "()[]{}|*+?.\"\\:=-^,0123456789 \n#abcxé";
+  std::mt19937 rng(5);
+  int parsed = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string s = seeds[rng() % 3];
+    const int edits = 1 + rng() % 4;
+    for (int k = 0; k < edits && !s.empty(); ++k) {
+      const size_t at = rng() % s.size();
+      switch (rng() % 3) {
+        case 0: s.erase(at, 1 + rng() % 3); break;
+        case 1: s.insert(at, 1, tokens[rng() % (sizeof(tokens) - 1)]); break;
+        default: s[at] = static_cast<char>(rng() % 256); break;
+      }
+    }
+    auto g = parse_ebnf(s);
+    if (!g.is_ok()) {
+      EXPECT_FALSE(g.status().message().empty());
+      continue;
+    }
+    ++parsed;
+    GrammarMatcher m(*g);
+    for (int k = 0; k < 20; ++k) {
+      const auto next = m.next_bytes();
+      uint8_t b = static_cast<uint8_t>(rng() % 256);
+      for (int tries = 0; tries < 256 && !next[b] && next.any(); ++tries) b = static_cast<uint8_t>(b + 1);
+      if (!m.accept_byte(b)) break;
+    }
+  }
+  EXPECT_GT(parsed, 100);
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 namespace omnibus::grammar::detail {
 namespace {
 
-constexpr size_t kMaxSeen = 1 << 16;      // configurations explored by one closure
+constexpr size_t kMaxSeen = 1 << 14;      // configurations explored by one closure
 constexpr size_t kMaxDepth = 1 << 14;     // positions in one relative stack
-constexpr size_t kMaxStackInts = 1 << 22;  // total size of one closure's stacks
+constexpr size_t kMaxStackInts = 1 << 20;  // ints in one closure's stacks (and in `seen`)
 
 }  // namespace
 
@@ -70,15 +70,17 @@ const Closure* Automaton::compute(int32_t pos) const {
   std::set<std::vector<int32_t>> seen;
   std::vector<std::vector<int32_t>> work = {{pos}};
   size_t n_stacks = 0;
+  size_t seen_ints = 0;  // memory held by `seen`
   while (!work.empty()) {
     std::vector<int32_t> rs = std::move(work.back());
     work.pop_back();
-    if (rs.size() > kMaxDepth || seen.size() > kMaxSeen ||
-        out->stacks.size() > kMaxStackInts) {
+    if (rs.size() > kMaxDepth || seen.size() > kMaxSeen || seen_ints > kMaxStackInts ||
+        out->stacks.size() > kMaxStackInts || n_stacks > GrammarMatcher::kMaxStacks) {
       out->overflow = true;
       break;
     }
     if (!seen.insert(rs).second) continue;
+    seen_ints += rs.size();
     if (rs.empty()) {
       out->pop = true;
       continue;

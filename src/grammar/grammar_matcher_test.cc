@@ -1,5 +1,6 @@
 #include "grammar/grammar_matcher.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -233,6 +234,70 @@ TEST(GrammarMatcher, HandBuiltGrammar) {
   GrammarMatcher m(g);
   EXPECT_TRUE(m.accept_bytes("aa"));
   EXPECT_TRUE(m.is_complete());
+}
+
+}  // namespace
+}  // namespace omnibus::grammar
+
+namespace omnibus::grammar {
+namespace {
+
+// 2^200 ways to expand the start without reading a byte: the closure gives
+// up at its bounds and the matcher reports failed() instead of hanging.
+TEST(GrammarMatcher, ExplodingClosureFails) {
+  std::string text = "root ::= r0\n";
+  for (int i = 0; i < 200; ++i) {
+    text += fmt::format("r{} ::= r{} \"a\" | r{} \"b\"\n", i, i + 1, i + 1);
+  }
+  text += "r200 ::= \"x\"\n";
+  auto g = parse(text);
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.failed());
+  EXPECT_FALSE(m.accept_byte('x'));
+}
+
+}  // namespace
+}  // namespace omnibus::grammar
+
+namespace omnibus::grammar {
+namespace {
+
+std::string utf8_of(uint32_t c) {
+  std::string s;
+  if (c < 0x80) {
+    s.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    s = {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+  } else if (c < 0x10000) {
+    s = {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+         static_cast<char>(0x80 | (c & 0x3F))};
+  } else {
+    s = {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+         static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
+  }
+  return s;
+}
+
+// The UTF-8 range split against a direct membership test, over every code
+// point of the BMP and every 13th above it (surrogates never match).
+TEST(GrammarMatcher, Utf8SplitAgreesWithMembership) {
+  auto g = parse("root ::= [^\\x00-\\x1F\"\\u00e9-\\u0800\\uFFFE\\U00012345-\\U000FFFFF]");
+  auto in = [](uint32_t c) {
+    if (c >= 0xD800 && c <= 0xDFFF) return false;
+    return !(c <= 0x1F || c == '"' || (c >= 0xE9 && c <= 0x800) || c == 0xFFFE ||
+             (c >= 0x12345 && c <= 0xFFFFF));
+  };
+  GrammarMatcher start(g);
+  int checked = 0;
+  for (uint32_t c = 0; c <= 0x10FFFF; c += (c < 0x10000 ? 1 : 13)) {
+    if (c >= 0xD800 && c <= 0xDFFF) continue;  // not encodable as valid UTF-8
+    GrammarMatcher m = start;
+    const bool got = m.accept_bytes(utf8_of(c)) && m.is_complete();
+    ASSERT_EQ(got, in(c)) << std::hex << c;
+    ++checked;
+  }
+  EXPECT_GT(checked, 140000);
 }
 
 }  // namespace

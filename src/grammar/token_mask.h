@@ -91,6 +91,8 @@ class TokenMasker {
   static void apply(const TokenBitmask& mask, float* logits, int32_t n_vocab);
 
   // Advances m by token id's bytes; false if the grammar rejects them (m unchanged).
+  // An end token returns m.can_end() and leaves m as it is; a control,
+  // unknown or empty token, or an id out of range, returns false.
   bool accept_token(GrammarMatcher& m, int32_t id) const;
   bool is_eog(int32_t id) const;
 
