@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "grammar/ebnf_text.h"
@@ -32,6 +33,7 @@ using internal::CodePointRanges;
 constexpr int64_t kMaxBound = 1000000000000000000;  // integer bounds: |x| <= 1e18
 constexpr int64_t kMaxCount = 1000;                 // minItems etc. (GBNF x{n,m} limit)
 constexpr size_t kMaxJsonNesting = 512;              // of the schema text itself
+constexpr size_t kMaxExcludedKeyBytes = 256;         // not_strings() recursion depth
 
 const std::set<std::string, std::less<>> kAnnotations = {
     "title",  "description", "examples", "default",  "$schema",
@@ -191,7 +193,7 @@ class Converter {
     return full;
   }
 
-  std::string ws() { return opt_.any_whitespace ? " " + primitive("ws") : ""; }
+  std::string ws() { return opt_.any_whitespace ? fmt::format(" {}", primitive("ws")) : std::string(); }
   std::string comma() { return "\",\"" + ws(); }
 
   // ---- errors ---------------------------------------------------------------
@@ -557,8 +559,47 @@ class Converter {
       // x > 0: a non-zero digit somewhere.
       return "( [1-9] [0-9]{0,15} ( \".\" [0-9]{1,16} )? | \"0.\" \"0\"{0,15} [1-9] [0-9]{0,15} )" + exp;
     }
-    return bad(ptr, "number bounds other than minimum 0 / exclusiveMinimum 0 are unsupported "
-                    "(use type integer for integer bounds)");
+    if (schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum")) {
+      return bad(ptr, "exclusive number bounds other than exclusiveMinimum 0 are unsupported");
+    }
+    std::optional<int64_t> min, max;
+    for (const char* key : {"minimum", "maximum"}) {
+      if (!schema.contains(key)) continue;
+      const Json& v = schema[key];
+      if (!v.is_number()) return bad(ptr + "/" + key, "must be a number");
+      const double d = v.get<double>();
+      if (d != std::floor(d) || std::fabs(d) > 1e15) {
+        return bad(ptr + "/" + key, "number bounds must be integers within +-1e15");
+      }
+      (key[1] == 'i' ? min : max) = static_cast<int64_t>(d);
+    }
+    if (min && max && *min > *max) return bad(ptr, "minimum > maximum");
+    // By sign: magnitudes M.F in [lo, hi] are M in [lo, hi-1] with any
+    // fraction, or M = hi with a zero fraction (no exponents).
+    std::vector<std::string> alts;
+    auto magnitudes = [&](int64_t lo, std::optional<int64_t> hi) -> StatusOr<std::string> {
+      const std::string frac = " ( \".\" [0-9]{1,16} )?";
+      const std::string zero_frac = " ( \".\" \"0\"{1,16} )?";
+      if (hi && *hi == lo) return fmt::format("\"{}\"{}", lo, zero_frac);
+      std::optional<int64_t> below;
+      if (hi) below = *hi - 1;
+      auto body = internal::integer_range_body(lo, below);
+      if (!body.is_ok()) return bad(ptr, body.status().message());
+      std::string out = fmt::format("( {} ){}", *body, frac);
+      if (hi) out = fmt::format("( {} | \"{}\"{} )", out, *hi, zero_frac);
+      return out;
+    };
+    if (!max || *max >= 0) {
+      OMNIBUS_ASSIGN_OR_RETURN(std::string m, magnitudes(min ? std::max<int64_t>(*min, 0) : 0, max));
+      alts.push_back(m);
+    }
+    if (!min || *min < 0) {
+      std::optional<int64_t> hi;
+      if (min) hi = -*min;
+      OMNIBUS_ASSIGN_OR_RETURN(std::string m, magnitudes(max ? std::max<int64_t>(-*max, 0) : 0, hi));
+      alts.push_back(fmt::format("\"-\" {}", m));
+    }
+    return fmt::format("{}", fmt::join(alts, " | "));
   }
 
   // ---- objects ----------------------------------------------------------------
@@ -618,6 +659,12 @@ class Converter {
                                                  ptr + "/additionalProperties", depth + 1));
       }
       std::string key = primitive("string");
+      for (const std::string& d : declared) {  // the key rule is a trie as deep as the longest name
+        if (d.size() > kMaxExcludedKeyBytes) {
+          return bad(ptr + "/properties", fmt::format("a property name over {} bytes beside additional "
+                                                      "properties is unsupported", kMaxExcludedKeyBytes));
+        }
+      }
       if (!declared.empty()) {
         OMNIBUS_ASSIGN_OR_RETURN(key, add_rule(name + "-additional-key", not_strings(declared)));
       }

@@ -71,7 +71,8 @@ TEST(JsonSchemaToEbnf, Unsupported) {
   EXPECT_NE(error_of(R"({"type":"string","format":"hostname"})").find("unsupported format"), std::string::npos);
   EXPECT_NE(error_of(R"({"$ref":"http://x/y"})").find("unsupported $ref"), std::string::npos);
   EXPECT_NE(error_of(R"({"$ref":"#/$defs/missing"})").find("not found"), std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"number","minimum":3})").find("number bounds"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"number","minimum":0.5})").find("number bounds"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"number","exclusiveMaximum":3})").find("exclusive"), std::string::npos);
   EXPECT_NE(error_of(R"J({"type":"string","pattern":"(?=a)"})J").find("lookaround"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"array","maxItems":5000})").find("above 1000"), std::string::npos);
   EXPECT_NE(error_of(R"({"required":["x"],"additionalProperties":false})").find("required but not allowed"),
@@ -147,6 +148,12 @@ TEST(JsonSchemaAcceptance, Scalars) {
       {R"({"type":"integer","minimum":1.5,"maximum":3.5})", {"2", "3"}, {"1", "4"}},
       {R"({"type":"number","minimum":0})", {"0", "0.5", "12.25e3"}, {"-1", "-0.5"}},
       {R"({"type":"number","exclusiveMinimum":0})", {"0.001", "5", "1.5"}, {"0", "0.0", "-1"}},
+      {R"({"type":"number","minimum":0,"maximum":1})", {"0", "0.5", "1", "1.000", "0.999"}, {"1.01", "2", "-0.1"}},
+      {R"({"type":"number","minimum":-2.0,"maximum":100})",
+       {"-2", "-1.5", "-0", "0", "99.99", "100", "100.0"}, {"-2.01", "-3", "100.5", "101"}},
+      {R"({"type":"number","minimum":3})", {"3", "3.5", "1000.25"}, {"2.99", "-3"}},
+      {R"({"type":"number","maximum":-1})", {"-1", "-1.5", "-200"}, {"-0.5", "0", "1"}},
+      {R"({"type":"number","minimum":5,"maximum":5})", {"5", "5.00"}, {"5.01", "4.9"}},
       {R"({"type":"string","minLength":1,"maxLength":3})", {R"("a")", R"("\nbc")"}, {R"("")", R"("abcd")"}},
       {R"({"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"})", {R"("AB-123")"}, {R"("ab-123")", R"("AB-12")"}},
       {R"({"type":"string","pattern":"a\"b\\\\c"})", {R"("a\"b\\c")"}, {R"("a"b\c")"}},

@@ -9,8 +9,15 @@
 // same language), and the anchors ^ at the start and $ at the end.
 // Anything else — backreferences, lookaround, \b, inline flags, possessive
 // quantifiers — is kInvalidArgument naming it and its offset.
-// Counted repetition is bounded (n, m <= 1000; the expanded size is capped),
-// so catastrophic patterns are an error, never a hang.
+// Counted repetition is bounded (n, m <= 1000; the expanded size, counting
+// repetitions multiplied out, is capped at 100,000 items), so catastrophic
+// patterns are an error, never a hang. Groups nest at most 100 deep.
+// Classes are ASCII: \d = [0-9], \w = [A-Za-z0-9_], \s = [\t\n\v\f\r ];
+// \D \W \S and [^...] are their complements over all code points. `{` that
+// does not start a valid quantifier is a literal (as in Python); {,m} = {0,m}.
+// The emitted item is self-contained: regex_to_ebnf_item never adds rules to
+// extra_rules (it stays in the API for callers that embed). With a non-empty
+// rule_prefix, parse_ebnf still needs a `root` rule from the caller.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -58,6 +58,8 @@ def schema_cases():
     add("integer_max_only", {"type": "integer", "maximum": 3}, [3, 0, -100], [4])
     add("integer_exclusive", {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}, [1, 9], [0, 10])
     add("number_nonneg", {"type": "number", "minimum": 0}, [0, 0.5, 12], [-1])
+    add("number_unit_interval", {"type": "number", "minimum": 0, "maximum": 1}, [0, 0.25, 1], [1.5, -0.1])
+    add("number_celsius", {"type": "number", "minimum": -50, "maximum": 60}, [-50, -12.5, 0, 59.9, 60], [-51, 60.5])
     add("number_positive", {"type": "number", "exclusiveMinimum": 0}, [0.25, 3], [0, -0.5])
     # Strings.
     add("string_len", {"type": "string", "minLength": 2, "maxLength": 4}, ["ab", "abcd"], ["a", "abcde"])
