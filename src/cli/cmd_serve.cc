@@ -39,8 +39,10 @@
 namespace omnibus {
 namespace {
 
-// Compiled grammars kept (LRU by grammar text): distinct schemas served without recompiling.
-constexpr size_t kGrammarCacheEntries = 256;
+// Compiled grammars kept (LRU by grammar text): distinct schemas served
+// without recompiling. Each keeps up to GrammarCache::kMaskCacheBytes of
+// token masks, so this bounds that memory at 1 GiB.
+constexpr size_t kGrammarCacheEntries = 64;
 
 struct ServeOptions {
   ModelFlags model;

@@ -741,7 +741,7 @@ SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_
     // Before every sampling stage: what the grammar forbids does not exist.
     const Clock::time_point t0 = Clock::now();
     std::shared_ptr<const grammar::TokenBitmask> mask =
-        seq.next_mask ? GrammarMasks::wait(*seq.next_mask) : req.grammar->allowed(*seq.matcher);
+        seq.next_mask ? GrammarMasks::get(*seq.next_mask) : req.grammar->allowed(*seq.matcher);
     // A mask that allows nothing (a grammar the vocabulary cannot continue)
     // is not applied: emit() then finds the token rejected and ends the sequence.
     const bool any = std::any_of(mask->begin(), mask->end(), [](uint64_t w) { return w != 0; });

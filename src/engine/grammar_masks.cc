@@ -17,16 +17,29 @@ GrammarMasks::~GrammarMasks() {
 
 std::shared_ptr<GrammarMasks::Pending> GrammarMasks::submit(
     std::shared_ptr<const grammar::TokenMasker> masker, const grammar::GrammarMatcher& matcher) {
-  auto out = std::make_shared<Pending>();
+  auto p = std::make_shared<Pending>(std::move(masker), matcher);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(Job{std::move(masker), matcher, out});
+    queue_.push_back(p);
   }
   cv_.notify_one();
-  return out;
+  return p;
 }
 
-std::shared_ptr<const grammar::TokenBitmask> GrammarMasks::wait(Pending& p) {
+void GrammarMasks::compute_if_free(Pending& p) {
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.taken) return;
+    p.taken = true;
+  }
+  std::shared_ptr<const grammar::TokenBitmask> mask = p.masker->allowed(p.matcher);
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.mask = std::move(mask);
+  p.cv.notify_all();  // under the lock, so a waiter cannot miss it
+}
+
+std::shared_ptr<const grammar::TokenBitmask> GrammarMasks::get(Pending& p) {
+  compute_if_free(p);
   std::unique_lock<std::mutex> lock(p.mu);
   p.cv.wait(lock, [&] { return p.mask != nullptr; });
   return p.mask;
@@ -38,13 +51,10 @@ void GrammarMasks::run() {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     // Jobs still queued at shutdown are finished too: someone may wait on them.
     if (queue_.empty()) return;
-    Job job = std::move(queue_.front());
+    std::shared_ptr<Pending> p = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    std::shared_ptr<const grammar::TokenBitmask> mask = job.masker->allowed(job.matcher);
-    std::lock_guard<std::mutex> plock(job.out->mu);
-    job.out->mask = std::move(mask);
-    job.out->cv.notify_all();  // under the lock: the waiter may free Pending once it sees mask
+    compute_if_free(*p);
   }
 }
 

@@ -8,7 +8,12 @@
 //
 //   after emit(t):   seq.next_mask = masks.submit(masker, matcher)   (engine thread)
 //   forward(step k+1) ...                                             (pool)
-//   draw():          mask = GrammarMasks::wait(*seq.next_mask)        (pool thread)
+//   draw():          mask = GrammarMasks::get(*seq.next_mask)         (pool thread)
+//
+// get() takes over a job the worker has not started (it computes the mask on
+// the calling pool thread), so when many masks miss the cache at once the
+// pool's threads share them instead of queueing behind the one worker; it
+// waits only for a job the worker is already running.
 //
 // A Pending is shared by the job and the sequence; a sequence that is freed
 // before its mask is done just drops its reference (the worker finishes the
@@ -31,8 +36,16 @@ namespace omnibus {
 class GrammarMasks {
  public:
   struct Pending {
+    Pending(std::shared_ptr<const grammar::TokenMasker> k, const grammar::GrammarMatcher& m)
+        : masker(std::move(k)), matcher(m) {}
+
+    // Constant after construction.
+    std::shared_ptr<const grammar::TokenMasker> masker;
+    grammar::GrammarMatcher matcher;
+
     std::mutex mu;
     std::condition_variable cv;
+    bool taken = false;  // guarded by mu: someone computes it (the worker or get())
     std::shared_ptr<const grammar::TokenBitmask> mask;  // guarded by mu; set once
   };
 
@@ -45,20 +58,17 @@ class GrammarMasks {
   std::shared_ptr<Pending> submit(std::shared_ptr<const grammar::TokenMasker> masker,
                                   const grammar::GrammarMatcher& matcher);
 
-  // The mask, once computed (blocks until then).
-  static std::shared_ptr<const grammar::TokenBitmask> wait(Pending& p);
+  // The mask: computed here if nobody has started it, else waited for.
+  static std::shared_ptr<const grammar::TokenBitmask> get(Pending& p);
 
  private:
-  struct Job {
-    std::shared_ptr<const grammar::TokenMasker> masker;
-    grammar::GrammarMatcher matcher;
-    std::shared_ptr<Pending> out;
-  };
+  // Computes p's mask unless someone took it already.
+  static void compute_if_free(Pending& p);
   void run();
 
   std::mutex mu_;  // guards queue_ and stop_
   std::condition_variable cv_;
-  std::deque<Job> queue_;
+  std::deque<std::shared_ptr<Pending>> queue_;
   bool stop_ = false;
   std::thread worker_;  // last: started after the fields above exist
 };

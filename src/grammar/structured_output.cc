@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "util/check.h"
@@ -55,7 +57,12 @@ StatusOr<std::shared_ptr<const TokenMasker>> GrammarCache::get(const std::string
   // compile it; the second insert finds the first and uses it.
   StatusOr<std::shared_ptr<const Grammar>> g = parse_ebnf(ebnf);
   if (!g.is_ok()) return g.status();
-  auto masker = std::make_shared<const TokenMasker>(std::move(g).value(), trie_);
+  // Each masker keeps at most kMaskCacheBytes of masks (a mask is n_vocab
+  // bits: 6 KB for a 49k vocabulary, 32 KB for Gemma's 262k), so the cache as
+  // a whole holds at most capacity_ x kMaskCacheBytes.
+  const size_t mask_bytes = size_t(trie_->n_vocab() + 63) / 64 * 8;
+  const size_t entries = std::clamp<size_t>(kMaskCacheBytes / std::max<size_t>(mask_bytes, 1), 64, 4096);
+  auto masker = std::make_shared<const TokenMasker>(std::move(g).value(), trie_, entries);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(ebnf);
   if (it != index_.end()) {

@@ -39,6 +39,9 @@ StatusOr<std::string> to_ebnf(const StructuredOutput& so);
 
 class GrammarCache {
  public:
+  // Memory bound of one grammar's mask cache (TokenMasker's LRU).
+  static constexpr size_t kMaskCacheBytes = 16 << 20;
+
   GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity = 64);
 
   // The masker for this EBNF text: cached, or parsed now (kInvalidArgument
