@@ -162,7 +162,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   std::vector<PreparedPrompt> prompts;
   const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
-    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt);
+    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
+                                                         spec->tools.tool_jsons());
     if (!text.is_ok()) {
       return respond_error(*sink, ApiError::invalid("messages", "cannot apply the chat template: " +
                                                                     text.status().message()));

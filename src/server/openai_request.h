@@ -14,6 +14,7 @@
 //   temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty,
 //   repetition_penalty, logit_bias, seed -> sampling (penalties over the whole history)
 //   stop -> stop strings (server side); stop_token_ids, ignore_eos, min_tokens, n -> Request
+//   tools, tool_choice, parallel_tool_calls -> tools (tool_request.h)
 //   logprobs (completions: int k) | logprobs + top_logprobs (chat) -> sampling.n_logprobs
 //   prompt_logprobs (vLLM's: int k, not with stream) and echo + logprobs
 //   (completions) -> prompt_logprobs: the larger k of the two; both views of
@@ -31,6 +32,7 @@
 #include "engine/request.h"
 #include "server/api_error.h"
 #include "server/chat_renderer.h"
+#include "server/tool_request.h"
 
 namespace omnibus::server {
 
@@ -60,6 +62,10 @@ struct GenerationSpec {
   int32_t prompt_logprobs = -1;    // the prompt_logprobs field (-1: absent); what the engine
                                    // computes, and the response lists, is base.prompt_logprobs
   bool add_special_tokens = true;  // completions: BOS/EOS as the model asks; chat: false
+  ToolsSpec tools;                 // chat: tools, tool_choice, parallel_tool_calls (tool_request.h)
+  // chat, tool_choice "required" or named: the EBNF that forces the tool-call
+  // format (tool_grammar.h); set by the API server, which knows the parser. "" otherwise.
+  std::string tool_grammar;
 };
 
 struct ParseLimits {

@@ -1,0 +1,67 @@
+// The tool-calling fields of a chat request (OpenAI's `tools`, `tool_choice`,
+// `parallel_tool_calls`) and the tool fields of chat messages (assistant
+// `tool_calls`, tool `tool_call_id`, `name`), validated into a ToolsSpec and
+// ChatMessage fields. Errors are 400s naming the field path, e.g.
+// "tools[1].type" or "messages[2].tool_calls[0].function.name".
+//
+//   tools:        [{"type": "function", "function": {"name", "description"?,
+//                   "parameters"? (a JSON Schema object), "strict"?}}]
+//   tool_choice:  "none" | "auto" | "required" |
+//                 {"type": "function", "function": {"name": <a tool's name>}}
+//                 default "auto" with tools, "none" without; "required" and
+//                 a named function need tools.
+//   parallel_tool_calls: bool, default true.
+//
+// Key order: the body arrives as nlohmann::json, which sorts object keys, so
+// `parameters` and the tool JSON handed to chat templates come out with keys
+// sorted (the schema's property order, which the tool grammar follows, is
+// therefore alphabetical until the raw body is parsed as ordered_json).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "template/chat_template.h"
+
+namespace omnibus::server {
+
+struct ToolFunction {
+  std::string name;
+  std::string description;
+  std::string parameters;  // JSON Schema text; "" when not given
+  bool strict = false;
+  std::string tool_json;   // the whole tool, {"type": "function", "function": {...}}, as JSON text
+};
+
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
+struct ToolsSpec {
+  std::vector<ToolFunction> functions;
+  ToolChoice choice = ToolChoice::kNone;
+  std::string named;              // kNamed: the function's name
+  bool parallel_tool_calls = true;
+
+  // The output is scanned for tool calls (tools given and tool_choice != none).
+  bool parse_output() const { return !functions.empty() && choice != ToolChoice::kNone; }
+  // The tools as JSON texts, for ChatTemplate::render.
+  std::vector<std::string> tool_jsons() const;
+};
+
+// Reads tools, tool_choice and parallel_tool_calls from the request body.
+// REQUIRES: body.is_object().
+std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out);
+
+// Reads a chat message's tool_calls, tool_call_id and name into `out`;
+// `where` is the message's path ("messages[3]"). An assistant message with
+// tool_calls and no content gets content_null.
+// REQUIRES: msg.is_object().
+std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, const std::string& where,
+                                                  ChatMessage& out);
+
+}  // namespace omnibus::server
