@@ -263,7 +263,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   counters_.n_pending.fetch_add(n_new);
 
   GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
-                        kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr};
+                        kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
+                        backend_.tool_parser};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
   std::weak_ptr<Generation> weak = gen;

@@ -31,6 +31,7 @@
 #include "engine/engine.h"
 #include "model/model_config.h"
 #include "server/chat_renderer.h"
+#include "server/tool_parsers.h"
 #include "server/generation.h"
 #include "server/http_types.h"
 #include "server/kv_transfer_service.h"
@@ -62,6 +63,9 @@ struct Backend {
   // Disaggregated prefill/decode (--kv-role); null: kv_transfer_params other
   // than null or all-false are refused with 400.
   KvTransferService* kv_transfer = nullptr;
+  // How tool calls are read from chat output (omnibus serve --tool-call-parser;
+  // auto: tool_parser_for_template of the chat template).
+  ToolParserKind tool_parser = ToolParserKind::kHermes;
 };
 
 class ApiServer {

@@ -157,10 +157,6 @@ std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, con
     }
     out.tool_calls.push_back(std::move(call));
   }
-  if (!out.tool_calls.empty()) {
-    auto content = msg.find("content");
-    out.content_null = content == msg.end() || content->is_null();
-  }
   return std::nullopt;
 }
 

@@ -58,8 +58,8 @@ struct ToolsSpec {
 std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out);
 
 // Reads a chat message's tool_calls, tool_call_id and name into `out`;
-// `where` is the message's path ("messages[3]"). An assistant message with
-// tool_calls and no content gets content_null.
+// `where` is the message's path ("messages[3]"). Arguments given as a JSON
+// object (not OpenAI's JSON text) are accepted and dumped.
 // REQUIRES: msg.is_object().
 std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, const std::string& where,
                                                   ChatMessage& out);

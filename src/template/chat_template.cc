@@ -102,7 +102,7 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
   for (const ChatMessage& msg : messages) {
     jinja::ValueMap m;
     m.set("role", jinja::Value(msg.role));
-    m.set("content", msg.content_null ? jinja::Value::none() : jinja::Value(msg.content));
+    m.set("content", jinja::Value(msg.content));
     if (!msg.tool_calls.empty()) {
       jinja::ValueList calls;
       for (const ChatToolCall& c : msg.tool_calls) calls.push_back(tool_call_value(c));

@@ -5,7 +5,9 @@
 // {"role", "content"} maps, plus "tool_calls" (each {"id", "type":
 // "function", "function": {"name", "arguments": the parsed JSON, a mapping,
 // as HF passes dicts}}), "tool_call_id" and "name" where the message has
-// them), `add_generation_prompt`, `bos_token`, `eos_token`, `tools` (the
+// them; content is always a string, "" for an assistant message with only
+// tool calls, where HF would pass None, which templates such as Qwen 3's
+// cannot render), `add_generation_prompt`, `bos_token`, `eos_token`, `tools` (the
 // request's tool list as parsed JSON, or none when empty) and `documents`
 // (none), and the globals
 // raise_exception(msg) and strftime_now(fmt). The output equals Python
@@ -41,7 +43,6 @@ struct ChatMessage {
 
   std::string role;  // "system", "user", "assistant", "tool" (templates decide what they accept)
   std::string content;
-  bool content_null = false;             // assistant with tool_calls and content null -> None
   std::vector<ChatToolCall> tool_calls;  // assistant: set as message.tool_calls only when non-empty
   std::string tool_call_id;              // tool: set as message.tool_call_id when non-empty
   std::string name;                      // set as message.name when non-empty
