@@ -1,39 +1,60 @@
 #!/usr/bin/env bash
-# Builds the GGUF fuzz target (clang, libFuzzer + ASan + UBSan) in build-fuzz
-# and runs it for a bounded time on a fresh copy of the seed corpus.
+# Builds every fuzz target fuzz/<stem>_fuzz.cc (clang, libFuzzer + ASan +
+# UBSan) in build-fuzz and runs each for a bounded time on a fresh copy of its
+# seed corpus fuzz/corpus/<stem>/. The seconds are split evenly between the
+# targets (at least 1 s each).
 #
-#   scripts/run_fuzz.sh [SECONDS]     (default 60)
+#   scripts/run_fuzz.sh [SECONDS] [STEM...]   (default 60 s over every target)
 #
 # Idempotent: reconfigures only when build-fuzz has no CMake cache, rebuilds
-# incrementally. Exits non-zero when the fuzzer finds a crash, leak, sanitizer
-# report or timeout; the reproducer is left in fuzz/corpus-run/crashes/ (copy it into
-# fuzz/corpus/gguf/ once fixed, so src/gguf/gguf_corpus_test.cc keeps it).
+# incrementally. Exits non-zero when a fuzzer finds a crash, leak, sanitizer
+# report or timeout (the remaining targets still run); the reproducer is left
+# in fuzz/corpus-run/crashes/<stem>/ (copy it into fuzz/corpus/<stem>/ once
+# fixed, so the corpus tests keep it).
 # Env: JOBS (build parallelism, default 2), FUZZ_EXTRA_ARGS (extra libFuzzer flags).
 set -euo pipefail
 
 seconds="${1:-60}"
+shift || true
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
-seeds="$root/fuzz/corpus/gguf"
-work="$root/fuzz/corpus-run/gguf"      # git-ignored working corpus
-crashes="$root/fuzz/corpus-run/crashes"  # git-ignored
 
 command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ not found" >&2; exit 2; }
+
+stems=("$@")
+if [[ ${#stems[@]} -eq 0 ]]; then
+  for f in "$root"/fuzz/*_fuzz.cc; do
+    stem="$(basename "$f" _fuzz.cc)"
+    stems+=("$stem")
+  done
+fi
+[[ ${#stems[@]} -gt 0 ]] || { echo "run_fuzz.sh: no fuzz targets" >&2; exit 2; }
+per=$(( seconds / ${#stems[@]} ))
+(( per >= 1 )) || per=1
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DOMNIBUS_FUZZ=ON \
     "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 fi
-cmake --build "$build" -j "${JOBS:-2}" --target gguf_fuzz
-
-rm -rf "$work"
-mkdir -p "$work" "$crashes"
-cp "$seeds"/* "$work"/
+targets=()
+for stem in "${stems[@]}"; do targets+=("${stem}_fuzz"); done
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-# -timeout: a single input slower than 10 s is a hang; -rss_limit_mb: an input
-# that makes the reader allocate without bound is a bug too.
-"$build/gguf_fuzz" "$work" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
-  -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_EXTRA_ARGS:-}
+status=0
+for stem in "${stems[@]}"; do
+  seeds="$root/fuzz/corpus/$stem"
+  work="$root/fuzz/corpus-run/$stem"            # git-ignored working corpus
+  crashes="$root/fuzz/corpus-run/crashes/$stem"  # git-ignored
+  rm -rf "$work"
+  mkdir -p "$work" "$crashes"
+  if [[ -d "$seeds" ]]; then cp "$seeds"/* "$work"/; fi
+  echo "run_fuzz.sh: ${stem}_fuzz for ${per} s"
+  # -timeout: a single input slower than 10 s is a hang; -rss_limit_mb: an
+  # input that makes the code allocate without bound is a bug too.
+  "$build/${stem}_fuzz" "$work" -max_total_time="$per" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_EXTRA_ARGS:-} || status=$?
+done
+exit "$status"

@@ -23,7 +23,11 @@
 // parse_ebnf rejects, with kInvalidArgument naming the line and column:
 // syntax errors, undefined or duplicate rules, a missing root, left recursion
 // (direct or indirect, also through nullable prefixes), and sizes beyond
-// GrammarLimits.
+// GrammarLimits. A reference in the LAST position of a sequence that loops
+// back to its own rule through nullable elements (`(x?)*` gives
+// r ::= x? r | "") is an epsilon loop, not left recursion: it is accepted, as
+// the matcher never pushes a frame for a last-position reference.
+// \xHH is the code point U+00HH (as in llama.cpp), not a raw byte.
 //
 // Thread-safety: a Grammar is immutable after parse_ebnf() and may be shared
 // by any number of threads (through shared_ptr<const Grammar>).
@@ -61,9 +65,16 @@ struct Rule {
   std::vector<std::vector<Element>> alternatives;
 };
 
+namespace detail {
+class Automaton;  // grammar_automaton.h: flat positions and cached closures
+}
+
 struct Grammar {
   std::vector<Rule> rules;
   int32_t root = -1;
+  // Filled by parse_ebnf(); a hand-built Grammar leaves it null and each
+  // GrammarMatcher compiles its own.
+  std::shared_ptr<const detail::Automaton> automaton;
 };
 
 // REQUIRES: nothing (any bytes). Never crashes, never takes time or memory
@@ -72,6 +83,8 @@ StatusOr<std::shared_ptr<const Grammar>> parse_ebnf(std::string_view text,
                                                     const GrammarLimits& limits = {});
 
 // Quoting helpers for the compilers that emit EBNF.
-std::string ebnf_literal(std::string_view utf8);  // "..." with escapes; valid for any bytes
+// "..." with escapes; valid for any bytes: each byte that is not part of
+// valid UTF-8 becomes \uFFFD (a literal is code points, not raw bytes).
+std::string ebnf_literal(std::string_view utf8);
 
 }  // namespace omnibus::grammar

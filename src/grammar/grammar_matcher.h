@@ -5,9 +5,16 @@
 // A state is the sorted, de-duplicated set of stacks; each stack's top is a
 // kBytes element (positions are expanded through rule references and ends of
 // sequences eagerly), or the stack is empty, which means "the root may end
-// here". The state is canonical: two matchers on the same Grammar that
-// accepted byte strings with the same futures compare equal and hash equal
-// (state_key()), which is what TokenMasker caches masks by.
+// here". The state is canonical: two matchers on the same Grammar (or on two
+// parses of the same text) whose stack sets are equal have equal state_key(),
+// whatever bytes brought them there; TokenMasker caches masks by it. (Equal
+// futures reached through different stacks may still differ in key: a cache
+// miss, never a wrong mask.)
+//
+// Cost: positions are flat int32 ids (grammar_automaton.h); what a position
+// expands to without consuming a byte is computed once per Grammar and shared
+// by every matcher, so accept_byte() copies a few short stacks and sorts
+// them, allocating nothing once the thread's scratch is warm.
 //
 //   accept_byte(b):  every stack whose top accepts b advances; stacks that do
 //                    not are dropped. Returns false (and leaves the state
@@ -15,7 +22,10 @@
 //   can_end():       some stack is empty: the output may stop here.
 //   is_complete():   every stack is empty: no byte can follow (only the end).
 //   failed():        a state exceeded kMaxStacks (an ambiguous grammar
-//                    blowing up); the matcher rejects every byte from then on.
+//                    blowing up); the matcher rejects every byte from then on
+//                    (can_end() false, next_bytes() empty, key "failed").
+//   next_bytes():    may include a byte that leads nowhere (a continuation
+//                    that matches nothing); accept_byte() is the truth.
 //
 // Thread-safety: a value type; one thread at a time per matcher. Copies are
 // independent (the Grammar is shared, immutable).
@@ -30,6 +40,8 @@
 #include "grammar/grammar.h"
 
 namespace omnibus::grammar {
+
+class TokenMasker;
 
 class GrammarMatcher {
  public:
@@ -54,7 +66,24 @@ class GrammarMatcher {
   const std::shared_ptr<const Grammar>& grammar() const;
 
  private:
-  // (implementation's choice)
+  friend class TokenMasker;
+  // Appends to *out every stack `base + closure(q)` (and below, when q's
+  // frame can finish). Sets *overflow when a closure overflowed.
+  void expand(const int32_t* base, int32_t base_len, int32_t q, std::vector<int32_t>* out,
+              bool* overflow) const;
+  // Sorts and de-duplicates the stacks in raw into state_; false when there
+  // are more than kMaxStacks.
+  bool set_state(std::vector<int32_t>* raw);
+  // REQUIRES: o is on the same Grammar. Copies only the state (no refcounts).
+  void copy_state_from(const GrammarMatcher& o);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const detail::Automaton> owned_automaton_;  // hand-built grammars only
+  const detail::Automaton* automaton_ = nullptr;
+  std::vector<int32_t> state_;  // [len, positions bottom first]*, sorted, distinct
+  bool failed_ = false;
+  mutable std::string key_;
+  mutable bool key_valid_ = false;
 };
 
 }  // namespace omnibus::grammar

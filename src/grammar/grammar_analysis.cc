@@ -1,0 +1,114 @@
+#include "grammar/grammar_analysis.h"
+
+#include <algorithm>
+
+namespace omnibus::grammar {
+
+std::vector<bool> nullable_rules(const Grammar& g) {
+  const size_t n = g.rules.size();
+  std::vector<bool> nullable(n, false);
+  // For each alternative without bytes: how many rule references are not yet
+  // known nullable; users[r] lists (alternative id) once per occurrence of r.
+  std::vector<int32_t> alt_rule;
+  std::vector<int32_t> pending;
+  std::vector<std::vector<int32_t>> users(n);
+  std::vector<int32_t> work;
+  for (size_t r = 0; r < n; ++r) {
+    for (const auto& alt : g.rules[r].alternatives) {
+      bool has_bytes = false;
+      for (const Element& e : alt) has_bytes |= e.kind == Element::Kind::kBytes;
+      if (has_bytes) continue;
+      const int32_t id = static_cast<int32_t>(alt_rule.size());
+      alt_rule.push_back(static_cast<int32_t>(r));
+      pending.push_back(static_cast<int32_t>(alt.size()));
+      for (const Element& e : alt) users[e.rule].push_back(id);
+      if (alt.empty() && !nullable[r]) {
+        nullable[r] = true;
+        work.push_back(static_cast<int32_t>(r));
+      }
+    }
+  }
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    for (int32_t id : users[r]) {
+      if (--pending[id] == 0 && !nullable[alt_rule[id]]) {
+        nullable[alt_rule[id]] = true;
+        work.push_back(alt_rule[id]);
+      }
+    }
+  }
+  return nullable;
+}
+
+namespace {
+
+struct Edge {
+  int32_t to;
+  bool growing;  // not the last element: the matcher pushes a frame
+};
+
+}  // namespace
+
+int32_t find_left_recursion(const Grammar& g, const std::vector<bool>& nullable) {
+  const int32_t n = static_cast<int32_t>(g.rules.size());
+  std::vector<std::vector<Edge>> edges(n);
+  for (int32_t r = 0; r < n; ++r) {
+    for (const auto& alt : g.rules[r].alternatives) {
+      for (size_t i = 0; i < alt.size(); ++i) {
+        if (alt[i].kind == Element::Kind::kBytes) break;
+        edges[r].push_back({alt[i].rule, i + 1 < alt.size()});
+        if (!nullable[alt[i].rule]) break;
+      }
+    }
+  }
+  // Tarjan's strongly connected components, iteratively.
+  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
+  std::vector<bool> on_stack(n, false);
+  std::vector<int32_t> stack;
+  std::vector<std::pair<int32_t, size_t>> call;  // (node, next edge)
+  int32_t counter = 0, n_comp = 0;
+  for (int32_t s = 0; s < n; ++s) {
+    if (index[s] != -1) continue;
+    call.push_back({s, 0});
+    index[s] = low[s] = counter++;
+    stack.push_back(s);
+    on_stack[s] = true;
+    while (!call.empty()) {
+      auto& [v, e] = call.back();
+      if (e < edges[v].size()) {
+        const int32_t w = edges[v][e++].to;
+        if (index[w] == -1) {
+          index[w] = low[w] = counter++;
+          stack.push_back(w);
+          on_stack[w] = true;
+          call.push_back({w, 0});
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      const int32_t done = v;
+      call.pop_back();
+      if (!call.empty()) low[call.back().first] = std::min(low[call.back().first], low[done]);
+      if (low[done] == index[done]) {
+        int32_t w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on_stack[w] = false;
+          comp[w] = n_comp;
+        } while (w != done);
+        ++n_comp;
+      }
+    }
+  }
+  for (int32_t r = 0; r < n; ++r) {
+    for (const Edge& e : edges[r]) {
+      if (e.growing && comp[e.to] == comp[r]) return r;
+    }
+  }
+  return -1;
+}
+
+}  // namespace omnibus::grammar
