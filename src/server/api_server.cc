@@ -7,6 +7,7 @@
 
 #include "server/json_fields.h"
 #include "server/sse.h"
+#include "server/tool_grammar.h"
 #include "server/web_assets.h"
 
 namespace omnibus::server {
@@ -156,6 +157,14 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
     return respond_error(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves "
                                                                 "'{}')", spec->model, config_.served_model_name),
                                                     "model_not_found"));
+  }
+
+  // tool_choice "required" or a named function: the grammar that forces a call
+  // (compiled into Request::grammar with the structured-output grammars).
+  if (spec->tools.choice == ToolChoice::kRequired || spec->tools.choice == ToolChoice::kNamed) {
+    StatusOr<std::string> g = tool_call_grammar(spec->tools, backend_.tool_parser);
+    if (!g.is_ok()) return respond_error(*sink, ApiError::invalid("tools", g.status().message()));
+    spec->tool_grammar = std::move(*g);
   }
 
   // Prompts -> token ids.
