@@ -24,9 +24,10 @@ ChoiceToolCalls::Delta ChoiceToolCalls::push(const std::string& text, bool end) 
   }
   d.content = std::move(out.content);
   for (ParsedToolCall& c : out.calls) {
-    nlohmann::json call = {{"id", new_tool_call_id()},
-                           {"type", "function"},
-                           {"function", {{"name", std::move(c.name)}, {"arguments", std::move(c.arguments)}}}};
+    nlohmann::json call = {
+        {"id", new_tool_call_id()},
+        {"type", "function"},
+        {"function", {{"name", std::move(c.name)}, {"arguments", std::move(c.arguments)}}}};
     nlohmann::json entry = call;
     entry["index"] = calls_.size();
     calls_.push_back(std::move(call));

@@ -10,9 +10,8 @@
 // Thread-safety: one choice, one thread.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "server/tool_parsers.h"
 

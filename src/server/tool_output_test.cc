@@ -15,7 +15,8 @@ bool is_call_id(const std::string& id) {
 
 TEST(ChoiceToolCalls, StreamDeltasAndMessageCalls) {
   ChoiceToolCalls t(ToolParserKind::kHermes);
-  ChoiceToolCalls::Delta a = t.push("Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool", false);
+  ChoiceToolCalls::Delta a =
+      t.push("Checking.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool", false);
   EXPECT_EQ(a.content, "Checking.\n");
   EXPECT_TRUE(a.tool_calls.empty());
   ChoiceToolCalls::Delta b = t.push("_call>\n<tool_call>{\"name\": \"g\"}</tool_call>", false);

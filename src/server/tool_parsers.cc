@@ -38,13 +38,15 @@ size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
 std::optional<ParsedToolCall> call_from_json(const nlohmann::ordered_json& j) {
   if (!j.is_object()) return std::nullopt;
   auto name = j.find("name");
-  if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return std::nullopt;
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
+    return std::nullopt;
   auto args = j.find("arguments");
   if (args == j.end()) args = j.find("parameters");
   nlohmann::ordered_json a = nlohmann::ordered_json::object();
   if (args != j.end()) {
     if (args->is_string()) {
-      a = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      a = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr,
+                                        /*allow_exceptions=*/false);
     } else {
       a = *args;
     }
@@ -55,7 +57,8 @@ std::optional<ParsedToolCall> call_from_json(const nlohmann::ordered_json& j) {
 
 // One call object, or (list_ok) a list of them; false when any is not a call.
 bool parse_calls(std::string_view text, bool list_ok, std::vector<ParsedToolCall>& out) {
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return false;
   if (j.is_array() && list_ok && !j.empty()) {
     for (const auto& x : j) {
@@ -142,8 +145,10 @@ void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
       } else {
         begin = first_non_ws(buf_);
         if (begin == std::string::npos && !final) return;
-        const bool bracket = begin != std::string::npos && (buf_[begin] == '[' || buf_[begin] == '{');
-        const size_t end = bracket ? json_value_end(std::string_view(buf_).substr(begin)) : std::string::npos;
+        const bool bracket =
+            begin != std::string::npos && (buf_[begin] == '[' || buf_[begin] == '{');
+        const size_t end =
+            bracket ? json_value_end(std::string_view(buf_).substr(begin)) : std::string::npos;
         if (bracket && end == std::string::npos && !final) return;
         if (!bracket || end == std::string::npos) {  // not a call list: the marker was text
           out.content += marker;

@@ -23,50 +23,75 @@ const std::vector<Case>& cases() {
       // hermes
       {ToolParserKind::kHermes, "Hello there.", "Hello there.", {}},
       {ToolParserKind::kHermes,
-       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>",
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+       "\"c\"}}\n</tool_call>",
        "",
        {{"get_weather", R"({"city":"Paris","unit":"c"})"}}},
       {ToolParserKind::kHermes,
-       "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"z\": 1, \"b\": [1, 2]}}\n</tool_call>\n"
+       "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"z\": 1, \"b\": [1, "
+       "2]}}\n</tool_call>\n"
        "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>\n",
        "Let me check.\n",
        {{"a", R"({"z":1,"b":[1,2]})"}, {"b", "{}"}}},
       // unclosed last call: parsed at the end
-      {ToolParserKind::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": \"</tool\"}}", "",
+      {ToolParserKind::kHermes,
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": \"</tool\"}}",
+       "",
        {{"f", R"({"x":"</tool"})"}}},
       // invalid JSON: no call, the text stays content
-      {ToolParserKind::kHermes, "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y",
-       "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y", {}},
+      {ToolParserKind::kHermes,
+       "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y",
+       "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y",
+       {}},
       // no name: no call
-      {ToolParserKind::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+      {ToolParserKind::kHermes,
+       "<tool_call>{\"arguments\": {}}</tool_call>",
+       "<tool_call>{\"arguments\": {}}</tool_call>",
        {}},
       // arguments given as JSON text
-      {ToolParserKind::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", "",
+      {ToolParserKind::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+       "",
        {{"f", R"({"a":1})"}}},
       // text after a call is content; a marker look-alike stays text
-      {ToolParserKind::kHermes, "<tool_call>{\"name\": \"f\"}</tool_call>\nDone <tool_c", "\nDone <tool_c",
+      {ToolParserKind::kHermes,
+       "<tool_call>{\"name\": \"f\"}</tool_call>\nDone <tool_c",
+       "\nDone <tool_c",
        {{"f", "{}"}}},
       // llama3_json
       {ToolParserKind::kLlama3Json, "The answer is 4.", "The answer is 4.", {}},
-      {ToolParserKind::kLlama3Json, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"q\": \"x;y\"}}", "",
+      {ToolParserKind::kLlama3Json,
+       "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"q\": \"x;y\"}}",
+       "",
        {{"f", R"({"q":"x;y"})"}}},
       {ToolParserKind::kLlama3Json,
-       " {\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}; {\"name\": \"g\", \"arguments\": {\"b\": 2}}", "",
+       " {\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}; {\"name\": \"g\", \"arguments\": "
+       "{\"b\": 2}}",
+       "",
        {{"f", R"({"a":"}"})"}, {"g", R"({"b":2})"}}},
       {ToolParserKind::kLlama3Json, "{\"not\": \"a call\"}", "{\"not\": \"a call\"}", {}},
       {ToolParserKind::kLlama3Json, "<|pyth", "<|pyth", {}},
-      {ToolParserKind::kLlama3Json, "{\"name\": \"f\", \"parameters\": {}} and then text", "and then text",
+      {ToolParserKind::kLlama3Json,
+       "{\"name\": \"f\", \"parameters\": {}} and then text",
+       "and then text",
        {{"f", "{}"}}},
       // mistral
       {ToolParserKind::kMistral, "Plain [text].", "Plain [text].", {}},
       {ToolParserKind::kMistral,
-       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {\"s\": \"]\"}}]",
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", "
+       "\"arguments\": {\"s\": \"]\"}}]",
        "",
        {{"f", R"({"a":1})"}, {"g", R"({"s":"]"})"}}},
-      {ToolParserKind::kMistral, "Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}]", "Sure. ", {{"f", "{}"}}},
+      {ToolParserKind::kMistral,
+       "Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}]",
+       "Sure. ",
+       {{"f", "{}"}}},
       {ToolParserKind::kMistral, "[TOOL_CALLS][{\"name\": 3}]", "[TOOL_CALLS][{\"name\": 3}]", {}},
       {ToolParserKind::kMistral, "[TOOL_CALLS] nope", "[TOOL_CALLS] nope", {}},
-      {ToolParserKind::kMistral, "[TOOL_CALLS][{\"name\": \"f\"", "[TOOL_CALLS][{\"name\": \"f\"", {}},
+      {ToolParserKind::kMistral,
+       "[TOOL_CALLS][{\"name\": \"f\"",
+       "[TOOL_CALLS][{\"name\": \"f\"",
+       {}},
   };
   return kCases;
 }

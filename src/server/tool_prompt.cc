@@ -7,7 +7,8 @@ std::string hermes_tools_system_text(const std::vector<std::string>& tools) {
       "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
   for (const std::string& t : tools) s += "\n" + t;
-  s += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+  s += "\n</tools>\n\nFor each function call, return a json object with function name and "
+       "arguments within "
        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
        "<args-json-object>}\n</tool_call>";
   return s;
@@ -41,7 +42,8 @@ std::vector<ChatMessage> hermes_tool_messages(const std::vector<ChatMessage>& me
     c.name = m.name;
     for (const ChatToolCall& call : m.tool_calls) {
       if (!c.content.empty()) c.content += "\n";
-      c.content += "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + call.arguments + "}\n</tool_call>";
+      c.content += "<tool_call>\n{\"name\": \"" + call.name +
+                   "\", \"arguments\": " + call.arguments + "}\n</tool_call>";
     }
     out.push_back(std::move(c));
   }

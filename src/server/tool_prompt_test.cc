@@ -27,7 +27,8 @@ std::string read_file(const std::string& path) {
 }
 
 ChatRenderer renderer_for(const std::string& template_name) {
-  const std::string path = source_dir() + "/tests/golden/chat/templates/" + template_name + ".jinja";
+  const std::string path =
+      source_dir() + "/tests/golden/chat/templates/" + template_name + ".jinja";
   StatusOr<ChatTemplate> t = ChatTemplate::parse(read_file(path));
   EXPECT_TRUE(t.is_ok()) << path << ": " << t.status().to_string();
   return template_renderer(std::move(t).value(), "<s>", "</s>");
@@ -37,7 +38,8 @@ ChatRenderer renderer_for(const std::string& template_name) {
 GenerationSpec parse(const json& messages, const json& tools) {
   ParseLimits l;
   l.n_vocab = 1000;
-  ApiResult<GenerationSpec> r = parse_chat_request(json{{"messages", messages}, {"tools", tools}}, l);
+  ApiResult<GenerationSpec> r =
+      parse_chat_request(json{{"messages", messages}, {"tools", tools}}, l);
   EXPECT_TRUE(r.ok()) << r.error().message;
   return r.ok() ? std::move(*r) : GenerationSpec{};
 }
@@ -74,22 +76,26 @@ TEST(ToolPrompt, InjectsHermesStyleForTemplatesWithoutTools) {
   GenerationSpec spec = parse(kResults, kTools);
   StatusOr<std::string> text = chatml_renderer()(spec.messages, true, spec.tools.tool_jsons());
   ASSERT_TRUE(text.is_ok()) << text.status().to_string();
-  const std::string expected =
-      "<|im_start|>system\nBe brief.\n\n" + hermes_tools_system_text(spec.tools.tool_jsons()) +
-      "<|im_end|>\n<|im_start|>user\nTime?<|im_end|>\n"
-      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call><|im_end|>\n"
-      "<|im_start|>user\n<tool_response>\n14:05\n</tool_response>\n<tool_response>\nUTC\n</tool_response>"
-      "<|im_end|>\n<|im_start|>assistant\n";
+  const std::string expected = "<|im_start|>system\nBe brief.\n\n" +
+                               hermes_tools_system_text(spec.tools.tool_jsons()) +
+                               "<|im_end|>\n<|im_start|>user\nTime?<|im_end|>\n"
+                               "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_time\", "
+                               "\"arguments\": {}}\n</tool_call><|im_end|>\n"
+                               "<|im_start|>user\n<tool_response>\n14:05\n</"
+                               "tool_response>\n<tool_response>\nUTC\n</tool_response>"
+                               "<|im_end|>\n<|im_start|>assistant\n";
   EXPECT_EQ(*text, expected);
   EXPECT_NE(expected.find("<tools>\n{\"function\":{\"name\":\"get_time\""), std::string::npos);
 
   // Gemma 3 folds the system message into the first user turn and needs
   // user/model alternation, which the rewrite keeps.
-  StatusOr<std::string> gemma = renderer_for("gemma3")(spec.messages, true, spec.tools.tool_jsons());
+  StatusOr<std::string> gemma =
+      renderer_for("gemma3")(spec.messages, true, spec.tools.tool_jsons());
   ASSERT_TRUE(gemma.is_ok()) << gemma.status().to_string();
   EXPECT_NE(gemma->find("<start_of_turn>user\nBe brief.\n\n# Tools"), std::string::npos) << *gemma;
   EXPECT_NE(gemma->find("<start_of_turn>model\n<tool_call>"), std::string::npos) << *gemma;
-  EXPECT_NE(gemma->find("<start_of_turn>user\n<tool_response>\n14:05"), std::string::npos) << *gemma;
+  EXPECT_NE(gemma->find("<start_of_turn>user\n<tool_response>\n14:05"), std::string::npos)
+      << *gemma;
 
   // Without tools in the request, no description; results still render.
   GenerationSpec no_tools = parse(kResults, json::array());
@@ -101,7 +107,8 @@ TEST(ToolPrompt, InjectsHermesStyleForTemplatesWithoutTools) {
 
 TEST(ToolPrompt, NoSystemMessageGetsOne) {
   std::vector<ChatMessage> m = {{"user", "hi"}};
-  std::vector<ChatMessage> out = hermes_tool_messages(m, {R"({"type":"function","function":{"name":"f"}})"});
+  std::vector<ChatMessage> out =
+      hermes_tool_messages(m, {R"({"type":"function","function":{"name":"f"}})"});
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].role, "system");
   EXPECT_EQ(out[1].content, "hi");

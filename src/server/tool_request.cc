@@ -11,7 +11,8 @@ ApiError bad(const std::string& where, const std::string& what) {
   return ApiError::invalid(where, fmt::format("'{}' {}", where, what));
 }
 
-std::optional<ApiError> parse_tool(const nlohmann::json& t, const std::string& where, ToolFunction& out) {
+std::optional<ApiError> parse_tool(const nlohmann::json& t, const std::string& where,
+                                   ToolFunction& out) {
   if (!t.is_object()) return bad(where, "must be an object");
   auto type = t.find("type");
   if (type == t.end() || !type->is_string() || *type != "function") {
@@ -25,9 +26,10 @@ std::optional<ApiError> parse_tool(const nlohmann::json& t, const std::string& w
   }
   out.name = name->get<std::string>();
   for (char c : out.name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '-' || c == '.';
-    if (!ok) return bad(where + ".function.name", "may contain only a-z, A-Z, 0-9, '_', '-' and '.'");
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    if (!ok)
+      return bad(where + ".function.name", "may contain only a-z, A-Z, 0-9, '_', '-' and '.'");
   }
   if (auto d = fn->find("description"); d != fn->end() && !d->is_null()) {
     if (!d->is_string()) return bad(where + ".function.description", "must be a string");
@@ -56,13 +58,15 @@ std::vector<std::string> ToolsSpec::tool_jsons() const {
 
 std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out) {
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
-    if (!tools->is_array()) return bad("tools", fmt::format("must be a list, got {}", json_type_name(*tools)));
+    if (!tools->is_array())
+      return bad("tools", fmt::format("must be a list, got {}", json_type_name(*tools)));
     for (size_t i = 0; i < tools->size(); ++i) {
       ToolFunction f;
       if (auto e = parse_tool((*tools)[i], fmt::format("tools[{}]", i), f)) return e;
       for (const ToolFunction& g : out.functions) {
         if (g.name == f.name) {
-          return bad(fmt::format("tools[{}].function.name", i), fmt::format("repeats the name '{}'", f.name));
+          return bad(fmt::format("tools[{}].function.name", i),
+                     fmt::format("repeats the name '{}'", f.name));
         }
       }
       out.functions.push_back(std::move(f));
@@ -79,8 +83,9 @@ std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out) 
       } else if (s == "required") {
         out.choice = ToolChoice::kRequired;
       } else {
-        return bad("tool_choice", "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
-                                  "\"function\": {\"name\": ...}}");
+        return bad("tool_choice",
+                   "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                   "\"function\": {\"name\": ...}}");
       }
     } else if (tc->is_object()) {
       auto type = tc->find("type");
@@ -92,16 +97,19 @@ std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out) 
       if (fn != tc->end() && fn->is_object()) {
         if (auto it = fn->find("name"); it != fn->end()) name = &*it;
       }
-      if (name == nullptr || !name->is_string()) return bad("tool_choice.function.name", "must be a string");
+      if (name == nullptr || !name->is_string())
+        return bad("tool_choice.function.name", "must be a string");
       out.choice = ToolChoice::kNamed;
       out.named = name->get<std::string>();
       bool found = false;
       for (const ToolFunction& f : out.functions) found = found || f.name == out.named;
       if (!found) {
-        return bad("tool_choice.function.name", fmt::format("names '{}', which is not in 'tools'", out.named));
+        return bad("tool_choice.function.name",
+                   fmt::format("names '{}', which is not in 'tools'", out.named));
       }
     } else {
-      return bad("tool_choice", fmt::format("must be a string or an object, got {}", json_type_name(*tc)));
+      return bad("tool_choice",
+                 fmt::format("must be a string or an object, got {}", json_type_name(*tc)));
     }
     if (out.choice == ToolChoice::kRequired && out.functions.empty()) {
       return bad("tool_choice", "is \"required\" but 'tools' is empty or missing");
@@ -114,8 +122,8 @@ std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out) 
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, const std::string& where,
-                                                  ChatMessage& out) {
+std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg,
+                                                  const std::string& where, ChatMessage& out) {
   if (auto n = msg.find("name"); n != msg.end() && !n->is_null()) {
     if (!n->is_string()) return bad(where + ".name", "must be a string");
     out.name = n->get<std::string>();
@@ -126,7 +134,8 @@ std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, con
   }
   auto calls = msg.find("tool_calls");
   if (calls == msg.end() || calls->is_null()) return std::nullopt;
-  if (out.role != "assistant") return bad(where + ".tool_calls", "is only allowed in assistant messages");
+  if (out.role != "assistant")
+    return bad(where + ".tool_calls", "is only allowed in assistant messages");
   if (!calls->is_array()) return bad(where + ".tool_calls", "must be a list");
   for (size_t i = 0; i < calls->size(); ++i) {
     const nlohmann::json& c = (*calls)[i];
@@ -143,7 +152,8 @@ std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, con
     auto fn = c.find("function");
     if (fn == c.end() || !fn->is_object()) return bad(w + ".function", "must be an object");
     auto name = fn->find("name");
-    if (name == fn->end() || !name->is_string()) return bad(w + ".function.name", "must be a string");
+    if (name == fn->end() || !name->is_string())
+      return bad(w + ".function.name", "must be a string");
     call.name = name->get<std::string>();
     auto args = fn->find("arguments");
     if (args == fn->end() || args->is_null()) {

@@ -20,11 +20,10 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
 #include "template/chat_template.h"
@@ -36,7 +35,7 @@ struct ToolFunction {
   std::string description;
   std::string parameters;  // JSON Schema text; "" when not given
   bool strict = false;
-  std::string tool_json;   // the whole tool, {"type": "function", "function": {...}}, as JSON text
+  std::string tool_json;  // the whole tool, {"type": "function", "function": {...}}, as JSON text
 };
 
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
@@ -44,7 +43,7 @@ enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 struct ToolsSpec {
   std::vector<ToolFunction> functions;
   ToolChoice choice = ToolChoice::kNone;
-  std::string named;              // kNamed: the function's name
+  std::string named;  // kNamed: the function's name
   bool parallel_tool_calls = true;
 
   // The output is scanned for tool calls (tools given and tool_choice != none).
@@ -61,7 +60,7 @@ std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out);
 // `where` is the message's path ("messages[3]"). Arguments given as a JSON
 // object (not OpenAI's JSON text) are accepted and dumped.
 // REQUIRES: msg.is_object().
-std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg, const std::string& where,
-                                                  ChatMessage& out);
+std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg,
+                                                  const std::string& where, ChatMessage& out);
 
 }  // namespace omnibus::server

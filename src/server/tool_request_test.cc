@@ -12,7 +12,8 @@ using nlohmann::json;
 ApiResult<GenerationSpec> chat(const std::string& extra) {
   ParseLimits l;
   l.n_vocab = 1000;
-  return parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}])" + extra + "}"), l);
+  return parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}])" + extra + "}"), l);
 }
 
 constexpr const char* kTools = R"(, "tools": [
@@ -63,7 +64,8 @@ TEST(ToolRequest, ToolChoiceForms) {
   ToolsSpec named = choice(R"({"type": "function", "function": {"name": "noop"}})");
   EXPECT_EQ(named.choice, ToolChoice::kNamed);
   EXPECT_EQ(named.named, "noop");
-  ApiResult<GenerationSpec> serial = chat(std::string(kTools) + R"(, "parallel_tool_calls": false)");
+  ApiResult<GenerationSpec> serial =
+      chat(std::string(kTools) + R"(, "parallel_tool_calls": false)");
   ASSERT_TRUE(serial.ok());
   EXPECT_FALSE(serial->tools.parallel_tool_calls);
 }
@@ -71,13 +73,16 @@ TEST(ToolRequest, ToolChoiceForms) {
 TEST(ToolRequest, ErrorsNameTheFieldPath) {
   expect_invalid(R"(, "tools": {})", "tools");
   expect_invalid(R"(, "tools": [3])", "tools[0]");
-  expect_invalid(R"(, "tools": [{"type": "function", "function": {"name": "a"}}, {"type": "retrieval"}])",
-                 "tools[1].type");
+  expect_invalid(
+      R"(, "tools": [{"type": "function", "function": {"name": "a"}}, {"type": "retrieval"}])",
+      "tools[1].type");
   expect_invalid(R"(, "tools": [{"type": "function"}])", "tools[0].function");
   expect_invalid(R"(, "tools": [{"type": "function", "function": {}}])", "tools[0].function.name");
-  expect_invalid(R"(, "tools": [{"type": "function", "function": {"name": "a b"}}])", "tools[0].function.name");
-  expect_invalid(R"(, "tools": [{"type": "function", "function": {"name": "a", "parameters": []}}])",
-                 "tools[0].function.parameters");
+  expect_invalid(R"(, "tools": [{"type": "function", "function": {"name": "a b"}}])",
+                 "tools[0].function.name");
+  expect_invalid(
+      R"(, "tools": [{"type": "function", "function": {"name": "a", "parameters": []}}])",
+      "tools[0].function.parameters");
   expect_invalid(R"(, "tools": [{"type": "function", "function": {"name": "a", "strict": 1}}])",
                  "tools[0].function.strict");
   expect_invalid(R"(, "tools": [{"type": "function", "function": {"name": "a"}},
@@ -85,13 +90,17 @@ TEST(ToolRequest, ErrorsNameTheFieldPath) {
                  "tools[1].function.name");
   expect_invalid(std::string(kTools) + R"(, "tool_choice": "always")", "tool_choice");
   expect_invalid(std::string(kTools) + R"(, "tool_choice": 1)", "tool_choice");
-  expect_invalid(std::string(kTools) + R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})",
+  expect_invalid(std::string(kTools) +
+                     R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})",
                  "tool_choice.function.name");
-  expect_invalid(std::string(kTools) + R"(, "tool_choice": {"type": "x", "function": {"name": "noop"}})",
-                 "tool_choice.type");
-  expect_invalid(std::string(kTools) + R"(, "tool_choice": {"type": "function"})", "tool_choice.function.name");
+  expect_invalid(
+      std::string(kTools) + R"(, "tool_choice": {"type": "x", "function": {"name": "noop"}})",
+      "tool_choice.type");
+  expect_invalid(std::string(kTools) + R"(, "tool_choice": {"type": "function"})",
+                 "tool_choice.function.name");
   expect_invalid(R"(, "tool_choice": "required")", "tool_choice");
-  expect_invalid(R"(, "tool_choice": {"type": "function", "function": {"name": "x"}})", "tool_choice.function.name");
+  expect_invalid(R"(, "tool_choice": {"type": "function", "function": {"name": "x"}})",
+                 "tool_choice.function.name");
   expect_invalid(std::string(kTools) + R"(, "parallel_tool_calls": "yes")", "parallel_tool_calls");
 }
 

@@ -33,7 +33,8 @@ Value json_to_value(const nlohmann::ordered_json& j) {
 }
 
 StatusOr<Value> json_text_to_value(std::string_view text) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::invalid_argument("not valid JSON: {}", text.substr(0, 80));
   return json_to_value(j);
 }

@@ -6,9 +6,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "template/jinja_value.h"
 #include "util/status.h"
