@@ -60,6 +60,7 @@ struct ServeOptions {
   std::string kv_events_topic;
   // Disaggregated prefill/decode (docs/disaggregation.md).
   std::string kv_role = "both";
+  std::string tool_call_parser = "auto";  // docs/server.md, Tool calling
   std::string kv_transfer_host;  // "": --host, or 127.0.0.1 when that is 0.0.0.0
   int kv_transfer_port = 0;
   double kv_transfer_timeout_s = 120.0;
@@ -209,6 +210,9 @@ int run_serve(const ServeOptions& o) {
                t.status().to_string());
     backend.chat_renderer = server::chatml_renderer();
   }
+  backend.tool_parser = o.tool_call_parser == "auto"
+                            ? server::tool_parser_for_template(backend.chat_template)
+                            : server::tool_parser_from_name(o.tool_call_parser).value_or(server::ToolParserKind::kHermes);
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   // Structured output: one trie over the vocabulary, grammars compiled once per text.
   auto grammars = std::make_unique<grammar::GrammarCache>(grammar_trie(tok), kGrammarCacheEntries);
@@ -324,6 +328,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "ZeroMQ ROUTER endpoint answering replay requests for the last 10000 batches, e.g. tcp://*:5558");
   cmd->add_option("--kv-events-topic", o->kv_events_topic, "Topic frame of every KV-event message")
       ->capture_default_str();
+  cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                  "How tool calls are read from chat output: 'hermes' (<tool_call>{...}</tool_call>), "
+                  "'llama3_json' ([<|python_tag|>]{\"name\", \"parameters\"}), 'mistral' ([TOOL_CALLS][...]), "
+                  "or 'auto' (from the chat template; hermes when it has no tool format)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral"}));
   cmd->add_option("--kv-role", o->kv_role,
                   "Disaggregated serving behind vllm-router --vllm-pd-disaggregation: 'prefill' computes prompts "
                   "and keeps their KV blocks for a decode worker, 'decode' pulls them and generates, 'both' "

@@ -8,6 +8,7 @@
 #include "server/json_fields.h"
 #include "server/sse.h"
 #include "server/structured_request.h"
+#include "server/tool_grammar.h"
 #include "server/web_assets.h"
 
 namespace omnibus::server {
@@ -183,11 +184,46 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
     spec->base.grammar = *g;
   }
 
+  // The tools' parameter schemas in the order they were written (the body
+  // was read with sorted keys): what the template shows and the grammar forces.
+  if (!spec->tools.functions.empty()) {
+    std::vector<std::string> pointers;
+    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
+      pointers.push_back(fmt::format("/tools/{}/function/parameters", i));
+      pointers.push_back(fmt::format("/tools/{}", i));
+    }
+    std::vector<std::string> ordered = ordered_schema_texts(req.body, pointers);
+    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
+      ToolFunction& f = spec->tools.functions[i];
+      if (!ordered[2 * i].empty()) f.parameters = std::move(ordered[2 * i]);
+      if (!ordered[2 * i + 1].empty()) f.tool_json = std::move(ordered[2 * i + 1]);
+    }
+  }
+  // tool_choice "required" or a named function: the grammar that forces a call
+  // (compiled into Request::grammar with the structured-output grammars).
+  if (spec->tools.choice == ToolChoice::kRequired || spec->tools.choice == ToolChoice::kNamed) {
+    if (spec->structured.kind != grammar::StructuredOutput::Kind::kNone) {
+      return respond_error(*sink, ApiError::invalid("tool_choice", fmt::format("a forced tool call (tool_choice) "
+                                                                               "and '{}' cannot both constrain the "
+                                                                               "output", spec->structured_field)));
+    }
+    StatusOr<std::string> g = tool_call_grammar(spec->tools, backend_.tool_parser);
+    if (!g.is_ok()) return respond_error(*sink, ApiError::invalid("tools", g.status().message()));
+    spec->tool_grammar = std::move(*g);
+    if (backend_.grammars == nullptr) {
+      return respond_error(*sink, ApiError::invalid("tool_choice", "this server cannot force tool calls"));
+    }
+    StatusOr<std::shared_ptr<const grammar::TokenMasker>> m = backend_.grammars->get(spec->tool_grammar);
+    if (!m.is_ok()) return respond_error(*sink, ApiError::invalid("tools", m.status().message()));
+    spec->base.grammar = std::move(m).value();
+  }
+
   // Prompts -> token ids.
   std::vector<PreparedPrompt> prompts;
   const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
-    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt);
+    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
+                                                         spec->tools.tool_jsons());
     if (!text.is_ok()) {
       return respond_error(*sink, ApiError::invalid("messages", "cannot apply the chat template: " +
                                                                     text.status().message()));
@@ -287,7 +323,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   counters_.n_pending.fetch_add(n_new);
 
   GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
-                        kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr};
+                        kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
+                        backend_.tool_parser};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
   std::weak_ptr<Generation> weak = gen;

@@ -32,6 +32,7 @@
 #include "model/model_config.h"
 #include "grammar/structured_output.h"
 #include "server/chat_renderer.h"
+#include "server/tool_parsers.h"
 #include "server/generation.h"
 #include "server/http_types.h"
 #include "server/kv_transfer_service.h"
@@ -66,6 +67,9 @@ struct Backend {
   // Structured output (grammar/structured_output.h): compiled grammars over
   // this model's vocabulary; null: requests asking for a format get a 400.
   grammar::GrammarCache* grammars = nullptr;
+  // How tool calls are read from chat output (omnibus serve --tool-call-parser;
+  // auto: tool_parser_for_template of the chat template).
+  ToolParserKind tool_parser = ToolParserKind::kHermes;
 };
 
 class ApiServer {

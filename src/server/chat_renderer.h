@@ -18,11 +18,17 @@ namespace omnibus::server {
 
 using ChatMessage = omnibus::ChatMessage;
 
-// add_generation_prompt: end with the opening of an assistant turn.
-using ChatRenderer =
-    std::function<StatusOr<std::string>(const std::vector<ChatMessage>& messages, bool add_generation_prompt)>;
+// add_generation_prompt: end with the opening of an assistant turn. tools:
+// the request's tools, each {"type": "function", "function": {...}} as JSON
+// text (empty: none).
+using ChatRenderer = std::function<StatusOr<std::string>(const std::vector<ChatMessage>& messages,
+                                                         bool add_generation_prompt,
+                                                         const std::vector<std::string>& tools)>;
 
-// Renders with `tmpl`; bos/eos are the tokenizer's BOS/EOS token text.
+// Renders with `tmpl`; bos/eos are the tokenizer's BOS/EOS token text. A
+// template that does not mention `tools` gets the conversation rewritten in
+// Hermes style when the request has tools, tool calls or tool results
+// (tool_prompt.h).
 ChatRenderer template_renderer(ChatTemplate tmpl, std::string bos_token, std::string eos_token);
 
 // The built-in ChatML template ("<|im_start|>{role}\n{content}<|im_end|>\n").

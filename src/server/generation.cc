@@ -39,6 +39,9 @@ Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<P
     for (size_t j = 0; j < n; ++j) {
       choices_[k * n + j].out =
           std::make_unique<ChoiceOutput>(*ctx_.tokenizer, spec_.stop, spec_.logprobs >= 0, base);
+      if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output()) {
+        choices_[k * n + j].tools = std::make_unique<ChoiceToolCalls>(ctx_.tool_parser);
+      }
     }
   }
 }
@@ -172,6 +175,14 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
 void Generation::emit(size_t ci, ChoiceDelta& d) {
   const bool chat = spec_.endpoint == Endpoint::kChat;
   Choice& choice = choices_[ci];
+  nlohmann::json tool_deltas = nlohmann::json::array();
+  if (choice.tools) {
+    const bool end = !d.finish_reason.empty();
+    ChoiceToolCalls::Delta td = choice.tools->push(d.text, end);
+    d.text = std::move(td.content);
+    tool_deltas = std::move(td.tool_calls);
+    if (end) d.finish_reason = tool_finish_reason(d.finish_reason, choice.tools->n_calls());
+  }
   if (!spec_.stream) {
     choice.text += d.text;
     if (spec_.logprobs >= 0) {
@@ -183,7 +194,7 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
     }
     return;
   }
-  if (d.text.empty() && d.logprobs.empty() && d.finish_reason.empty()) return;
+  if (d.text.empty() && d.logprobs.empty() && d.finish_reason.empty() && tool_deltas.empty()) return;
   if (cancelled_) return;
   nlohmann::json c = chunk_base();
   nlohmann::json ch;
@@ -198,6 +209,7 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
   }
   if (chat) {
     ch["delta"] = d.text.empty() ? nlohmann::json::object() : nlohmann::json{{"content", d.text}};
+    if (!tool_deltas.empty()) ch["delta"]["tool_calls"] = std::move(tool_deltas);
   } else {
     ch["text"] = d.text;
   }
@@ -237,16 +249,23 @@ void Generation::finish() {
     r["model"] = ctx_.model_name;
     nlohmann::json list = nlohmann::json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
-      const Choice& c = choices_[i];
+      Choice& c = choices_[i];
       nlohmann::json ch;
       ch["index"] = i;
-      if (chat) {
+      std::string reason = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
+      if (chat && c.tools) {
+        if (!c.tools->ended()) c.text += c.tools->push("", /*end=*/true).content;  // aborted: what was held back
+        const int n_calls = c.tools->n_calls();
+        ch["message"] = {{"role", "assistant"}, {"content", tool_message_content(c.text, n_calls)}};
+        if (n_calls > 0) ch["message"]["tool_calls"] = c.tools->calls();
+        reason = tool_finish_reason(reason, n_calls);
+      } else if (chat) {
         ch["message"] = {{"role", "assistant"}, {"content", c.text}};
       } else {
         ch["text"] = c.text;
       }
       ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : c.logprobs;
-      ch["finish_reason"] = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
+      ch["finish_reason"] = reason;
       if (spec_.base.prompt_logprobs >= 0 && !chat) {
         ch["prompt_logprobs"] = prompt_logprobs(i / size_t(spec_.base.n));
       }

@@ -36,6 +36,8 @@
 #include "server/kv_transfer_service.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/tool_output.h"
+#include "server/tool_parsers.h"
 
 namespace omnibus::server {
 
@@ -54,6 +56,10 @@ struct GenerationContext {
   // Set for a prefill whose KV a remote decode worker will pull: the response
   // carries the offer's kv_transfer_params (KvTransferService::offer).
   KvTransferService* kv_export = nullptr;
+  // How tool calls are read from chat output when the request has tools
+  // (tool_choice != none): message.tool_calls / delta.tool_calls, and
+  // finish_reason "tool_calls".
+  ToolParserKind tool_parser = ToolParserKind::kHermes;
 };
 
 // One prompt of the call, tokenized.
@@ -92,6 +98,7 @@ class Generation {
     bool echoed = false;
     std::string text;       // non-streaming: the whole text
     nlohmann::json logprobs;  // non-streaming: accumulated logprobs
+    std::unique_ptr<ChoiceToolCalls> tools;  // chat with tools: reads calls out of the text
   };
 
   void handle_event(size_t k, const EngineEvent& e);

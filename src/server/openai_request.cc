@@ -8,6 +8,7 @@
 
 #include "server/json_fields.h"
 #include "server/structured_request.h"
+#include "server/tool_request.h"
 
 namespace omnibus::server {
 namespace {
@@ -247,6 +248,10 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
                                                                where)));
       break;
     }
+    if (std::optional<ApiError> e = parse_message_tool_fields(x, where, msg)) {
+      f.fail(std::move(*e));
+      break;
+    }
     spec.messages.push_back(std::move(msg));
   }
 }
@@ -314,6 +319,7 @@ ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const P
     f.fail(ApiError::invalid("top_logprobs", "'top_logprobs' requires 'logprobs' to be true"));
   }
   f.get_bool("add_generation_prompt", spec.add_generation_prompt);
+  if (std::optional<ApiError> e = parse_tools(body, spec.tools)) f.fail(std::move(*e));
   check_min_tokens(f, spec);
   if (!f.ok()) return *f.error();
   if (logprobs) {

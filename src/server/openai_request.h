@@ -14,6 +14,7 @@
 //   temperature, top_p, top_k, min_p, presence_penalty, frequency_penalty,
 //   repetition_penalty, logit_bias, seed -> sampling (penalties over the whole history)
 //   stop -> stop strings (server side); stop_token_ids, ignore_eos, min_tokens, n -> Request
+//   tools, tool_choice, parallel_tool_calls -> tools (tool_request.h)
 //   logprobs (completions: int k) | logprobs + top_logprobs (chat) -> sampling.n_logprobs
 //   prompt_logprobs (vLLM's: int k, not with stream) and echo + logprobs
 //   (completions) -> prompt_logprobs: the larger k of the two; both views of
@@ -32,6 +33,7 @@
 #include "grammar/structured_output.h"
 #include "server/api_error.h"
 #include "server/chat_renderer.h"
+#include "server/tool_request.h"
 
 namespace omnibus::server {
 
@@ -68,6 +70,10 @@ struct GenerationSpec {
   grammar::StructuredOutput structured;
   std::string structured_field;
   std::string schema_pointer;
+  ToolsSpec tools;                 // chat: tools, tool_choice, parallel_tool_calls (tool_request.h)
+  // chat, tool_choice "required" or named: the EBNF that forces the tool-call
+  // format (tool_grammar.h); set by the API server, which knows the parser. "" otherwise.
+  std::string tool_grammar;
 };
 
 struct ParseLimits {

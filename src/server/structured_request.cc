@@ -200,11 +200,18 @@ void parse_structured_output(JsonFields& f, GenerationSpec& spec) {
 
 std::string ordered_schema_text(const std::string& raw_body, const std::string& pointer) {
   if (pointer.empty()) return "";
+  return ordered_schema_texts(raw_body, {pointer})[0];
+}
+
+std::vector<std::string> ordered_schema_texts(const std::string& raw_body, const std::vector<std::string>& pointers) {
+  std::vector<std::string> out(pointers.size());
   const nlohmann::ordered_json body = nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return "";
-  const nlohmann::ordered_json::json_pointer p(pointer);
-  if (!body.contains(p)) return "";
-  return body.at(p).dump();
+  if (body.is_discarded()) return out;
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    const nlohmann::ordered_json::json_pointer p(pointers[i]);  // REQUIRES: a valid pointer (ours)
+    if (body.contains(p)) out[i] = body.at(p).dump();
+  }
+  return out;
 }
 
 }  // namespace omnibus::server

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "server/json_fields.h"
 #include "server/openai_request.h"
@@ -31,5 +32,7 @@ void parse_structured_output(JsonFields& f, GenerationSpec& spec);
 // The JSON text at `pointer` in `raw_body` with its keys in the order they
 // were written; "" when it cannot be found (the caller keeps the sorted text).
 std::string ordered_schema_text(const std::string& raw_body, const std::string& pointer);
+// The same for several pointers, parsing the body once.
+std::vector<std::string> ordered_schema_texts(const std::string& raw_body, const std::vector<std::string>& pointers);
 
 }  // namespace omnibus::server

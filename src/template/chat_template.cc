@@ -1,6 +1,7 @@
 #include "template/chat_template.h"
 
 #include "gguf/gguf_file.h"
+#include "template/jinja_json.h"
 
 namespace omnibus {
 namespace {
@@ -73,15 +74,52 @@ StatusOr<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   return ChatTemplate(std::move(t));
 }
 
+namespace {
+
+// message.tool_calls[i] as HF passes it: arguments a mapping when they parse
+// as JSON, else the text.
+jinja::Value tool_call_value(const ChatToolCall& call) {
+  StatusOr<jinja::Value> args = jinja::json_text_to_value(call.arguments);
+  jinja::ValueMap fn;
+  fn.set("name", jinja::Value(call.name));
+  fn.set("arguments", args.is_ok() ? *args : jinja::Value(call.arguments));
+  jinja::ValueMap m;
+  m.set("id", jinja::Value(call.id));
+  m.set("type", jinja::Value("function"));
+  m.set("function", jinja::Value(std::move(fn)));
+  return jinja::Value(std::move(m));
+}
+
+}  // namespace
+
+bool ChatTemplate::mentions_tools() const { return source().find("tools") != std::string::npos; }
+
 StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                           const std::string& bos_token, const std::string& eos_token) const {
+                                           const std::string& bos_token, const std::string& eos_token,
+                                           const std::vector<std::string>& tools) const {
   jinja::ValueList list;
   list.reserve(messages.size());
   for (const ChatMessage& msg : messages) {
     jinja::ValueMap m;
     m.set("role", jinja::Value(msg.role));
     m.set("content", jinja::Value(msg.content));
+    if (!msg.tool_calls.empty()) {
+      jinja::ValueList calls;
+      for (const ChatToolCall& c : msg.tool_calls) calls.push_back(tool_call_value(c));
+      m.set("tool_calls", jinja::Value(std::move(calls)));
+    }
+    if (!msg.tool_call_id.empty()) m.set("tool_call_id", jinja::Value(msg.tool_call_id));
+    if (!msg.name.empty()) m.set("name", jinja::Value(msg.name));
     list.emplace_back(std::move(m));
+  }
+  jinja::Value tools_value = jinja::Value::none();
+  if (!tools.empty()) {
+    jinja::ValueList l;
+    for (const std::string& t : tools) {
+      OMNIBUS_ASSIGN_OR_RETURN(jinja::Value v, jinja::json_text_to_value(t));
+      l.push_back(std::move(v));
+    }
+    tools_value = jinja::Value(std::move(l));
   }
   // The variables apply_chat_template passes (tools and documents are None
   // when the request has none).
@@ -90,7 +128,7 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
   vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   vars.set("bos_token", jinja::Value(bos_token));
   vars.set("eos_token", jinja::Value(eos_token));
-  vars.set("tools", jinja::Value::none());
+  vars.set("tools", std::move(tools_value));
   vars.set("documents", jinja::Value::none());
   return template_.render(vars);
 }

@@ -2,8 +2,14 @@
 // into the prompt text a model was trained on, by rendering the model's
 // Jinja chat template (GGUF key tokenizer.chat_template) the way Hugging
 // Face's apply_chat_template does: variables `messages` (a list of
-// {"role", "content"} maps), `add_generation_prompt`, `bos_token`,
-// `eos_token`, `tools` and `documents` (none), and the globals
+// {"role", "content"} maps, plus "tool_calls" (each {"id", "type":
+// "function", "function": {"name", "arguments": the parsed JSON, a mapping,
+// as HF passes dicts}}), "tool_call_id" and "name" where the message has
+// them; content is always a string, "" for an assistant message with only
+// tool calls, where HF would pass None, which templates such as Qwen 3's
+// cannot render), `add_generation_prompt`, `bos_token`, `eos_token`, `tools` (the
+// request's tool list as parsed JSON, or none when empty) and `documents`
+// (none), and the globals
 // raise_exception(msg) and strftime_now(fmt). The output equals Python
 // jinja2's byte for byte for the templates in tests/golden/chat/templates/
 // (docs/chat-templates.md says how that is checked and which Jinja subset is
@@ -24,9 +30,22 @@ namespace omnibus {
 
 class GgufFile;
 
+// One call an assistant message made (OpenAI's message.tool_calls[i]).
+struct ChatToolCall {
+  std::string id;         // "" when the client gave none
+  std::string name;
+  std::string arguments;  // JSON text (normally an object)
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (templates decide what they accept)
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
+  std::string role;  // "system", "user", "assistant", "tool" (templates decide what they accept)
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant: set as message.tool_calls only when non-empty
+  std::string tool_call_id;              // tool: set as message.tool_call_id when non-empty
+  std::string name;                      // set as message.name when non-empty
 };
 
 class ChatTemplate {
@@ -38,8 +57,15 @@ class ChatTemplate {
   // The rendered prompt, or an error: the template's raise_exception (e.g.
   // "Conversation roles must alternate user/assistant/user/assistant/..."),
   // type errors, or exceeded render limits. Never crashes.
+  // tools: each the JSON text of one tool ({"type": "function", "function":
+  // {...}}), parsed keeping key order; text that does not parse is an error.
   StatusOr<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                               const std::string& bos_token, const std::string& eos_token) const;
+                               const std::string& bos_token, const std::string& eos_token,
+                               const std::vector<std::string>& tools = {}) const;
+
+  // True when the template reads the `tools` variable (else a caller that has
+  // tools must describe them itself, e.g. in a system message).
+  bool mentions_tools() const;
 
   // The template text (normalised line endings).
   const std::string& source() const { return template_.source(); }

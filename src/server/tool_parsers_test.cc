@@ -1,0 +1,164 @@
+#include "server/tool_parsers.h"
+
+#include <gtest/gtest.h>
+
+namespace omnibus::server {
+namespace {
+
+struct Case {
+  ToolParserKind kind;
+  std::string text;
+  std::string content;
+  std::vector<std::pair<std::string, std::string>> calls;  // (name, arguments)
+};
+
+std::vector<std::pair<std::string, std::string>> pairs(const std::vector<ParsedToolCall>& calls) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ParsedToolCall& c : calls) out.emplace_back(c.name, c.arguments);
+  return out;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> kCases = {
+      // hermes
+      {ToolParserKind::kHermes, "Hello there.", "Hello there.", {}},
+      {ToolParserKind::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+       "\"c\"}}\n</tool_call>",
+       "",
+       {{"get_weather", R"({"city":"Paris","unit":"c"})"}}},
+      {ToolParserKind::kHermes,
+       "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"z\": 1, \"b\": [1, "
+       "2]}}\n</tool_call>\n"
+       "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>\n",
+       "Let me check.\n",
+       {{"a", R"({"z":1,"b":[1,2]})"}, {"b", "{}"}}},
+      // unclosed last call: parsed at the end
+      {ToolParserKind::kHermes,
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": \"</tool\"}}",
+       "",
+       {{"f", R"({"x":"</tool"})"}}},
+      // invalid JSON: no call, the text stays content
+      {ToolParserKind::kHermes,
+       "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y",
+       "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y",
+       {}},
+      // no name: no call
+      {ToolParserKind::kHermes,
+       "<tool_call>{\"arguments\": {}}</tool_call>",
+       "<tool_call>{\"arguments\": {}}</tool_call>",
+       {}},
+      // arguments given as JSON text
+      {ToolParserKind::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>",
+       "",
+       {{"f", R"({"a":1})"}}},
+      // text after a call is content; a marker look-alike stays text
+      {ToolParserKind::kHermes,
+       "<tool_call>{\"name\": \"f\"}</tool_call>\nDone <tool_c",
+       "\nDone <tool_c",
+       {{"f", "{}"}}},
+      // llama3_json
+      {ToolParserKind::kLlama3Json, "The answer is 4.", "The answer is 4.", {}},
+      {ToolParserKind::kLlama3Json,
+       "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"q\": \"x;y\"}}",
+       "",
+       {{"f", R"({"q":"x;y"})"}}},
+      {ToolParserKind::kLlama3Json,
+       " {\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}; {\"name\": \"g\", \"arguments\": "
+       "{\"b\": 2}}",
+       "",
+       {{"f", R"({"a":"}"})"}, {"g", R"({"b":2})"}}},
+      {ToolParserKind::kLlama3Json, "{\"not\": \"a call\"}", "{\"not\": \"a call\"}", {}},
+      {ToolParserKind::kLlama3Json, "<|pyth", "<|pyth", {}},
+      {ToolParserKind::kLlama3Json,
+       "{\"name\": \"f\", \"parameters\": {}} and then text",
+       "and then text",
+       {{"f", "{}"}}},
+      // mistral
+      {ToolParserKind::kMistral, "Plain [text].", "Plain [text].", {}},
+      {ToolParserKind::kMistral,
+       "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", "
+       "\"arguments\": {\"s\": \"]\"}}]",
+       "",
+       {{"f", R"({"a":1})"}, {"g", R"({"s":"]"})"}}},
+      {ToolParserKind::kMistral,
+       "Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}]",
+       "Sure. ",
+       {{"f", "{}"}}},
+      {ToolParserKind::kMistral, "[TOOL_CALLS][{\"name\": 3}]", "[TOOL_CALLS][{\"name\": 3}]", {}},
+      {ToolParserKind::kMistral, "[TOOL_CALLS] nope", "[TOOL_CALLS] nope", {}},
+      {ToolParserKind::kMistral,
+       "[TOOL_CALLS][{\"name\": \"f\"",
+       "[TOOL_CALLS][{\"name\": \"f\"",
+       {}},
+  };
+  return kCases;
+}
+
+TEST(ToolParsers, WholeText) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.text);
+    ToolParseOutput out = parse_tool_calls(c.kind, c.text);
+    EXPECT_EQ(out.content, c.content);
+    EXPECT_EQ(pairs(out.calls), c.calls);
+  }
+}
+
+// Any split of the text into two or three deltas gives the same content and calls.
+TEST(ToolParsers, StreamingSplitAnywhereMatchesWholeText) {
+  for (const Case& c : cases()) {
+    for (size_t i = 0; i <= c.text.size(); ++i) {
+      for (size_t j = i; j <= c.text.size(); j += 3) {
+        SCOPED_TRACE(c.text + " split at " + std::to_string(i) + "," + std::to_string(j));
+        StreamingToolParser p(c.kind);
+        std::string content;
+        std::vector<ParsedToolCall> calls;
+        for (const ToolParseOutput& o : {p.push(std::string_view(c.text).substr(0, i)),
+                                         p.push(std::string_view(c.text).substr(i, j - i)),
+                                         p.push(std::string_view(c.text).substr(j)), p.finish()}) {
+          content += o.content;
+          calls.insert(calls.end(), o.calls.begin(), o.calls.end());
+        }
+        ASSERT_EQ(content, c.content);
+        ASSERT_EQ(pairs(calls), c.calls);
+        EXPECT_EQ(p.n_calls(), int(c.calls.size()));
+      }
+    }
+  }
+}
+
+// Byte by byte: content that cannot start a marker is released at once, and
+// a call is released as soon as it closes.
+TEST(ToolParsers, StreamingReleasesEarly) {
+  StreamingToolParser p(ToolParserKind::kHermes);
+  EXPECT_EQ(p.push("Hi <").content, "Hi ");
+  EXPECT_EQ(p.push("b>").content, "<b>");
+  EXPECT_EQ(p.push("<tool_call>{\"name\": \"f\", \"arguments\": {}}").content, "");
+  ToolParseOutput o = p.push("</tool_call>");
+  ASSERT_EQ(o.calls.size(), 1u);
+  EXPECT_EQ(o.calls[0].name, "f");
+  EXPECT_EQ(p.push("\n").content, "");  // whitespace after a call is held, then dropped
+  EXPECT_EQ(p.finish().content, "");
+  EXPECT_TRUE(p.finished());
+}
+
+TEST(ToolParsers, Selection) {
+  EXPECT_EQ(tool_parser_for_template("{{ '<tool_call>' }}"), ToolParserKind::kHermes);
+  EXPECT_EQ(tool_parser_for_template("{{ '<|python_tag|>' }}"), ToolParserKind::kLlama3Json);
+  EXPECT_EQ(tool_parser_for_template("{{ '[TOOL_CALLS]' }}"), ToolParserKind::kMistral);
+  EXPECT_EQ(tool_parser_for_template("{{ messages }}"), ToolParserKind::kHermes);
+  EXPECT_EQ(tool_parser_from_name("llama3_json"), ToolParserKind::kLlama3Json);
+  EXPECT_EQ(tool_parser_from_name("mistral"), ToolParserKind::kMistral);
+  EXPECT_EQ(tool_parser_from_name("auto"), std::nullopt);
+  EXPECT_STREQ(tool_parser_name(ToolParserKind::kHermes), "hermes");
+}
+
+TEST(ToolParsers, JsonValueEnd) {
+  EXPECT_EQ(json_value_end(R"({"a": "}"} tail)"), 10u);
+  EXPECT_EQ(json_value_end(R"([{"a": "\"]"}], x)"), 14u);
+  EXPECT_EQ(json_value_end(R"({"a": [)"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace omnibus::server
