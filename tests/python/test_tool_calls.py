@@ -111,6 +111,19 @@ def test_forced_calls_always_parse_and_validate(srv, client):
     for (kw, allowed), r in zip(jobs, responses):
         c = r.choices[0]
         tag = f"tool_choice={kw['tool_choice']} parallel={kw.get('parallel_tool_calls', True)} seed={kw['seed']}"
+        parallel = kw.get("parallel_tool_calls", True)
+        if c.finish_reason == "length" and parallel:
+            # With parallel calls the grammar allows any number of them, and a
+            # small model at temperature 1 may go on calling until max_tokens
+            # (measured: Gemma 3 270M in 4 of these 10). The calls it finished
+            # must still all parse and validate; the cut one stays in content.
+            problems = check_calls(c.message.tool_calls, allowed)
+            cut = c.message.content or ""
+            if not (cut.startswith("<tool_call>") or "<tool_call>".startswith(cut)):
+                problems.append(f"the cut call is not left as content: {c.message.content!r}")
+            if problems:
+                failures.append(f"{tag}: cut by max_tokens: {problems}: {c.message}")
+            continue
         if c.finish_reason != "tool_calls":
             failures.append(f"{tag}: finish_reason {c.finish_reason!r}: {c.message}")
             continue
@@ -180,8 +193,11 @@ def test_two_turn_round_trip_with_a_tool_result(srv, client):
 def test_streamed_calls_reassemble_to_the_non_streamed_ones(srv, client):
     _, model = srv
     for seed, tool_choice in ((21, "required"), (22, {"type": "function", "function": {"name": "search_books"}})):
+        # One call (parallel_tool_calls false), so the output always ends with
+        # it: with parallel calls a small model may call on until max_tokens.
         kw = dict(model=model, messages=user("Find books about volcanoes, then tell me the weather in Naples."),
-                  tools=TOOLS, tool_choice=tool_choice, temperature=1.0, seed=seed, max_tokens=400)
+                  tools=TOOLS, tool_choice=tool_choice, temperature=1.0, seed=seed, max_tokens=400,
+                  parallel_tool_calls=False)
         full = client.chat.completions.create(**kw).choices[0]
         assert full.finish_reason == "tool_calls", full
         calls, finish, content = {}, None, ""
