@@ -28,6 +28,7 @@ step "ASan/UBSan tests"
 step "TSan build (concurrent modules)"
 # kv_events_tests: the publisher's queue and sender thread. libzmq is not
 # built with TSan: scripts/tsan.supp silences reports from inside it only.
+# grammar_tests: TokenMasker's mask cache shared by sampling threads.
 # kv_transfer_tests: the agent's accept, connection, release and UCX progress
 # threads. UCX's memory hooks (UCM) patch madvise/mmap process-wide when libucs
 # loads; the patched madvise runs in exiting threads after TSan tore them down
@@ -36,7 +37,7 @@ step "TSan build (concurrent modules)"
 # main, so this cannot be done from the code.
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh tsan
 tsan_targets=()
-for t in kernels_tests engine_tests server_tests kv_events_tests kv_transfer_tests; do
+for t in kernels_tests engine_tests server_tests kv_events_tests kv_transfer_tests grammar_tests; do
   grep -qE "^build $t " build-tsan/build.ninja && tsan_targets+=("$t")
 done
 scripts/build.sh tsan --target "${tsan_targets[@]}"

@@ -1,6 +1,9 @@
 // TokenMasker (token_mask.h): the trie walk, the LRU of masks, apply().
 #include "grammar/token_mask.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <limits>
 #include <unordered_map>
 
@@ -63,10 +66,18 @@ std::shared_ptr<const TokenBitmask> TokenMasker::allowed(const GrammarMatcher& m
     auto it = index_.find(key);
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
+      ++hits_;
       return it->second->second;
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const TokenBitmask> mask = compute(m);  // outside the lock
+  const double walk = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++misses_;
+    walk_seconds_ += walk;
+  }
   if (cache_entries_ > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
@@ -162,8 +173,19 @@ std::shared_ptr<const TokenBitmask> TokenMasker::compute(const GrammarMatcher& m
 void TokenMasker::apply(const TokenBitmask& mask, float* logits, int32_t n_vocab) {
   OMNIBUS_CHECK(mask.size() * 64 >= static_cast<size_t>(n_vocab));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (((mask[i >> 6] >> (i & 63)) & 1) == 0) logits[i] = kNegInf;
+  // Word by word: a word of all-allowed tokens is skipped, one of
+  // all-forbidden is filled; only mixed words test bit by bit.
+  for (int32_t base = 0; base < n_vocab; base += 64) {
+    const uint64_t w = mask[size_t(base) >> 6];
+    const int32_t n = std::min<int32_t>(64, n_vocab - base);
+    if (w == ~uint64_t{0}) continue;
+    if (w == 0) {
+      std::fill(logits + base, logits + base + n, kNegInf);
+      continue;
+    }
+    for (int32_t j = 0; j < n; ++j) {
+      if (((w >> j) & 1) == 0) logits[base + j] = kNegInf;
+    }
   }
 }
 
@@ -173,6 +195,11 @@ bool TokenMasker::accept_token(GrammarMatcher& m, int32_t id) const {
   const VocabBytes& v = trie_->vocab_;
   if (!v.maskable[id] || v.pieces[id].empty()) return false;
   return m.accept_bytes(v.pieces[id]);
+}
+
+TokenMasker::CacheStats TokenMasker::cache_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CacheStats{hits_, misses_, walk_seconds_};
 }
 
 bool TokenMasker::is_eog(int32_t id) const {

@@ -96,6 +96,15 @@ class TokenMasker {
   bool accept_token(GrammarMatcher& m, int32_t id) const;
   bool is_eog(int32_t id) const;
 
+  // allowed() calls answered from the cache, and those that walked the trie
+  // (with the walks' total time). Monotonic; any thread.
+  struct CacheStats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    double walk_seconds = 0;
+  };
+  CacheStats cache_stats() const;
+
  private:
   using CacheList = std::list<std::pair<std::string, std::shared_ptr<const TokenBitmask>>>;
   // The walk: the mask for m's state, uncached.
@@ -110,6 +119,8 @@ class TokenMasker {
   mutable std::mutex mu_;
   mutable CacheList lru_;
   mutable std::unordered_map<std::string, CacheList::iterator> index_;
+  mutable uint64_t hits_ = 0, misses_ = 0;  // guarded by mu_
+  mutable double walk_seconds_ = 0;         // guarded by mu_
 };
 
 }  // namespace omnibus::grammar

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -193,6 +194,27 @@ TEST(TokenMask, ApplySetsForbiddenToMinusInfinity) {
   TokenMasker::apply(mask, logits.data(), 70);
   for (int i = 0; i < 70; ++i) {
     EXPECT_EQ(std::isinf(logits[i]), !(i == 0 || i == 2 || i == 69)) << i;
+  }
+}
+
+// apply() skips all-allowed words and fills all-forbidden ones: it must equal
+// the bit-by-bit reference for every mix of words and vocabulary sizes.
+TEST(TokenMask, ApplyMatchesTheBitByBitReferenceOnEveryWordKind) {
+  std::mt19937_64 rng(7);
+  for (int32_t n_vocab : {1, 63, 64, 65, 127, 128, 129, 1000}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      TokenBitmask mask(size_t(n_vocab + 63) / 64);
+      for (uint64_t& w : mask) {
+        const int kind = int(rng() % 3);
+        w = kind == 0 ? 0 : kind == 1 ? ~uint64_t{0} : rng();
+      }
+      std::vector<float> got(size_t(n_vocab) + 8, 2.0f), want = got;  // +8: must stay untouched
+      TokenMasker::apply(mask, got.data(), n_vocab);
+      for (int32_t i = 0; i < n_vocab; ++i) {
+        if (((mask[size_t(i) >> 6] >> (i & 63)) & 1) == 0) want[size_t(i)] = -std::numeric_limits<float>::infinity();
+      }
+      ASSERT_EQ(got, want) << "n_vocab " << n_vocab;
+    }
   }
 }
 
