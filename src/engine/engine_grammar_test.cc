@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,41 @@ TEST(EngineGrammar, AConstrainedNeighbourDoesNotChangeAnotherSequencesTokens) {
   hold.release();
   EXPECT_EQ(collect(**together)[0].tokens, want);
   for (auto& n : neighbours) collect(*n);
+}
+
+// Preempted constrained sequences resume where they were: their matcher
+// belongs to the output, not the KV blocks, so the recompute leaves it as is
+// and the outputs equal those of a pool large enough for all of them.
+TEST(EngineGrammar, PreemptionKeepsEachSequencesGrammarState) {
+  auto g = masker("root ::= [a-z]{4,12} \",\" [0-9]{4,12} \"}\"\n");
+  const std::regex want("[a-z]{4,12},[0-9]{4,12}\\}");
+  auto run = [&](int32_t n_blocks, uint64_t* preemptions) {
+    FakeModel model(kVocab);
+    EngineConfig c = config(model);
+    c.kv_cache_bytes = int64_t(model.kv_geometry(4, KvFormat::kF32).bytes_per_block()) * n_blocks;
+    auto engine = Engine::create(model, c);
+    EXPECT_TRUE(engine.is_ok());
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    {
+      ForwardHold hold(&model);  // all queued before any step: they compete for the pool
+      for (uint64_t seed = 0; seed < 8; ++seed) streams.push_back(*(*engine)->submit(constrained(g, seed, 32)));
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (auto& s : streams) {
+      const SeqResult r = collect(*s)[0];
+      EXPECT_EQ(r.finish, FinishReason::kStop);
+      EXPECT_TRUE(std::regex_match(text_of(r.tokens), want)) << text_of(r.tokens);
+      out.push_back(r.tokens);
+    }
+    *preemptions = (*engine)->stats().n_preemptions;
+    return out;
+  };
+  uint64_t tight_preemptions = 0, roomy_preemptions = 0;
+  const auto tight = run(20, &tight_preemptions);  // 80 slots; each request needs up to 36
+  const auto roomy = run(512, &roomy_preemptions);
+  EXPECT_GT(tight_preemptions, 0u);
+  EXPECT_EQ(roomy_preemptions, 0u);
+  EXPECT_EQ(tight, roomy);
 }
 
 TEST(EngineGrammar, AGrammarOverAnotherVocabularyIsRefused) {
