@@ -17,6 +17,12 @@ GrammarMasks::~GrammarMasks() {
 
 std::shared_ptr<GrammarMasks::Pending> GrammarMasks::submit(
     std::shared_ptr<const grammar::TokenMasker> masker, const grammar::GrammarMatcher& matcher) {
+  if (std::shared_ptr<const grammar::TokenBitmask> hit = masker->cached(matcher)) {
+    auto p = std::make_shared<Pending>(std::move(masker), matcher);
+    p->taken = true;  // no other thread has seen p yet
+    p->mask = std::move(hit);
+    return p;
+  }
   auto p = std::make_shared<Pending>(std::move(masker), matcher);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -10,6 +10,9 @@
 //   forward(step k+1) ...                                             (pool)
 //   draw():          mask = GrammarMasks::get(*seq.next_mask)         (pool thread)
 //
+// submit() answers from the masker's cache at once when it can (most
+// tokens: a lookup, no thread hand-off), so the worker only wakes for cache
+// misses and does not take a core from the forward pass for nothing.
 // get() takes over a job the worker has not started (it computes the mask on
 // the calling pool thread), so when many masks miss the cache at once the
 // pool's threads share them instead of queueing behind the one worker; it
@@ -54,7 +57,8 @@ class GrammarMasks {
   GrammarMasks(const GrammarMasks&) = delete;
   GrammarMasks& operator=(const GrammarMasks&) = delete;
 
-  // Queues the mask of `matcher`'s state (copied) under `masker`.
+  // The mask of `matcher`'s state under `masker`: ready at once when cached,
+  // else queued (the matcher is copied).
   std::shared_ptr<Pending> submit(std::shared_ptr<const grammar::TokenMasker> masker,
                                   const grammar::GrammarMatcher& matcher);
 

@@ -92,6 +92,18 @@ std::shared_ptr<const TokenBitmask> TokenMasker::allowed(const GrammarMatcher& m
   return mask;
 }
 
+std::shared_ptr<const TokenBitmask> TokenMasker::cached(const GrammarMatcher& m) const {
+  OMNIBUS_CHECK(m.grammar().get() == grammar_.get());
+  if (cache_entries_ == 0) return nullptr;
+  const std::string& key = m.state_key();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  ++hits_;
+  return it->second->second;
+}
+
 std::shared_ptr<const TokenBitmask> TokenMasker::compute(const GrammarMatcher& m) const {
   const VocabTrie& t = *trie_;
   auto mask = std::make_shared<TokenBitmask>((static_cast<size_t>(t.n_vocab()) + 63) / 64, 0);

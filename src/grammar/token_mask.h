@@ -86,6 +86,9 @@ class TokenMasker {
   // The mask for m's state (cached). Never empty of allowed tokens unless the
   // grammar and vocabulary leave no way on (then the caller ends the stream).
   std::shared_ptr<const TokenBitmask> allowed(const GrammarMatcher& m) const;
+  // The cached mask for m's state (a hit), or null (nothing is computed and
+  // no miss is counted).
+  std::shared_ptr<const TokenBitmask> cached(const GrammarMatcher& m) const;
 
   // logits[i] = -inf for every token the mask forbids.
   static void apply(const TokenBitmask& mask, float* logits, int32_t n_vocab);
