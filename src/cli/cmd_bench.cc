@@ -221,14 +221,6 @@ int run_single_stream(const BenchOptions& o) {
                *std::min_element(tg_rates.begin(), tg_rates.end()),
                *std::max_element(tg_rates.begin(), tg_rates.end()));
   }
-  if (j.contains("constraint")) {
-    fmt::print("constrained         {}: mask per token mean {:.3f} ms, p50 <= {:.3f} ms, p99 <= {:.3f} ms "
-               "({} masks, {} rejections)\n",
-               std::string(j["constraint"]), double(j["mask_mean_ms"]), double(j["mask_p50_ms_at_most"]),
-               double(j["mask_p99_ms_at_most"]), uint64_t(j["mask_count"]), uint64_t(j["structured_rejections"]));
-    fmt::print("mask cache          {} hits, {} misses (trie walks: {:.1f} ms in all, off the critical path)\n",
-               uint64_t(j["mask_cache_hits"]), uint64_t(j["mask_cache_misses"]), double(j["mask_walk_ms_total"]));
-  }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << j.dump(2) << "\n";
