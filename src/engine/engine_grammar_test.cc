@@ -5,6 +5,8 @@
 // an unconstrained neighbour's tokens (batch invariance).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -117,9 +119,10 @@ TEST(EngineGrammar, EveryOutputMatchesAndEndsWithTheEndToken) {
     EXPECT_EQ(r.tokens.back(), kEog);
     EXPECT_TRUE(matches(text_of(r.tokens), want)) << text_of(r.tokens);
   }
-  const EngineStats st = (*engine)->stats();
-  EXPECT_GT(st.structured_masks, 0u);
-  EXPECT_EQ(st.structured_rejections, 0u);
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_GT(st->structured_masks, 0u);
+  EXPECT_EQ(st->structured_rejections, 0u);
 }
 
 TEST(EngineGrammar, NSequencesEachFollowTheGrammar) {
@@ -180,7 +183,10 @@ TEST(EngineGrammar, AGrammarTheVocabularyCannotSpellEndsTheSequence) {
   const SeqResult r = collect(**s)[0];
   EXPECT_EQ(r.finish, FinishReason::kStop);
   EXPECT_EQ(r.tokens.size(), 1u);  // the rejected token, which the server does not print
-  EXPECT_EQ((*engine)->stats().structured_rejections, 1u);
+  // The stats are published after the step that pushed the event: wait for them.
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->structured_rejections, 1u);
 }
 
 TEST(EngineGrammar, AConstrainedNeighbourDoesNotChangeAnotherSequencesTokens) {
@@ -231,7 +237,9 @@ TEST(EngineGrammar, PreemptionKeepsEachSequencesGrammarState) {
       EXPECT_TRUE(matches(text_of(r.tokens), want)) << text_of(r.tokens);
       out.push_back(r.tokens);
     }
-    *preemptions = (*engine)->stats().n_preemptions;
+    const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(30));
+    EXPECT_TRUE(st.has_value());
+    *preemptions = st ? st->n_preemptions : 0;
     return out;
   };
   uint64_t tight_preemptions = 0, roomy_preemptions = 0;
