@@ -18,10 +18,7 @@ GrammarMasks::~GrammarMasks() {
 std::shared_ptr<GrammarMasks::Pending> GrammarMasks::submit(
     std::shared_ptr<const grammar::TokenMasker> masker, const grammar::GrammarMatcher& matcher) {
   if (std::shared_ptr<const grammar::TokenBitmask> hit = masker->cached(matcher)) {
-    auto p = std::make_shared<Pending>(std::move(masker), matcher);
-    p->taken = true;  // no other thread has seen p yet
-    p->mask = std::move(hit);
-    return p;
+    return std::make_shared<Pending>(std::move(hit));
   }
   auto p = std::make_shared<Pending>(std::move(masker), matcher);
   {
@@ -38,7 +35,7 @@ void GrammarMasks::compute_if_free(Pending& p) {
     if (p.taken) return;
     p.taken = true;
   }
-  std::shared_ptr<const grammar::TokenBitmask> mask = p.masker->allowed(p.matcher);
+  std::shared_ptr<const grammar::TokenBitmask> mask = p.masker->allowed(*p.matcher);
   std::lock_guard<std::mutex> lock(p.mu);
   p.mask = std::move(mask);
   p.cv.notify_all();  // under the lock, so a waiter cannot miss it

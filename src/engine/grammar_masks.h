@@ -30,6 +30,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "grammar/token_mask.h"
@@ -39,12 +40,15 @@ namespace omnibus {
 class GrammarMasks {
  public:
   struct Pending {
+    // A job: compute the mask of m's state under k.
     Pending(std::shared_ptr<const grammar::TokenMasker> k, const grammar::GrammarMatcher& m)
         : masker(std::move(k)), matcher(m) {}
+    // Already answered (a cache hit): nothing to compute, no matcher copied.
+    explicit Pending(std::shared_ptr<const grammar::TokenBitmask> ready) : taken(true), mask(std::move(ready)) {}
 
-    // Constant after construction.
+    // Constant after construction (unset when constructed ready).
     std::shared_ptr<const grammar::TokenMasker> masker;
-    grammar::GrammarMatcher matcher;
+    std::optional<grammar::GrammarMatcher> matcher;
 
     std::mutex mu;
     std::condition_variable cv;

@@ -166,4 +166,13 @@ std::string class_text(const CodePointRanges& ranges) {
   return "[" + positive + "]";
 }
 
+Status check_rule_prefix(const std::string& prefix) {
+  for (char c : prefix) {
+    const bool ok = c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9');
+    if (!ok) return Status::invalid_argument("rule prefix '{}': only [a-zA-Z0-9_-]", prefix);
+  }
+  return Status::ok();
+}
+
 }  // namespace omnibus::grammar::internal

@@ -10,7 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "util/status.h"
+
 namespace omnibus::grammar::internal {
+
+// OK when `prefix` may start generated rule names ([a-zA-Z0-9_-]*), else
+// kInvalidArgument (JsonSchemaOptions::rule_prefix, regex_to_ebnf).
+Status check_rule_prefix(const std::string& prefix);
 
 // Inclusive code-point ranges, sorted and merged by normalize_ranges().
 using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;

@@ -819,20 +819,11 @@ class Converter {
   size_t bytes_ = 0;
 };
 
-Status check_prefix(const std::string& prefix) {
-  for (char c : prefix) {
-    const bool ok = c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9');
-    if (!ok) return Status::invalid_argument("rule prefix '{}': only [a-zA-Z0-9_-]", prefix);
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 StatusOr<std::string> json_schema_to_ebnf(std::string_view schema_text,
                                           const JsonSchemaOptions& options) {
-  OMNIBUS_RETURN_IF_ERROR(check_prefix(options.rule_prefix));
+  OMNIBUS_RETURN_IF_ERROR(internal::check_rule_prefix(options.rule_prefix));
   if (json_nesting(schema_text) > kMaxJsonNesting) {
     return Status::invalid_argument("json schema: nested deeper than {} levels", kMaxJsonNesting);
   }
