@@ -63,6 +63,7 @@
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
 #include "engine/grammar_vocab.h"
+#include "kernels/cpu_features.h"
 #include "grammar/structured_output.h"
 #include "kv/kv_format.h"
 #include "util/progress.h"
@@ -202,6 +203,7 @@ int run_single_stream(const BenchOptions& o) {
   nlohmann::json j;
   j["model"] = m.path;
   j["threads"] = m.pool->n_threads();
+  j["isa"] = isa_name(cpu_features().chosen);
   j["kv_cache_dtype"] = o.engine.kv_dtype;
   j["repetitions"] = o.repetitions;
   fmt::print("| test | tokens/s (median of {}) | min | max |\n|---|---|---|---|\n", o.repetitions);
@@ -457,6 +459,7 @@ int run_engine_workload(const BenchOptions& o) {
   nlohmann::json j;
   j["model"] = m.path;
   j["threads"] = m.pool->n_threads();
+  j["isa"] = isa_name(cpu_features().chosen);
   j["num_requests"] = n;
   j["prefix_caching"] = !o.engine.no_prefix_caching;
   j["scheduling_policy"] = scheduling_policy_name(e.info().scheduling_policy);

@@ -29,6 +29,7 @@
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
 #include "engine/grammar_vocab.h"
+#include "kernels/cpu_features.h"
 #include "grammar/structured_output.h"
 #include "kv/kv_format.h"
 #include "kv_events/kv_event_publisher.h"
@@ -215,11 +216,14 @@ int run_serve(const ServeOptions& o) {
                             : server::tool_parser_from_name(o.tool_call_parser).value_or(server::ToolParserKind::kHermes);
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   // Structured output: one trie over the vocabulary, grammars compiled once per text.
-  auto grammars = std::make_unique<grammar::GrammarCache>(grammar_trie(tok), kGrammarCacheEntries);
+  auto grammars = std::make_unique<grammar::GrammarCache>(
+      std::function<std::shared_ptr<const grammar::VocabTrie>()>([&tok] { return grammar_trie(tok); }),
+      kGrammarCacheEntries);
   backend.grammars = grammars.get();
   backend.model_path = m->path;
   backend.model_config = &m->model->config();
   backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;
+  backend.isa = isa_name(cpu_features().chosen);
   // KV transfer. With --kv-role both (the default) a failure to start it
   // (no UCX transport, the port taken) only disables it; a dedicated prefill
   // or decode worker cannot run without it.
@@ -252,9 +256,9 @@ int run_serve(const ServeOptions& o) {
   const EngineInfo& info = (*engine)->info();
   fmt::print(stderr,
              "omnibus serve: ready on http://{}:{} — model '{}', max_model_len {}, KV cache {} blocks of {} tokens "
-             "({:.0f} MiB); chat page at /, API at /v1\n",
+             "({:.0f} MiB), kernels at ISA tier {}; chat page at /, API at /v1\n",
              o.host, (*transport)->port(), api_cfg.served_model_name, info.max_model_len, info.n_blocks,
-             info.block_size, double(info.kv_cache_bytes) / double(1 << 20));
+             info.block_size, double(info.kv_cache_bytes) / double(1 << 20), isa_name(cpu_features().chosen));
 
   // Drain: /health and new generation calls answer 503 from here on (the
   // listener stays open so that clients get that answer), the running

@@ -40,8 +40,22 @@ StatusOr<std::string> to_ebnf(const StructuredOutput& so) {
 }
 
 GrammarCache::GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity)
-    : trie_(std::move(trie)), capacity_(capacity) {
+    : capacity_(capacity), trie_(std::move(trie)) {
   OMNIBUS_CHECK(trie_ != nullptr && capacity_ > 0);
+  std::call_once(trie_once_, [] {});
+}
+
+GrammarCache::GrammarCache(std::function<std::shared_ptr<const VocabTrie>()> make_trie, size_t capacity)
+    : make_trie_(std::move(make_trie)), capacity_(capacity) {
+  OMNIBUS_CHECK(make_trie_ != nullptr && capacity_ > 0);
+}
+
+const std::shared_ptr<const VocabTrie>& GrammarCache::trie() {
+  std::call_once(trie_once_, [this] {
+    trie_ = make_trie_();
+    OMNIBUS_CHECK(trie_ != nullptr);
+  });
+  return trie_;
 }
 
 StatusOr<std::shared_ptr<const TokenMasker>> GrammarCache::get(const std::string& ebnf) {
@@ -60,9 +74,10 @@ StatusOr<std::shared_ptr<const TokenMasker>> GrammarCache::get(const std::string
   // Each masker keeps at most kMaskCacheBytes of masks (a mask is n_vocab
   // bits: 6 KB for a 49k vocabulary, 32 KB for Gemma's 262k), so the cache as
   // a whole holds at most capacity_ x kMaskCacheBytes.
-  const size_t mask_bytes = size_t(trie_->n_vocab() + 63) / 64 * 8;
+  const std::shared_ptr<const VocabTrie>& vocab = trie();
+  const size_t mask_bytes = size_t(vocab->n_vocab() + 63) / 64 * 8;
   const size_t entries = std::clamp<size_t>(kMaskCacheBytes / std::max<size_t>(mask_bytes, 1), 64, 4096);
-  auto masker = std::make_shared<const TokenMasker>(std::move(g).value(), trie_, entries);
+  auto masker = std::make_shared<const TokenMasker>(std::move(g).value(), vocab, entries);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(ebnf);
   if (it != index_.end()) {

@@ -8,10 +8,12 @@
 //     -> Request::grammar                (engine: mask, then sample, then advance)
 //
 // Thread-safety: to_ebnf is pure; GrammarCache is safe to call from any
-// thread (a mutex guards the LRU; compiling happens outside it).
+// thread (a mutex guards the LRU; compiling happens outside it; the trie is
+// built once, by the first get, under a once_flag).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -43,6 +45,10 @@ class GrammarCache {
   static constexpr size_t kMaskCacheBytes = 16 << 20;
 
   GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity = 64);
+  // Builds the trie on the first get(), not now: a server whose requests
+  // never ask for a format keeps no trie in memory (about 30 MB for a 262k
+  // vocabulary) and starts sooner. `make_trie` runs once, under a once_flag.
+  GrammarCache(std::function<std::shared_ptr<const VocabTrie>()> make_trie, size_t capacity = 64);
 
   // The masker for this EBNF text: cached, or parsed now (kInvalidArgument
   // from parse_ebnf is returned, not cached).
@@ -50,12 +56,16 @@ class GrammarCache {
   // to_ebnf + get.
   StatusOr<std::shared_ptr<const TokenMasker>> get(const StructuredOutput& so);
 
-  const std::shared_ptr<const VocabTrie>& trie() const { return trie_; }
+  // The trie, built now if it was not yet.
+  const std::shared_ptr<const VocabTrie>& trie();
 
  private:
   // Constant after construction.
-  const std::shared_ptr<const VocabTrie> trie_;
+  const std::function<std::shared_ptr<const VocabTrie>()> make_trie_;
   const size_t capacity_;
+
+  std::once_flag trie_once_;
+  std::shared_ptr<const VocabTrie> trie_;  // written once under trie_once_
 
   std::mutex mu_;  // guards lru_ and index_
   std::list<std::pair<std::string, std::shared_ptr<const TokenMasker>>> lru_;  // most recent first

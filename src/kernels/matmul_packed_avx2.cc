@@ -1,7 +1,9 @@
 #include "kernels/matmul_packed_avx2.h"
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_packed_internal.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
@@ -33,19 +35,31 @@ using internal::ActBlockK;
 using internal::kTok;
 using internal::Ops;
 
+// One tier's kernel table for `type` (the tier's namespace in internal).
+#define OMNIBUS_TIER_OPS(tier)                                                        \
+  switch (type) {                                                                     \
+    case DType::Q4_0: return internal::tier::ops_q4_0();                              \
+    case DType::Q4_1: return internal::tier::ops_q4_1();                              \
+    case DType::Q5_0: return internal::tier::ops_q5_0();                              \
+    case DType::Q5_1: return internal::tier::ops_q5_1();                              \
+    case DType::Q8_0: return internal::tier::ops_q8_0();                              \
+    case DType::Q4_K: return internal::tier::ops_q4_K();                              \
+    case DType::Q5_K: return internal::tier::ops_q5_K();                              \
+    case DType::Q6_K: return internal::tier::ops_q6_K();                              \
+    default: OMNIBUS_CHECK(false && "no packed kernel for this type"); std::abort(); \
+  }
+
+// The kernels of the tier the CPU runs now (isa(): every tier packs the same
+// layout and gives bitwise the same results, so the tier may differ between
+// packing and use).
 const Ops& ops_for(DType type) {
-  switch (type) {
-    case DType::Q4_0: return internal::ops_q4_0();
-    case DType::Q4_1: return internal::ops_q4_1();
-    case DType::Q5_0: return internal::ops_q5_0();
-    case DType::Q5_1: return internal::ops_q5_1();
-    case DType::Q8_0: return internal::ops_q8_0();
-    case DType::Q4_K: return internal::ops_q4_K();
-    case DType::Q5_K: return internal::ops_q5_K();
-    case DType::Q6_K: return internal::ops_q6_K();
-    default: OMNIBUS_CHECK(false && "no packed kernel for this type"); return internal::ops_q4_1();
+  switch (isa()) {
+    case Isa::kAvx512: OMNIBUS_TIER_OPS(avx512)
+    case Isa::kAvxVnni: OMNIBUS_TIER_OPS(avx_vnni)
+    default: OMNIBUS_TIER_OPS(avx2)
   }
 }
+#undef OMNIBUS_TIER_OPS
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 

@@ -37,13 +37,98 @@
 #include "kernels/matmul_act_avx2.h"
 #include "kernels/matmul_packed_avx2.h"
 
+
+// ------------------------------------------------------------------- tiers
+//
+// This header and the kernel files are compiled once per tier, with the
+// flags of that tier (CMakeLists.txt): everything below with external
+// linkage lives in the tier's namespace, so no inline function of one tier
+// can stand in for another's at link time (which would run AVX-512 code on a
+// CPU without it). The tier is read from the compiler's target macros:
+//   avx512   (-mavx512vnni -mavx512vl ...): EVEX vpdpbusd, 32 registers
+//   avx_vnni (-mavxvnni):                   VEX vpdpbusd
+//   avx2:                                   maddubs + madd
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
+#define OMNIBUS_PACKED_TIER avx512
+#define OMNIBUS_PACKED_VNNI 1
+#elif defined(__AVXVNNI__)
+#define OMNIBUS_PACKED_TIER avx_vnni
+#define OMNIBUS_PACKED_VNNI 1
+#else
+#define OMNIBUS_PACKED_TIER avx2
+#define OMNIBUS_PACKED_VNNI 0
+#endif
+
 namespace omnibus::matmul_packed::internal {
+
 
 using matmul_act::ActBlock32;
 using matmul_act::ActBlockK;
 using matmul_act::kTok;
 
 inline constexpr size_t kUnpackedBlock = 256;  // bytes per 32 elements of an unpacked group
+
+// ------------------------------------------------------------------ packing
+
+// 8 rows' block pointers; rows past n_out read a zero block (step 0).
+struct GroupRows {
+  const uint8_t* row[kGroupRows];
+  size_t step[kGroupRows];
+};
+
+GroupRows group_rows(const WeightView& w, int64_t g, size_t block_bytes, const uint8_t* zero);
+
+// ------------------------------------------------------------- kernel table
+
+// Kernels take the activation tile as void*: ActBlock32[nb] (32-element
+// formats; with Ops::with_qsum followed by int32 qsum[nb][kTok]) or
+// ActBlockK[nb] (K-quants), per Ops::k_act.
+using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y, int64_t y_stride,
+                          int n_rows);
+using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act, float* y,
+                        int64_t y_stride, int n_rows1);
+using PackFn = void (*)(const WeightView& w, int64_t g, uint8_t* out);
+using UnpackFn = void (*)(const uint8_t* group, int64_t nb, uint8_t* out);
+using UnpackedPairFn = void (*)(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                                const uint8_t* group1, int64_t nb, const void* act, float* y, int64_t y_stride,
+                                int n_rows1);
+using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb, const void* act0,
+                                  const void* act1, float* y, int64_t y_stride, int n_rows);
+
+// A packed type's kernels. Calls with several token tiles take the first of:
+// unpack (quants split to bytes once per group; upair for two groups, else
+// unpacked_single if any, else kernel), then pair, then kernel.
+struct Ops {
+  KernelFn kernel[kTok + 1];  // one packed group, T tokens
+  PackFn pack;
+  size_t (*used_bytes)(int64_t nb);  // bytes of a group of nb activation blocks
+  int block_elems = 32;       // elements per activation block
+  bool k_act = false;         // ActBlockK (Q8_K) activation tiles, else ActBlock32
+  bool with_sum = false;      // ActBlock32 with Q8_1 sums
+  bool with_qsum = false;     // ActBlock32 tiles followed by exact sums (quantize_tile's qsum)
+  PairFn pair[kTok + 1] = {};  // two packed groups per call (null: none)
+  UnpackFn unpack = nullptr;   // null: no unpacked path
+  UnpackedPairFn upair[kTok + 1] = {};
+  UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
+};
+
+// Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:
+// the *_vnni.cc and *_avx512.cc files include them with that tier's flags).
+#define OMNIBUS_PACKED_OPS_DECLS \
+  const Ops& ops_q4_0(); \
+  const Ops& ops_q4_1(); \
+  const Ops& ops_q5_0(); \
+  const Ops& ops_q5_1(); \
+  const Ops& ops_q8_0(); \
+  const Ops& ops_q4_K(); \
+  const Ops& ops_q5_K(); \
+  const Ops& ops_q6_K();
+namespace avx2 { OMNIBUS_PACKED_OPS_DECLS }
+namespace avx_vnni { OMNIBUS_PACKED_OPS_DECLS }
+namespace avx512 { OMNIBUS_PACKED_OPS_DECLS }
+#undef OMNIBUS_PACKED_OPS_DECLS
+
+namespace OMNIBUS_PACKED_TIER {
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i load256a(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
@@ -97,15 +182,6 @@ inline void store_pair_rows(float* y, int64_t y_stride, const __m256 acc0[T], co
   }
 }
 
-// ------------------------------------------------------------------ packing
-
-// 8 rows' block pointers; rows past n_out read a zero block (step 0).
-struct GroupRows {
-  const uint8_t* row[kGroupRows];
-  size_t step[kGroupRows];
-};
-
-GroupRows group_rows(const WeightView& w, int64_t g, size_t block_bytes, const uint8_t* zero);
 
 // 4 x (4 dwords of rows p, p+4 in the two 128-bit halves) -> dword i of rows 0..7.
 inline void transpose_4x8(const __m256i v[4], __m256i o[4]) {
@@ -125,33 +201,100 @@ inline void store_transposed_16(const uint8_t* const q[kGroupRows], uint8_t* out
   for (int i = 0; i < 4; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * i), o[i]);
 }
 
-// ------------------------------------------------------------ int16 steps
+// ------------------------------------------------------------- step sums
 //
+// A step sum is a lane's running sum of unsigned x signed byte products of
+// one row (4 products per 32-bit lane and vector):
+//   avx2: two int16 halves (maddubs pairs added in int16; the caller keeps
+//         them exact: |pair| <= 2 * qmax * 127, summed over the steps)
+//   vnni: one int32 (vpdpbusd adds the 4 products to the lane)
+// sum_i32 and sum_scaled turn either into the same exact int32, so every
+// tier gives bitwise the same results.
+
+#if OMNIBUS_PACKED_VNNI
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__)
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#endif
+}
+#endif
+
+// acc + the exact int32 sum of each lane's 4 products u x s. avx2: the
+// products' pairs must fit int16 (|u x s| pairs <= 32767).
+inline __m256i dot4_add(__m256i acc, __m256i u, __m256i s) {
+#if OMNIBUS_PACKED_VNNI
+  return dpbusd(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+// The step sum s plus u0 x a0 + u1 x a1 (a zero s starts a sum: GCC folds
+// the avx2 add of zero away).
+inline __m256i step_add(__m256i s, __m256i u0, __m256i a0, __m256i u1, __m256i a1) {
+#if OMNIBUS_PACKED_VNNI
+  return dpbusd(dpbusd(s, u0, a0), u1, a1);
+#else
+  return _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1)));
+#endif
+}
+
+// The exact int32 of a step sum.
+inline __m256i sum_i32(__m256i s) {
+#if OMNIBUS_PACKED_VNNI
+  return s;
+#else
+  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+#endif
+}
+
+// The exact int32 of a step sum times its row's scale; sc_pairs holds each
+// lane's scale twice, as two equal int16 (the packed K-quant layouts).
+inline __m256i sum_scaled(__m256i s, __m256i sc_pairs) {
+#if OMNIBUS_PACKED_VNNI
+  return _mm256_mullo_epi32(s, _mm256_srai_epi32(sc_pairs, 16));
+#else
+  return _mm256_madd_epi16(s, sc_pairs);
+#endif
+}
+
+// sum_scaled of u0 x a0 + ... + u3 x a3 (Q6_K: |pair| <= 2 * 63 * 127, so
+// avx2 scales two int16 sums; vnni one int32).
+inline __m256i scaled_steps4(__m256i u0, __m256i a0, __m256i u1, __m256i a1, __m256i u2, __m256i a2, __m256i u3,
+                             __m256i a3, __m256i sc_pairs) {
+  const __m256i zero = _mm256_setzero_si256();
+#if OMNIBUS_PACKED_VNNI
+  return sum_scaled(step_add(step_add(zero, u0, a0, u1, a1), u2, a2, u3, a3), sc_pairs);
+#else
+  return _mm256_add_epi32(sum_scaled(step_add(zero, u0, a0, u1, a1), sc_pairs),
+                          sum_scaled(step_add(zero, u2, a2, u3, a3), sc_pairs));
+#endif
+}
+
 // Steps [I0, I1) of one 32-element block against T tokens: step i meets
 // row bytes lo (elements 4i..4i+3) with token t's aq[t] + 4i, and hi
-// (16+4i..) with aq[t] + 16 + 4i, and adds both maddubs results into s[t]
-// (int16; the first step sets it). load(i, &lo, &hi) gives step i's unsigned
-// quant vectors. The caller keeps the int16 sums exact: |pair| <= 2 * qmax *
-// 127 per maddubs, summed over 2 * (I1 - I0) of them.
+// (16+4i..) with aq[t] + 16 + 4i, into the step sum s[t] (the first step
+// sets it). load(i, &lo, &hi) gives step i's unsigned quant vectors.
 template <int T, int I0, int I1, class Load>
-inline void steps_i16(Load load, const int8_t* const aq[T], __m256i s[T]) {
+inline void steps_sum(Load load, const int8_t* const aq[T], __m256i s[T]) {
 #pragma GCC unroll 4
   for (int i = I0; i < I1; ++i) {
     __m256i lo, hi;
     load(i, &lo, &hi);
     for (int t = 0; t < T; ++t) {
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast32(aq[t] + 4 * i)),
-                                         _mm256_maddubs_epi16(hi, bcast32(aq[t] + 16 + 4 * i)));
-      s[t] = i == I0 ? p : _mm256_add_epi16(s[t], p);
+      if (i == I0) s[t] = _mm256_setzero_si256();
+      s[t] = step_add(s[t], lo, bcast32(aq[t] + 4 * i), hi, bcast32(aq[t] + 16 + 4 * i));
       keep_in_register(s[t]);
     }
   }
 }
 
-// steps_i16 on two unpacked groups at once (v0, v1: the block's
+// steps_sum on two unpacked groups at once (v0, v1: the block's
 // kUnpackedBlock bytes of each): each activation broadcast feeds both.
 template <int T, int I0, int I1>
-inline void pair_steps_i16(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T], __m256i s0[T],
+inline void pair_steps_sum(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T], __m256i s0[T],
                            __m256i s1[T]) {
 #pragma GCC unroll 4
   for (int i = I0; i < I1; ++i) {
@@ -159,10 +302,9 @@ inline void pair_steps_i16(const uint8_t* v0, const uint8_t* v1, const int8_t* c
     const __m256i lo1 = load256a(v1 + 64 * i), hi1 = load256a(v1 + 64 * i + 32);
     for (int t = 0; t < T; ++t) {
       const __m256i al = bcast32(aq[t] + 4 * i), ah = bcast32(aq[t] + 16 + 4 * i);
-      const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah));
-      const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah));
-      s0[t] = i == I0 ? p0 : _mm256_add_epi16(s0[t], p0);
-      s1[t] = i == I0 ? p1 : _mm256_add_epi16(s1[t], p1);
+      if (i == I0) s0[t] = s1[t] = _mm256_setzero_si256();
+      s0[t] = step_add(s0[t], lo0, al, hi0, ah);
+      s1[t] = step_add(s1[t], lo1, al, hi1, ah);
       keep_in_register(s0[t]);
       keep_in_register(s1[t]);
     }
@@ -238,47 +380,5 @@ inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
   return reinterpret_cast<const int32_t*>(act + nb);
 }
 
-// ------------------------------------------------------------- kernel table
-
-// Kernels take the activation tile as void*: ActBlock32[nb] (32-element
-// formats; with Ops::with_qsum followed by int32 qsum[nb][kTok]) or
-// ActBlockK[nb] (K-quants), per Ops::k_act.
-using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y, int64_t y_stride,
-                          int n_rows);
-using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act, float* y,
-                        int64_t y_stride, int n_rows1);
-using PackFn = void (*)(const WeightView& w, int64_t g, uint8_t* out);
-using UnpackFn = void (*)(const uint8_t* group, int64_t nb, uint8_t* out);
-using UnpackedPairFn = void (*)(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
-                                const uint8_t* group1, int64_t nb, const void* act, float* y, int64_t y_stride,
-                                int n_rows1);
-using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb, const void* act0,
-                                  const void* act1, float* y, int64_t y_stride, int n_rows);
-
-// A packed type's kernels. Calls with several token tiles take the first of:
-// unpack (quants split to bytes once per group; upair for two groups, else
-// unpacked_single if any, else kernel), then pair, then kernel.
-struct Ops {
-  KernelFn kernel[kTok + 1];  // one packed group, T tokens
-  PackFn pack;
-  size_t (*used_bytes)(int64_t nb);  // bytes of a group of nb activation blocks
-  int block_elems = 32;       // elements per activation block
-  bool k_act = false;         // ActBlockK (Q8_K) activation tiles, else ActBlock32
-  bool with_sum = false;      // ActBlock32 with Q8_1 sums
-  bool with_qsum = false;     // ActBlock32 tiles followed by exact sums (quantize_tile's qsum)
-  PairFn pair[kTok + 1] = {};  // two packed groups per call (null: none)
-  UnpackFn unpack = nullptr;   // null: no unpacked path
-  UnpackedPairFn upair[kTok + 1] = {};
-  UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
-};
-
-const Ops& ops_q4_0();
-const Ops& ops_q4_1();
-const Ops& ops_q5_0();
-const Ops& ops_q5_1();
-const Ops& ops_q8_0();
-const Ops& ops_q4_K();
-const Ops& ops_q5_K();
-const Ops& ops_q6_K();
-
+}  // namespace OMNIBUS_PACKED_TIER
 }  // namespace omnibus::matmul_packed::internal

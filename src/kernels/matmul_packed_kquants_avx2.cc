@@ -19,7 +19,7 @@
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_ref.h"
 
-namespace omnibus::matmul_packed::internal {
+namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER {
 namespace {
 
 // ------------------------------------------------------------ Q4_K, Q5_K
@@ -153,7 +153,7 @@ template <class L, int T>
 inline void k4_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[T], __m256i isum[T]) {
   const __m256i scv = _mm256_cvtepu8_epi16(load128(group + L::sc(sb, j)));
   for (int t = 0; t < T; ++t) {
-    const __m256i w = _mm256_madd_epi16(s16[t], scv);
+    const __m256i w = sum_scaled(s16[t], scv);
     isum[t] = _mm256_add_epi32(isum[t], w);
   }
 }
@@ -179,13 +179,13 @@ void kernel_k4(const uint8_t* group, int64_t nsb, const void* act_v, float* y, i
         const __m256i hb = load256(group + L::hb(sb, j));
         auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step_5bit(q, hb, i, lo, hi); };
         __m256i s01[T], s23[T];
-        steps_i16<T, 0, 2>(load, aq, s01);
-        steps_i16<T, 2, 4>(load, aq, s23);
+        steps_sum<T, 0, 2>(load, aq, s01);
+        steps_sum<T, 2, 4>(load, aq, s23);
         k4_scale<L, T>(group, sb, j, s01, isum);
         k4_scale<L, T>(group, sb, j, s23, isum);
       } else {
         __m256i s16[T];
-        steps_i16<T, 0, 4>(
+        steps_sum<T, 0, 4>(
             [&](int i, __m256i* lo, __m256i* hi) {
               const __m256i wq = load256(q + 32 * i);
               *lo = _mm256_and_si256(wq, m4);
@@ -238,15 +238,15 @@ void kernel_k4_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t
       for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
       if constexpr (L::kFifth) {
         __m256i s01_0[T], s01_1[T], s23_0[T], s23_1[T];
-        pair_steps_i16<T, 0, 2>(u0 + off, u1 + off, aq, s01_0, s01_1);
-        pair_steps_i16<T, 2, 4>(u0 + off, u1 + off, aq, s23_0, s23_1);
+        pair_steps_sum<T, 0, 2>(u0 + off, u1 + off, aq, s01_0, s01_1);
+        pair_steps_sum<T, 2, 4>(u0 + off, u1 + off, aq, s23_0, s23_1);
         k4_scale<L, T>(group0, sb, j, s01_0, isum0);
         k4_scale<L, T>(group0, sb, j, s23_0, isum0);
         k4_scale<L, T>(group1, sb, j, s01_1, isum1);
         k4_scale<L, T>(group1, sb, j, s23_1, isum1);
       } else {
         __m256i s0[T], s1[T];
-        pair_steps_i16<T, 0, 4>(u0 + off, u1 + off, aq, s0, s1);
+        pair_steps_sum<T, 0, 4>(u0 + off, u1 + off, aq, s0, s1);
         k4_scale<L, T>(group0, sb, j, s0, isum0);
         k4_scale<L, T>(group1, sb, j, s1, isum1);
       }
@@ -367,11 +367,8 @@ void kernel_q6_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
       q6_K_vectors<1>(group, sb, s, qh, &v[2], &v[3]);
       for (int t = 0; t < T; ++t) {
         const int8_t* aq = a.qs[t] + 16 * s;
-        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(v[0], bcast32(aq)),
-                                            _mm256_maddubs_epi16(v[1], bcast32(aq + 4)));
-        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(v[2], bcast32(aq + 8)),
-                                            _mm256_maddubs_epi16(v[3], bcast32(aq + 12)));
-        const __m256i w = _mm256_add_epi32(_mm256_madd_epi16(p0, scv), _mm256_madd_epi16(p1, scv));
+        const __m256i w = scaled_steps4(v[0], bcast32(aq), v[1], bcast32(aq + 4), v[2], bcast32(aq + 8), v[3],
+                                        bcast32(aq + 12), scv);
         isum[t] = _mm256_add_epi32(isum[t], w);
       }
     }
@@ -426,9 +423,9 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
         for (int t = 0; t < T; ++t) {
           const int8_t* aq = a.qs[t] + 16 * s + 8 * h;
           const __m256i al = bcast32(aq), ah = bcast32(aq + 4);
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, al), _mm256_maddubs_epi16(b0, ah));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(a1, al), _mm256_maddubs_epi16(b1, ah));
-          const __m256i w0 = _mm256_madd_epi16(p0, sc0), w1 = _mm256_madd_epi16(p1, sc1);
+          const __m256i zero = _mm256_setzero_si256();
+          const __m256i w0 = sum_scaled(step_add(zero, a0, al, b0, ah), sc0);
+          const __m256i w1 = sum_scaled(step_add(zero, a1, al, b1, ah), sc1);
           isum0[t] = _mm256_add_epi32(isum0[t], w0);
           isum1[t] = _mm256_add_epi32(isum1[t], w1);
           keep_in_register(isum0[t]);
@@ -489,4 +486,4 @@ const Ops& ops_q6_K() {
   return ops;
 }
 
-}  // namespace omnibus::matmul_packed::internal
+}  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER

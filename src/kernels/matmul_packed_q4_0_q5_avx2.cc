@@ -17,7 +17,7 @@
 #include "kernels/matmul_packed_internal.h"
 #include "kernels/quant_blocks.h"
 
-namespace omnibus::matmul_packed::internal {
+namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER {
 namespace {
 
 struct Q4_0 {
@@ -83,11 +83,10 @@ template <class F, int T>
 inline void finish_block(const uint8_t* group, int64_t b, const ActBlock32& a, const int32_t* qsum,
                          const __m256i s[Layout<F>::kHalves][T], __m256 acc[T]) {
   using L = Layout<F>;
-  const __m256i ones = _mm256_set1_epi16(1);
   const __m256 dw = _mm256_cvtph_ps(load128(group + L::d(b)));
   for (int t = 0; t < T; ++t) {
-    __m256i isum = _mm256_madd_epi16(s[0][t], ones);
-    if constexpr (L::kHalves == 2) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s[1][t], ones));
+    __m256i isum = sum_i32(s[0][t]);
+    if constexpr (L::kHalves == 2) isum = _mm256_add_epi32(isum, sum_i32(s[1][t]));
     if constexpr (F::kOffset != 0)
       isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(F::kOffset * qsum[t]));
     acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])),
@@ -125,10 +124,10 @@ void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64
     if constexpr (F::kFifth) {
       const __m256i hb = load256(group + L::hb(b));
       auto load = [&](int i, __m256i* lo, __m256i* hi) { load_step_5bit(q, hb, i, lo, hi); };
-      steps_i16<T, 0, 2>(load, aq, s[0]);
-      steps_i16<T, 2, 4>(load, aq, s[L::kHalves - 1]);
+      steps_sum<T, 0, 2>(load, aq, s[0]);
+      steps_sum<T, 2, 4>(load, aq, s[L::kHalves - 1]);
     } else {
-      steps_i16<T, 0, 4>(
+      steps_sum<T, 0, 4>(
           [&](int i, __m256i* lo, __m256i* hi) {
             const __m256i wq = load256(q + 32 * i);
             *lo = _mm256_and_si256(wq, m4);
@@ -174,10 +173,10 @@ void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* g
     for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
     __m256i s0[L::kHalves][T], s1[L::kHalves][T];
     if constexpr (F::kFifth) {
-      pair_steps_i16<T, 0, 2>(v0, v1, aq, s0[0], s1[0]);
-      pair_steps_i16<T, 2, 4>(v0, v1, aq, s0[L::kHalves - 1], s1[L::kHalves - 1]);
+      pair_steps_sum<T, 0, 2>(v0, v1, aq, s0[0], s1[0]);
+      pair_steps_sum<T, 2, 4>(v0, v1, aq, s0[L::kHalves - 1], s1[L::kHalves - 1]);
     } else {
-      pair_steps_i16<T, 0, 4>(v0, v1, aq, s0[0], s1[0]);
+      pair_steps_sum<T, 0, 4>(v0, v1, aq, s0[0], s1[0]);
     }
     const int32_t* qsum = block_qsum<F>(act, nb, b);
     finish_block<F, T>(group0, b, a, qsum, s0, acc0);
@@ -217,4 +216,4 @@ const Ops& ops_q5_1() {
   return ops;
 }
 
-}  // namespace omnibus::matmul_packed::internal
+}  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER

@@ -7,7 +7,7 @@
 #include "kernels/matmul_packed_internal.h"
 #include "kernels/quant_blocks.h"
 
-namespace omnibus::matmul_packed::internal {
+namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER {
 namespace {
 
 constexpr size_t kBlock = 160;
@@ -43,11 +43,10 @@ size_t used_bytes(int64_t nb) { return size_t(nb) * kBlock; }
 template <int T>
 inline void finish_block(const uint8_t* group, int64_t b, const float* const da[T], const float* const sa[T],
                          const __m256i s16[T], __m256 acc[T]) {
-  const __m256i ones = _mm256_set1_epi16(1);
   const __m256 dw = _mm256_cvtph_ps(load128(group + sc_at(b)));
   const __m256 mw = _mm256_cvtph_ps(load128(group + sc_at(b) + 16));
   for (int t = 0; t < T; ++t) {
-    const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[t], ones));
+    const __m256 isum = _mm256_cvtepi32_ps(sum_i32(s16[t]));
     acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(da[t])), isum, acc[t]);
     acc[t] = _mm256_fmadd_ps(mw, _mm256_broadcast_ss(sa[t]), acc[t]);
   }
@@ -57,15 +56,14 @@ inline void finish_block(const uint8_t* group, int64_t b, const float* const da[
 template <int T>
 inline void finish_block_pair(const uint8_t* group0, const uint8_t* group1, int64_t b, const ActBlock32& a,
                               const __m256i s0[T], const __m256i s1[T], __m256 acc0[T], __m256 acc1[T]) {
-  const __m256i ones = _mm256_set1_epi16(1);
   const __m256 dw0 = _mm256_cvtph_ps(load128(group0 + sc_at(b)));
   const __m256 mw0 = _mm256_cvtph_ps(load128(group0 + sc_at(b) + 16));
   const __m256 dw1 = _mm256_cvtph_ps(load128(group1 + sc_at(b)));
   const __m256 mw1 = _mm256_cvtph_ps(load128(group1 + sc_at(b) + 16));
   for (int t = 0; t < T; ++t) {
     const __m256 da = _mm256_broadcast_ss(&a.d[t]), sa = _mm256_broadcast_ss(&a.s[t]);
-    const __m256 isum0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s0[t], ones));
-    const __m256 isum1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s1[t], ones));
+    const __m256 isum0 = _mm256_cvtepi32_ps(sum_i32(s0[t]));
+    const __m256 isum1 = _mm256_cvtepi32_ps(sum_i32(s1[t]));
     acc0[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw0, da), isum0, acc0[t]);
     acc0[t] = _mm256_fmadd_ps(mw0, sa, acc0[t]);
     acc1[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw1, da), isum1, acc1[t]);
@@ -88,7 +86,7 @@ void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64
     const float *da[T], *sa[T];
     for (int t = 0; t < T; ++t) aq[t] = a.qs[t], da[t] = &a.d[t], sa[t] = &a.s[t];
     __m256i s16[T];
-    steps_i16<T, 0, 4>(
+    steps_sum<T, 0, 4>(
         [&](int i, __m256i* lo, __m256i* hi) {
           const __m256i wq = load256(q + 32 * i);
           *lo = _mm256_and_si256(wq, m4);
@@ -126,7 +124,7 @@ void kernel_unpacked(const uint8_t* unpacked, const uint8_t* group, int64_t nb, 
       aq[t] = a.qs[k], da[t] = &a.d[k], sa[t] = &a.s[k];
     }
     __m256i s16[T];
-    steps_i16<T, 0, 4>(
+    steps_sum<T, 0, 4>(
         [&](int i, __m256i* lo, __m256i* hi) {
           *lo = load256a(u + 64 * i);
           *hi = load256a(u + 64 * i + 32);
@@ -151,7 +149,7 @@ void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* g
     const int8_t* aq[T];
     for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
     __m256i s0[T], s1[T];
-    pair_steps_i16<T, 0, 4>(u0 + size_t(b) * kUnpackedBlock, u1 + size_t(b) * kUnpackedBlock, aq, s0, s1);
+    pair_steps_sum<T, 0, 4>(u0 + size_t(b) * kUnpackedBlock, u1 + size_t(b) * kUnpackedBlock, aq, s0, s1);
     finish_block_pair<T>(group0, group1, b, a, s0, s1, acc0, acc1);
   }
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
@@ -174,4 +172,4 @@ const Ops& ops_q4_1() {
   return ops;
 }
 
-}  // namespace omnibus::matmul_packed::internal
+}  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER

@@ -6,7 +6,7 @@
 #include "kernels/matmul_packed_internal.h"
 #include "kernels/quant_blocks.h"
 
-namespace omnibus::matmul_packed::internal {
+namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER {
 namespace {
 
 constexpr size_t kPair = 544;
@@ -42,7 +42,6 @@ template <int T>
 void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride,
                  int n_rows) {
   const auto* act = static_cast<const ActBlock32*>(act_v);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -55,9 +54,8 @@ void kernel(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64
       const __m256i wq = load256(q + 32 * j);
       const __m256i uw = _mm256_sign_epi8(wq, wq);
       for (int t = 0; t < T; ++t) {
-        const __m256i p = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(uw, _mm256_sign_epi8(bcast32(a.qs[t] + 4 * j), wq)), ones);
-        s32[t] = j == 0 ? p : _mm256_add_epi32(s32[t], p);
+        if (j == 0) s32[t] = _mm256_setzero_si256();
+        s32[t] = dot4_add(s32[t], uw, _mm256_sign_epi8(bcast32(a.qs[t] + 4 * j), wq));
         keep_in_register(s32[t]);
       }
     }
@@ -78,7 +76,6 @@ void kernel_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, const
                       float* y, int64_t y_stride, int n_rows1) {
   const auto* act = static_cast<const ActBlock32*>(act_v);
   static_assert(T >= 1 && T <= kTok);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc0[T], acc1[T];
   for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -92,10 +89,9 @@ void kernel_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, const
       const __m256i uw0 = _mm256_sign_epi8(wq0, wq0), uw1 = _mm256_sign_epi8(wq1, wq1);
       for (int t = 0; t < T; ++t) {
         const __m256i av = bcast32(a.qs[t] + 4 * j);
-        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(uw0, _mm256_sign_epi8(av, wq0)), ones);
-        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(uw1, _mm256_sign_epi8(av, wq1)), ones);
-        s0[t] = j == 0 ? p0 : _mm256_add_epi32(s0[t], p0);
-        s1[t] = j == 0 ? p1 : _mm256_add_epi32(s1[t], p1);
+        if (j == 0) s0[t] = s1[t] = _mm256_setzero_si256();
+        s0[t] = dot4_add(s0[t], uw0, _mm256_sign_epi8(av, wq0));
+        s1[t] = dot4_add(s1[t], uw1, _mm256_sign_epi8(av, wq1));
         keep_in_register(s0[t]);
         keep_in_register(s1[t]);
       }
@@ -123,4 +119,4 @@ const Ops& ops_q8_0() {
   return ops;
 }
 
-}  // namespace omnibus::matmul_packed::internal
+}  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER

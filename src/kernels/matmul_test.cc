@@ -346,3 +346,66 @@ TEST(Matmul, EmptyShapesAreNoOps) {
 
 }  // namespace
 }  // namespace omnibus
+
+namespace omnibus {
+namespace {
+
+// Every ISA tier's packed kernels give bitwise the avx2 tier's y (exact int32
+// sums in one order, kernels/cpu_features.h): one token (the per-group
+// kernels), several tiles (pairs, unpacked groups), packed at load and on the
+// fly, odd row and block counts, and extreme quants (int16 limits of avx2).
+TEST(Matmul, IsaTiersAreBitwiseEqual) {
+  const CpuFeatures& f = cpu_features();
+  if (!f.use_avx2()) GTEST_SKIP() << "tier " << isa_name(f.chosen) << ": no SIMD tier to compare";
+  std::vector<Isa> tiers;
+  for (Isa tier : kAllIsas) {
+    if (tier > Isa::kAvx2 && f.supports(tier)) tiers.push_back(tier);
+  }
+  if (tiers.empty()) GTEST_SKIP() << "this CPU runs only the avx2 tier (best: " << isa_name(f.best) << ")";
+  std::mt19937 rng(21);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const Isa start = isa();
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
+                     DType::Q6_K}) {
+    const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+    for (int extreme = 0; extreme < 2; ++extreme) {
+      const int64_t n_in = k_quant ? 768 : 160, n_out = 8 * 5 + 3;
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      if (extreme) {  // every quant byte at its largest magnitude (scales stay random)
+        const size_t bs = dtype_traits_ref(type).type_size;
+        for (size_t b = 0; b < wdata.size() / bs; ++b) {
+          const size_t skip = type == DType::Q6_K ? 0 : (type == DType::Q4_K || type == DType::Q5_K ? 16 : 4);
+          const size_t end = type == DType::Q6_K ? 192 : bs;  // Q6_K: ql and qh, not scales and d
+          for (size_t i = skip; i < end; ++i) wdata[b * bs + i] = type == DType::Q8_0 ? 0x80 : 0xFF;
+        }
+      }
+      const WeightView w{type, wdata.data(), n_in, n_out};
+      set_isa_for_testing(Isa::kAvx2);
+      const PackedWeight packed = pack_weight(w);
+      for (int64_t n_tok : {1, 3, 13, 64}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        if (extreme) {
+          for (float& v : x) v = v < 0 ? -1.0f : 1.0f;  // activations quantize to +-127
+        }
+        set_isa_for_testing(Isa::kAvx2);
+        std::vector<float> want(size_t(n_tok * n_out), NAN);
+        matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+        for (Isa tier : tiers) {
+          set_isa_for_testing(tier);
+          SCOPED_TRACE(isa_name(tier));
+          std::vector<float> got(want.size(), NAN), viewed(want.size(), NAN);
+          matmul(packed, x.data(), n_tok, got.data(), pool, scratch);
+          matmul(w, x.data(), n_tok, viewed.data(), pool, scratch);
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+          ASSERT_EQ(std::memcmp(viewed.data(), want.data(), want.size() * 4), 0);
+        }
+      }
+    }
+  }
+  set_isa_for_testing(start);
+}
+
+}  // namespace
+}  // namespace omnibus

@@ -59,6 +59,7 @@ struct Backend {
   std::string model_path;
   const ModelConfig* model_config = nullptr;  // for /get_model_info and /get_server_info (may be null in tests)
   int32_t n_threads = 0;                      // compute threads (0: unknown)
+  std::string isa;                            // the kernels' ISA tier (kernels/cpu_features.h)
   // The KV-event publisher's counters for /metrics; unset: not publishing.
   std::function<KvEventsCounts()> kv_events_counts;
   // Disaggregated prefill/decode (--kv-role); null: kv_transfer_params other

@@ -38,6 +38,7 @@ std::string ApiServer::server_info() const {
   r["dp_size"] = 1;  // one engine per process: scale out with more replicas
   r["tp_size"] = 1;
   r["n_threads"] = backend_.n_threads;
+  r["isa"] = backend_.isa;
   r["max_model_len"] = info.max_model_len;
   r["max_num_seqs"] = info.max_num_seqs;
   r["max_num_batched_tokens"] = info.max_num_batched_tokens;
