@@ -380,5 +380,71 @@ inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
   return reinterpret_cast<const int32_t*>(act + nb);
 }
 
+#if defined(__AVX512F__)
+// ------------------------------------------------------ 512-bit group pairs
+//
+// The avx512 tier's pair kernels hold two 8-row groups in one register:
+// lanes 0-7 rows 0-7 of group 0, lanes 8-15 its group 1 (the next 8 rows of
+// y), so each instruction does the work of two 256-bit ones and the float
+// work of a block is one op for 16 outputs. Per lane the operations are the
+// 256-bit kernels', in the same order: bitwise the same results.
+
+// 32 bytes at p0 (low half) and at p1 (high half).
+inline __m512i join256(const void* p0, const void* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256a(p0)), load256a(p1), 1);
+}
+// 8 halfs at p0 and 8 at p1 as 16 floats.
+inline __m512 join_halfs(const void* p0, const void* p1) {
+  return _mm512_cvtph_ps(_mm256_set_m128i(load128(p1), load128(p0)));
+}
+inline __m512i bcast32_512(const void* p) { return _mm512_set1_epi32(load_i32(p)); }
+
+// The K-quant scales of two groups (16 bytes each: every row's int8 scale
+// twice) as one int32 per lane: the int16 (sc | sc << 8) shifted down.
+inline __m512i join_scales(const void* p0, const void* p1) {
+  return _mm512_srai_epi32(_mm512_cvtepi16_epi32(_mm256_set_m128i(load128(p1), load128(p0))), 8);
+}
+// 16 signed bytes of each group widened to 32 int16.
+inline __m512i join_i8_i16(const void* p0, const void* p1) {
+  return _mm512_cvtepi8_epi16(_mm256_set_m128i(load128(p1), load128(p0)));
+}
+
+// s + u0 x a0 + u1 x a1 (int32 per lane).
+inline __m512i step_add512(__m512i s, __m512i u0, __m512i a0, __m512i u1, __m512i a1) {
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s, u0, a0), u1, a1);
+}
+inline void keep_in_register(__m512i& v) {
+  if constexpr (OMNIBUS_PACKED_BARRIER) asm("" : "+v"(v));
+}
+
+// Stores the T tokens' results of a group pair: rows 0-7 and 8..8+n_rows1.
+template <int T>
+inline void store_pair_rows512(float* y, int64_t y_stride, const __m512 acc[T], int n_rows1) {
+  const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
+}
+
+// Steps [0, 4) of a 32-element block of two unpacked groups (v0, v1: the
+// block's kUnpackedBlock bytes of each) against T tokens into s[t].
+// The low and high halves go to separate sums (added at the end) so that
+// 2T vpdpbusd chains, not T, hide its latency.
+template <int T>
+inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T], __m512i s[T]) {
+  __m512i h[T];
+  for (int t = 0; t < T; ++t) s[t] = h[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512i lo = join256(v0 + 64 * i, v1 + 64 * i), hi = join256(v0 + 64 * i + 32, v1 + 64 * i + 32);
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast32_512(aq[t] + 4 * i));
+      h[t] = _mm512_dpbusd_epi32(h[t], hi, bcast32_512(aq[t] + 16 + 4 * i));
+      keep_in_register(s[t]);
+      keep_in_register(h[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], h[t]);
+}
+#endif  // __AVX512F__
+
 }  // namespace OMNIBUS_PACKED_TIER
 }  // namespace omnibus::matmul_packed::internal

@@ -446,6 +446,58 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
 
+
+#if defined(__AVX512F__)
+// kernel_q6_K_unpacked_pair with both groups in 512-bit registers: per
+// sub-block one exact int32 sum times its scale, bitwise equal.
+template <int T>
+void kernel_q6_K_unpacked_pair512(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                                  const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
+                                  int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlockK*>(act_v);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const ActBlockK& a = act[sb];
+    const uint8_t* x0 = u0 + size_t(sb) * 2048;
+    const uint8_t* x1 = u1 + size_t(sb) * 2048;
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 16; ++s) {
+      const __m512i sc = join_scales(group0 + sc6(sb, s), group1 + sc6(sb, s));
+      __m512i v[4];
+      for (int m = 0; m < 4; ++m) v[m] = join256(x0 + 32 * (4 * s + m), x1 + 32 * (4 * s + m));
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = a.qs[t] + 16 * s;
+        __m512i p = step_add512(_mm512_setzero_si512(), v[0], bcast32_512(aq), v[1], bcast32_512(aq + 4));
+        p = step_add512(p, v[2], bcast32_512(aq + 8), v[3], bcast32_512(aq + 12));
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p, sc));
+        keep_in_register(isum[t]);
+      }
+    }
+    // isum -= 32 * sum_s sc_s * bsum_s
+    __m512i corr[T];
+    for (int t = 0; t < T; ++t) corr[t] = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) {
+      const __m512i scp = join_i8_i16(group0 + scp6(sb, k), group1 + scp6(sb, k));
+      for (int t = 0; t < T; ++t) {
+        corr[t] = _mm512_add_epi32(corr[t], _mm512_madd_epi16(scp, bcast32_512(&a.bsums[t][2 * k])));
+      }
+    }
+    const __m512 d = join_halfs(group0 + d6(sb), group1 + d6(sb));
+    for (int t = 0; t < T; ++t) {
+      isum[t] = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a.d[t])), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    }
+  }
+  store_pair_rows512<T>(y, y_stride, acc, n_rows1);
+}
+#define OMNIBUS_Q6_K_UPAIR kernel_q6_K_unpacked_pair512
+#else
+#define OMNIBUS_Q6_K_UPAIR kernel_q6_K_unpacked_pair
+#endif
+
 template <class L>
 Ops make_ops_k4(PackFn pack, size_t (*used_bytes)(int64_t)) {
   return Ops{
@@ -480,10 +532,11 @@ const Ops& ops_q6_K() {
       .block_elems = kQKK,
       .k_act = true,
       .unpack = unpack_q6_K,
-      .upair = {nullptr, kernel_q6_K_unpacked_pair<1>, kernel_q6_K_unpacked_pair<2>, kernel_q6_K_unpacked_pair<3>,
-                kernel_q6_K_unpacked_pair<4>},
+      .upair = {nullptr, OMNIBUS_Q6_K_UPAIR<1>, OMNIBUS_Q6_K_UPAIR<2>, OMNIBUS_Q6_K_UPAIR<3>,
+                OMNIBUS_Q6_K_UPAIR<4>},
   };
   return ops;
 }
 
 }  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER
+#undef OMNIBUS_Q6_K_UPAIR

@@ -185,6 +185,44 @@ void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* g
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
 
+#if defined(__AVX512F__)
+// kernel_unpacked_pair with both groups in 512-bit registers
+// (matmul_packed_internal.h, "512-bit group pairs"): one exact int32 sum per
+// block (the avx2 kernels' two int16 halves add up to it), bitwise equal.
+template <class F, int T>
+void kernel_unpacked_pair512(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
+                             const uint8_t* group1, int64_t nb, const void* act_v, float* y,
+                             int64_t y_stride, int n_rows1) {
+  using L = Layout<F>;
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlock32*>(act_v);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const int8_t* aq[T];
+    for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
+    __m512i s[T];
+    pair_steps_sum512<T>(u0 + size_t(b) * kUnpackedBlock, u1 + size_t(b) * kUnpackedBlock, aq, s);
+    const int32_t* qsum = block_qsum<F>(act, nb, b);
+    const __m512 dw = join_halfs(group0 + L::d(b), group1 + L::d(b));
+    for (int t = 0; t < T; ++t) {
+      __m512i isum = s[t];
+      if constexpr (F::kOffset != 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(F::kOffset * qsum[t]));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[t])), _mm512_cvtepi32_ps(isum), acc[t]);
+    }
+    if constexpr (F::kMin) {
+      const __m512 mw = join_halfs(group0 + L::m(b), group1 + L::m(b));
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[t]), acc[t]);
+    }
+  }
+  store_pair_rows512<T>(y, y_stride, acc, n_rows1);
+}
+#define OMNIBUS_Q4_0_Q5_UPAIR kernel_unpacked_pair512
+#else
+#define OMNIBUS_Q4_0_Q5_UPAIR kernel_unpacked_pair
+#endif
+
 template <class F>
 Ops make_ops() {
   return Ops{
@@ -194,8 +232,8 @@ Ops make_ops() {
       .with_sum = F::kMin,
       .with_qsum = F::kOffset != 0,
       .unpack = unpack_group<F>,
-      .upair = {nullptr, kernel_unpacked_pair<F, 1>, kernel_unpacked_pair<F, 2>,
-                kernel_unpacked_pair<F, 3>, kernel_unpacked_pair<F, 4>},
+      .upair = {nullptr, OMNIBUS_Q4_0_Q5_UPAIR<F, 1>, OMNIBUS_Q4_0_Q5_UPAIR<F, 2>,
+                OMNIBUS_Q4_0_Q5_UPAIR<F, 3>, OMNIBUS_Q4_0_Q5_UPAIR<F, 4>},
   };
 }
 
@@ -217,3 +255,4 @@ const Ops& ops_q5_1() {
 }
 
 }  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER
+#undef OMNIBUS_Q4_0_Q5_UPAIR

@@ -155,6 +155,36 @@ void kernel_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t* g
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
 
+#if defined(__AVX512F__)
+// kernel_unpacked_pair with both groups in 512-bit registers
+// (matmul_packed_internal.h, "512-bit group pairs"): bitwise equal.
+template <int T>
+void kernel_unpacked_pair512(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0, const uint8_t* group1,
+                             int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlock32*>(act_v);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const int8_t* aq[T];
+    for (int t = 0; t < T; ++t) aq[t] = a.qs[t];
+    __m512i s[T];
+    pair_steps_sum512<T>(u0 + size_t(b) * kUnpackedBlock, u1 + size_t(b) * kUnpackedBlock, aq, s);
+    const __m512 dw = join_halfs(group0 + sc_at(b), group1 + sc_at(b));
+    const __m512 mw = join_halfs(group0 + sc_at(b) + 16, group1 + sc_at(b) + 16);
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[t])), _mm512_cvtepi32_ps(s[t]), acc[t]);
+      acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[t]), acc[t]);
+    }
+  }
+  store_pair_rows512<T>(y, y_stride, acc, n_rows1);
+}
+#define OMNIBUS_Q4_1_UPAIR kernel_unpacked_pair512
+#else
+#define OMNIBUS_Q4_1_UPAIR kernel_unpacked_pair
+#endif
+
 }  // namespace
 
 const Ops& ops_q4_1() {
@@ -164,8 +194,8 @@ const Ops& ops_q4_1() {
       .used_bytes = used_bytes,
       .with_sum = true,
       .unpack = unpack_group,
-      .upair = {nullptr, kernel_unpacked_pair<1>, kernel_unpacked_pair<2>, kernel_unpacked_pair<3>,
-                kernel_unpacked_pair<4>},
+      .upair = {nullptr, OMNIBUS_Q4_1_UPAIR<1>, OMNIBUS_Q4_1_UPAIR<2>, OMNIBUS_Q4_1_UPAIR<3>,
+                OMNIBUS_Q4_1_UPAIR<4>},
       .unpacked_single = {nullptr, kernel_unpacked<1>, kernel_unpacked<2>, kernel_unpacked<3>, kernel_unpacked<4>,
                           kernel_unpacked<5>, kernel_unpacked<6>, kernel_unpacked<7>, kernel_unpacked<8>},
   };
@@ -173,3 +203,4 @@ const Ops& ops_q4_1() {
 }
 
 }  // namespace omnibus::matmul_packed::internal::OMNIBUS_PACKED_TIER
+#undef OMNIBUS_Q4_1_UPAIR

@@ -107,15 +107,107 @@ void kernel_pair(const uint8_t* group0, const uint8_t* group1, int64_t nb, const
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
 
+#if OMNIBUS_PACKED_VNNI
+// The VNNI tiers skip the sign trick: vpdpbusd multiplies the weights offset
+// to unsigned (w ^ 0x80 = w + 128) by the signed activations without int16
+// limits, and the block's exact activation sum (Ops::with_qsum) takes the
+// offset back out: isum = sum (w + 128) a - 128 sum a, the same exact int32
+// as the avx2 kernels', so bitwise the same y.
+inline __m256i offset_quants(const uint8_t* q) { return _mm256_xor_si256(load256(q), _mm256_set1_epi8(-128)); }
+
+template <int T>
+void kernel_vnni(const uint8_t* group, int64_t nb, const void* act_v, float* y, int64_t y_stride, int n_rows) {
+  const auto* act = static_cast<const ActBlock32*>(act_v);
+  const int32_t* qsum = tile_qsum(act, nb);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* q = group + qs_at(b);
+    for (int l = 0; l < 5; ++l) prefetch(group + size_t(b) * (kPair / 2) + 64 * l);
+    __m256i s32[T];
+    for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m256i u = offset_quants(q + 32 * j);
+      for (int t = 0; t < T; ++t) {
+        s32[t] = dpbusd(s32[t], u, bcast32(a.qs[t] + 4 * j));
+        keep_in_register(s32[t]);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(load128(group + sc_at(b)));
+    for (int t = 0; t < T; ++t) {
+      const __m256i isum = _mm256_sub_epi32(s32[t], _mm256_set1_epi32(128 * qsum[b * kTok + t]));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
+}
+#endif
+
+#if defined(__AVX512F__)
+// kernel_vnni on two groups in 512-bit registers (matmul_packed_internal.h,
+// "512-bit group pairs"): bitwise equal to kernel.
+template <int T>
+void kernel_pair512(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act_v, float* y,
+                    int64_t y_stride, int n_rows1) {
+  static_assert(T >= 1 && T <= kTok);
+  const auto* act = static_cast<const ActBlock32*>(act_v);
+  const int32_t* qsum = tile_qsum(act, nb);
+  const __m512i bias = _mm512_set1_epi8(-128);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const ActBlock32& a = act[b];
+    const uint8_t* q0 = group0 + qs_at(b);
+    const uint8_t* q1 = group1 + qs_at(b);
+    __m512i s[T];
+    for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i u = _mm512_xor_si512(join256(q0 + 32 * j, q1 + 32 * j), bias);
+      for (int t = 0; t < T; ++t) {
+        s[t] = _mm512_dpbusd_epi32(s[t], u, bcast32_512(a.qs[t] + 4 * j));
+        keep_in_register(s[t]);
+      }
+    }
+    const __m512 dw = join_halfs(group0 + sc_at(b), group1 + sc_at(b));
+    for (int t = 0; t < T; ++t) {
+      const __m512i isum = _mm512_sub_epi32(s[t], _mm512_set1_epi32(128 * qsum[b * kTok + t]));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[t])), _mm512_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  store_pair_rows512<T>(y, y_stride, acc, n_rows1);
+}
+#endif
+
 }  // namespace
 
 const Ops& ops_q8_0() {
+#if defined(__AVX512F__)
+  static const Ops ops{
+      .kernel = {nullptr, kernel_vnni<1>, kernel_vnni<2>, kernel_vnni<3>, kernel_vnni<4>},
+      .pack = pack_group,
+      .used_bytes = used_bytes,
+      .with_qsum = true,
+      .pair = {nullptr, kernel_pair512<1>, kernel_pair512<2>, kernel_pair512<3>, kernel_pair512<4>},
+  };
+#elif OMNIBUS_PACKED_VNNI
+  static const Ops ops{
+      .kernel = {nullptr, kernel_vnni<1>, kernel_vnni<2>, kernel_vnni<3>, kernel_vnni<4>},
+      .pack = pack_group,
+      .used_bytes = used_bytes,
+      .with_qsum = true,
+      .pair = {nullptr, kernel_pair<1>, kernel_pair<2>, kernel_pair<3>, kernel_pair<4>},
+  };
+#else
   static const Ops ops{
       .kernel = {nullptr, kernel<1>, kernel<2>, kernel<3>, kernel<4>},
       .pack = pack_group,
       .used_bytes = used_bytes,
       .pair = {nullptr, kernel_pair<1>, kernel_pair<2>, kernel_pair<3>, kernel_pair<4>},
   };
+#endif
   return ops;
 }
 
