@@ -1,0 +1,65 @@
+// Memory read bandwidth probe: how many bytes per second the cores can stream
+// from DRAM, the ceiling of single-stream decode (which reads every weight
+// once per token). docs/performance.md states decode GB/s as a fraction of
+// this figure (tools/bench/isa_tiers.sh runs both).
+//
+//   kernels_microbench --benchmark_filter=ReadBandwidth
+//
+// Each thread sums its own slice of a 1 GiB buffer (far beyond the caches)
+// with 256-bit loads and several independent accumulators; bytes_per_second
+// is the total over threads.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+
+namespace omnibus {
+namespace {
+
+constexpr size_t kBytes = size_t(1) << 30;
+
+__attribute__((target("avx2"))) uint64_t sum_slice(const uint8_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  if (!cpu_features().supports(Isa::kAvx2)) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const int n_threads = int(state.range(0));
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, kBytes));
+  std::memset(buf, 1, kBytes);  // touch every page before timing
+  const size_t slice = kBytes / size_t(n_threads) / 128 * 128;
+  std::vector<uint64_t> sums(static_cast<size_t>(n_threads));
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n_threads; ++t) {
+      threads.emplace_back([&, t] { sums[size_t(t)] = sum_slice(buf + size_t(t) * slice, slice); });
+    }
+    for (std::thread& th : threads) th.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(slice) * n_threads);
+  std::free(buf);
+}
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace omnibus
