@@ -30,13 +30,14 @@ def free_port():
 
 
 class Server:
-    def __init__(self, args, log_path, model=MODEL):
+    def __init__(self, args, log_path, model=MODEL, env=None):
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self.log = open(log_path, "w")
         cmd = [omnibus_bin(), "serve", "-m", model, "--port", str(self.port)] + list(args)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env=None if env is None else {**os.environ, **env})
 
     def wait_ready(self, timeout=180):
         deadline = time.time() + timeout
@@ -98,12 +99,13 @@ class Server:
 
 @pytest.fixture(scope="session")
 def start_server(tmp_path_factory):
-    """Factory: start_server(*extra_args, model=MODEL) -> a ready Server, stopped at the session's end."""
+    """Factory: start_server(*extra_args, model=MODEL, env=None) -> a ready Server, stopped at the
+    session's end (env: variables added to the environment)."""
     servers = []
 
-    def start(*args, model=MODEL):
+    def start(*args, model=MODEL, env=None):
         log = tmp_path_factory.mktemp("serve") / "serve.log"
-        s = Server(args, log, model)
+        s = Server(args, log, model, env)
         servers.append(s)
         s.wait_ready()
         return s
