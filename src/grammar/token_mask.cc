@@ -7,7 +7,9 @@
 #include <limits>
 #include <unordered_map>
 
+#include "grammar/token_mask_apply_avx2.h"
 #include "grammar/token_mask_internal.h"
+#include "kernels/cpu_features.h"
 #include "util/check.h"
 
 namespace omnibus::grammar {
@@ -183,6 +185,12 @@ std::shared_ptr<const TokenBitmask> TokenMasker::compute(const GrammarMatcher& m
 }
 
 void TokenMasker::apply(const TokenBitmask& mask, float* logits, int32_t n_vocab) {
+  OMNIBUS_CHECK(mask.size() * 64 >= static_cast<size_t>(n_vocab));
+  if (cpu_features().use_avx2()) return apply_mask_avx2(mask.data(), logits, n_vocab);
+  apply_ref(mask, logits, n_vocab);
+}
+
+void TokenMasker::apply_ref(const TokenBitmask& mask, float* logits, int32_t n_vocab) {
   OMNIBUS_CHECK(mask.size() * 64 >= static_cast<size_t>(n_vocab));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // Word by word: a word of all-allowed tokens is skipped, one of

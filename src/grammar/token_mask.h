@@ -90,8 +90,11 @@ class TokenMasker {
   // no miss is counted).
   std::shared_ptr<const TokenBitmask> cached(const GrammarMatcher& m) const;
 
-  // logits[i] = -inf for every token the mask forbids.
+  // logits[i] = -inf for every token the mask forbids (AVX2 where the CPU
+  // has it, else apply_ref; bitwise the same).
   static void apply(const TokenBitmask& mask, float* logits, int32_t n_vocab);
+  // The scalar reference of apply.
+  static void apply_ref(const TokenBitmask& mask, float* logits, int32_t n_vocab);
 
   // Advances m by token id's bytes; false if the grammar rejects them (m unchanged).
   // An end token returns m.can_end() and leaves m as it is; a control,

@@ -11,6 +11,7 @@
 
 #include "grammar/test_grammars.h"
 #include "grammar/token_mask_internal.h"
+#include "kernels/cpu_features.h"
 
 namespace omnibus::grammar {
 namespace {
@@ -214,6 +215,29 @@ TEST(TokenMask, ApplyMatchesTheBitByBitReferenceOnEveryWordKind) {
         if (((mask[size_t(i) >> 6] >> (i & 63)) & 1) == 0) want[size_t(i)] = -std::numeric_limits<float>::infinity();
       }
       ASSERT_EQ(got, want) << "n_vocab " << n_vocab;
+    }
+  }
+}
+
+// The SIMD apply (AVX2 where the CPU has it) against the scalar reference,
+// bitwise, on every word kind, byte-level mixes and vocabulary sizes with
+// tails of every length.
+TEST(TokenMask, ApplyEqualsItsScalarReference) {
+  if (!cpu_features().use_avx2()) GTEST_SKIP() << "no AVX2 here: apply is apply_ref";
+  std::mt19937_64 rng(11);
+  for (int32_t n_vocab : {1, 7, 8, 9, 63, 64, 65, 100, 257, 262144 + 13}) {
+    for (int trial = 0; trial < 10; ++trial) {
+      TokenBitmask mask(size_t(n_vocab + 63) / 64);
+      for (uint64_t& w : mask) {
+        const int kind = int(rng() % 4);
+        w = kind == 0 ? 0 : kind == 1 ? ~uint64_t{0} : kind == 2 ? rng() : (rng() | 0xFF00FF00FF00FF00ull);
+      }
+      std::vector<float> got(size_t(n_vocab) + 8);
+      for (float& x : got) x = float(int64_t(rng() % 2001) - 1000) / 7.0f;
+      std::vector<float> want = got;
+      TokenMasker::apply(mask, got.data(), n_vocab);
+      TokenMasker::apply_ref(mask, want.data(), n_vocab);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "n_vocab " << n_vocab;
     }
   }
 }
