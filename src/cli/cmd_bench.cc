@@ -63,8 +63,8 @@
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
 #include "engine/grammar_vocab.h"
-#include "kernels/cpu_features.h"
 #include "grammar/structured_output.h"
+#include "kernels/cpu_features.h"
 #include "kv/kv_format.h"
 #include "util/progress.h"
 

@@ -29,8 +29,8 @@
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
 #include "engine/grammar_vocab.h"
-#include "kernels/cpu_features.h"
 #include "grammar/structured_output.h"
+#include "kernels/cpu_features.h"
 #include "kv/kv_format.h"
 #include "kv_events/kv_event_publisher.h"
 #include "server/api_server.h"
@@ -216,9 +216,8 @@ int run_serve(const ServeOptions& o) {
                             : server::tool_parser_from_name(o.tool_call_parser).value_or(server::ToolParserKind::kHermes);
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   // Structured output: one trie over the vocabulary, grammars compiled once per text.
-  auto grammars = std::make_unique<grammar::GrammarCache>(
-      std::function<std::shared_ptr<const grammar::VocabTrie>()>([&tok] { return grammar_trie(tok); }),
-      kGrammarCacheEntries);
+  auto grammars =
+      std::make_unique<grammar::GrammarCache>([&tok] { return grammar_trie(tok); }, kGrammarCacheEntries);
   backend.grammars = grammars.get();
   backend.model_path = m->path;
   backend.model_config = &m->model->config();

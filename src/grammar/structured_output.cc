@@ -39,11 +39,18 @@ StatusOr<std::string> to_ebnf(const StructuredOutput& so) {
   return Status::invalid_argument("unknown structured output kind");
 }
 
-GrammarCache::GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity)
-    : capacity_(capacity), trie_(std::move(trie)) {
-  OMNIBUS_CHECK(trie_ != nullptr && capacity_ > 0);
-  std::call_once(trie_once_, [] {});
+namespace {
+
+// A factory that hands out an existing trie (checked now, not at first use).
+std::function<std::shared_ptr<const VocabTrie>()> existing(std::shared_ptr<const VocabTrie> trie) {
+  OMNIBUS_CHECK(trie != nullptr);
+  return [trie = std::move(trie)] { return trie; };
 }
+
+}  // namespace
+
+GrammarCache::GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity)
+    : GrammarCache(existing(std::move(trie)), capacity) {}
 
 GrammarCache::GrammarCache(std::function<std::shared_ptr<const VocabTrie>()> make_trie, size_t capacity)
     : make_trie_(std::move(make_trie)), capacity_(capacity) {

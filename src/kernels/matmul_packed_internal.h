@@ -37,7 +37,6 @@
 #include "kernels/matmul_act_avx2.h"
 #include "kernels/matmul_packed_avx2.h"
 
-
 // ------------------------------------------------------------------- tiers
 //
 // This header and the kernel files are compiled once per tier, with the
@@ -60,7 +59,6 @@
 #endif
 
 namespace omnibus::matmul_packed::internal {
-
 
 using matmul_act::ActBlock32;
 using matmul_act::ActBlockK;
@@ -181,7 +179,6 @@ inline void store_pair_rows(float* y, int64_t y_stride, const __m256 acc0[T], co
     store_rows(y + t * y_stride + kGroupRows, acc1[t], n_rows1);
   }
 }
-
 
 // 4 x (4 dwords of rows p, p+4 in the two 128-bit halves) -> dword i of rows 0..7.
 inline void transpose_4x8(const __m256i v[4], __m256i o[4]) {
