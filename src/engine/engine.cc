@@ -165,6 +165,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   const int64_t n_blocks = plan.n_blocks;
   const int64_t pool_tokens = n_blocks * config.block_size;
   const int32_t max_model_len = plan.max_model_len;
+  model.set_max_context(max_model_len);
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
                            KvCache::create(plan.geometry, n_blocks, config.enable_prefix_caching));
   EngineInfo info;

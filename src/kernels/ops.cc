@@ -82,9 +82,10 @@ void rope(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head_dim
   for (int64_t t = 0; t < n_tok; ++t) {
     float theta_base = static_cast<float>(pos[t]);
     for (int i = 0; i < half; ++i) {
-      const float theta = p.freq_scale * theta_base;
-      cs[i] = std::cos(theta);
-      sn[i] = std::sin(theta);
+      const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+      const float theta = p.freq_scale * (theta_base / ff);
+      cs[i] = std::cos(theta) * p.attn_factor;
+      sn[i] = std::sin(theta) * p.attn_factor;
       theta_base *= theta_scale;
     }
     for (int h = 0; h < n_heads; ++h) {

@@ -37,9 +37,10 @@ void rope_ref(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head
       float* xh = x + (t * n_heads + h) * head_dim;
       float theta_base = static_cast<float>(pos[t]);
       for (int i = 0; i < half; ++i) {
-        const float theta = p.freq_scale * theta_base;
-        const float c = std::cos(theta);
-        const float s = std::sin(theta);
+        const float ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0f;
+        const float theta = p.freq_scale * (theta_base / ff);
+        const float c = std::cos(theta) * p.attn_factor;
+        const float s = std::sin(theta) * p.attn_factor;
         theta_base *= theta_scale;
         const int i0 = p.mode == RopeMode::kNormal ? 2 * i : i;
         const int i1 = p.mode == RopeMode::kNormal ? 2 * i + 1 : i + half;

@@ -219,11 +219,14 @@ void rope_direct(float* xh, int pos, int head_dim, const RopeParams& p) {
   const int half = p.n_rot / 2;
   std::vector<double> out(xh, xh + head_dim);
   for (int i = 0; i < half; ++i) {
-    const double theta = p.freq_scale * pos * std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+    const double ff = p.freq_factors != nullptr ? p.freq_factors[i] : 1.0;
+    const double theta =
+        p.freq_scale * pos * std::pow(double(p.freq_base), -2.0 * i / p.n_rot) / ff;
+    const double c = std::cos(theta) * p.attn_factor, s = std::sin(theta) * p.attn_factor;
     const int i0 = p.mode == RopeMode::kNormal ? 2 * i : i;
     const int i1 = p.mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
-    out[i0] = xh[i0] * std::cos(theta) - xh[i1] * std::sin(theta);
-    out[i1] = xh[i0] * std::sin(theta) + xh[i1] * std::cos(theta);
+    out[i0] = xh[i0] * c - xh[i1] * s;
+    out[i1] = xh[i0] * s + xh[i1] * c;
   }
   for (int i = 0; i < head_dim; ++i) xh[i] = static_cast<float>(out[i]);
 }
@@ -265,6 +268,43 @@ TEST(OpsTest, RopeMatchesDirectFormula) {
           }
         }
       }
+    }
+  }
+}
+
+// Llama 3 / LongRoPE: per-frequency divisors and a magnitude factor, against
+// the direct formula, and rope == rope_ref bit for bit.
+TEST(OpsTest, RopeFrequencyFactorsAndAttnFactor) {
+  const int head_dim = 64, n_heads = 2;
+  const int32_t pos[] = {0, 3, 250, 4000};
+  const int n_tok = 4;
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+    for (int n_rot : {64, 48}) {
+      std::vector<float> factors(size_t(n_rot / 2));
+      for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 0.37f * float(i);
+      RopeParams p;
+      p.mode = mode;
+      p.n_rot = n_rot;
+      p.freq_base = 500000.f;
+      p.freq_factors = factors.data();
+      p.attn_factor = 1.19f;
+      auto x = random_vec(n_tok * n_heads * head_dim, 1.f, 13);
+      auto want = x, ref = x, plain = x;
+      rope(x.data(), pos, n_tok, n_heads, head_dim, p);
+      rope_ref(ref.data(), pos, n_tok, n_heads, head_dim, p);
+      EXPECT_EQ(x, ref) << "rope and rope_ref must agree bit for bit";
+      for (int t = 0; t < n_tok; ++t) {
+        for (int h = 0; h < n_heads; ++h) rope_direct(&want[(t * n_heads + h) * head_dim], pos[t], head_dim, p);
+      }
+      for (size_t i = 0; i < x.size(); ++i) {
+        const int t = static_cast<int>(i / (n_heads * head_dim));
+        ASSERT_NEAR(x[i], want[i], 4e-6f + 2e-7f * pos[t]) << "i=" << i << " n_rot=" << n_rot;
+      }
+      // The factors change the result (the test would notice them ignored).
+      RopeParams q = p;
+      q.freq_factors = nullptr;
+      rope(plain.data(), pos, n_tok, n_heads, head_dim, q);
+      EXPECT_NE(plain, x);
     }
   }
 }

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
+#include "kernels/dtype.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
 #include "model/sequence_runner_testing.h"
@@ -54,9 +55,15 @@ inline std::filesystem::path model_path(const std::string& name) {
   return testdata::model_path(name + ".gguf");
 }
 
-inline std::vector<float> read_f32(const std::filesystem::path& p) {
+// A golden logits file: raw little-endian float32 (.f32) or IEEE half (.f16).
+inline std::vector<float> read_logits(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (p.extension() == ".f16") {
+    std::vector<float> v(bytes.size() / 2);
+    dtype_traits(DType::F16).to_float(bytes.data(), v.data(), int64_t(v.size()));
+    return v;
+  }
   std::vector<float> v(bytes.size() / sizeof(float));
   std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
   return v;
@@ -67,11 +74,17 @@ inline int32_t argmax(std::span<const float> logits) {
   return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-inline void check_model_against_golden(const std::string& name, const GoldenTolerances& tol) {
+// `model_file`: the GGUF under models/ (default: <name>.gguf).
+inline void check_model_against_golden(const std::string& name, const GoldenTolerances& tol,
+                                       const std::string& model_file = "") {
   namespace fs = std::filesystem;
   if (kUnderSanitizer) GTEST_SKIP() << "too slow under a sanitizer; the release run covers it";
-  const fs::path model = model_path(name);
-  if (!fs::exists(model)) GTEST_SKIP() << model << " not installed (scripts/fetch_models.sh)";
+  const fs::path model =
+      model_file.empty() ? model_path(name) : fs::path(testdata::model_path(model_file));
+  if (!fs::exists(model)) {
+    GTEST_SKIP() << model << " not installed (scripts/fetch_models.sh; random-weight families: "
+                 << "tools/golden/make_random_models.py)";
+  }
   const fs::path golden = source_dir() / "tests/golden/forward" / (name + ".json");
   ASSERT_TRUE(fs::exists(golden)) << golden;
   std::ifstream in(golden);
@@ -83,6 +96,7 @@ inline void check_model_against_golden(const std::string& name, const GoldenTole
   auto m = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   Model& mdl = **m;
+  mdl.set_max_context(2048);  // the context the golden data was made with (n_ctx)
   const size_t n_vocab = size_t(mdl.config().n_vocab);
 
   double worst = 0, sum_mean_abs = 0;
@@ -99,7 +113,8 @@ inline void check_model_against_golden(const std::string& name, const GoldenTole
     ASSERT_TRUE(runner.is_ok());
     auto logits = (*runner)->eval(prompt);
     ASSERT_TRUE(logits.is_ok());
-    const std::vector<float> ref = read_f32(golden.parent_path() / p["logits_file"].get<std::string>());
+    const std::vector<float> ref =
+        read_logits(golden.parent_path() / p["logits_file"].get<std::string>());
     ASSERT_EQ(ref.size(), logits->size());
     // Logits are compared up to a constant shift (softmax ignores it): both
     // vectors are centred on their mean first.

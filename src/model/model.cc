@@ -1,8 +1,11 @@
 #include "model/model.h"
 
+#include <string_view>
+#include <utility>
+
 #include "gguf/gguf_file.h"
 #include "model/gemma3.h"
-#include "model/llama.h"
+#include "model/llama_family.h"
 #include "model/weights.h"
 
 namespace omnibus {
@@ -21,12 +24,18 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
                                             const LoadProgressFn& progress) {
   OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
   WeightLoader weights(*file, progress);
-  StatusOr<std::unique_ptr<Model>> model =
-      config.arch == "llama"    ? load_llama(file, config, pool, weights)
-      : config.arch == "gemma3" ? load_gemma3(file, config, pool, weights)
-                                : StatusOr<std::unique_ptr<Model>>(Status::unsupported(
-                                      "{}: architecture '{}' is not implemented yet",
-                                      file->path(), config.arch));
+  using Loader = StatusOr<std::unique_ptr<Model>> (*)(std::shared_ptr<const GgufFile>,
+                                                      const ModelConfig&, ThreadPool&,
+                                                      WeightLoader&);
+  static const std::pair<std::string_view, Loader> kLoaders[] = {
+      {"llama", load_llama}, {"gemma3", load_gemma3},     {"qwen2", load_qwen2},
+      {"qwen3", load_qwen3}, {"qwen3moe", load_qwen3moe}, {"phi3", load_phi3},
+  };
+  StatusOr<std::unique_ptr<Model>> model = Status::unsupported(
+      "{}: architecture '{}' is not implemented yet", file->path(), config.arch);
+  for (const auto& [arch, load] : kLoaders) {
+    if (arch == config.arch) model = load(file, config, pool, weights);
+  }
   if (!model.is_ok()) return model.status();
   (*model)->keep_alive(weights.owned_vectors());
   weights.finish();

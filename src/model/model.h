@@ -1,6 +1,7 @@
 // Model: a loaded transformer that turns one StepBatch into logits, reading
 // and writing K/V through the step's block tables. One implementation per
-// architecture (llama.cc, gemma3.cc, ...); the engine sees only this interface.
+// architecture (llama_family.h: llama.cc, qwen2.cc, qwen3.cc, qwen3moe.cc,
+// phi3.cc; gemma3.cc); the engine sees only this interface.
 //
 // Weights: matmul weights with a packed kernel on this CPU live on the heap in
 // matmul's packed layout, and their file pages are released after packing;
@@ -44,6 +45,14 @@ class Model {
   // rows in sequence order; the span stays valid until the next forward().
   // REQUIRES: every block table covers n_past + n_tokens positions of `kv`.
   virtual std::span<const float> forward(const StepBatch& batch, KvStorage& kv) = 0;
+
+  // Tells the model the longest sequence it will serve (the engine's
+  // max_model_len), before the first forward(). A model whose computation
+  // depends on it picks its parameters here, as llama.cpp does by n_ctx
+  // (Phi-3's LongRoPE: the long factors beyond the original context). Until
+  // called, the model assumes its training context. Not thread-safe with
+  // forward().
+  virtual void set_max_context(int32_t /*n_ctx*/) {}
 
   // The pool forward() runs its kernels on, lent to the caller (the engine
   // thread) for its own data-parallel work between steps, e.g. sampling the

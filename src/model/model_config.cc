@@ -1,6 +1,8 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "gguf/gguf_file.h"
 
@@ -70,6 +72,23 @@ Status read_gemma3_extras(const GgufFile& f, ModelConfig* c) {
   return Status::ok();
 }
 
+// Mixture of experts: expert_count experts, expert_used_count of them per
+// token, each with expert_feed_forward_length hidden units (llama.cpp's
+// default when absent: feed_forward_length / expert_used_count).
+Status read_moe(const GgufFile& f, ModelConfig* c) {
+  const std::string& a = c->arch;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_count", &c->n_expert));
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_used_count", &c->n_expert_used));
+  if (c->n_expert_used > c->n_expert) {
+    return Status::corrupt("{}: expert_used_count {} > expert_count {}", f.path(),
+                           c->n_expert_used, c->n_expert);
+  }
+  c->n_ff_exp = c->n_ff / c->n_expert_used;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_feed_forward_length", &c->n_ff_exp, false));
+  if (c->n_ff_exp <= 0) return Status::corrupt("{}: expert feed-forward length is 0", f.path());
+  return Status::ok();
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
@@ -77,9 +96,13 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
   const std::optional<std::string_view> arch = f.get_string("general.architecture");
   if (!arch) return Status::corrupt("{}: missing general.architecture", f.path());
   c.arch = std::string(*arch);
-  if (c.arch != "llama" && c.arch != "gemma3") {
-    return Status::unsupported("{}: architecture '{}' is not supported (supported: llama, gemma3)",
-                               f.path(), c.arch);
+  static constexpr std::string_view kArchs[] = {"llama", "gemma3", "qwen2", "qwen3", "qwen3moe",
+                                                "phi3"};
+  if (std::find(std::begin(kArchs), std::end(kArchs), c.arch) == std::end(kArchs)) {
+    return Status::unsupported(
+        "{}: architecture '{}' is not supported (supported: llama (Llama 2/3, Mistral, SmolLM2), "
+        "gemma3, qwen2, qwen3, qwen3moe, phi3)",
+        f.path(), c.arch);
   }
   c.name = std::string(f.get_string("general.name").value_or(c.arch));
 
@@ -111,6 +134,8 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
     c.norm_eps = float(*eps);
   }
 
+  // As llama.cpp's llama_model_rope_type(): Llama pairs adjacent dims, the
+  // others rotate the two halves of a head (GPT-NeoX style).
   c.rope.mode = c.arch == "llama" ? RopeMode::kNormal : RopeMode::kNeox;
   c.rope.n_rot = c.head_dim;
   OMNIBUS_RETURN_IF_ERROR(read_positive(f, c.arch, "rope.dimension_count", &c.rope.n_rot, false));
@@ -119,9 +144,20 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
                            c.rope.n_rot, c.head_dim);
   }
   c.rope.freq_base = float(f.get_float(c.arch + ".rope.freq_base").value_or(10000.0));
+  const std::string_view scaling = f.get_string(c.arch + ".rope.scaling.type").value_or("linear");
+  if (scaling != "linear" && scaling != "none") {
+    return Status::unsupported("{}: rope.scaling.type '{}' is not supported (linear, none)",
+                               f.path(), scaling);
+  }
   if (const auto factor = f.get_float(c.arch + ".rope.scaling.factor")) {
-    const std::string_view type = f.get_string(c.arch + ".rope.scaling.type").value_or("linear");
-    if (type == "linear" && *factor > 0) c.rope.freq_scale = float(1.0 / *factor);
+    if (scaling == "linear" && *factor > 0) c.rope.freq_scale = float(1.0 / *factor);
+  }
+  OMNIBUS_RETURN_IF_ERROR(
+      read_positive(f, c.arch, "rope.scaling.original_context_length", &c.rope_orig_ctx, false));
+  c.rope_attn_factor = float(f.get_float(c.arch + ".rope.scaling.attn_factor").value_or(1.0));
+  if (!(c.rope_attn_factor > 0 && c.rope_attn_factor < 100)) {
+    return Status::corrupt("{}: rope.scaling.attn_factor {} is out of range", f.path(),
+                           c.rope_attn_factor);
   }
 
   // Vocabulary size: the token list is authoritative.
@@ -133,6 +169,7 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.n_vocab <= 0) return Status::corrupt("{}: empty vocabulary", f.path());
 
   if (c.arch == "gemma3") OMNIBUS_RETURN_IF_ERROR(read_gemma3_extras(f, &c));
+  if (c.arch == "qwen3moe") OMNIBUS_RETURN_IF_ERROR(read_moe(f, &c));
   return c;
 }
 

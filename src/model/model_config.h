@@ -17,7 +17,7 @@ namespace omnibus {
 class GgufFile;
 
 struct ModelConfig {
-  std::string arch;        // general.architecture: "llama", "gemma3"
+  std::string arch;        // general.architecture: llama, gemma3, qwen2, qwen3, qwen3moe, phi3
   std::string name;        // general.name (for logs)
   int n_vocab = 0;
   int n_ctx_train = 0;     // <arch>.context_length
@@ -41,8 +41,19 @@ struct ModelConfig {
   float attn_scale = 0;            // query scale; 0: 1/sqrt(head_dim)
   float final_logit_softcap = 0;   // <arch>.final_logit_softcapping; 0: off
 
+  // Mixture of experts (qwen3moe; 0: a dense feed-forward).
+  int n_expert = 0;       // <arch>.expert_count
+  int n_expert_used = 0;  // <arch>.expert_used_count: experts per token (top-k)
+  int n_ff_exp = 0;       // <arch>.expert_feed_forward_length: each expert's hidden width
+
+  // RoPE scaling beyond rope.freq_scale (the frequency factors themselves are
+  // tensors: rope_freqs.weight, rope_factors_{short,long}.weight).
+  int rope_orig_ctx = 0;         // <arch>.rope.scaling.original_context_length; 0: unknown
+  float rope_attn_factor = 1.f;  // <arch>.rope.scaling.attn_factor (LongRoPE magnitude)
+
   int n_q() const { return n_head * head_dim; }    // width of the query projection
   int n_kv() const { return n_head_kv * head_dim; } // width of the key/value projections
+  bool is_moe() const { return n_expert > 0; }
   bool is_swa_layer(int il) const {
     return sliding_window > 0 && size_t(il) < layer_is_swa.size() && layer_is_swa[size_t(il)];
   }

@@ -29,17 +29,60 @@ Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadP
   const std::string p = "blk." + std::to_string(il) + ".";
   BlockWeights& l = *out;
   OMNIBUS_ASSIGN_OR_RETURN(l.attn_norm, w.vector_f32(p + "attn_norm.weight", c.n_embd));
-  OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.packed_matrix(p + "attn_q.weight", c.n_embd, c.n_q(), pool));
-  OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.packed_matrix(p + "attn_k.weight", c.n_embd, c.n_kv(), pool));
-  OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_matrix(p + "attn_v.weight", c.n_embd, c.n_kv(), pool));
-  OMNIBUS_ASSIGN_OR_RETURN(l.wo,
-                           w.packed_matrix(p + "attn_output.weight", c.n_q(), c.n_embd, pool));
+  const int64_t n_q = c.n_q(), n_kv = c.n_kv(), n_qkv = n_q + 2 * n_kv;
+  if (w.has(p + "attn_qkv.weight")) {
+    const std::string name = p + "attn_qkv.weight";
+    OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.packed_rows(name, {c.n_embd, n_qkv}, 0, n_q, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.packed_rows(name, {c.n_embd, n_qkv}, n_q, n_kv, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_rows(name, {c.n_embd, n_qkv}, n_q + n_kv, n_kv, pool));
+  } else {
+    OMNIBUS_ASSIGN_OR_RETURN(l.wq, w.packed_matrix(p + "attn_q.weight", c.n_embd, n_q, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.wk, w.packed_matrix(p + "attn_k.weight", c.n_embd, n_kv, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_matrix(p + "attn_v.weight", c.n_embd, n_kv, pool));
+  }
+  if (w.has(p + "attn_qkv.bias")) {
+    const std::string name = p + "attn_qkv.bias";
+    OMNIBUS_ASSIGN_OR_RETURN(l.bq, w.vector_f32_slice(name, n_qkv, 0, n_q));
+    OMNIBUS_ASSIGN_OR_RETURN(l.bk, w.vector_f32_slice(name, n_qkv, n_q, n_kv));
+    OMNIBUS_ASSIGN_OR_RETURN(l.bv, w.vector_f32_slice(name, n_qkv, n_q + n_kv, n_kv));
+  } else {
+    const struct {
+      const char* name;
+      int64_t n;
+      const float** out;
+    } biases[] = {{"attn_q.bias", n_q, &l.bq}, {"attn_k.bias", n_kv, &l.bk},
+                  {"attn_v.bias", n_kv, &l.bv}};
+    for (const auto& b : biases) {
+      if (!w.has(p + b.name)) continue;
+      OMNIBUS_ASSIGN_OR_RETURN(*b.out, w.vector_f32(p + b.name, b.n));
+    }
+  }
+  OMNIBUS_ASSIGN_OR_RETURN(l.wo, w.packed_matrix(p + "attn_output.weight", n_q, c.n_embd, pool));
   OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
-  OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, pool));
-  OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, pool));
+  if (c.is_moe()) return Status::ok();
+  if (w.has(p + "ffn_gate.weight")) {
+    OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
+                             w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, pool));
+  } else {
+    const std::string name = p + "ffn_up.weight";  // fused: gate rows, then up rows
+    OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.packed_rows(name, {c.n_embd, 2 * c.n_ff}, 0, c.n_ff, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.w_up,
+                             w.packed_rows(name, {c.n_embd, 2 * c.n_ff}, c.n_ff, c.n_ff, pool));
+  }
   OMNIBUS_ASSIGN_OR_RETURN(l.w_down, w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, pool));
   return Status::ok();
 }
+
+namespace {
+
+// y[t, :] += bias for each of n_tok rows of width n (no-op for a null bias).
+void add_bias(float* y, const float* bias, int64_t n_tok, int64_t n) {
+  if (bias == nullptr) return;
+  for (int64_t t = 0; t < n_tok; ++t) add_inplace(y + t * n, bias, n);
+}
+
+}  // namespace
 
 void project_qkv(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
                  ThreadPool& pool) {
@@ -61,6 +104,9 @@ void attention_block(const BlockWeights& l, const ModelConfig& c, const Attentio
   rms_norm(x, l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
   // q: [n_tok, n_head, head_dim], k, v: [n_tok, n_head_kv, head_dim]
   project_qkv(l, b.xn.data(), n_tok, b, pool);
+  add_bias(b.q.data(), l.bq, n_tok, c.n_q());
+  add_bias(b.k.data(), l.bk, n_tok, c.n_kv());
+  add_bias(b.v.data(), l.bv, n_tok, c.n_kv());
   if (s.q_norm != nullptr) {
     rms_norm(b.q.data(), s.q_norm, b.q.data(), n_tok * c.n_head, c.head_dim, c.norm_eps);
   }

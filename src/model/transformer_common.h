@@ -36,12 +36,17 @@ struct EmbeddingWeights {
 };
 
 // The weights every pre-norm decoder block has (blk.N.*): attention
-// projections, feed-forward (gate/up/down) and the two input norms.
+// projections (with optional biases), feed-forward (gate/up/down; none in a
+// mixture-of-experts layer, whose experts the architecture loads) and the two
+// input norms.
 struct BlockWeights {
   const float* attn_norm = nullptr;  // [n_embd]
   PackedWeight wq;                   // [n_embd -> n_q]
   PackedWeight wk;                   // [n_embd -> n_kv]
   PackedWeight wv;                   // [n_embd -> n_kv]
+  const float* bq = nullptr;         // [n_q] bias of wq, or null (Qwen 2)
+  const float* bk = nullptr;         // [n_kv]
+  const float* bv = nullptr;         // [n_kv]
   PackedWeight wo;                   // [n_q -> n_embd]
   const float* ffn_norm = nullptr;   // [n_embd]
   PackedWeight w_gate;               // [n_embd -> n_ff]
@@ -49,7 +54,14 @@ struct BlockWeights {
   PackedWeight w_down;               // [n_ff -> n_embd]
 };
 
-// Loads (and packs) layer il's BlockWeights into *out.
+// Loads (and packs) layer il's BlockWeights into *out, accepting the tensor
+// layouts llama.cpp does for every architecture:
+//   Q, K, V  attn_{q,k,v}.weight, or the three row ranges of a fused
+//            attn_qkv.weight [n_embd, n_q + 2 n_kv] (Phi-3);
+//   biases   attn_{q,k,v}.bias or a fused attn_qkv.bias, when present;
+//   FFN      ffn_gate.weight and ffn_up.weight, or a fused ffn_up.weight
+//            [n_embd, 2 n_ff] whose first n_ff rows are the gate (Phi-3);
+//            none when c.is_moe().
 Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
                           BlockWeights* out);
 
@@ -124,7 +136,7 @@ struct AttentionStep {
 };
 
 // The attention half of a block, without the residual add:
-//   xn = rms_norm(x) * attn_norm;  q, k, v = xn Wq, xn Wk, xn Wv
+//   xn = rms_norm(x) * attn_norm;  q, k, v = xn Wq + bq, xn Wk + bk, xn Wv + bv
 //   q, k = rms_norm_per_head(q) * q_norm, ... (when set);  rope(q, k)
 //   kv_store(k, v);  b.proj = paged_attention(q) Wo          b.proj: [n_tok, n_embd]
 void attention_block(const BlockWeights& l, const ModelConfig& c, const AttentionStep& s,

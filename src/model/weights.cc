@@ -1,6 +1,9 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 #include "gguf/gguf_file.h"
+#include "util/check.h"
 
 namespace omnibus {
 namespace {
@@ -52,9 +55,10 @@ void WeightLoader::finish() {
   if (progress_) progress_(total_bytes_, total_bytes_);
 }
 
-StatusOr<const GgufTensor*> WeightLoader::find_matrix(const std::string& name, int64_t n_in,
-                                                      int64_t n_out) const {
-  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, {n_in, n_out}));
+StatusOr<const GgufTensor*> WeightLoader::find_matrix(const std::string& name,
+                                                      const std::vector<int64_t>& shape) const {
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, shape));
+  const int64_t n_in = shape[0];
   const DTypeTraits& traits = dtype_traits(t->type);
   if (traits.vec_dot == nullptr) {
     return Status::unsupported("{}: tensor '{}' has dtype {}, which omnibus cannot multiply",
@@ -69,14 +73,14 @@ StatusOr<const GgufTensor*> WeightLoader::find_matrix(const std::string& name, i
 }
 
 StatusOr<WeightView> WeightLoader::matrix(const std::string& name, int64_t n_in, int64_t n_out) {
-  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, n_in, n_out));
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, {n_in, n_out}));
   handled(*t);
   return WeightView{t->type, t->data, n_in, n_out};
 }
 
 StatusOr<PackedWeight> WeightLoader::packed_matrix(const std::string& name, int64_t n_in,
                                                    int64_t n_out, ThreadPool* pool) {
-  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, n_in, n_out));
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, {n_in, n_out}));
   PackedWeight packed = pack_weight(WeightView{t->type, t->data, n_in, n_out}, pool);
   if (packed.is_packed()) {
     file_.release_pages(t->data, t->n_bytes);  // matmul reads only the packed copy
@@ -86,6 +90,36 @@ StatusOr<PackedWeight> WeightLoader::packed_matrix(const std::string& name, int6
   }
   handled(*t);
   return packed;
+}
+
+StatusOr<PackedWeight> WeightLoader::packed_rows(const std::string& name,
+                                                 const std::vector<int64_t>& shape,
+                                                 int64_t row_begin, int64_t n_rows,
+                                                 ThreadPool* pool) {
+  OMNIBUS_CHECK(!shape.empty());
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, shape));
+  int64_t rows = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  OMNIBUS_CHECK(row_begin >= 0 && n_rows > 0 && row_begin + n_rows <= rows);
+  const size_t row_bytes = dtype_row_size(t->type, shape[0]);
+  const auto* data = static_cast<const uint8_t*>(t->data) + size_t(row_begin) * row_bytes;
+  PackedWeight packed = pack_weight(WeightView{t->type, data, shape[0], n_rows}, pool);
+  if (packed.is_packed()) {
+    if (std::find(released_.begin(), released_.end(), t) == released_.end()) {
+      released_.push_back(t);  // finish() releases the pages, after the last slice
+    }
+  } else {
+    touch_pages(data, size_t(n_rows) * row_bytes);
+  }
+  handled(*t);
+  return packed;
+}
+
+StatusOr<const float*> WeightLoader::vector_f32_slice(const std::string& name, int64_t total,
+                                                      int64_t offset, int64_t n) {
+  OMNIBUS_CHECK(offset >= 0 && n > 0 && offset + n <= total);
+  OMNIBUS_ASSIGN_OR_RETURN(const float* all, vector_f32(name, total));
+  return all + offset;
 }
 
 StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t n) {

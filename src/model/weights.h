@@ -53,9 +53,20 @@ class WeightLoader {
   // its pages touched. `pool` spreads the copy.
   StatusOr<PackedWeight> packed_matrix(const std::string& name, int64_t n_in, int64_t n_out,
                                        ThreadPool* pool);
+  // Rows [row_begin, row_begin + n_rows) of a tensor of GGUF shape `shape`
+  // (shape[0] = n_in; the other dimensions flattened into rows), packed like
+  // packed_matrix(): one expert of a 3-D expert tensor [n_in, n_out, n_expert],
+  // or Q, K or V of a fused [n_in, n_q + 2 n_kv] projection. A packed tensor's
+  // file pages are released by finish(), once all its slices are packed.
+  StatusOr<PackedWeight> packed_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                     int64_t row_begin, int64_t n_rows, ThreadPool* pool);
   // A float32 vector of n elements (norm weights), as a heap copy that lives
   // as long as owned_vectors() does.
   StatusOr<const float*> vector_f32(const std::string& name, int64_t n);
+  // Elements [offset, offset + n) of a float32 tensor of `total` elements (a
+  // slice of a fused bias), copied like vector_f32().
+  StatusOr<const float*> vector_f32_slice(const std::string& name, int64_t total, int64_t offset,
+                                          int64_t n);
   // The heap copies vector_f32 returned: the model must keep them.
   std::shared_ptr<const void> owned_vectors() const { return vectors_; }
   bool has(const std::string& name) const;
@@ -67,9 +78,10 @@ class WeightLoader {
 
  private:
   StatusOr<const GgufTensor*> find(const std::string& name, std::vector<int64_t> shape) const;
-  // find() plus the checks matmul needs (a dot product, whole blocks per row).
-  StatusOr<const GgufTensor*> find_matrix(const std::string& name, int64_t n_in,
-                                          int64_t n_out) const;
+  // find() plus the checks matmul needs (a dot product, whole blocks per row);
+  // shape[0] is the row length, the other dimensions count rows.
+  StatusOr<const GgufTensor*> find_matrix(const std::string& name,
+                                          const std::vector<int64_t>& shape) const;
   // Counts t's bytes towards progress, once per tensor.
   void handled(const GgufTensor& t);
 

@@ -229,14 +229,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt-set", choices=sorted(PROMPT_SETS), default="default",
                     help="gemma3: the chat prompts in Gemma's turn format")
+    ap.add_argument("--logits-dtype", choices=["f32", "f16"], default="f32",
+                    help="f16 halves the committed size (the random-weight families: their "
+                         "tolerances are far above f16's rounding)")
     args = ap.parse_args()
 
     build = llama_build_dir()
     ref = Reference(import_llama_cpp(build), args.model, args.n_ctx, args.n_batch, args.threads)
     out_dir = args.out / args.name
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("*.f32"):
+    for stale in list(out_dir.glob("*.f32")) + list(out_dir.glob("*.f16")):
         stale.unlink()
+    ext = args.logits_dtype
 
     entries = []
     for i, text in enumerate(PROMPT_SETS[args.prompt_set]):
@@ -244,7 +248,7 @@ def main() -> None:
         if len(ids) + args.n_gen > args.n_ctx:
             sys.exit(f"gen_forward_golden: prompt {i} too long for n_ctx")
         logits, generated, margins = ref.run(ids, args.n_gen)
-        logits.astype("<f4").tofile(out_dir / f"{i}.f32")
+        logits.astype("<f4" if ext == "f32" else "<f2").tofile(out_dir / f"{i}.{ext}")
         gen_text = b"".join(ref.piece(t) for t in generated).decode("utf-8", errors="replace")
         entries.append({
             "text": text,
@@ -252,7 +256,7 @@ def main() -> None:
             "generated_ids": generated,
             "generated_text": gen_text,
             "generated_margins": margins,
-            "logits_file": f"{args.name}/{i}.f32",
+            "logits_file": f"{args.name}/{i}.{ext}",
         })
         print(f"[{i}] {len(ids)} prompt tokens -> {gen_text!r}", file=sys.stderr)
 
@@ -277,8 +281,9 @@ def main() -> None:
         "tokenize": "llama_tokenize(add_special=true, parse_special=true)",
         "generation": f"greedy argmax (ties -> lowest id), exactly {args.n_gen} tokens, "
                       "no stop at EOS",
-        "logits_format": "raw little-endian float32, n_vocab values: the logits of the last "
-                         "prompt position",
+        "logits_format": ("raw little-endian float32" if ext == "f32" else
+                          "raw little-endian float16 (IEEE half)") +
+                         ", n_vocab values: the logits of the last prompt position",
         "prompts": entries,
     }
     index_path = args.out / f"{args.name}.json"

@@ -63,7 +63,9 @@ def main() -> None:
     worst = mean_abs = 0.0
     worst_missed = 0.0
     for p in golden["prompts"]:
-        ref = np.fromfile(ROOT / "tests/golden/forward" / p["logits_file"], dtype=np.float32)
+        logits_file = ROOT / "tests/golden/forward" / p["logits_file"]
+        ref = np.fromfile(logits_file, dtype=np.float16 if logits_file.suffix == ".f16"
+                          else np.float32).astype(np.float32)
         want = p["generated_ids"]
         L.llama_memory_clear(L.llama_get_memory(ctx), True); decode.pos = 0
         logits = decode(p["prompt_ids"])

@@ -1,0 +1,121 @@
+#include "model/llama_family.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "kernels/ops_parallel.h"
+#include "kernels/thread_pool.h"
+#include "kv/attention.h"
+#include "model/forward_buffers.h"
+#include "model/moe.h"
+#include "model/transformer_common.h"
+#include "model/weights.h"
+#include "util/check.h"
+
+namespace omnibus {
+namespace {
+
+// The common block plus what some members of the family add.
+struct LlamaFamilyLayer : BlockWeights {
+  const float* q_norm = nullptr;  // [head_dim] Qwen 3
+  const float* k_norm = nullptr;  // [head_dim]
+  MoeWeights moe;                 // experts, when config().is_moe()
+};
+
+class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
+ public:
+  using DecoderModel::DecoderModel;
+
+  Status load(WeightLoader& w, const LlamaFamilyOptions& o) {
+    const ModelConfig& c = config_;
+    OMNIBUS_RETURN_IF_ERROR(load_weights(w, [&](int il, LlamaFamilyLayer& l) -> Status {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      if (o.qk_norm) {
+        OMNIBUS_ASSIGN_OR_RETURN(l.q_norm, w.vector_f32(p + "attn_q_norm.weight", c.head_dim));
+        OMNIBUS_ASSIGN_OR_RETURN(l.k_norm, w.vector_f32(p + "attn_k_norm.weight", c.head_dim));
+      }
+      if (o.require_biases && (l.bq == nullptr || l.bk == nullptr || l.bv == nullptr)) {
+        return Status::corrupt("{}: {} needs tensors '{}attn_q.bias', 'attn_k.bias' and "
+                               "'attn_v.bias'", file_->path(), c.arch, p);
+      }
+      return c.is_moe() ? load_moe_weights(w, c, il, &pool_, &l.moe) : Status::ok();
+    }));
+    // RoPE frequency factors, [n_rot / 2]: Llama 3's rope_freqs.weight, or
+    // Phi-3's LongRoPE pair, chosen by the served context (set_max_context).
+    const int64_t half = c.rope.n_rot / 2;
+    if (w.has("rope_freqs.weight")) {
+      OMNIBUS_ASSIGN_OR_RETURN(rope_factors_short_, w.vector_f32("rope_freqs.weight", half));
+      rope_factors_long_ = rope_factors_short_;
+    } else if (w.has("rope_factors_long.weight") || w.has("rope_factors_short.weight")) {
+      OMNIBUS_ASSIGN_OR_RETURN(rope_factors_long_, w.vector_f32("rope_factors_long.weight", half));
+      OMNIBUS_ASSIGN_OR_RETURN(rope_factors_short_,
+                               w.vector_f32("rope_factors_short.weight", half));
+    }
+    rope_ = c.rope;
+    rope_.attn_factor = c.rope_attn_factor;
+    set_max_context(c.n_ctx_train);
+    return Status::ok();
+  }
+
+  // llama.cpp's rule (llama_model::get_rope_factors): the long factors when
+  // the context exceeds rope.scaling.original_context_length (or, without
+  // it, the training context), else the short ones.
+  void set_max_context(int32_t n_ctx) override {
+    const int orig = config_.rope_orig_ctx > 0 ? config_.rope_orig_ctx : config_.n_ctx_train;
+    rope_.freq_factors = n_ctx > orig ? rope_factors_long_ : rope_factors_short_;
+  }
+
+  std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
+    const ModelConfig& c = config_;
+    ForwardBuffers& b = buf_;
+    b.prepare(c, batch);
+    const int64_t n_tok = batch.n_tokens();
+    check_step(c, batch, kv);
+
+    embed_tokens(embd_, c, batch, b.x.data());  // x: [n_tok, n_embd]
+
+    for (int il = 0; il < c.n_layer; ++il) {
+      const LlamaFamilyLayer& l = layers_[size_t(il)];
+      const AttentionStep attn{&rope_,
+                               b.attn_seqs.data(),
+                               int(batch.seqs.size()),
+                               {c.n_head, c.n_head_kv, c.head_dim, c.query_scale()},
+                               l.q_norm,
+                               l.k_norm};
+      attention_block(l, c, attn, kv.layer(il), b.x.data(), n_tok, b, pool_);
+      add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
+      if (c.is_moe()) {
+        rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+        moe_feed_forward(l.moe, c, b.xn.data(), n_tok, b.proj.data(), moe_, pool_);
+      } else {
+        feed_forward_block(l, c, GatedActivation::kSwiglu, b.x.data(), n_tok, b, pool_);
+      }
+      add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
+    }
+
+    // Only the rows that produce logits go through the output head.
+    return output_logits(embd_, c, b.x.data(), b, pool_);  // [n_rows, n_vocab]
+  }
+
+ private:
+  RopeParams rope_;
+  const float* rope_factors_short_ = nullptr;  // [n_rot / 2] or null
+  const float* rope_factors_long_ = nullptr;
+  MoeBuffers moe_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> load_llama_family(std::shared_ptr<const GgufFile> file,
+                                                   const ModelConfig& config, ThreadPool& pool,
+                                                   WeightLoader& weights,
+                                                   const LlamaFamilyOptions& options) {
+  auto model = std::make_unique<LlamaFamilyModel>(std::move(file), config, pool);
+  OMNIBUS_RETURN_IF_ERROR(model->load(weights, options));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace omnibus
