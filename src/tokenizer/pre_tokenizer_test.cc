@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tokenizer/unicode.h"
+#include "util/testdata.h"
 
 namespace omnibus {
 namespace {
@@ -195,6 +198,33 @@ TEST(PreTokenizer, Qwen2DigitsOneByOne) {
   EXPECT_EQ(split(k, "abc 12"), (W{"abc", " ", "1", "2"}));
   EXPECT_EQ(split(k, "٣٤"), (W{"٣", "٤"}));
   EXPECT_EQ(split(k, "12ab"), (W{"1", "2", "ab"}));
+}
+
+// Random mixed-script strings split by Python's `regex` module with the very
+// regexes llama.cpp lists (tools/golden/gen_pre_tokenizer_golden.py).
+TEST(PreTokenizer, Llama3AndQwen2MatchTheRegexOnRandomStrings) {
+  const std::string path =
+      testdata::source_dir() + "/tests/golden/tokenizer/pre_tokenizer_llama3_qwen2.json";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path << " missing";
+  const nlohmann::json g = nlohmann::json::parse(in);
+  const auto& cases = g["cases"];
+  ASSERT_GE(cases.size(), 2000u);
+  const std::pair<const char*, PreTokenizerKind> kinds[] = {{"llama3", PreTokenizerKind::kLlama3},
+                                                            {"qwen2", PreTokenizerKind::kQwen2}};
+  int failures = 0;  // reports the first 20
+  for (const auto& c : cases) {
+    const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(c["text"].get<std::string>());
+    for (const auto& [name, kind] : kinds) {
+      std::vector<uint32_t> lens;
+      pre_tokenize(kind, cps, &lens);
+      const auto expected = c[name].get<std::vector<uint32_t>>();
+      if (lens != expected && ++failures <= 20) {
+        EXPECT_EQ(lens, expected) << name << ": " << c.dump();
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "cases split differently (first 20 above)";
 }
 
 }  // namespace
