@@ -121,7 +121,8 @@ void split_llama3(const std::vector<uint32_t>& cps, size_t max_digits, std::vect
       }
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+: any one codepoint but those before the letters
-    const bool may_lead = cls != CpClass::kLetter && cls != CpClass::kNumber && cp != '\r' && cp != '\n';
+    const bool may_lead =
+        cls != CpClass::kLetter && cls != CpClass::kNumber && cp != '\r' && cp != '\n';
     const size_t letters = may_lead ? pos + 1 : pos;
     if (is(letters, CpClass::kLetter)) {
       size_t e = letters;
@@ -174,9 +175,12 @@ struct NamedPreType {
 // kinds omnibus implements; see the header).
 constexpr BpePreType kGpt2Type{PreTokenizerKind::kGpt2};
 constexpr BpePreType kSmollmType{PreTokenizerKind::kSmollm};
-constexpr BpePreType kLlama3Type{PreTokenizerKind::kLlama3, /*ignore_merges=*/true, /*add_bos=*/true};
+constexpr BpePreType kLlama3Type{PreTokenizerKind::kLlama3, /*ignore_merges=*/true,
+                                 /*add_bos=*/true};
 constexpr BpePreType kLlama3RegexOnly{PreTokenizerKind::kLlama3};  // DBRX, SMAUG
 constexpr BpePreType kQwen2Type{PreTokenizerKind::kQwen2};
+// Grouped as llama.cpp groups them (hence no clang-format).
+// clang-format off
 constexpr NamedPreType kPreTypes[] = {
     // LLAMA_VOCAB_PRE_TYPE_GPT2 and MPT
     {"gpt-2", kGpt2Type}, {"phi-2", kGpt2Type}, {"jina-es", kGpt2Type}, {"jina-de", kGpt2Type},
@@ -197,6 +201,7 @@ constexpr NamedPreType kPreTypes[] = {
     {"f2llmv2", kQwen2Type}, {"megrez", kQwen2Type}, {"stablelm2", kQwen2Type},
     {"hunyuan", kQwen2Type}, {"solar-open", kQwen2Type}, {"grok-2", kQwen2Type},
 };
+// clang-format on
 
 }  // namespace
 

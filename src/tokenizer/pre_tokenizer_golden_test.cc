@@ -15,11 +15,17 @@ namespace {
 using golden_tokenizer::GoldenTokenizerTest;
 
 struct LlamaBpeVocab : GoldenTokenizerTest<LlamaBpeVocab> {
-  static std::string model_path() { return testdata::model_path("random/smollm2-vocab-llama-bpe.gguf"); }
-  static std::string golden_path() { return golden_tokenizer::golden_path("smollm2-vocab-llama-bpe"); }
+  static std::string model_path() {
+    return testdata::model_path("random/smollm2-vocab-llama-bpe.gguf");
+  }
+  static std::string golden_path() {
+    return golden_tokenizer::golden_path("smollm2-vocab-llama-bpe");
+  }
 };
 struct Qwen2Vocab : GoldenTokenizerTest<Qwen2Vocab> {
-  static std::string model_path() { return testdata::model_path("random/smollm2-vocab-qwen2.gguf"); }
+  static std::string model_path() {
+    return testdata::model_path("random/smollm2-vocab-qwen2.gguf");
+  }
   static std::string golden_path() { return golden_tokenizer::golden_path("smollm2-vocab-qwen2"); }
 };
 

@@ -121,7 +121,8 @@ TEST_P(Llama3Family, ContractionsInEitherCase) {
 TEST_P(Llama3Family, OneNonLetterLeadsLetters) {
   const auto k = GetParam();
   EXPECT_EQ(split(k, "Hello world"), (W{"Hello", " world"}));
-  EXPECT_EQ(split(k, "(hello) .world"), (W{"(hello", ")", " .", "world"}));  // " ." is no one codepoint
+  // " ." is two codepoints: too many to lead "world".
+  EXPECT_EQ(split(k, "(hello) .world"), (W{"(hello", ")", " .", "world"}));
   EXPECT_EQ(split(k, "\tx"), (W{"\tx"}));
   EXPECT_EQ(split(k, "!!x"), (W{"!!", "x"}));  // one codepoint only
   EXPECT_EQ(split(k, " !x"), (W{" !", "x"}));
@@ -174,7 +175,8 @@ TEST_P(Llama3Family, SpacesAndTrailingWhitespace) {
 INSTANTIATE_TEST_SUITE_P(PreTokenizer, Llama3Family,
                          ::testing::Values(PreTokenizerKind::kLlama3, PreTokenizerKind::kQwen2),
                          [](const auto& param_info) {
-                           return param_info.param == PreTokenizerKind::kLlama3 ? "Llama3" : "Qwen2";
+                           return param_info.param == PreTokenizerKind::kLlama3 ? "Llama3"
+                                                                                : "Qwen2";
                          });
 
 TEST(PreTokenizer, Llama3DigitsInThrees) {
