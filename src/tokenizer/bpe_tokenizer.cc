@@ -66,7 +66,7 @@ bool heap_after(const Candidate& a, const Candidate& b) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::create(VocabIndex vocab) {
-  const auto pre = pre_tokenizer_for(vocab.vocab().pre);
+  const auto pre = bpe_pre_type(vocab.vocab().pre);
   if (!pre) {
     return Status::unsupported("BPE pre-tokenizer '{}' (tokenizer.ggml.pre) is not implemented",
                                vocab.vocab().pre);
@@ -74,7 +74,7 @@ StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::create(VocabIndex vocab) {
   return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(vocab), *pre));
 }
 
-BpeTokenizer::BpeTokenizer(VocabIndex vocab, PreTokenizerKind pre)
+BpeTokenizer::BpeTokenizer(VocabIndex vocab, BpePreType pre)
     : Tokenizer(std::move(vocab)), pre_(pre) {
   std::unordered_map<std::string, int32_t> extra;
   for (int b = 0; b < 256; ++b) {
@@ -109,19 +109,23 @@ void BpeTokenizer::encode_fragment(std::string_view text, bool /*after_special*/
                                    std::vector<int32_t>* out) const {
   const std::vector<uint32_t> cps = unicode::decode_utf8_lenient(text);
   std::vector<uint32_t> word_lens;
-  pre_tokenize(pre_, cps, &word_lens);
+  pre_tokenize(pre_.kind, cps, &word_lens);
 
   std::vector<int32_t> syms;
   std::string utf8;
   size_t cp_pos = 0;
   for (uint32_t len : word_lens) {
-    syms.clear();
-    for (size_t i = cp_pos; i < cp_pos + len; ++i) {
-      utf8.clear();
-      unicode::append_utf8(&utf8, cps[i]);
-      for (char c : utf8) syms.push_back(byte_symbol_[static_cast<uint8_t>(c)]);
-    }
+    utf8.clear();
+    for (size_t i = cp_pos; i < cp_pos + len; ++i) unicode::append_utf8(&utf8, cps[i]);
     cp_pos += len;
+    if (pre_.ignore_merges) {
+      if (const auto id = vocab_.find(byte_level::spell(utf8))) {  // any token, as llama.cpp
+        out->push_back(*id);
+        continue;
+      }
+    }
+    syms.clear();
+    for (char c : utf8) syms.push_back(byte_symbol_[static_cast<uint8_t>(c)]);
     merge_word(&syms, out);
   }
   OMNIBUS_DCHECK(cp_pos == cps.size());

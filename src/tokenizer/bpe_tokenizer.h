@@ -8,7 +8,9 @@
 //   3. each word's UTF-8 bytes become symbols of the byte-level alphabet
 //      (byte_level.h), and adjacent symbols are merged by merge rank, lowest
 //      rank first (leftmost pair first among equal ranks) until no listed
-//      merge applies; each final symbol is a token.
+//      merge applies; each final symbol is a token. Where the pre-tokenizer
+//      says ignore_merges (Llama 3), a word whose spelling is a token is that
+//      token without merging.
 //
 // Merges are indexed by symbol ids, not strings: every token, byte symbol and
 // merge result gets an id at construction (results that are not tokens get ids
@@ -42,7 +44,7 @@ class BpeTokenizer final : public Tokenizer {
     int32_t result;  // symbol id of left+right
   };
 
-  BpeTokenizer(VocabIndex vocab, PreTokenizerKind pre);
+  BpeTokenizer(VocabIndex vocab, BpePreType pre);
   // Symbol id of `text`: its token id, else an id past n_vocab (created here).
   int32_t intern(const std::string& text, std::unordered_map<std::string, int32_t>* extra);
   // Steps 2-3 of encode (above): pre-tokenizes and merges text with no
@@ -57,7 +59,7 @@ class BpeTokenizer final : public Tokenizer {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
 
-  const PreTokenizerKind pre_;
+  const BpePreType pre_;
   std::array<int32_t, 256> byte_symbol_{};     // byte -> symbol id of its alphabet codepoint
   std::vector<std::string> extra_symbols_;     // text of symbol n_vocab + i
   std::unordered_map<uint64_t, Merge> merges_; // pair_key(left, right) -> merge

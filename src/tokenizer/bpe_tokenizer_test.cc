@@ -109,6 +109,44 @@ TEST(BpeTokenizer, PiecesAndDecode) {
   EXPECT_EQ(tok->decode({1, 260, 2}, false), " h");
 }
 
+TEST(BpeTokenizer, Llama3WordThatIsATokenSkipsMerges) {
+  // "abc" is token 262 but no merge builds it ("a b" makes 260 "ab", and no
+  // "ab c"): under llama-bpe (llama.cpp's ignore_merges) the word is that
+  // token; under dbrx (same regex, merges always) and smollm it is merged.
+  auto v = make_vocab({"a b", "b c"}, {"ab", "bc", "abc"});
+  for (const char* pre : {"dbrx", "smollm"}) {
+    v.pre = pre;
+    auto tok = make(v);
+    ASSERT_TRUE(tok);
+    EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{260, byte_id('c')})) << pre;
+  }
+  v.pre = "llama-bpe";
+  auto tok = make(v);
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->encode("abc", false, false), (std::vector<int32_t>{262}));
+  EXPECT_EQ(tok->encode("abc abcd", false, false),  // " abcd" is no token: merged
+            (std::vector<int32_t>{262, byte_id(' '), 260, byte_id('c'), byte_id('d')}));
+}
+
+TEST(BpeTokenizer, Llama3AddsBosUnlessTheGgufSaysNo) {
+  auto v = make_vocab({}, {});
+  v.pre = "llama-bpe";
+  v.bos_id = 1;
+  auto tok = make(v);
+  ASSERT_TRUE(tok);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_EQ(tok->encode("a", true, true), (std::vector<int32_t>{1, byte_id('a')}));
+  v.add_bos = false;
+  tok = make(v);
+  ASSERT_TRUE(tok);
+  EXPECT_FALSE(tok->add_bos());
+  v.add_bos.reset();
+  v.pre = "qwen2";
+  tok = make(v);
+  ASSERT_TRUE(tok);
+  EXPECT_FALSE(tok->add_bos());
+}
+
 TEST(BpeTokenizer, InvalidUtf8BecomesReplacementChar) {
   auto tok = make(make_vocab({}, {}));
   ASSERT_TRUE(tok);

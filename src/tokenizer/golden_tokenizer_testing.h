@@ -9,6 +9,9 @@
 //   static std::string golden_path();  // llama.cpp's answers
 // The tokenizer and golden data are loaded once per suite.
 //
+// A golden file may record the GGUF's sha256 ("model_sha256"): the suite then
+// fails on a GGUF with another one (a stale or differently made file).
+//
 // A golden file holds the vocabulary's facts (n_vocab, bos_id, eos_id,
 // add_bos, add_eos, eog_ids, control_ids) and "cases": each a string ("text",
 // or "text_hex" for bytes that are not valid UTF-8) with llama.cpp's ids with
@@ -27,6 +30,7 @@
 
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
+#include "util/sha256.h"
 #include "util/testdata.h"
 
 namespace omnibus::golden_tokenizer {
@@ -99,7 +103,15 @@ class GoldenTokenizerTest : public ::testing::Test {
     ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
     std::ifstream in(Suite::golden_path());
     ASSERT_TRUE(in.good()) << Suite::golden_path() << " missing";
-    golden_ = std::make_unique<nlohmann::json>(nlohmann::json::parse(in));
+    auto golden = std::make_unique<nlohmann::json>(nlohmann::json::parse(in));
+    if (golden->contains("model_sha256")) {
+      const auto sha = sha256_file_hex(model);
+      ASSERT_TRUE(sha.has_value()) << model << " unreadable";
+      ASSERT_EQ(*sha, (*golden)["model_sha256"].get<std::string>())
+          << model << " is not the GGUF " << Suite::golden_path()
+          << " was made from (delete it and rerun scripts/fetch_models.sh)";
+    }
+    golden_ = std::move(golden);
     tok_ = std::move(tok).value();
   }
   static void TearDownTestSuite() {

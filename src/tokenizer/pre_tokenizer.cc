@@ -83,22 +83,139 @@ void split_smollm(const std::vector<uint32_t>& cps, std::vector<uint32_t>* out) 
   if (piece_begin < cps.size()) split_gpt2(cps, piece_begin, cps.size(), out);
 }
 
+// The Llama 3 regex (max_digits = 3) or Qwen 2's (max_digits = 1) over all
+// of cps; appends word lengths. The alternatives are tried in the regex's
+// order; each branch below is the match that alternative makes.
+void split_llama3(const std::vector<uint32_t>& cps, size_t max_digits, std::vector<uint32_t>* out) {
+  const size_t end = cps.size();
+  const auto is = [&](size_t p, CpClass c) { return p < end && unicode::cp_class(cps[p]) == c; };
+  const auto is_cr_lf = [&](size_t p) { return p < end && (cps[p] == '\r' || cps[p] == '\n'); };
+  const auto lower = [&](size_t p) -> uint32_t {  // ASCII only, as [sS] is
+    const uint32_t c = cps[p];
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+  };
+
+  size_t pos = 0;
+  const auto emit = [&](size_t word_end) {
+    OMNIBUS_DCHECK(word_end > pos && word_end <= end);
+    out->push_back(static_cast<uint32_t>(word_end - pos));
+    pos = word_end;
+  };
+
+  while (pos < end) {
+    const uint32_t cp = cps[pos];
+    const CpClass cls = unicode::cp_class(cp);
+    // (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+    if (cp == '\'' && pos + 1 < end) {
+      const uint32_t c1 = lower(pos + 1);
+      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+        emit(pos + 2);
+        continue;
+      }
+      if (pos + 2 < end) {
+        const uint32_t c2 = lower(pos + 2);
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+          emit(pos + 3);
+          continue;
+        }
+      }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+: any one codepoint but those before the letters
+    const bool may_lead =
+        cls != CpClass::kLetter && cls != CpClass::kNumber && cp != '\r' && cp != '\n';
+    const size_t letters = may_lead ? pos + 1 : pos;
+    if (is(letters, CpClass::kLetter)) {
+      size_t e = letters;
+      while (is(e, CpClass::kLetter)) ++e;
+      emit(e);
+      continue;
+    }
+    // \p{N}{1,3} (Llama 3) or \p{N} (Qwen 2)
+    if (cls == CpClass::kNumber) {
+      size_t e = pos;
+      while (e - pos < max_digits && is(e, CpClass::kNumber)) ++e;
+      emit(e);
+      continue;
+    }
+    //  ?[^\s\p{L}\p{N}]+[\r\n]*
+    const size_t others = cp == ' ' ? pos + 1 : pos;
+    if (is(others, CpClass::kOther)) {
+      size_t e = others;
+      while (is(e, CpClass::kOther)) ++e;
+      while (is_cr_lf(e)) ++e;
+      emit(e);
+      continue;
+    }
+    // Whitespace: \s*[\r\n]+ takes the run up to its last \r or \n; else
+    // \s+(?!\S) leaves the run's last codepoint when a non-space follows; else \s+.
+    size_t n_ws = 0;
+    size_t cr_lf_end = 0;  // one past the run's last \r or \n; 0 when none
+    while (is(pos + n_ws, CpClass::kWhitespace)) {
+      if (is_cr_lf(pos + n_ws)) cr_lf_end = pos + n_ws + 1;
+      ++n_ws;
+    }
+    if (cr_lf_end > 0) {
+      emit(cr_lf_end);
+    } else if (n_ws > 1 && pos + n_ws < end) {
+      emit(pos + n_ws - 1);
+    } else if (n_ws > 0) {
+      emit(pos + n_ws);
+    } else {
+      emit(pos + 1);  // unreachable for valid classes; keeps the scanner total
+    }
+  }
+}
+
+struct NamedPreType {
+  std::string_view name;
+  BpePreType type;
+};
+
+// tokenizer.ggml.pre names as llama.cpp's llama-vocab.cpp maps them (only the
+// kinds omnibus implements; see the header).
+constexpr BpePreType kGpt2Type{PreTokenizerKind::kGpt2};
+constexpr BpePreType kSmollmType{PreTokenizerKind::kSmollm};
+constexpr BpePreType kLlama3Type{PreTokenizerKind::kLlama3, /*ignore_merges=*/true,
+                                 /*add_bos=*/true};
+constexpr BpePreType kLlama3RegexOnly{PreTokenizerKind::kLlama3};  // DBRX, SMAUG
+constexpr BpePreType kQwen2Type{PreTokenizerKind::kQwen2};
+// Grouped as llama.cpp groups them (hence no clang-format).
+// clang-format off
+constexpr NamedPreType kPreTypes[] = {
+    // LLAMA_VOCAB_PRE_TYPE_GPT2 and MPT
+    {"gpt-2", kGpt2Type}, {"phi-2", kGpt2Type}, {"jina-es", kGpt2Type}, {"jina-de", kGpt2Type},
+    {"gigachat", kGpt2Type}, {"jina-v2-es", kGpt2Type}, {"jina-v2-de", kGpt2Type},
+    {"a.x-4.0", kGpt2Type}, {"mellum", kGpt2Type}, {"modern-bert", kGpt2Type}, {"mpt", kGpt2Type},
+    {"jina-v1-en", kGpt2Type}, {"jina-v2-code", kGpt2Type}, {"roberta-bpe", kGpt2Type},
+    // STARCODER, REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA, MELLUM2
+    {"smollm", kSmollmType}, {"starcoder", kSmollmType}, {"refact", kSmollmType},
+    {"command-r", kSmollmType}, {"codeshell", kSmollmType}, {"exaone", kSmollmType},
+    {"minerva-7b", kSmollmType}, {"mellum2", kSmollmType},
+    // LLAMA3 (ignore_merges, add_bos), then DBRX and SMAUG (the same regex only)
+    {"llama3", kLlama3Type}, {"llama-v3", kLlama3Type}, {"llama-bpe", kLlama3Type},
+    {"falcon3", kLlama3Type}, {"falcon-h1", kLlama3Type}, {"pixtral", kLlama3Type},
+    {"midm-2.0", kLlama3Type}, {"lfm2", kLlama3Type}, {"jina-v5-nano", kLlama3Type},
+    {"dbrx", kLlama3RegexOnly}, {"smaug-bpe", kLlama3RegexOnly},
+    // QWEN2 (megrez too), STABLELM2, HUNYUAN, SOLAR_OPEN, GROK_2: one regex
+    {"qwen2", kQwen2Type}, {"deepseek-r1-qwen", kQwen2Type}, {"kormo", kQwen2Type},
+    {"f2llmv2", kQwen2Type}, {"megrez", kQwen2Type}, {"stablelm2", kQwen2Type},
+    {"hunyuan", kQwen2Type}, {"solar-open", kQwen2Type}, {"grok-2", kQwen2Type},
+};
+// clang-format on
+
 }  // namespace
 
-std::optional<PreTokenizerKind> pre_tokenizer_for(std::string_view pre_name) {
-  if (pre_name == "gpt-2" || pre_name == "phi-2" || pre_name == "jina-es" ||
-      pre_name == "jina-de" || pre_name == "gigachat" || pre_name == "jina-v2-es" ||
-      pre_name == "jina-v2-de" || pre_name == "a.x-4.0" || pre_name == "mellum" ||
-      pre_name == "modern-bert" || pre_name == "mpt" || pre_name == "jina-v1-en" ||
-      pre_name == "jina-v2-code" || pre_name == "roberta-bpe") {
-    return PreTokenizerKind::kGpt2;
-  }
-  if (pre_name == "smollm" || pre_name == "starcoder" || pre_name == "refact" ||
-      pre_name == "command-r" || pre_name == "codeshell" || pre_name == "exaone" ||
-      pre_name == "minerva-7b" || pre_name == "mellum2") {
-    return PreTokenizerKind::kSmollm;
+std::optional<BpePreType> bpe_pre_type(std::string_view pre_name) {
+  for (const NamedPreType& t : kPreTypes) {
+    if (t.name == pre_name) return t.type;
   }
   return std::nullopt;
+}
+
+std::optional<PreTokenizerKind> pre_tokenizer_for(std::string_view pre_name) {
+  const auto t = bpe_pre_type(pre_name);
+  if (!t) return std::nullopt;
+  return t->kind;
 }
 
 void pre_tokenize(PreTokenizerKind kind, const std::vector<uint32_t>& cps,
@@ -109,6 +226,12 @@ void pre_tokenize(PreTokenizerKind kind, const std::vector<uint32_t>& cps,
       return;
     case PreTokenizerKind::kSmollm:
       split_smollm(cps, word_lens);
+      return;
+    case PreTokenizerKind::kLlama3:
+      split_llama3(cps, 3, word_lens);
+      return;
+    case PreTokenizerKind::kQwen2:
+      split_llama3(cps, 1, word_lens);
       return;
   }
   OMNIBUS_CHECK(false && "unknown PreTokenizerKind");

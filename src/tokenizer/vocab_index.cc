@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "tokenizer/pre_tokenizer.h"
+
 namespace omnibus {
 namespace {
 
@@ -86,7 +88,8 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
   int32_t bos = -1, eos = -1, unk = -1;
   bool add_bos = false, add_eos = false;
   if (v.model == "gpt2") {
-    bos = 11, eos = 11;  // add_bos stays false (some pre-tokenizers not yet supported set it)
+    bos = 11, eos = 11;
+    if (const auto pre = bpe_pre_type(v.pre)) add_bos = pre->add_bos;  // Llama 3: true
   } else if (v.model == "llama") {
     bos = 1, eos = 2, unk = 0, add_bos = true;
   }

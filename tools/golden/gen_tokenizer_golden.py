@@ -17,12 +17,27 @@ How to run (from the repository root; rerunnable, output is deterministic):
 
 /work/ref/llama_cpp_python-0.3.36 is the llama-cpp-python source tree and
 /work/ref/build/bin holds libllama.so / libggml*.so built from its vendored
-llama.cpp. Only the vocabulary is loaded (vocab_only=True), so it takes seconds.
+llama.cpp (in a checkout with the .ref link: .ref/llama_cpp_python-0.3.36 and
+.ref/build/bin). Only the vocabulary is loaded (vocab_only=True), so it takes
+seconds.
+
+The Llama 3 and Qwen 2 pre-tokenizers are checked on SmolLM2's vocabulary under
+those pre-tokenizers (tools/golden/make_vocab_gguf.py makes the GGUFs):
+
+    for pre in llama-bpe qwen2; do
+      ... python3 tools/golden/gen_tokenizer_golden.py \\
+            --model models/random/smollm2-vocab-$pre.gguf \\
+            --out tests/golden/tokenizer/smollm2-vocab-$pre.json
+    done
+
+The output records the GGUF's sha256 ("model_sha256"); the C++ test refuses a
+GGUF with another one.
 
 Strings that are not valid UTF-8 cannot be JSON strings; they are stored as
 "text_hex" (hex of the raw bytes) instead of "text".
 """
 import argparse
+import hashlib
 import json
 import random
 import sys
@@ -320,9 +335,14 @@ def main():
             case["add_special"] = llm.tokenize(raw, add_bos=True, special=True)
         cases.append(case)
 
+    h = hashlib.sha256()
+    with open(args.model, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
     golden = {
         "about": "llama.cpp tokenizer output; regenerate with tools/golden/gen_tokenizer_golden.py",
         "model": args.model.split("/")[-1],
+        "model_sha256": h.hexdigest(),
         "llama_cpp_python": getattr(llama_cpp, "__version__", "?"),
         "n_vocab": n_vocab,
         "bos_id": llama_cpp.llama_vocab_bos(vocab),
