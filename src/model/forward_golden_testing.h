@@ -38,6 +38,7 @@
 #include "model/model.h"
 #include "model/sequence_runner_testing.h"
 #include "util/sanitizers.h"
+#include "util/sha256.h"
 #include "util/testdata.h"
 
 namespace omnibus::golden {
@@ -89,6 +90,15 @@ inline void check_model_against_golden(const std::string& name, const GoldenTole
   ASSERT_TRUE(fs::exists(golden)) << golden;
   std::ifstream in(golden);
   const nlohmann::json g = nlohmann::json::parse(in);
+  if (!model_file.empty()) {
+    // A generated model must be the very file the golden data was made from.
+    const auto sha = sha256_file_hex(model.string());
+    ASSERT_TRUE(sha.has_value()) << model;
+    ASSERT_EQ(*sha, g["model_sha256"].get<std::string>())
+        << model << " differs from the file the golden data was made from; rerun "
+        << "tools/golden/make_random_models.py --force (and, if the generator changed, "
+        << "tools/golden/gen_forward_golden.py)";
+  }
 
   auto file = GgufFile::open(model.string());
   ASSERT_TRUE(file.is_ok()) << file.status().to_string();

@@ -251,7 +251,9 @@ def main() -> None:
         path = args.out / f"{name}.gguf"
         if args.force or not path.exists():
             write_family(name, args.out)
-        print(f"{path}  {path.stat().st_size / 2**20:.1f} MiB  sha256 {sha256_of(path)}")
+            print(f"{path}  {path.stat().st_size / 2**20:.1f} MiB  sha256 {sha256_of(path)}")
+        else:
+            print(f"models: {path} present")
 
 
 if __name__ == "__main__":
