@@ -37,9 +37,15 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
         OMNIBUS_ASSIGN_OR_RETURN(l.q_norm, w.vector_f32(p + "attn_q_norm.weight", c.head_dim));
         OMNIBUS_ASSIGN_OR_RETURN(l.k_norm, w.vector_f32(p + "attn_k_norm.weight", c.head_dim));
       }
-      if (o.require_biases && (l.bq == nullptr || l.bk == nullptr || l.bv == nullptr)) {
-        return Status::corrupt("{}: {} needs tensors '{}attn_q.bias', 'attn_k.bias' and "
-                               "'attn_v.bias'", file_->path(), c.arch, p);
+      if (o.require_biases) {
+        const char* missing = l.bq == nullptr   ? "attn_q.bias"
+                              : l.bk == nullptr ? "attn_k.bias"
+                              : l.bv == nullptr ? "attn_v.bias"
+                                                : nullptr;
+        if (missing != nullptr) {
+          return Status::corrupt("{}: missing tensor '{}{}' ({} has Q/K/V biases)", file_->path(),
+                                 p, missing, c.arch);
+        }
       }
       return c.is_moe() ? load_moe_weights(w, c, il, &pool_, &l.moe) : Status::ok();
     }));

@@ -60,7 +60,8 @@ Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadP
   OMNIBUS_ASSIGN_OR_RETURN(l.wo, w.packed_matrix(p + "attn_output.weight", n_q, c.n_embd, pool));
   OMNIBUS_ASSIGN_OR_RETURN(l.ffn_norm, w.vector_f32(p + "ffn_norm.weight", c.n_embd));
   if (c.is_moe()) return Status::ok();
-  if (w.has(p + "ffn_gate.weight")) {
+  const std::vector<int64_t> fused_up{c.n_embd, 2 * int64_t(c.n_ff)};
+  if (w.has(p + "ffn_gate.weight") || w.shape(p + "ffn_up.weight") != fused_up) {
     OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
                              w.packed_matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff, pool));
     OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, pool));

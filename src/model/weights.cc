@@ -31,6 +31,11 @@ WeightLoader::WeightLoader(const GgufFile& file, ProgressFn progress)
 
 bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
+std::vector<int64_t> WeightLoader::shape(const std::string& name) const {
+  const GgufTensor* t = file_.find_tensor(name);
+  return t != nullptr ? t->shape : std::vector<int64_t>{};
+}
+
 StatusOr<const GgufTensor*> WeightLoader::find(const std::string& name,
                                                std::vector<int64_t> shape) const {
   const GgufTensor* t = file_.find_tensor(name);

@@ -70,6 +70,8 @@ class WeightLoader {
   // The heap copies vector_f32 returned: the model must keep them.
   std::shared_ptr<const void> owned_vectors() const { return vectors_; }
   bool has(const std::string& name) const;
+  // The tensor's GGUF shape (ggml order), or empty when it is missing.
+  std::vector<int64_t> shape(const std::string& name) const;
 
   // Releases the file pages of every packed tensor once more (reads of small
   // tensors during loading may have mapped them again) and reports progress
