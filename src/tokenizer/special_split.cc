@@ -1,6 +1,12 @@
 #include "tokenizer/special_split.h"
 
 namespace omnibus {
+namespace {
+
+// C's isspace in the "C" locale, as llama.cpp strips around special tokens.
+bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+}  // namespace
 
 std::vector<TextFragment> split_special_tokens(const VocabIndex& vocab, std::string_view text,
                                                bool parse_special) {
@@ -11,6 +17,7 @@ std::vector<TextFragment> split_special_tokens(const VocabIndex& vocab, std::str
   for (const int32_t id : vocab.special_tokens_by_length()) {
     if (!parse_special && (vocab.attr(id) & (kAttrControl | kAttrUnknown))) continue;
     const std::string_view needle = vocab.text(id);
+    const uint32_t attr = vocab.attr(id);
     bool found = false;
     next.clear();
     for (const TextFragment& f : frags) {
@@ -27,6 +34,9 @@ std::vector<TextFragment> split_special_tokens(const VocabIndex& vocab, std::str
         if (hit > pos) next.push_back(TextFragment{-1, pos, hit - pos});
         next.push_back(TextFragment{id, hit, needle.size()});
         pos = hit + needle.size();
+        if (attr & kAttrRstrip) {
+          while (pos < end && is_space(text[pos])) ++pos;
+        }
       }
       if (pos < end) next.push_back(TextFragment{-1, pos, end - pos});
     }

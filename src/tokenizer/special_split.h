@@ -5,7 +5,8 @@
 // fragment at all its non-overlapping occurrences, left to right. This is
 // llama.cpp's order, so on overlapping candidates we pick what it picks.
 // Control and unknown tokens are only matched when parse_special; user-defined
-// tokens always are.
+// tokens always are. A matched token with kAttrRstrip drops the ASCII
+// whitespace (isspace) after it, as llama.cpp does (Phi-3's special tokens).
 //
 // Thread-safety: pure function.
 #pragma once

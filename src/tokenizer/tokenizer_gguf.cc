@@ -1,5 +1,7 @@
 // Tokenizer::from_gguf: TokenizerVocab from the tokenizer.ggml.* metadata.
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "gguf/gguf_file.h"
@@ -66,6 +68,10 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
     return Status::not_found("{}: no tokenizer (metadata key 'tokenizer.ggml.model')", f.path());
   }
   v.model = std::string(*model);
+  if (const auto name = f.get_string("general.name")) {
+    v.model_name = std::string(*name);
+    for (char& ch : v.model_name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  }
   if (f.find("tokenizer.ggml.pre")) {
     const auto pre = f.get_string("tokenizer.ggml.pre");
     if (!pre) return wrong_type(f, "tokenizer.ggml.pre", "a string");

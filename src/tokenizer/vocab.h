@@ -36,11 +36,15 @@ enum TokenAttr : uint32_t {
   kAttrControl = 1u << 3,
   kAttrUserDefined = 1u << 4,
   kAttrByte = 1u << 5,
+  kAttrRstrip = 1u << 6,  // matched as a special token: whitespace after it is dropped
+                          // (llama.cpp's LSTRIP, used only by BERT-style masks, is not
+                          // implemented)
 };
 
 struct TokenizerVocab {
   std::string model;                // tokenizer.ggml.model: "gpt2" = byte-level BPE
   std::string pre;                  // tokenizer.ggml.pre: the pre-tokenizer name
+  std::string model_name;           // general.name, lower-cased (llama.cpp keys fixes on it)
   std::vector<std::string> tokens;  // [n_vocab] token text (byte-level alphabet for BPE)
   std::vector<int32_t> token_types; // [n_vocab] TokenType values, or empty (all normal)
   std::vector<float> scores;        // [n_vocab] SentencePiece scores, or empty

@@ -175,6 +175,24 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
   }
   x.eog_ids_ = std::move(eog);
 
+  // Phi-3 (by general.name, as llama.cpp decides): special tokens swallow the
+  // whitespace after them, except <unk>, <s> and <|endoftext|>.
+  if (v.model_name.find("phi-3") != std::string::npos ||
+      v.model_name.find("phi3") != std::string::npos) {
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      uint32_t& a = x.attrs_[static_cast<size_t>(i)];
+      if (a & (kAttrControl | kAttrUserDefined | kAttrUnknown)) a |= kAttrRstrip;
+    }
+    const auto set_rstrip = [&](std::string_view text, bool on) {
+      const auto it = x.token_to_id_.find(text);
+      if (it == x.token_to_id_.end()) return;
+      uint32_t& a = x.attrs_[static_cast<size_t>(it->second)];
+      a = on ? (a | kAttrRstrip) : (a & ~uint32_t(kAttrRstrip));
+    };
+    set_rstrip("</s>", true);
+    for (std::string_view t : {"<unk>", "<s>", "<|endoftext|>"}) set_rstrip(t, false);
+  }
+
   for (int32_t i = 0; i < n_vocab; ++i) {
     if (x.attr(i) & (kAttrControl | kAttrUserDefined | kAttrUnknown)) x.special_by_length_.push_back(i);
   }

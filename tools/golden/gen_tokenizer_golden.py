@@ -296,13 +296,32 @@ def invalid_utf8():
     ]
 
 
+# Chat-format strings of the families omnibus runs (--extra-strings families):
+# Llama 3 headers, Mistral [INST], Phi-3 turns, Qwen's ChatML with tools and
+# thinking. A special token a vocabulary lacks is plain text there, which is a
+# case too.
+FAMILY_STRINGS = [
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are helpful.<|eot_id|>"
+    "<|start_header_id|>user<|end_header_id|>\n\nHi there!<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    "<|start_header_id|>ipython<|end_header_id|>\n\n{\"result\": 4}<|eom_id|><|python_tag|>",
+    "<s>[INST] What is 2+2? [/INST] 4</s>[INST] And 3+3? [/INST]",
+    "<s> [INST]x[/INST]  </s>",
+    "<|system|>\nBe brief.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\n",
+    "<|user|> spaced  <|end|>  \n <|assistant|>",
+    "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\nLet me see.\n</think>\n\n"
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>",
+    "<think></think><tool_call></tool_call> <|endoftext|>",
+]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="models/smollm2-135m.gguf")
     ap.add_argument("--out", default="tests/golden/tokenizer/smollm2-135m.json")
     ap.add_argument("--n-random", type=int, default=60, help="random strings to add")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the random strings")
-    ap.add_argument("--extra-strings", choices=["gemma3"], default=None,
+    ap.add_argument("--extra-strings", choices=["gemma3", "families"], default=None,
                     help="add a model family's special/chat strings to the hand-written ones")
     ap.add_argument("--extra-files", nargs="*", default=[],
                     help="also use these files' contents as test strings (for one-off stress "
@@ -316,6 +335,8 @@ def main():
     strings = hand_written()
     if args.extra_strings == "gemma3":
         strings += GEMMA3_STRINGS
+    elif args.extra_strings == "families":
+        strings += FAMILY_STRINGS
     texts = [t.encode("utf-8") for t in strings + random_strings(args.n_random, args.seed)]
     texts += invalid_utf8()
     for path in args.extra_files:
