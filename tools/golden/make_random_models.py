@@ -62,6 +62,15 @@ FAMILIES = {
                      n_expert=8, n_expert_used=2, n_ff_exp=128, template="qwen3.jinja",
                      add_bos=False, eos="<|im_end|>",
                      specials=["<tool_call>", "</tool_call>", "<think>", "</think>"]),
+    # Not made by default (--family qwen3moe-bench): a larger MoE for
+    # tools/bench/moe.sh, shaped like a scaled-down Qwen3-30B-A3B (32 experts,
+    # 4 per token, 6 layers; ~330 MB).
+    "qwen3moe-bench": dict(arch="qwen3moe", pre="qwen2", qtype=Q.Q8_0, expert_qtype=Q.Q4_1,
+                           n_embd=1024, n_layer=6, n_head=16, n_head_kv=4, head_dim=64,
+                           rope_base=1000000.0, eps=1e-6, qk_norm=True, n_expert=32,
+                           n_expert_used=4, n_ff_exp=512, template="qwen3.jinja",
+                           add_bos=False, eos="<|im_end|>",
+                           specials=["<tool_call>", "</tool_call>", "<think>", "</think>"]),
     "phi3": dict(arch="phi3", pre="smollm", qtype=Q.Q5_1, n_head=4, n_head_kv=4, ctx=131072,
                  fused=True, template="phi3.5.jinja", add_bos=False, eos="<|end|>",
                  specials=["<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>",
@@ -243,11 +252,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "models" / "random")
     ap.add_argument("--family", action="append", choices=sorted(FAMILIES),
-                    help="only these families (default: all)")
+                    help="only these families (default: all but qwen3moe-bench)")
     ap.add_argument("--force", action="store_true", help="rewrite files that exist")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in args.family or list(FAMILIES):
+    for name in args.family or [f for f in FAMILIES if not f.endswith("-bench")]:
         path = args.out / f"{name}.gguf"
         if args.force or not path.exists():
             write_family(name, args.out)
