@@ -233,6 +233,9 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
   if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20) {
     return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}", req.prompt_logprobs);
   }
+  if (req.prompt_logits_sink && req.prompt_logprobs < 0) {
+    return Status::invalid_argument("a prompt logits sink needs prompt_logprobs >= 0");
+  }
   OMNIBUS_RETURN_IF_ERROR(validate(req.sampling, n_vocab));
   if (req.kv_import != nullptr) {
     const KvImport& im = *req.kv_import;
@@ -859,6 +862,10 @@ void Engine::Impl::step() {
         if (pos != int32_t(r.prompt_logprobs.size()) + 1 || pos >= seq.num_prompt_tokens()) continue;
         r.prompt_logprobs.push_back(token_logprob(logits.data() + (row + j) * n_vocab, n_vocab,
                                                   seq.token_at(pos), r.req.prompt_logprobs));
+        if (r.req.prompt_logits_sink) {
+          r.req.prompt_logits_sink->consume(
+              pos - 1, logits.subspan(size_t((row + j) * n_vocab), size_t(n_vocab)));
+        }
       }
     }
     const float* last = logits.data() + (row + n_rows - 1) * n_vocab;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,17 @@ struct KvPinned {
   uint64_t window_bytes = 0;
 };
 
+// Receives the full logits of a request's prompt positions, for evaluation
+// tools (`omnibus perplexity --kl-divergence-base`): consume(p, logits) with
+// the [n_vocab] logits at prompt position p (which score token p + 1), for
+// every p in [0, n_prompt - 2], once each and in order. Called on the engine
+// thread: it must not block, and the span is valid only during the call.
+class PromptLogitsSink {
+ public:
+  virtual ~PromptLogitsSink() = default;
+  virtual void consume(int32_t position, std::span<const float> logits) = 0;
+};
+
 struct Request {
   std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams sampling;      // sampling.n_logprobs: alternatives per output token
@@ -72,6 +84,7 @@ struct Request {
   int32_t priority = 0;         // lower runs first (ties: first come, first served)
   int32_t prompt_logprobs = -1;  // -1: none; k >= 0: logprob of every prompt token
                                  // (from the second on) plus the top k alternatives
+  std::shared_ptr<PromptLogitsSink> prompt_logits_sink;  // needs prompt_logprobs >= 0
   // Prefill side: pin the prompt's full blocks (all but the last token's) when
   // sequence 0 finishes; the final event carries them (EngineEvent::pinned).
   bool pin_prompt_blocks = false;

@@ -18,6 +18,9 @@ file's sha256, and the tests check it before comparing against llama.cpp.
   qwen3      qwen3         per-head RMSNorm on Q and K, head_dim 128, Q5_0
   qwen3moe   qwen3moe      8 experts, top-2 with normalised softmax weights, Q8_0 / Q4_1 experts
   phi3       phi3          fused QKV and gate-up tensors, LongRoPE factors (short/long), Q5_1
+  tiny       llama         a 512-token slice of SmolLM2's vocabulary (merges kept where all three
+                           tokens remain), n_embd 64: small enough that llama.cpp's logits over a
+                           text fit a committed file (the KL-divergence test)
 
 Usage (from the repository root; idempotent: existing files are left alone
 unless --force, which rewrites them):
@@ -71,6 +74,9 @@ FAMILIES = {
                            n_expert_used=4, n_ff_exp=512, template="qwen3.jinja",
                            add_bos=False, eos="<|im_end|>",
                            specials=["<tool_call>", "</tool_call>", "<think>", "</think>"]),
+    "tiny": dict(arch="llama", pre="smollm", qtype=Q.Q8_0, vocab_size=512, n_embd=64, n_layer=2,
+                 n_head=2, n_head_kv=1, head_dim=32, n_ff=128, template="chatml.jinja",
+                 add_bos=False, eos="<|im_end|>", specials=[]),
     "phi3": dict(arch="phi3", pre="smollm", qtype=Q.Q5_1, n_head=4, n_head_kv=4, ctx=131072,
                  fused=True, template="phi3.5.jinja", add_bos=False, eos="<|end|>",
                  specials=["<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>",
@@ -138,6 +144,11 @@ def write_family(name: str, out: Path) -> Path:
     seed = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
     mk = Maker(seed)
     tokens, types, merges = smollm2_vocab()
+    if "vocab_size" in spec:  # a prefix of the vocabulary, with the merges it can still do
+        tokens, types = tokens[:spec["vocab_size"]], types[:spec["vocab_size"]]
+        kept = set(tokens)
+        merges = [m for m in merges
+                  if (lambda a, b: a in kept and b in kept and a + b in kept)(*m.split(" ", 1))]
     for s in spec["specials"]:
         if s not in tokens:
             tokens.append(s)
