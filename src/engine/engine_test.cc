@@ -367,6 +367,40 @@ TEST(Engine, PromptLogprobs) {
   EXPECT_TRUE(events[1].prompt_logprobs.empty());
 }
 
+// The prompt logits sink sees every prompt position's full logits once, in
+// order, across prefill chunks, and they are the model's.
+TEST(Engine, PromptLogitsSinkSeesEveryPositionOnceInOrder) {
+  struct Recorder final : PromptLogitsSink {
+    std::vector<int32_t> positions;
+    std::vector<std::vector<float>> rows;
+    void consume(int32_t p, std::span<const float> logits) override {
+      positions.push_back(p);
+      rows.emplace_back(logits.begin(), logits.end());
+    }
+  };
+  FakeModel model;
+  FakeModel ref_model;
+  auto engine = Engine::create(model, fake_config(model, 64, 8));  // the prompt takes 3 chunks
+  ASSERT_TRUE(engine.is_ok());
+  const std::vector<int32_t> prompt = {5, 4, 3, 2, 1, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13};
+  auto sink = std::make_shared<Recorder>();
+  Request req = make_request(prompt, 2, greedy());
+  req.prompt_logits_sink = sink;
+  EXPECT_FALSE((*engine)->submit(req).is_ok());  // needs prompt_logprobs
+  req.prompt_logprobs = 0;
+  collect(**(*engine)->submit(req), nullptr);
+  ASSERT_EQ(sink->positions.size(), prompt.size() - 1);
+  auto runner = SequenceRunner::create(ref_model, 64, KvFormat::kF32);
+  auto all = (*runner)->eval(prompt, /*all_logits=*/true);
+  ASSERT_TRUE(all.is_ok());
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    EXPECT_EQ(sink->positions[i], int32_t(i));
+    EXPECT_EQ(sink->rows[i], std::vector<float>(all->begin() + int64_t(i) * 64,
+                                                all->begin() + int64_t(i + 1) * 64))
+        << i;
+  }
+}
+
 TEST(Engine, SampledLogprobsAreReported) {
   FakeModel model;
   auto engine = Engine::create(model, fake_config(model, 64));
