@@ -8,6 +8,24 @@ namespace {
 
 using unicode::CpClass;
 
+// The length of the contraction 's 't 're 've 'm 'll 'd at cps[pos] (within
+// end), or 0. fold_case: the letters match in either ASCII case ([sS], as
+// the Llama 3 regex writes them).
+size_t contraction_length(const std::vector<uint32_t>& cps, size_t pos, size_t end,
+                          bool fold_case) {
+  if (cps[pos] != '\'' || pos + 1 >= end) return 0;
+  const auto letter = [&](size_t p) -> uint32_t {
+    const uint32_t c = cps[p];
+    return fold_case && c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+  };
+  const uint32_t c1 = letter(pos + 1);
+  if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+  if (pos + 2 >= end) return 0;
+  const uint32_t c2 = letter(pos + 2);
+  if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+  return 0;
+}
+
 // The GPT-2 regex over cps[begin, end); appends word lengths.
 void split_gpt2(const std::vector<uint32_t>& cps, size_t begin, size_t end,
                 std::vector<uint32_t>* out) {
@@ -18,7 +36,6 @@ void split_gpt2(const std::vector<uint32_t>& cps, size_t begin, size_t end,
   };
   const auto is = [&](size_t p, CpClass c) { return cls(p) == c; };
   const auto is_other = [&](size_t p) { return cls(p) == CpClass::kOther; };
-  const auto at = [&](size_t p) -> uint32_t { return p < end ? cps[p] : 0; };
 
   size_t pos = begin;
   const auto emit = [&](size_t word_end) {
@@ -30,19 +47,9 @@ void split_gpt2(const std::vector<uint32_t>& cps, size_t begin, size_t end,
   while (pos < end) {
     const uint32_t cp = cps[pos];
     // 's|'t|'re|'ve|'m|'ll|'d (case-sensitive)
-    if (cp == '\'' && pos + 1 < end) {
-      const uint32_t c1 = at(pos + 1);
-      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
-        emit(pos + 2);
-        continue;
-      }
-      if (pos + 2 < end) {
-        const uint32_t c2 = at(pos + 2);
-        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
-          emit(pos + 3);
-          continue;
-        }
-      }
+    if (const size_t n = contraction_length(cps, pos, end, /*fold_case=*/false); n > 0) {
+      emit(pos + n);
+      continue;
     }
     // An optional leading space joins a following letter/number/other run.
     const size_t run = cp == ' ' ? pos + 1 : pos;
@@ -90,10 +97,6 @@ void split_llama3(const std::vector<uint32_t>& cps, size_t max_digits, std::vect
   const size_t end = cps.size();
   const auto is = [&](size_t p, CpClass c) { return p < end && unicode::cp_class(cps[p]) == c; };
   const auto is_cr_lf = [&](size_t p) { return p < end && (cps[p] == '\r' || cps[p] == '\n'); };
-  const auto lower = [&](size_t p) -> uint32_t {  // ASCII only, as [sS] is
-    const uint32_t c = cps[p];
-    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
-  };
 
   size_t pos = 0;
   const auto emit = [&](size_t word_end) {
@@ -106,19 +109,9 @@ void split_llama3(const std::vector<uint32_t>& cps, size_t max_digits, std::vect
     const uint32_t cp = cps[pos];
     const CpClass cls = unicode::cp_class(cp);
     // (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
-    if (cp == '\'' && pos + 1 < end) {
-      const uint32_t c1 = lower(pos + 1);
-      if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
-        emit(pos + 2);
-        continue;
-      }
-      if (pos + 2 < end) {
-        const uint32_t c2 = lower(pos + 2);
-        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
-          emit(pos + 3);
-          continue;
-        }
-      }
+    if (const size_t n = contraction_length(cps, pos, end, /*fold_case=*/true); n > 0) {
+      emit(pos + n);
+      continue;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+: any one codepoint but those before the letters
     const bool may_lead =
