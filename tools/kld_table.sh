@@ -11,6 +11,13 @@
 # and prints one markdown table (mean KLD with its uncertainty, median, 99%,
 # maximum, same top token, PPL ratio), every row against the same base.
 #
+# Then a second table against omnibus's own logits (f16 KV, written with
+# --kl-divergence-base-out): llama.cpp reading omnibus's file (its default
+# path), omnibus's KV formats (quantization alone, without the constant
+# offset between the two engines), and omnibus at OMNIBUS_ISA=avx2 and with
+# a 64-token step budget (both must be exactly 0: the tiers and batch shapes
+# are bitwise equal).
+#
 # Usage: tools/kld_table.sh MODEL [CHUNKS]
 # Environment: TEXT (tests/data/perplexity.txt), CTX (512), THREADS (2),
 # OMNIBUS_LLAMA_CPP_DIR (.ref/build), OMNIBUS_BIN (build/omnibus), WORK (a
@@ -71,6 +78,28 @@ for kv in f32 f16 q8 q4 kivi2; do
     --kv-cache-dtype "$kv" > "$work/omnibus.log" 2> "$work/omnibus.err"
   row "omnibus $kv KV" "$work/omnibus.log"
 done
+echo
+ours=$work/omnibus-f16.kld
+"$omnibus" perplexity -m "$model" -f "$text" -c "$ctx" --chunks "$chunks" --threads "$threads" \
+  --kl-divergence-base-out "$ours" > /dev/null 2> "$work/omnibus.err"
+echo "| candidate (vs omnibus f16 KV) | mean KLD | median | 99% | max | same top token | PPL(Q)/PPL(base) |"
+echo "|---|---|---|---|---|---|---|"
+echo "kld_table: llama.cpp against omnibus's base" >&2
+"$bin/llama-perplexity" -m "$model" -c "$ctx" -t "$threads" --kl-divergence \
+  --kl-divergence-base "$ours" > "$work/llama.log" 2>&1
+row "llama.cpp (default: flash attention, f16 KV)" "$work/llama.log"
+for kv in f32 q8 q4 kivi2; do
+  echo "kld_table: omnibus $kv against omnibus" >&2
+  "$omnibus" perplexity -m "$model" --kl-divergence-base "$ours" --threads "$threads" \
+    --kv-cache-dtype "$kv" > "$work/omnibus.log" 2> "$work/omnibus.err"
+  row "omnibus $kv KV" "$work/omnibus.log"
+done
+OMNIBUS_ISA=avx2 "$omnibus" perplexity -m "$model" --kl-divergence-base "$ours" \
+  --threads "$threads" > "$work/omnibus.log" 2> "$work/omnibus.err"
+row "omnibus f16 KV, OMNIBUS_ISA=avx2" "$work/omnibus.log"
+"$omnibus" perplexity -m "$model" --kl-divergence-base "$ours" --threads "$threads" -b 64 \
+  > "$work/omnibus.log" 2> "$work/omnibus.err"
+row "omnibus f16 KV, -b 64 (prefill in 64-token steps)" "$work/omnibus.log"
 echo
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads, OMNIBUS_ISA=${OMNIBUS_ISA:-best} ($(grep -o 'avx512_vnni\|avx_vnni\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' '))"
 [ -n "${WORK:-}" ] || rm -rf "$work"
