@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,8 +97,8 @@ class LogitsFileWriter {
 inline float row_log_prob(std::span<const uint16_t> row, int32_t i) {
   float scale, min_log_prob;
   static_assert(sizeof(float) == 2 * sizeof(uint16_t));
-  __builtin_memcpy(&scale, row.data(), sizeof scale);
-  __builtin_memcpy(&min_log_prob, row.data() + 2, sizeof min_log_prob);
+  std::memcpy(&scale, row.data(), sizeof scale);
+  std::memcpy(&min_log_prob, row.data() + 2, sizeof min_log_prob);
   return scale * float(row[size_t(i) + 4]) + min_log_prob;
 }
 

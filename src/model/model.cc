@@ -34,7 +34,10 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
   StatusOr<std::unique_ptr<Model>> model = Status::unsupported(
       "{}: architecture '{}' is not implemented yet", file->path(), config.arch);
   for (const auto& [arch, load] : kLoaders) {
-    if (arch == config.arch) model = load(file, config, pool, weights);
+    if (arch == config.arch) {
+      model = load(file, config, pool, weights);
+      break;
+    }
   }
   if (!model.is_ok()) return model.status();
   (*model)->keep_alive(weights.owned_vectors());

@@ -54,7 +54,8 @@ struct MoeBuffers {
   std::vector<float> gate;        // [n_tok * k, n_ff_exp]
   std::vector<float> up;          // [n_tok * k, n_ff_exp]
   std::vector<float> yg;          // [n_tok * k, n_embd] expert outputs, grouped
-  std::vector<int32_t> order;     // [n_expert] scratch for the top-k choice
+  std::vector<int32_t> order;     // [n_expert] scratch: the top-k choice, then each
+                                  // expert's next free grouped row
   MatmulScratch matmul;
 };
 

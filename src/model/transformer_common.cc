@@ -41,10 +41,11 @@ Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadP
     OMNIBUS_ASSIGN_OR_RETURN(l.wv, w.packed_matrix(p + "attn_v.weight", c.n_embd, n_kv, pool));
   }
   if (w.has(p + "attn_qkv.bias")) {
-    const std::string name = p + "attn_qkv.bias";
-    OMNIBUS_ASSIGN_OR_RETURN(l.bq, w.vector_f32_slice(name, n_qkv, 0, n_q));
-    OMNIBUS_ASSIGN_OR_RETURN(l.bk, w.vector_f32_slice(name, n_qkv, n_q, n_kv));
-    OMNIBUS_ASSIGN_OR_RETURN(l.bv, w.vector_f32_slice(name, n_qkv, n_q + n_kv, n_kv));
+    // One copy of the fused bias; Q, K and V point at its three ranges.
+    OMNIBUS_ASSIGN_OR_RETURN(const float* qkv, w.vector_f32(p + "attn_qkv.bias", n_qkv));
+    l.bq = qkv;
+    l.bk = qkv + n_q;
+    l.bv = qkv + n_q + n_kv;
   } else {
     const struct {
       const char* name;

@@ -120,13 +120,6 @@ StatusOr<PackedWeight> WeightLoader::packed_rows(const std::string& name,
   return packed;
 }
 
-StatusOr<const float*> WeightLoader::vector_f32_slice(const std::string& name, int64_t total,
-                                                      int64_t offset, int64_t n) {
-  OMNIBUS_CHECK(offset >= 0 && n > 0 && offset + n <= total);
-  OMNIBUS_ASSIGN_OR_RETURN(const float* all, vector_f32(name, total));
-  return all + offset;
-}
-
 StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t n) {
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, {n}));
   if (t->type != DType::F32) {

@@ -63,10 +63,6 @@ class WeightLoader {
   // A float32 vector of n elements (norm weights), as a heap copy that lives
   // as long as owned_vectors() does.
   StatusOr<const float*> vector_f32(const std::string& name, int64_t n);
-  // Elements [offset, offset + n) of a float32 tensor of `total` elements (a
-  // slice of a fused bias), copied like vector_f32().
-  StatusOr<const float*> vector_f32_slice(const std::string& name, int64_t total, int64_t offset,
-                                          int64_t n);
   // The heap copies vector_f32 returned: the model must keep them.
   std::shared_ptr<const void> owned_vectors() const { return vectors_; }
   bool has(const std::string& name) const;
