@@ -41,6 +41,17 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                  "Token budget of one engine step (prompt chunks + decodes)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--long-prefill-token-threshold", f.long_prefill_token_threshold,
+                 "A prompt with more tokens left than this is long: it is guaranteed this many "
+                 "tokens a step and gets the budget nobody else wants, so short prompts never wait "
+                 "behind it (0 = a quarter of --max-num-batched-tokens)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd.add_option("--max-num-partial-prefills", f.max_num_partial_prefills,
+                 "Most long prompts partially prefilled at once; further long prompts wait, "
+                 "shorter ones behind them do not")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--block-size", f.block_size, "KV cache block size in tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -64,6 +75,8 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
   EngineConfig cfg;
   cfg.max_num_seqs = f.max_num_seqs;
   cfg.max_num_batched_tokens = f.max_num_batched_tokens;
+  cfg.long_prefill_token_threshold = f.long_prefill_token_threshold;
+  cfg.max_num_partial_prefills = f.max_num_partial_prefills;
   cfg.block_size = f.block_size;
   cfg.max_model_len = f.max_model_len;
   OMNIBUS_RETURN_IF_ERROR(set_kv_format(f, cfg));

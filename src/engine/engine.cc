@@ -61,7 +61,9 @@ struct Engine::Impl {
         kv_cache(std::move(cache)),
         kv(*kv_cache),
         scheduler(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
-                                  config.scheduling_policy, config.max_wait_steps},
+                                  config.scheduling_policy, config.max_wait_steps,
+                                  config.long_prefill_token_threshold,
+                                  config.max_num_partial_prefills},
                   kv),
         is_eog(size_t(n_vocab), false) {
     for (int32_t id : config.eog_ids) {
@@ -148,6 +150,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
     return Status::invalid_argument("--max-num-batched-tokens must be >= 1");
   }
   if (config.max_wait_steps < 1) return Status::invalid_argument("max_wait_steps must be >= 1");
+  if (config.long_prefill_token_threshold < 0) {
+    return Status::invalid_argument("--long-prefill-token-threshold must be >= 0");
+  }
+  if (config.long_prefill_token_threshold == 0) {
+    config.long_prefill_token_threshold = std::max(1, config.max_num_batched_tokens / 4);
+  }
+  if (config.max_num_partial_prefills < 1) {
+    return Status::invalid_argument("--max-num-partial-prefills must be >= 1");
+  }
   if (config.block_size < 1 || config.block_size > 1024) {
     return Status::invalid_argument("--block-size must be in [1, 1024], got {}", config.block_size);
   }
@@ -181,7 +192,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.scheduling_policy = config.scheduling_policy;
   if (config.log_startup) {
     fmt::print(stderr,
-               "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}); max model len {}; "
+               "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}; reserved, resident "
+               "as used); max model len {}; "
                "max seqs {}; prefix caching {}, scheduling {}\n",
                info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
                kv_format_name(config.kv_format), max_model_len, info.max_num_seqs,
@@ -296,8 +308,14 @@ void Engine::abort(uint64_t request_id) {
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->stats_mu);
-  return impl_->stats;
+  EngineStats st;
+  {
+    std::lock_guard<std::mutex> lock(impl_->stats_mu);
+    st = impl_->stats;
+  }
+  st.kv_pool_bytes = int64_t(impl_->kv.n_bytes());
+  st.kv_resident_bytes = int64_t(impl_->kv.resident_bytes());
+  return st;
 }
 
 namespace {
@@ -348,6 +366,7 @@ void Engine::run() {
           for (const auto& [id, pin] : s.pins) pinned += pin.n_blocks;
           OMNIBUS_CHECK(s.kv.n_seqs() == int32_t(s.pins.size()) && s.kv.n_used_blocks() <= pinned &&
                         s.requests.empty());
+          ++s.local.kv_integrity_checks;
           s.publish_stats();
           checked = true;
           lock.lock();

@@ -70,6 +70,12 @@ struct EngineConfig {
   bool enable_prefix_caching = true;    // --no-prefix-caching turns it off
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kCacheAware;  // --scheduling-policy
   int32_t max_wait_steps = 64;  // cache-aware: aging, in engine steps
+  // Fair prefill (engine/scheduler.h): prompts with more tokens left than the
+  // threshold are long; each long prompt is guaranteed that many tokens a step
+  // and gets the budget nobody else wants; at most max_num_partial_prefills
+  // long prompts are partially prefilled at once.
+  int32_t long_prefill_token_threshold = 0;  // --long-prefill-token-threshold; 0: budget / 4
+  int32_t max_num_partial_prefills = 2;      // --max-num-partial-prefills
   // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
   uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
 
@@ -119,10 +125,15 @@ struct EngineStats {
   int32_t n_waiting = 0;
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_total = 0;
+  // The pool's reserved bytes, and of them those resident in memory (filled
+  // in by Engine::stats() at the call: KvStorage::resident_bytes).
+  int64_t kv_pool_bytes = 0;
+  int64_t kv_resident_bytes = 0;
   int32_t peak_kv_blocks_used = 0;
   double kv_waste_at_peak = 0.0;  // unfilled slots / allocated slots, mean over the steps
                                   // at which the most blocks were in use
   uint64_t n_preemptions = 0;
+  uint64_t kv_integrity_checks = 0;  // KvCache::check_integrity runs (each time the engine goes idle)
   // q4/kivi2: residual-slot claims that had to steal a pinned slot or found
   // none (summed over layers): each makes some reads lossier than the
   // format's definition (kv/kv_quant_kivi.h). 0 in normal operation.

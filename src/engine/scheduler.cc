@@ -17,6 +17,7 @@ bool runs_before(const Sequence* a, const Sequence* b) {
 
 Scheduler::Scheduler(SchedulerConfig config, KvCache& kv) : config_(config), kv_(kv) {
   OMNIBUS_CHECK(config.max_num_seqs >= 1 && config.max_num_batched_tokens >= 1);
+  OMNIBUS_CHECK(config.long_prefill_token_threshold >= 1 && config.max_num_partial_prefills >= 1);
   running_.reserve(size_t(config.max_num_seqs));
   plan_.seqs.reserve(size_t(config.max_num_seqs));
 }
@@ -90,8 +91,11 @@ void Scheduler::schedule_running(bool decodes) {
     const int32_t remaining = seq->num_tokens() - seq->num_computed_tokens;
     OMNIBUS_DCHECK(remaining >= 1);
     if ((remaining == 1) != decodes) continue;
-    const int32_t n = std::min(remaining, budget_);
+    int32_t n = std::min(remaining, budget_);
+    const bool long_prefill = is_long(remaining);
+    if (long_prefill) n = std::min(n, config_.long_prefill_token_threshold);  // topped up later
     if (!allocate_or_preempt(seq, n)) continue;
+    if (long_prefill) ++n_long_partial_;
     seq->scheduled_step = step_;
     plan_.seqs.push_back(ScheduledSeq{seq, n});
     plan_.n_tokens += n;
@@ -154,14 +158,23 @@ bool Scheduler::next_block_inflight(const Sequence* seq) const {
   return next < seq->block_keys.size() && inflight_.count(seq->block_keys[next]) > 0;
 }
 
-bool Scheduler::try_admit(Sequence* seq, int32_t watermark) {
+Scheduler::Admission Scheduler::try_admit(Sequence* seq, int32_t watermark) {
   OMNIBUS_DCHECK(seq->kv_seq < 0 && seq->num_computed_tokens == 0);
   match(seq);  // again: admissions before this one may have evicted blocks
   const int32_t n_cached = match_.n_blocks() * kv_.block_size();
-  const int32_t n = std::min(seq->num_tokens() - n_cached, budget_);
+  const int32_t remaining = seq->num_tokens() - n_cached;
+  int32_t n = std::min(remaining, budget_);
+  // A long prompt that will not finish this step is a partial prefill: it
+  // waits for a slot, and starts with the guaranteed share (topped up later).
+  const bool partial_long = is_long(remaining) && remaining > budget_;
+  if (partial_long) {
+    if (n_long_partial_ >= config_.max_num_partial_prefills) return Admission::kPassed;
+    n = std::min(n, config_.long_prefill_token_threshold);
+  }
   OMNIBUS_DCHECK(n >= 1);
   const int32_t kv_seq = kv_.allocate_new(match_, n, watermark, plan_.copies);
-  if (kv_seq < 0) return false;
+  if (kv_seq < 0) return Admission::kNoRoom;
+  if (partial_long) ++n_long_partial_;
   if (kv_.prefix_caching() && seq->may_use_cached_prefix) {
     n_prefix_queries_ += uint64_t(seq->num_tokens());
     n_prefix_hits_ += uint64_t(n_cached);
@@ -179,14 +192,11 @@ bool Scheduler::try_admit(Sequence* seq, int32_t watermark) {
   plan_.seqs.push_back(ScheduledSeq{seq, n});
   plan_.n_tokens += n;
   budget_ -= n;
-  return true;
+  return Admission::kAdmitted;
 }
 
-void Scheduler::admit_waiting() {
+void Scheduler::admit_waiting(int32_t watermark) {
   if (waiting_.empty() || budget_ == 0 || int32_t(running_.size()) >= config_.max_num_seqs) return;
-  // Keep ~1% of the pool free when admitting, so that running sequences can
-  // grow for a while before anything must be preempted (vLLM's watermark).
-  const int32_t watermark = running_.empty() ? 0 : kv_.n_blocks() / 100;
   order_waiting();
   const bool defer = config_.policy == SchedulingPolicy::kCacheAware && kv_.prefix_caching();
   if (defer) {
@@ -200,7 +210,9 @@ void Scheduler::admit_waiting() {
       match(seq);
       if (next_block_inflight(seq)) continue;  // it will hit once that block is computed
     }
-    if (!try_admit(seq, watermark)) break;
+    const Admission a = try_admit(seq, watermark);
+    if (a == Admission::kNoRoom) break;
+    if (a == Admission::kPassed) continue;
     if (defer) add_inflight(seq);
     admitted = true;
   }
@@ -216,15 +228,42 @@ const StepPlan& Scheduler::schedule() {
   plan_.n_tokens = 0;
   plan_.n_preempted = 0;
   budget_ = config_.max_num_batched_tokens;
+  n_long_partial_ = 0;
+  // Keep ~1% of the pool free when admitting (and topping up), so that
+  // running sequences can grow for a while before anything must be preempted
+  // (vLLM's watermark).
+  const int32_t watermark = running_.empty() ? 0 : kv_.n_blocks() / 100;
 
   schedule_running(/*decodes=*/true);
   schedule_running(/*decodes=*/false);
   if (plan_.n_preempted > 0) {
     std::erase_if(running_, [](const Sequence* s) { return s->status != SeqStatus::kRunning; });
   } else {
-    admit_waiting();
+    admit_waiting(watermark);
   }
+  top_up_prefills(watermark);
+  OMNIBUS_DCHECK(plan_.n_tokens + budget_ == config_.max_num_batched_tokens);
   return plan_;
+}
+
+void Scheduler::top_up_prefills(int32_t watermark) {
+  const int32_t bs = kv_.block_size();
+  for (ScheduledSeq& e : plan_.seqs) {
+    if (budget_ == 0) return;
+    Sequence* seq = e.seq;
+    if (seq->status != SeqStatus::kRunning) continue;  // preempted after it was planned
+    const int32_t left = seq->num_tokens() - seq->num_computed_tokens - e.n_tokens;
+    if (left <= 0) continue;
+    // Never preempt, nor dip below the watermark, for a top-up.
+    const int32_t held = kv_.n_tokens(seq->kv_seq);
+    const int32_t spare_blocks = kv_.n_free_blocks() - watermark;
+    const int32_t room = (held + bs - 1) / bs * bs - held + std::max(spare_blocks, 0) * bs;
+    const int32_t extra = std::min({left, budget_, room});
+    if (extra <= 0 || !kv_.allocate_slots(seq->kv_seq, extra, plan_.copies)) continue;
+    e.n_tokens += extra;
+    plan_.n_tokens += extra;
+    budget_ -= extra;
+  }
 }
 
 }  // namespace omnibus

@@ -4,7 +4,9 @@
 // Each step has a token budget (max_num_batched_tokens) and a cap on running
 // sequences (max_num_seqs). Order within a step:
 //   1. running sequences that decode (one token left to compute), oldest first;
-//   2. running sequences in the middle of a prompt, a chunk of it each;
+//   2. running sequences in the middle of a prompt, a chunk of it each; a
+//      long one (more than long_prefill_token_threshold tokens left) at most
+//      the threshold at first;
 //   3. waiting sequences, in SchedulingPolicy order (fcfs: priority, arrival;
 //      cache-aware: longest cached prefix first, with aging), admitted while
 //      the budget, the sequence cap and free blocks allow (not in a step that
@@ -15,6 +17,16 @@
 //      a (non-aged) request whose next uncached block a running sequence is
 //      computing right now: it hits that block a step or two later instead
 //      of computing it a second time.
+//   4. the budget left tops up the long prompts' chunks, oldest first.
+// Fair prefill (vLLM's partial prefills; llama-server shares each batch among
+// slots): a long prompt is guaranteed `threshold` tokens a step and gets all
+// the budget nobody else wants, so alone it runs as fast as before, while a
+// short prompt arriving behind it is admitted the next step. At most
+// max_num_partial_prefills long prompts are partially prefilled at once; a
+// long waiting prompt beyond that is passed over (shorter ones behind it are
+// admitted) unless the rest of it fits in this step's budget. So long prompts
+// take at most max_num_partial_prefills * threshold of a step before anyone
+// else is served.
 // When a running sequence cannot get blocks, the running sequence admitted
 // last (or of the lowest priority: largest `priority` value) that is not yet
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
@@ -56,6 +68,9 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 512;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   int32_t max_wait_steps = 64;  // cache-aware: steps after which a waiting sequence is aged
+  // A prompt with more tokens left than this is long (>= 1).
+  int32_t long_prefill_token_threshold = 128;
+  int32_t max_num_partial_prefills = 2;  // long prompts partially prefilled at once (>= 1)
 };
 
 struct ScheduledSeq {
@@ -96,9 +111,17 @@ class Scheduler {
 
  private:
   void schedule_running(bool decodes);
-  void admit_waiting();
-  // Tries to admit `seq` into this step; false when it does not fit.
-  bool try_admit(Sequence* seq, int32_t watermark);
+  void admit_waiting(int32_t watermark);
+  enum class Admission {
+    kAdmitted,
+    kNoRoom,  // not enough free blocks: admission stops here
+    kPassed,  // a long prompt while max_num_partial_prefills are running
+  };
+  // Tries to admit `seq` into this step.
+  Admission try_admit(Sequence* seq, int32_t watermark);
+  // Gives the budget left to the partial prefills of this step, oldest first.
+  void top_up_prefills(int32_t watermark);
+  bool is_long(int32_t remaining) const { return remaining > config_.long_prefill_token_threshold; }
   // The longest cached prefix of `seq` usable now, into match_ (may be empty).
   void match(Sequence* seq);
   // Waiting sequences in the order the policy admits them, into order_.
@@ -128,6 +151,7 @@ class Scheduler {
   std::unordered_set<uint64_t> inflight_;  // keys of blocks running sequences will fill
   StepPlan plan_;
   int32_t budget_ = 0;
+  int32_t n_long_partial_ = 0;  // this step: long prompts scheduled that stay unfinished
   uint64_t step_ = 0;
   uint64_t n_admitted_ = 0;
   uint64_t n_preemptions_ = 0;

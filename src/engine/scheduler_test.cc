@@ -305,5 +305,116 @@ TEST(Scheduler, CacheAwareAgingPreventsStarvation) {
   }
 }
 
+// Fair prefill (issue 21's acceptance, on the scheduler): a 16-token request
+// arriving while a 4096-token prompt is prefilled in 512-token steps gets its
+// first token within 3 steps, and the long prompt's steps to its first token
+// grow by at most 25% (here: not at all; it loses 16 tokens of budget once).
+SchedulerConfig fair_config(int32_t budget, int32_t threshold, int32_t max_partial) {
+  SchedulerConfig c{64, budget};
+  c.long_prefill_token_threshold = threshold;
+  c.max_num_partial_prefills = max_partial;
+  return c;
+}
+
+int steps_to_first_token(Harness& h, const Sequence* seq) {
+  int n = 0;
+  while (seq->output.empty()) {
+    h.step();
+    ++n;
+  }
+  return n;
+}
+
+TEST(Scheduler, ShortPromptIsNotStuckBehindALongOne) {
+  int alone = 0;
+  {
+    Harness h(1024, 16, fair_config(512, 128, 2));
+    Sequence* doc = h.add(4096, 4);
+    alone = steps_to_first_token(h, doc);
+    EXPECT_EQ(alone, 8);  // alone, the long prompt gets the whole budget every step
+  }
+  Harness h(1024, 16, fair_config(512, 128, 2));
+  Sequence* doc = h.add(4096, 4);
+  h.step();
+  h.step();
+  Sequence* chat = h.add(16, 4);
+  EXPECT_LE(steps_to_first_token(h, chat), 1);  // admitted at once, whole prompt
+  EXPECT_TRUE(doc->output.empty());              // the document is still being prefilled
+  EXPECT_GE(doc->num_computed_tokens, 3 * 512 - 16);  // and lost at most the short one's tokens
+  while (h.scheduler.has_work()) h.step();
+  EXPECT_EQ(h.n_finished, 2);
+  h.kv.check_integrity();
+}
+
+TEST(Scheduler, LongPromptStepsGrowByAtMostAQuarter) {
+  Harness h(1024, 16, fair_config(512, 128, 2));
+  Sequence* doc = h.add(4096, 4);
+  int steps = 0;
+  while (doc->output.empty()) {
+    if (steps == 2) h.add(16, 4);
+    if (steps == 4) h.add(100, 4);
+    h.step();
+    ++steps;
+  }
+  EXPECT_LE(steps, 10);  // 8 alone
+  while (h.scheduler.has_work()) h.step();
+}
+
+// Many prompts: the long ones are each guaranteed the threshold, at most
+// max_num_partial_prefills of them run at once, and short ones behind a
+// passed-over long one are admitted; every step that leaves work waiting uses
+// the whole budget.
+TEST(Scheduler, PartialPrefillsAreBoundedAndTheBudgetIsUsed) {
+  Harness h(4096, 16, fair_config(512, 128, 2));
+  Sequence* l1 = h.add(2000, 2);
+  Sequence* l2 = h.add(2000, 2);
+  Sequence* l3 = h.add(2000, 2);
+  Sequence* s1 = h.add(50, 2);
+  const StepPlan& p = h.step();
+  int n_long = 0;
+  bool s1_in = false;
+  for (const ScheduledSeq& e : p.seqs) {
+    if (e.seq == l1 || e.seq == l2 || e.seq == l3) {
+      ++n_long;
+      EXPECT_GE(e.n_tokens, 128);
+    }
+    if (e.seq == s1) {
+      s1_in = true;
+      EXPECT_EQ(e.n_tokens, 50);
+    }
+  }
+  EXPECT_EQ(n_long, 2);
+  EXPECT_TRUE(s1_in);  // passed l3, which waits for a partial-prefill slot
+  EXPECT_EQ(l3->status, SeqStatus::kWaiting);
+  EXPECT_EQ(p.n_tokens, 512);
+  while (h.scheduler.has_work()) {
+    const StepPlan& q = h.step();
+    int long_partial = 0;
+    for (const ScheduledSeq& e : q.seqs) {
+      const int32_t left_before = e.seq->num_prompt_tokens() - (e.seq->num_computed_tokens - e.n_tokens);
+      const bool unfinished = e.seq->num_computed_tokens < e.seq->num_prompt_tokens();
+      if (unfinished && left_before > 128) ++long_partial;
+    }
+    EXPECT_LE(long_partial, 2);
+  }
+  EXPECT_EQ(h.n_finished, 4);
+  h.kv.check_integrity();
+}
+
+// Mid-sized prompts (long, but each fits in what is left of a step) are
+// admitted whole, several a step, as before fair prefill.
+TEST(Scheduler, LongPromptsThatFitAreAdmittedWhole) {
+  Harness h(4096, 16, fair_config(512, 128, 1));
+  for (int i = 0; i < 6; ++i) h.add(200, 2);
+  const StepPlan& p = h.step();
+  ASSERT_EQ(p.seqs.size(), 3u);  // 200 + 200 + 112 (the third a partial long, topped up)
+  EXPECT_EQ(p.seqs[0].n_tokens, 200);
+  EXPECT_EQ(p.seqs[1].n_tokens, 200);
+  EXPECT_EQ(p.seqs[2].n_tokens, 112);
+  EXPECT_EQ(p.n_tokens, 512);
+  while (h.scheduler.has_work()) h.step();
+  EXPECT_EQ(h.n_finished, 6);
+}
+
 }  // namespace
 }  // namespace omnibus

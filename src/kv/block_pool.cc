@@ -23,6 +23,19 @@ void BlockPool::push_back(int32_t id) {
   ++n_free_;
 }
 
+void BlockPool::push_front(int32_t id) {
+  Block& b = blocks_[size_t(id)];
+  b.prev = kNil;
+  b.next = head_;
+  if (head_ == kNil) {
+    tail_ = id;
+  } else {
+    blocks_[size_t(head_)].prev = id;
+  }
+  head_ = id;
+  ++n_free_;
+}
+
 void BlockPool::unlink(int32_t id) {
   Block& b = blocks_[size_t(id)];
   if (b.prev == kNil) {
@@ -58,9 +71,14 @@ void BlockPool::ref(int32_t id) {
   ++blocks_[size_t(id)].ref_count;
 }
 
-void BlockPool::release(int32_t id) {
+void BlockPool::release(int32_t id, bool keep) {
   OMNIBUS_CHECK(id >= 0 && id < n_blocks() && blocks_[size_t(id)].ref_count > 0);
-  if (--blocks_[size_t(id)].ref_count == 0) push_back(id);
+  if (--blocks_[size_t(id)].ref_count > 0) return;
+  if (keep) {
+    push_back(id);
+  } else {
+    push_front(id);
+  }
 }
 
 void BlockPool::check_integrity() const {

@@ -2,8 +2,13 @@
 // blocks, created once (KvStorage holds their memory; this class holds only
 // who uses which block). Every block has a reference count: the number of
 // block tables that hold it. A block with no references sits in the free
-// list; allocate() takes from the front, release() appends to the back, so
-// the free list is in LRU order (least recently freed first).
+// list; allocate() takes from the front. release() puts a block that holds
+// something worth keeping (a prefix-cache entry) at the back, so those are
+// evicted in LRU order (least recently freed first), and any other block at
+// the front, so it is reused next. The pool starts as untouched blocks in id
+// order; blocks holding nothing are reused most-recent-first, before an
+// untouched block, so the pool's resident memory follows the working set
+// (plus the prefix cache) rather than cycling through every page.
 //
 // The free list is intrusive and doubly linked (prev/next indices stored in
 // the block itself): O(1) pop from the front, push to the back and removal
@@ -43,8 +48,9 @@ class BlockPool {
   // One more table holds `id`. REQUIRES: ref_count(id) > 0.
   void ref(int32_t id);
   // One table fewer holds `id`; at zero the block goes to the back of the free
-  // list. REQUIRES: ref_count(id) > 0.
-  void release(int32_t id);
+  // list when `keep` (a cache entry: evicted last, LRU), else to the front
+  // (reused next). REQUIRES: ref_count(id) > 0.
+  void release(int32_t id, bool keep = true);
 
   int32_t ref_count(int32_t id) const { return blocks_[size_t(id)].ref_count; }
 
@@ -61,6 +67,7 @@ class BlockPool {
   static constexpr int32_t kNil = -1;
 
   void push_back(int32_t id);
+  void push_front(int32_t id);
   void unlink(int32_t id);
 
   std::vector<Block> blocks_;

@@ -99,6 +99,8 @@ class KvCache {
   double n_unfilled_slots() const { return manager_.n_unfilled_slots(); }
   uint64_t n_residual_steals() const { return storage_->kivi_steals(); }
   size_t n_bytes() const { return storage_->n_bytes(); }
+  // Thread-safe: KvStorage::resident_bytes.
+  size_t resident_bytes() const { return storage_->resident_bytes(); }
   // Drops the prefix cache (a flush); sequences keep their blocks.
   void clear_prefix_cache() { manager_.clear_prefix_cache(); }
   // The keys (hash chain values) of the blocks in the prefix cache.

@@ -39,8 +39,9 @@ void KvCacheManager::free(int32_t seq, std::vector<int32_t>* freed) {
   Seq& s = seqs_[size_t(seq)];
   // Release last block first, so that the free list's LRU order evicts a
   // sequence's tail before its (more shareable) head once prefixes are cached.
+  // A block that is no cache entry is reused first (BlockPool::release).
   for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) {
-    pool_.release(*it);
+    pool_.release(*it, /*keep=*/prefix_caching_ && cache_.is_cached(*it));
     if (freed != nullptr && pool_.ref_count(*it) == 0) freed->push_back(*it);
   }
   s.blocks.clear();  // keeps capacity

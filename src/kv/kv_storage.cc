@@ -1,11 +1,13 @@
 #include "kv/kv_storage.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "kv/kv_quant.h"
 #include "util/check.h"
@@ -60,6 +62,16 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
     return Status::resource_exhausted("cannot allocate {} MiB for the KV cache", n_bytes >> 20);
   }
   return std::unique_ptr<KvStorage>(new KvStorage(g, n_blocks, mem, blocks_bytes, n_bytes));
+}
+
+size_t KvStorage::resident_bytes() const {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t n_pages = (n_bytes_ + page - 1) / page;
+  std::vector<unsigned char> in_core(n_pages);
+  if (mincore(mem_, n_bytes_, in_core.data()) != 0) return 0;
+  size_t n = 0;
+  for (unsigned char c : in_core) n += c & 1u;
+  return n * page;
 }
 
 KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t blocks_bytes, size_t n_bytes)

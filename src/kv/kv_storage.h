@@ -127,6 +127,10 @@ class KvStorage {
   // not in it; its transfer slots are, after the blocks.
   void* region() const { return mem_; }
   size_t region_bytes() const { return n_bytes_; }
+  // Bytes of the region the OS holds in memory (mincore): the pages ever
+  // written, as the pool's pages are never given back. Thread-safe (a system
+  // call on a mapping that lives as long as this object); O(pages).
+  size_t resident_bytes() const;
   size_t k_offset(int il) const { return size_t(il) * (k_pool_bytes() + v_pool_bytes()); }
   size_t v_offset(int il) const { return k_offset(il) + k_pool_bytes(); }
   size_t k_block_bytes() const { return k_pool_bytes() / size_t(n_blocks_); }

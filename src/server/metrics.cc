@@ -117,6 +117,17 @@ std::string ServerMetrics::render(const EngineStats& st, const std::optional<KvE
         st.kv_cache_usage());
   gauge("omnibus:kv_cache_blocks_used", "KV-cache blocks in use.", st.kv_blocks_used);
   gauge("omnibus:kv_cache_blocks_total", "KV-cache blocks in the pool.", st.kv_blocks_total);
+  gauge("omnibus:kv_cache_blocks_cached",
+        "KV-cache blocks holding a prefix-cache entry (held by a request or free).",
+        st.kv_blocks_cached);
+  counter("omnibus:kv_integrity_checks_total",
+          "KV-cache invariant checks passed (one each time the engine goes idle; a violation aborts).",
+          st.kv_integrity_checks);
+  gauge("omnibus:kv_cache_pool_bytes", "Bytes reserved for the KV-cache pool.", double(st.kv_pool_bytes));
+  gauge("omnibus:kv_cache_resident_bytes",
+        "Bytes of the KV-cache pool resident in memory (pages ever written; follows the working set "
+        "and the prefix cache).",
+        double(st.kv_resident_bytes));
   counter("omnibus:num_preemptions_total", "Sequences preempted (their KV blocks freed, recomputed later).",
           st.n_preemptions);
   counter("omnibus:kv_residual_steals_total",

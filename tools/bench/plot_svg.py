@@ -7,7 +7,8 @@ IN.json: {"title": str, "x_label": str, "y_label": str,
           "series": [{"name": str, "points": [[x, y], ...]}, ...]}
 X values are placed as categories (evenly spaced, in the order of the first
 series), which suits batch sizes such as 1, 16, 32, 64. Each point is labelled
-with its value.
+with its value. With "numeric_x": true the x axis is linear instead (time
+series: six ticks, no markers or labels on the points).
 """
 import json
 import sys
@@ -29,11 +30,15 @@ def nice_max(v):
 
 
 def render(spec):
+    numeric = spec.get("numeric_x", False)
     xs = [p[0] for p in spec["series"][0]["points"]]
+    xmax = max((p[0] for s in spec["series"] for p in s["points"]), default=1) or 1
     ymax = nice_max(max(p[1] for s in spec["series"] for p in s["points"]) * 1.1)
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
 
     def px(x):
+        if numeric:
+            return LEFT + pw * x / xmax
         i = xs.index(x)
         return LEFT + (pw * (i + 0.5) / len(xs))
 
@@ -47,8 +52,9 @@ def render(spec):
         y = ymax * k / 5
         out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
         out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
-    for x in xs:
-        out.append(f'<text x="{px(x):.1f}" y="{TOP + ph + 18}" text-anchor="middle">{escape(str(x))}</text>')
+    ticks = [xmax * k / 5 for k in range(6)] if numeric else xs
+    for x in ticks:
+        out.append(f'<text x="{px(x):.1f}" y="{TOP + ph + 18}" text-anchor="middle">{escape(f"{x:g}" if numeric else str(x))}</text>')
     out.append(f'<text x="{LEFT + pw / 2}" y="{H - 18}" text-anchor="middle">{escape(spec["x_label"])}</text>')
     out.append(f'<text transform="translate(18,{TOP + ph / 2}) rotate(-90)" text-anchor="middle">'
                f'{escape(spec["y_label"])}</text>')
@@ -56,7 +62,7 @@ def render(spec):
         c = COLORS[i % len(COLORS)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s["points"])
         out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"/>')
-        for x, y in s["points"]:
+        for x, y in ([] if numeric else s["points"]):
             out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{c}"/>')
             out.append(f'<text x="{px(x):.1f}" y="{py(y) - 8:.1f}" text-anchor="middle" fill="{c}">{y:.0f}</text>')
         ly = TOP + 16 * i
