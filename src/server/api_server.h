@@ -12,6 +12,10 @@
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
 //   GET  /get_load  /get_server_info  /server_info  /get_model_info  /health_generate
 //   POST /flush_cache  /reset_prefix_cache   drop the prefix cache; 409 while requests run (key)
+//   A known route asked with another method: 405 with an Allow header. A JSON
+//   endpoint (completions, chat, tokenize, detokenize) whose Content-Type is
+//   not JSON: 415 (no Content-Type is read as JSON). The API key is matched
+//   as "Bearer <key>", the scheme in any case (request_checks.h).
 //
 // States: loading (from construction until set_backend), ready, draining
 // (after begin_drain: generation calls get 503, running ones go on).

@@ -29,6 +29,7 @@ namespace {
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr size_t kMaxBufferedWhileResponding = 1 << 20;
 
+constexpr uint32_t kMaxHeaderBytes = 64 * 1024;  // the request line and headers; beyond: 431
 // The number of responses in flight over all connections, with a condition
 // variable notified when it drops to zero. Thread-safe.
 class InFlightResponses {
@@ -63,7 +64,8 @@ class Session;
 class SessionSink : public ResponseSink {
  public:
   SessionSink(std::shared_ptr<Session> s, uint64_t serial) : session_(std::move(s)), serial_(serial) {}
-  void respond(int status, std::string content_type, std::string body) override;
+  using ResponseSink::respond;
+  void respond(int status, std::string content_type, std::string body, HttpHeaders headers) override;
   void begin_stream(std::string content_type) override;
   void write(std::string data) override;
   void end_stream() override;
@@ -93,13 +95,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Sink operations, on the strand.
-  void respond(uint64_t serial, int status, std::string content_type, std::string body) {
+  void respond(uint64_t serial, int status, std::string content_type, std::string body, HttpHeaders headers = {}) {
     if (!current(serial) || started_) return;
     started_ = true;
     auto res = std::make_shared<http::response<http::string_body>>(http::status(status), 11);
     res->set(http::field::server, "omnibus");
     res->set(http::field::content_type, content_type);
     res->keep_alive(keep_alive_);
+    for (auto& [name, value] : headers) res->set(name, value);
     res->body() = std::move(body);
     res->prepare_payload();
     writing_ = true;
@@ -183,7 +186,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     parser_.emplace();
     parser_->body_limit(uint64_t(config_.max_body_bytes));
-    parser_->header_limit(64 * 1024);
+    parser_->header_limit(kMaxHeaderBytes);
     stream_.expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
@@ -198,6 +201,9 @@ class Session : public std::enable_shared_from_this<Session> {
       // Malformed or oversized requests get an answer, then the connection closes.
       ApiError e = ec == http::error::body_limit
                        ? ApiError::too_large(fmt::format("the request body exceeds {} bytes", config_.max_body_bytes))
+                   : ec == http::error::header_limit
+                       ? ApiError{431, fmt::format("the request's header block exceeds {} bytes", kMaxHeaderBytes),
+                                  "invalid_request_error", "", "request_header_fields_too_large"}
                        : ApiError::invalid("", fmt::format("malformed HTTP request: {}", ec.message()));
       if (ec.category() != make_error_code(http::error::body_limit).category()) return close();
       keep_alive_ = false;
@@ -214,6 +220,7 @@ class Session : public std::enable_shared_from_this<Session> {
     begin_response();
     auto sink = std::make_shared<SessionSink>(shared_from_this(), serial_);
     stream_.expires_never();
+    r.content_type = std::string(req[http::field::content_type]);
     handler_(std::move(r), std::move(sink));
     // Still answering (a generation): watch for the client leaving.
     if (in_response_ && (!started_ || streaming_) && !monitoring_) monitor();
@@ -340,9 +347,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
 // Sink calls run on the connection's strand: inline when already there (the
 // route handler), else posted (the pump thread).
-void SessionSink::respond(int status, std::string content_type, std::string body) {
-  session_->run_on_strand([s = session_, serial = serial_, status, ct = std::move(content_type),
-                           b = std::move(body)]() mutable { s->respond(serial, status, std::move(ct), std::move(b)); });
+void SessionSink::respond(int status, std::string content_type, std::string body, HttpHeaders headers) {
+  session_->run_on_strand([s = session_, serial = serial_, status, ct = std::move(content_type), b = std::move(body),
+                           h = std::move(headers)]() mutable {
+    s->respond(serial, status, std::move(ct), std::move(b), std::move(h));
+  });
 }
 
 void SessionSink::begin_stream(std::string content_type) {

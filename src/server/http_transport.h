@@ -2,7 +2,8 @@
 // ApiServer. A few I/O threads run every connection asynchronously; a
 // connection waiting for tokens holds no thread. Each connection is a strand:
 //
-//   read request (body limit -> 413) -> handler(HttpRequest, sink)
+//   read request (body over the limit -> 413, header block over 64 KiB -> 431,
+//   other malformed requests -> 400) -> handler(HttpRequest, sink)
 //     plain:      sink.respond -> write -> next request (keep-alive)
 //     streaming:  sink.begin_stream -> write* (chunked, coalesced) -> end_stream
 //   while a response is pending, a read watches the socket: EOF or an error
