@@ -36,6 +36,7 @@
 #include "server/api_server.h"
 #include "server/http_transport.h"
 #include "template/chat_template.h"
+#include "util/heap_trim.h"
 
 namespace omnibus {
 namespace {
@@ -55,6 +56,9 @@ struct ServeOptions {
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_waiting = 1024;
+  int32_t max_logprobs = 20;
+  int32_t max_n = 16;
+  int64_t max_logprob_entries = 1000000;
   double grace_period_s = 30.0;
   std::string kv_events_endpoint;         // "": no KV events
   std::string kv_events_replay_endpoint;  // "": no replay socket
@@ -165,6 +169,9 @@ int run_serve(const ServeOptions& o) {
     std::fprintf(stderr, "omnibus serve: %s\n", s.to_string().c_str());
     return 1;
   };
+  // A large response's memory goes back to the OS once it is written
+  // (util/heap_trim.h; HttpTransport trims after it).
+  set_heap_release_thresholds();
   // First, so that every thread started below inherits the mask; never freed
   // (its thread lives until the process ends).
   SignalWaiter& signals = *new SignalWaiter();
@@ -180,6 +187,9 @@ int run_serve(const ServeOptions& o) {
   api_cfg.served_model_name = o.served_model_name.empty() ? o.model.model : o.served_model_name;
   api_cfg.api_key = o.api_key;
   api_cfg.max_waiting = o.max_waiting;
+  api_cfg.max_logprobs = o.max_logprobs;
+  api_cfg.max_n = o.max_n;
+  api_cfg.max_logprob_entries = o.max_logprob_entries;
   auto api = std::make_unique<server::ApiServer>(api_cfg);
   server::TransportConfig tcfg{o.host, o.port, o.http_threads, o.max_body_bytes};
   StatusOr<std::unique_ptr<server::HttpTransport>> transport = server::HttpTransport::create(
@@ -320,6 +330,16 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-waiting", o->max_waiting,
                   "Most requests accepted but not yet started; beyond it requests get 503 (0 = no bound)")
       ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  cmd->add_option("--max-logprobs", o->max_logprobs,
+                  "Most logprob alternatives a request may ask for (completions 'logprobs', chat 'top_logprobs', "
+                  "'prompt_logprobs'); more get 400")
+      ->capture_default_str()->check(CLI::Range(0, 20));
+  cmd->add_option("--max-n", o->max_n, "Most choices per prompt ('n', 'best_of'); more get 400")
+      ->capture_default_str()->check(CLI::Range(1, 128));
+  cmd->add_option("--max-logprob-entries", o->max_logprob_entries,
+                  "Most logprob entries one response may hold: n x (echoed prompt tokens + max_tokens) x "
+                  "(logprobs + 1), plus prompt_logprobs; requests that could return more get 400 (0 = no bound)")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   cmd->add_option("--grace-period", o->grace_period_s,
                   "Seconds running requests may take to finish after SIGINT/SIGTERM")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));

@@ -7,6 +7,7 @@
 
 #include "server/json_fields.h"
 #include "server/request_checks.h"
+#include "server/response_bounds.h"
 #include "server/sse.h"
 #include "server/structured_request.h"
 #include "server/tool_grammar.h"
@@ -188,6 +189,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   const int32_t max_model_len = engine.info().max_model_len;
   ParseLimits limits;
   limits.n_vocab = tok.n_vocab();
+  limits.max_n = config_.max_n;
+  limits.max_logprobs = config_.max_logprobs;
   ApiResult<GenerationSpec> spec =
       endpoint == Endpoint::kChat ? parse_chat_request(*body, limits) : parse_completion_request(*body, limits);
   if (!spec.ok()) return respond_error(*sink, spec.error());
@@ -279,6 +282,13 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   if (spec->base.min_tokens > spec->base.max_tokens) {
     return respond_error(*sink, ApiError::invalid("min_tokens", "'min_tokens' must not exceed the tokens the context "
                                                                 "leaves for the completion"));
+  }
+  {
+    std::vector<int64_t> prompt_tokens;
+    for (const PreparedPrompt& p : prompts) prompt_tokens.push_back(int64_t(p.ids.size()));
+    if (std::optional<ApiError> e = check_response_bounds(*spec, prompt_tokens, config_.max_logprob_entries)) {
+      return respond_error(*sink, *e);
+    }
   }
 
   // Disaggregated prefill/decode (kv_transfer_service.h).

@@ -51,6 +51,10 @@ struct ApiConfig {
   std::string served_model_name = "omnibus";
   std::string api_key;            // "" = no authentication
   int64_t max_waiting = 1024;     // engine requests accepted but not started; beyond: 503 (0 = no bound)
+  // Bounds on what one request may ask for; beyond them: 400 naming the flag.
+  int32_t max_logprobs = 20;              // logprobs, top_logprobs, prompt_logprobs (--max-logprobs)
+  int32_t max_n = 16;                     // n and best_of (--max-n)
+  int64_t max_logprob_entries = 1000000;  // response_bounds.h (--max-logprob-entries; 0 = no bound)
 };
 
 // What the API needs once the model is loaded. The pointers must outlive the ApiServer.

@@ -109,6 +109,8 @@ class Generation {
   nlohmann::json prompt_logprobs(size_t k) const;
   void emit(size_t choice_index, ChoiceDelta& d);
   void finish();
+  // The non-streamed response; moves the choices' text and logprobs into it.
+  std::string response_body(const nlohmann::json& usage);
   nlohmann::json chunk_base() const;
 
   const GenerationContext ctx_;

@@ -16,6 +16,7 @@
 
 #include "server/api_error.h"
 #include "util/check.h"
+#include "util/heap_trim.h"
 
 namespace omnibus::server {
 
@@ -28,8 +29,12 @@ namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr size_t kMaxBufferedWhileResponding = 1 << 20;
-
 constexpr uint32_t kMaxHeaderBytes = 64 * 1024;  // the request line and headers; beyond: 431
+// After a response this large is over, its buffers are freed and the heap's
+// free pages go back to the OS (util/heap_trim.h): a spike's memory does not
+// stay resident.
+constexpr uint64_t kTrimAfterResponseBytes = 1 << 20;
+
 // The number of responses in flight over all connections, with a condition
 // variable notified when it drops to zero. Thread-safe.
 class InFlightResponses {
@@ -101,13 +106,15 @@ class Session : public std::enable_shared_from_this<Session> {
     auto res = std::make_shared<http::response<http::string_body>>(http::status(status), 11);
     res->set(http::field::server, "omnibus");
     res->set(http::field::content_type, content_type);
-    res->keep_alive(keep_alive_);
     for (auto& [name, value] : headers) res->set(name, value);
+    res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
+    response_bytes_ += res->body().size();
     writing_ = true;
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) mutable {
       self->writing_ = false;
+      res.reset();  // the body's memory, before a trim
       if (ec) return self->client_gone();
       self->finish_response();
     });
@@ -135,6 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write(uint64_t serial, std::string data) {
     if (!current(serial) || !streaming_ || stream_ended_) return;
+    response_bytes_ += data.size();
     queue_.push_back(std::move(data));
     pump_writes();
   }
@@ -216,11 +224,11 @@ class Session : public std::enable_shared_from_this<Session> {
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
     r.authorization = std::string(req[http::field::authorization]);
+    r.content_type = std::string(req[http::field::content_type]);
     r.body = std::move(req.body());
     begin_response();
     auto sink = std::make_shared<SessionSink>(shared_from_this(), serial_);
     stream_.expires_never();
-    r.content_type = std::string(req[http::field::content_type]);
     handler_(std::move(r), std::move(sink));
     // Still answering (a generation): watch for the client leaving.
     if (in_response_ && (!started_ || streaming_) && !monitoring_) monitor();
@@ -231,6 +239,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!in_response_) in_flight_.begin();
     in_response_ = true;
     started_ = streaming_ = head_written_ = stream_ended_ = false;
+    response_bytes_ = 0;
     queue_.clear();
     on_disconnect_ = nullptr;
   }
@@ -292,6 +301,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void end_response() {
     if (!in_response_) return;
     in_response_ = false;
+    if (response_bytes_ >= kTrimAfterResponseBytes) {
+      std::string().swap(out_);
+      std::deque<std::string>().swap(queue_);
+      trim_heap();
+    }
+    response_bytes_ = 0;
     in_flight_.end();
   }
 
@@ -342,6 +357,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::response_serializer<http::empty_body>> head_sr_;
   std::deque<std::string> queue_;
   std::string out_;  // the chunk being written
+  uint64_t response_bytes_ = 0;  // the body bytes of the response in progress
   std::function<void()> on_disconnect_;
 };
 
