@@ -3,8 +3,11 @@
 // Startup: listen first (so /health answers 503 while loading), load the model
 // with a progress bar, start the engine, then report ready. SIGINT/SIGTERM:
 // answer new requests with 503, let running generations finish for up to
-// --grace-period seconds, abort the rest, exit 0 once every response is out.
-// A signal while the model loads, or a second signal, exits at once.
+// --grace-period seconds, then abort the rest; a second signal aborts them at
+// once. Aborted requests are told (streams: finish_reason "abort" and [DONE];
+// others: 503), and the process exits once every response is out (at most
+// kAbortWait after the abort): 0 when every request finished, 1 when any was
+// cut. A signal while the model loads exits 0 at once.
 //
 // --kv-events-endpoint: every change of the prefix cache is published over
 // ZeroMQ in vLLM's format (docs/kv-events.md); the sockets are opened before
@@ -17,6 +20,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -102,7 +106,13 @@ std::unique_ptr<KvEventPublisher> open_kv_events(const ServeOptions& o, EngineCo
   return std::move(p).value();
 }
 
+// How long aborted requests' last chunks and 503s may take to be written
+// before the process exits anyway (status 1).
+constexpr std::chrono::seconds kAbortWait(5);
+
 // Signals are blocked in every thread; this thread takes them with sigwait.
+// The first is handed to wait(); the second runs the on-second action (the
+// drain's abort) and gives the process kAbortWait to finish, then exits 1.
 class SignalWaiter {
  public:
   SignalWaiter() {
@@ -123,20 +133,42 @@ class SignalWaiter {
     cv_.wait(lock, [this] { return signal_ != 0; });
     return signal_;
   }
+  // What a second signal does (runs on the signal thread, under the waiter's
+  // lock: clearing it waits for a run in progress). Unset: exit 1 at once.
+  void set_on_second(std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_second_ = std::move(f);
+  }
 
  private:
   void run() {
     for (;;) {
       int sig = 0;
       if (sigwait(&set_, &sig) != 0) continue;
-      std::lock_guard<std::mutex> lock(mu_);
-      if (loading_ || signal_ != 0) {
-        fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::unique_lock<std::mutex> lock(mu_);
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (loading_ || (signal_ != 0 && !on_second_)) {
+        fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", name);
         std::fflush(stderr);
         std::_Exit(signal_ != 0 ? 1 : 0);
       }
-      signal_ = sig;
-      cv_.notify_all();
+      if (signal_ == 0) {
+        signal_ = sig;
+        cv_.notify_all();
+        continue;
+      }
+      fmt::print(stderr, "omnibus serve: second {}: aborting every running request\n", name);
+      on_second_();
+      if (!exit_timer_started_) {
+        exit_timer_started_ = true;
+        std::thread([] {
+          std::this_thread::sleep_for(kAbortWait);  // a deadline, not a wait for progress
+          fmt::print(stderr, "omnibus serve: responses still unwritten {} s after the abort; exiting\n",
+                     kAbortWait.count());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }).detach();
+      }
     }
   }
 
@@ -144,8 +176,10 @@ class SignalWaiter {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool loading_ = true;  // guarded by mu_
-  int signal_ = 0;       // guarded by mu_
+  bool exit_timer_started_ = false;  // signal thread only
+  bool loading_ = true;     // guarded by mu_
+  int signal_ = 0;          // guarded by mu_
+  std::function<void()> on_second_;  // guarded by mu_
 };
 
 // The KV-transfer service the flags ask for (docs/disaggregation.md).
@@ -261,6 +295,11 @@ int run_serve(const ServeOptions& o) {
     };
   }
   api->set_backend(std::move(backend));
+  // Set before the first signal can arrive, so that no second one finds it unset.
+  signals.set_on_second([a = api.get()] {
+    a->begin_drain();
+    a->abort_all();
+  });
   signals.set_loading(false);
   const EngineInfo& info = (*engine)->info();
   fmt::print(stderr,
@@ -274,7 +313,8 @@ int run_serve(const ServeOptions& o) {
   // generations go on. Done when the engine is idle and every response has
   // been written out: two handshakes, no polling.
   const int sig = signals.wait();
-  fmt::print(stderr, "omnibus serve: {}: no new requests; waiting up to {:.0f} s for {} running\n",
+  fmt::print(stderr, "omnibus serve: {}: no new requests; waiting up to {:.0f} s for {} running (a second signal "
+             "aborts them now)\n",
              sig == SIGINT ? "SIGINT" : "SIGTERM", o.grace_period_s, api->n_active_generations());
   api->begin_drain();
   using Clock = std::chrono::steady_clock;
@@ -288,14 +328,16 @@ int run_serve(const ServeOptions& o) {
       (*engine)->wait_idle(left()).has_value() && (*transport)->wait_responses_written(left());
   if (!drained) {
     fmt::print(stderr, "omnibus serve: grace period over; aborting {} requests\n", api->n_active_generations());
-    api->abort_all();  // their responses end with finish_reason "abort"
-    constexpr std::chrono::seconds kAbortWait(5);
+    api->abort_all();  // streams end with finish_reason "abort", the others get 503
     drained = (*engine)->wait_idle(kAbortWait).has_value() &&
               (*transport)->wait_responses_written(kAbortWait);
     if (!drained) {
       fmt::print(stderr, "omnibus serve: responses still unwritten; closing their connections\n");
     }
   }
+  // Counted before their responses went out: complete once drained.
+  const int64_t n_cut = api->n_cut_generations();
+  signals.set_on_second(nullptr);  // before the API goes; a signal from here on exits 1 at once
   (*transport)->stop_accepting();
   (*transport)->stop();
   api.reset();        // the pump and every Generation (they use the engine)
@@ -303,6 +345,11 @@ int run_serve(const ServeOptions& o) {
   engine->reset();    // aborts whatever is left, joins the engine thread
   kv_transfer.reset();
   transport->reset();  // sessions are gone with the API; now the io_context
+  if (n_cut > 0 || !drained) {
+    fmt::print(stderr, "omnibus serve: stopped; {} requests were cut short{}\n", n_cut,
+               drained ? "" : " (some responses unwritten)");
+    return 1;
+  }
   fmt::print(stderr, "omnibus serve: stopped\n");
   return 0;
 }

@@ -91,10 +91,15 @@ class ApiServer {
   // generations go on (HttpTransport::wait_responses_written tells when
   // their responses are out).
   void begin_drain();
-  // Aborts every generation in flight: their engine requests end, and their
-  // responses end with what was generated and finish_reason "abort".
+  // Aborts every generation in flight: their engine requests end; streams end
+  // with finish_reason "abort" and [DONE], non-streamed calls get 503
+  // (generation.h). Idempotent.
   void abort_all();
   int64_t n_active_generations() const { return counters_.n_active.load(); }
+  // Generations abort_all() ended before they finished, counted before their
+  // responses went to the transport (so, once HttpTransport::wait_responses_written
+  // returns true, every cut response that was written is counted).
+  int64_t n_cut_generations() const { return counters_.n_cut.load(); }
 
   // REQUIRES: the response is completed through `sink`, now or later.
   void handle(HttpRequest req, std::shared_ptr<ResponseSink> sink);

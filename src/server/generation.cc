@@ -79,6 +79,7 @@ void Generation::cancel() {
 }
 
 void Generation::abort() {
+  shutdown_.store(true);
   for (const Part& p : parts_) ctx_.engine->abort(p.stream->id());
 }
 
@@ -226,10 +227,18 @@ void Generation::finish() {
     prompt_tokens += p.n_prompt_tokens;
     cached += p.n_cached_tokens;
   }
-  for (const Choice& c : choices_) completion_tokens += c.out->n_tokens();
+  bool cut = false;  // a choice ended by abort(): the server shut down before it finished
+  for (const Choice& c : choices_) {
+    completion_tokens += c.out->n_tokens();
+    cut = cut || c.out->finish_reason().empty() || c.out->finish_reason() == "abort";
+  }
+  cut = cut && shutdown_.load() && !cancelled_;
+  if (cut) ctx_.counters->n_cut.fetch_add(1);  // before the response is out: the drain reads it after
   if (spec_.echo_only) completion_tokens = 0;
   const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, cached);
   if (spec_.stream) {
+    // A cut stream has had each unfinished choice's last chunk with
+    // finish_reason "abort"; it ends like any other.
     if (!cancelled_) {
       if (spec_.include_usage) {
         nlohmann::json c = chunk_base();
@@ -240,6 +249,12 @@ void Generation::finish() {
       sink_->write(sse_done());
       sink_->end_stream();
     }
+  } else if (cut) {
+    const ApiError e = ApiError::unavailable(
+        fmt::format("the server shut down before this request finished ({} of its tokens had been generated); "
+                    "retry it",
+                    completion_tokens));
+    sink_->respond(e.status, "application/json", e.to_json());
   } else if (!cancelled_) {
     sink_->respond(200, "application/json", response_body(usage));  // its JSON tree freed first
   }
