@@ -388,7 +388,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "(logprobs + 1), plus prompt_logprobs; requests that could return more get 400 (0 = no bound)")
       ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   cmd->add_option("--grace-period", o->grace_period_s,
-                  "Seconds running requests may take to finish after SIGINT/SIGTERM")
+                  "Seconds running requests may take to finish after SIGINT/SIGTERM; then (or on a second "
+                  "signal) they are aborted, streams end with finish_reason 'abort', others get 503, exit status 1")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_flags(*cmd, o->engine);
   cmd->add_option("--kv-events-endpoint", o->kv_events_endpoint,

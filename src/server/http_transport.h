@@ -12,7 +12,9 @@
 // A response is in flight from the moment its request has been read (before
 // the handler runs) until its last byte has been written to the socket, or
 // its client has gone. wait_responses_written() is the drain's handshake on
-// that count.
+// that count. When a response of 1 MiB or more is over, its buffers are
+// freed and then the heap is trimmed (util/heap_trim.h), on that I/O thread,
+// before the connection reads its next request.
 //
 // Thread-safety: create/start/stop_accepting/stop from one controlling thread;
 // wait_responses_written from any thread; sinks from any thread (their calls
