@@ -145,7 +145,7 @@ class SignalWaiter {
     for (;;) {
       int sig = 0;
       if (sigwait(&set_, &sig) != 0) continue;
-      std::unique_lock<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
       if (loading_ || (signal_ != 0 && !on_second_)) {
         fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", name);
@@ -177,8 +177,8 @@ class SignalWaiter {
   std::mutex mu_;
   std::condition_variable cv_;
   bool exit_timer_started_ = false;  // signal thread only
-  bool loading_ = true;     // guarded by mu_
-  int signal_ = 0;          // guarded by mu_
+  bool loading_ = true;              // guarded by mu_
+  int signal_ = 0;                   // guarded by mu_
   std::function<void()> on_second_;  // guarded by mu_
 };
 

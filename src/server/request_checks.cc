@@ -9,7 +9,9 @@ namespace {
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
   }
   return true;
 }
@@ -24,7 +26,8 @@ std::string_view trim(std::string_view s) {
 
 bool bearer_key_matches(std::string_view authorization, std::string_view key) {
   constexpr std::string_view kScheme = "Bearer";
-  if (authorization.size() <= kScheme.size() || !iequals(authorization.substr(0, kScheme.size()), kScheme) ||
+  if (authorization.size() <= kScheme.size() ||
+      !iequals(authorization.substr(0, kScheme.size()), kScheme) ||
       authorization[kScheme.size()] != ' ') {
     return false;
   }
@@ -39,11 +42,14 @@ bool bearer_key_matches(std::string_view authorization, std::string_view key) {
 bool is_json_media_type(std::string_view content_type) {
   const std::string_view type = trim(content_type.substr(0, content_type.find(';')));
   constexpr std::string_view kApplication = "application/";
-  if (type.size() <= kApplication.size() || !iequals(type.substr(0, kApplication.size()), kApplication)) return false;
+  if (type.size() <= kApplication.size() ||
+      !iequals(type.substr(0, kApplication.size()), kApplication))
+    return false;
   const std::string_view subtype = type.substr(kApplication.size());
   constexpr std::string_view kSuffix = "+json";
   return iequals(subtype, "json") ||
-         (subtype.size() > kSuffix.size() && iequals(subtype.substr(subtype.size() - kSuffix.size()), kSuffix));
+         (subtype.size() > kSuffix.size() &&
+          iequals(subtype.substr(subtype.size() - kSuffix.size()), kSuffix));
 }
 
 }  // namespace omnibus::server

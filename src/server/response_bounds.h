@@ -25,11 +25,13 @@ namespace omnibus::server {
 
 // The logprob entries `spec` may return, for prompts of these token counts.
 // REQUIRES: spec.base.max_tokens resolved (>= 1).
-int64_t response_logprob_entries(const GenerationSpec& spec, const std::vector<int64_t>& prompt_tokens);
+int64_t response_logprob_entries(const GenerationSpec& spec,
+                                 const std::vector<int64_t>& prompt_tokens);
 
 // A 400 naming the count, the limit and --max-logprob-entries when the
 // response could hold more than `max_entries` (0: no bound); nullopt otherwise.
-std::optional<ApiError> check_response_bounds(const GenerationSpec& spec, const std::vector<int64_t>& prompt_tokens,
+std::optional<ApiError> check_response_bounds(const GenerationSpec& spec,
+                                              const std::vector<int64_t>& prompt_tokens,
                                               int64_t max_entries);
 
 }  // namespace omnibus::server

@@ -25,7 +25,8 @@ TEST(ResponseBounds, CompletionsCountsEveryChoiceAndPrompt) {
   EXPECT_EQ(response_logprob_entries(completions(3, 10, 4, false), {100, 7}), 2 * 3 * 10 * 5);
   // Echo + logprobs: the echoed prompt in each choice's logprobs, and
   // prompt_logprobs (implied, k) listed per choice.
-  EXPECT_EQ(response_logprob_entries(completions(2, 10, 4, true), {100}), 2 * ((10 + 100) * 5 + 100 * 5));
+  EXPECT_EQ(response_logprob_entries(completions(2, 10, 4, true), {100}),
+            2 * ((10 + 100) * 5 + 100 * 5));
   // Scoring only (echo with max_tokens 0): no generated token is listed.
   GenerationSpec score = completions(1, 1, 1, true);
   score.echo_only = true;
