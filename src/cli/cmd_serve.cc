@@ -3,8 +3,11 @@
 // Startup: listen first (so /health answers 503 while loading), load the model
 // with a progress bar, start the engine, then report ready. SIGINT/SIGTERM:
 // answer new requests with 503, let running generations finish for up to
-// --grace-period seconds, abort the rest, exit 0 once every response is out.
-// A signal while the model loads, or a second signal, exits at once.
+// --grace-period seconds, then abort the rest; a second signal aborts them at
+// once. Aborted requests are told (streams: finish_reason "abort" and [DONE];
+// others: 503), and the process exits once every response is out (at most
+// kAbortWait after the abort): 0 when every request finished, 1 when any was
+// cut. A signal while the model loads exits 0 at once.
 //
 // --kv-events-endpoint: every change of the prefix cache is published over
 // ZeroMQ in vLLM's format (docs/kv-events.md); the sockets are opened before
@@ -17,6 +20,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +40,7 @@
 #include "server/api_server.h"
 #include "server/http_transport.h"
 #include "template/chat_template.h"
+#include "util/heap_trim.h"
 
 namespace omnibus {
 namespace {
@@ -55,6 +60,9 @@ struct ServeOptions {
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_waiting = 1024;
+  int32_t max_logprobs = 20;
+  int32_t max_n = 16;
+  int64_t max_logprob_entries = 1000000;
   double grace_period_s = 30.0;
   std::string kv_events_endpoint;         // "": no KV events
   std::string kv_events_replay_endpoint;  // "": no replay socket
@@ -98,7 +106,13 @@ std::unique_ptr<KvEventPublisher> open_kv_events(const ServeOptions& o, EngineCo
   return std::move(p).value();
 }
 
+// How long aborted requests' last chunks and 503s may take to be written
+// before the process exits anyway (status 1).
+constexpr std::chrono::seconds kAbortWait(5);
+
 // Signals are blocked in every thread; this thread takes them with sigwait.
+// The first is handed to wait(); the second runs the on-second action (the
+// drain's abort) and gives the process kAbortWait to finish, then exits 1.
 class SignalWaiter {
  public:
   SignalWaiter() {
@@ -119,6 +133,12 @@ class SignalWaiter {
     cv_.wait(lock, [this] { return signal_ != 0; });
     return signal_;
   }
+  // What a second signal does (runs on the signal thread, under the waiter's
+  // lock: clearing it waits for a run in progress). Unset: exit 1 at once.
+  void set_on_second(std::function<void()> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_second_ = std::move(f);
+  }
 
  private:
   void run() {
@@ -126,13 +146,29 @@ class SignalWaiter {
       int sig = 0;
       if (sigwait(&set_, &sig) != 0) continue;
       std::lock_guard<std::mutex> lock(mu_);
-      if (loading_ || signal_ != 0) {
-        fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (loading_ || (signal_ != 0 && !on_second_)) {
+        fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", name);
         std::fflush(stderr);
         std::_Exit(signal_ != 0 ? 1 : 0);
       }
-      signal_ = sig;
-      cv_.notify_all();
+      if (signal_ == 0) {
+        signal_ = sig;
+        cv_.notify_all();
+        continue;
+      }
+      fmt::print(stderr, "omnibus serve: second {}: aborting every running request\n", name);
+      on_second_();
+      if (!exit_timer_started_) {
+        exit_timer_started_ = true;
+        std::thread([] {
+          std::this_thread::sleep_for(kAbortWait);  // a deadline, not a wait for progress
+          fmt::print(stderr, "omnibus serve: responses still unwritten {} s after the abort; exiting\n",
+                     kAbortWait.count());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }).detach();
+      }
     }
   }
 
@@ -140,8 +176,10 @@ class SignalWaiter {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool loading_ = true;  // guarded by mu_
-  int signal_ = 0;       // guarded by mu_
+  bool exit_timer_started_ = false;  // signal thread only
+  bool loading_ = true;              // guarded by mu_
+  int signal_ = 0;                   // guarded by mu_
+  std::function<void()> on_second_;  // guarded by mu_
 };
 
 // The KV-transfer service the flags ask for (docs/disaggregation.md).
@@ -165,6 +203,9 @@ int run_serve(const ServeOptions& o) {
     std::fprintf(stderr, "omnibus serve: %s\n", s.to_string().c_str());
     return 1;
   };
+  // A large response's memory goes back to the OS once it is written
+  // (util/heap_trim.h; HttpTransport trims after it).
+  set_heap_release_thresholds();
   // First, so that every thread started below inherits the mask; never freed
   // (its thread lives until the process ends).
   SignalWaiter& signals = *new SignalWaiter();
@@ -180,6 +221,9 @@ int run_serve(const ServeOptions& o) {
   api_cfg.served_model_name = o.served_model_name.empty() ? o.model.model : o.served_model_name;
   api_cfg.api_key = o.api_key;
   api_cfg.max_waiting = o.max_waiting;
+  api_cfg.max_logprobs = o.max_logprobs;
+  api_cfg.max_n = o.max_n;
+  api_cfg.max_logprob_entries = o.max_logprob_entries;
   auto api = std::make_unique<server::ApiServer>(api_cfg);
   server::TransportConfig tcfg{o.host, o.port, o.http_threads, o.max_body_bytes};
   StatusOr<std::unique_ptr<server::HttpTransport>> transport = server::HttpTransport::create(
@@ -251,6 +295,11 @@ int run_serve(const ServeOptions& o) {
     };
   }
   api->set_backend(std::move(backend));
+  // Set before the first signal can arrive, so that no second one finds it unset.
+  signals.set_on_second([a = api.get()] {
+    a->begin_drain();
+    a->abort_all();
+  });
   signals.set_loading(false);
   const EngineInfo& info = (*engine)->info();
   fmt::print(stderr,
@@ -264,7 +313,8 @@ int run_serve(const ServeOptions& o) {
   // generations go on. Done when the engine is idle and every response has
   // been written out: two handshakes, no polling.
   const int sig = signals.wait();
-  fmt::print(stderr, "omnibus serve: {}: no new requests; waiting up to {:.0f} s for {} running\n",
+  fmt::print(stderr, "omnibus serve: {}: no new requests; waiting up to {:.0f} s for {} running (a second signal "
+             "aborts them now)\n",
              sig == SIGINT ? "SIGINT" : "SIGTERM", o.grace_period_s, api->n_active_generations());
   api->begin_drain();
   using Clock = std::chrono::steady_clock;
@@ -278,14 +328,16 @@ int run_serve(const ServeOptions& o) {
       (*engine)->wait_idle(left()).has_value() && (*transport)->wait_responses_written(left());
   if (!drained) {
     fmt::print(stderr, "omnibus serve: grace period over; aborting {} requests\n", api->n_active_generations());
-    api->abort_all();  // their responses end with finish_reason "abort"
-    constexpr std::chrono::seconds kAbortWait(5);
+    api->abort_all();  // streams end with finish_reason "abort", the others get 503
     drained = (*engine)->wait_idle(kAbortWait).has_value() &&
               (*transport)->wait_responses_written(kAbortWait);
     if (!drained) {
       fmt::print(stderr, "omnibus serve: responses still unwritten; closing their connections\n");
     }
   }
+  // Counted before their responses went out: complete once drained.
+  const int64_t n_cut = api->n_cut_generations();
+  signals.set_on_second(nullptr);  // before the API goes; a signal from here on exits 1 at once
   (*transport)->stop_accepting();
   (*transport)->stop();
   api.reset();        // the pump and every Generation (they use the engine)
@@ -293,6 +345,11 @@ int run_serve(const ServeOptions& o) {
   engine->reset();    // aborts whatever is left, joins the engine thread
   kv_transfer.reset();
   transport->reset();  // sessions are gone with the API; now the io_context
+  if (n_cut > 0 || !drained) {
+    fmt::print(stderr, "omnibus serve: stopped; {} requests were cut short{}\n", n_cut,
+               drained ? "" : " (some responses unwritten)");
+    return 1;
+  }
   fmt::print(stderr, "omnibus serve: stopped\n");
   return 0;
 }
@@ -320,8 +377,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-waiting", o->max_waiting,
                   "Most requests accepted but not yet started; beyond it requests get 503 (0 = no bound)")
       ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  cmd->add_option("--max-logprobs", o->max_logprobs,
+                  "Most logprob alternatives a request may ask for (completions 'logprobs', chat 'top_logprobs', "
+                  "'prompt_logprobs'); more get 400")
+      ->capture_default_str()->check(CLI::Range(0, 20));
+  cmd->add_option("--max-n", o->max_n, "Most choices per prompt ('n', 'best_of'); more get 400")
+      ->capture_default_str()->check(CLI::Range(1, 128));
+  cmd->add_option("--max-logprob-entries", o->max_logprob_entries,
+                  "Most logprob entries one response may hold: n x (echoed prompt tokens + max_tokens) x "
+                  "(logprobs + 1), plus prompt_logprobs; requests that could return more get 400 (0 = no bound)")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   cmd->add_option("--grace-period", o->grace_period_s,
-                  "Seconds running requests may take to finish after SIGINT/SIGTERM")
+                  "Seconds running requests may take to finish after SIGINT/SIGTERM; then (or on a second "
+                  "signal) they are aborted, streams end with finish_reason 'abort', others get 503, exit status 1")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_flags(*cmd, o->engine);
   cmd->add_option("--kv-events-endpoint", o->kv_events_endpoint,

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "server/json_fields.h"
+#include "server/request_checks.h"
+#include "server/response_bounds.h"
 #include "server/sse.h"
 #include "server/structured_request.h"
 #include "server/tool_grammar.h"
@@ -18,13 +20,12 @@ constexpr const char* kJson = "application/json";
 
 void respond_error(ResponseSink& sink, const ApiError& e) { sink.respond(e.status, kJson, e.to_json()); }
 
-// Constant-time comparison of the presented and the expected key.
-bool key_matches(const std::string& header, const std::string& key) {
-  const std::string expected = "Bearer " + key;
-  if (header.size() != expected.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < header.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ expected[i]);
-  return diff == 0;
+// 405 naming the methods the route takes (also in the Allow header).
+void respond_method_not_allowed(ResponseSink& sink, const HttpRequest& req, const std::string& path,
+                                const char* allow) {
+  const ApiError e{405, fmt::format("method {} is not allowed on {} (allowed: {})", req.method, path, allow),
+                   "invalid_request_error", "", "method_not_allowed"};
+  sink.respond(e.status, kJson, e.to_json(), HttpHeaders{{"Allow", allow}});
 }
 
 ApiResult<nlohmann::json> parse_body(const std::string& body) {
@@ -75,15 +76,19 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     return ApiError::unavailable(state == State::kLoading ? "the model is loading" : "the server is shutting down");
   };
 
+  constexpr const char* kGetMethods = "GET, HEAD";
   if (path == "/health") {
+    if (!get) return respond_method_not_allowed(*sink, req, path, kGetMethods);
     if (state == State::kReady) return sink->respond(200, kJson, R"({"status":"ok"})");
     return respond_error(*sink, not_ready());
   }
   if (path == "/") path = "/index.html";
-  if (const WebAsset* a = find_web_asset(path); a && get) {
+  if (const WebAsset* a = find_web_asset(path)) {
+    if (!get) return respond_method_not_allowed(*sink, req, path, kGetMethods);
     return sink->respond(200, std::string(a->content_type), std::string(a->body));
   }
-  if (path == "/metrics" && get) {
+  if (path == "/metrics") {
+    if (!get) return respond_method_not_allowed(*sink, req, path, kGetMethods);
     EngineStats st;
     if (ready) st = backend_.engine->stats();
     std::optional<KvEventsCounts> kv_events;
@@ -98,14 +103,23 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   struct Route {
     const char* path;
     bool post;
-    bool keyed = true;  // false: the read-only router endpoints (vllm-router sends no key), like /health
+    bool keyed = true;       // false: the read-only router endpoints (vllm-router sends no key), like /health
+    bool json_body = false;  // the body is a JSON object: a Content-Type other than JSON gets 415
   };
-  static const Route kRoutes[] = {{"/v1/models", false},      {"/v1/completions", true}, {"/v1/chat/completions", true},
-                                  {"/tokenize", true},        {"/detokenize", true},     {"/tokenizer_info", false},
-                                  {"/v1/engine/state", false}, {"/v1/engine/kv_blocks", false},
-                                  {"/flush_cache", true},     {"/reset_prefix_cache", true},
-                                  {"/get_load", false, false}, {"/get_server_info", false, false},
-                                  {"/server_info", false, false}, {"/get_model_info", false, false},
+  static const Route kRoutes[] = {{"/v1/models", false},
+                                  {"/v1/completions", true, true, true},
+                                  {"/v1/chat/completions", true, true, true},
+                                  {"/tokenize", true, true, true},
+                                  {"/detokenize", true, true, true},
+                                  {"/tokenizer_info", false},
+                                  {"/v1/engine/state", false},
+                                  {"/v1/engine/kv_blocks", false},
+                                  {"/flush_cache", true},
+                                  {"/reset_prefix_cache", true},
+                                  {"/get_load", false, false},
+                                  {"/get_server_info", false, false},
+                                  {"/server_info", false, false},
+                                  {"/get_model_info", false, false},
                                   {"/health_generate", false, false}};
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
@@ -113,9 +127,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   }
   if (!route) return respond_error(*sink, ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
   if (route->post ? !post : !get) {
-    ApiError e{405, fmt::format("method {} is not allowed on {}", req.method, path), "invalid_request_error", "",
-               "method_not_allowed"};
-    return respond_error(*sink, e);
+    return respond_method_not_allowed(*sink, req, path, route->post ? "POST" : kGetMethods);
   }
   if (!route->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
     if (state != State::kReady) return respond_error(*sink, not_ready());
@@ -124,8 +136,15 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (path == "/get_model_info") return sink->respond(200, kJson, model_info());
     return sink->respond(200, kJson, server_info());
   }
-  if (!config_.api_key.empty() && !key_matches(req.authorization, config_.api_key)) {
+  if (!config_.api_key.empty() && !bearer_key_matches(req.authorization, config_.api_key)) {
     return respond_error(*sink, ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)"));
+  }
+  // A missing Content-Type is read as JSON (clients that send none still work).
+  if (route->json_body && !req.content_type.empty() && !is_json_media_type(req.content_type)) {
+    return respond_error(*sink, ApiError{415, fmt::format("{} takes a JSON body: send it with Content-Type: "
+                                                          "application/json (this request says '{}')",
+                                                          path, req.content_type),
+                                         "invalid_request_error", "", "unsupported_media_type"});
   }
   if (path == "/v1/engine/state") return sink->respond(200, kJson, engine_state());
   if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
@@ -170,6 +189,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   const int32_t max_model_len = engine.info().max_model_len;
   ParseLimits limits;
   limits.n_vocab = tok.n_vocab();
+  limits.max_n = config_.max_n;
+  limits.max_logprobs = config_.max_logprobs;
   ApiResult<GenerationSpec> spec =
       endpoint == Endpoint::kChat ? parse_chat_request(*body, limits) : parse_completion_request(*body, limits);
   if (!spec.ok()) return respond_error(*sink, spec.error());
@@ -261,6 +282,13 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   if (spec->base.min_tokens > spec->base.max_tokens) {
     return respond_error(*sink, ApiError::invalid("min_tokens", "'min_tokens' must not exceed the tokens the context "
                                                                 "leaves for the completion"));
+  }
+  {
+    std::vector<int64_t> prompt_tokens;
+    for (const PreparedPrompt& p : prompts) prompt_tokens.push_back(int64_t(p.ids.size()));
+    if (std::optional<ApiError> e = check_response_bounds(*spec, prompt_tokens, config_.max_logprob_entries)) {
+      return respond_error(*sink, *e);
+    }
   }
 
   // Disaggregated prefill/decode (kv_transfer_service.h).

@@ -12,6 +12,10 @@
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
 //   GET  /get_load  /get_server_info  /server_info  /get_model_info  /health_generate
 //   POST /flush_cache  /reset_prefix_cache   drop the prefix cache; 409 while requests run (key)
+//   A known route asked with another method: 405 with an Allow header. A JSON
+//   endpoint (completions, chat, tokenize, detokenize) whose Content-Type is
+//   not JSON: 415 (no Content-Type is read as JSON). The API key is matched
+//   as "Bearer <key>", the scheme in any case (request_checks.h).
 //
 // States: loading (from construction until set_backend), ready, draining
 // (after begin_drain: generation calls get 503, running ones go on).
@@ -47,6 +51,10 @@ struct ApiConfig {
   std::string served_model_name = "omnibus";
   std::string api_key;            // "" = no authentication
   int64_t max_waiting = 1024;     // engine requests accepted but not started; beyond: 503 (0 = no bound)
+  // Bounds on what one request may ask for; beyond them: 400 naming the flag.
+  int32_t max_logprobs = 20;              // logprobs, top_logprobs, prompt_logprobs (--max-logprobs)
+  int32_t max_n = 16;                     // n and best_of (--max-n)
+  int64_t max_logprob_entries = 1000000;  // response_bounds.h (--max-logprob-entries; 0 = no bound)
 };
 
 // What the API needs once the model is loaded. The pointers must outlive the ApiServer.
@@ -83,10 +91,15 @@ class ApiServer {
   // generations go on (HttpTransport::wait_responses_written tells when
   // their responses are out).
   void begin_drain();
-  // Aborts every generation in flight: their engine requests end, and their
-  // responses end with what was generated and finish_reason "abort".
+  // Aborts every generation in flight: their engine requests end; streams end
+  // with finish_reason "abort" and [DONE], non-streamed calls get 503
+  // (generation.h). Idempotent.
   void abort_all();
   int64_t n_active_generations() const { return counters_.n_active.load(); }
+  // Generations abort_all() ended before they finished, counted before their
+  // responses went to the transport (so, once HttpTransport::wait_responses_written
+  // returns true, every cut response that was written is counted).
+  int64_t n_cut_generations() const { return counters_.n_cut.load(); }
 
   // REQUIRES: the response is completed through `sink`, now or later.
   void handle(HttpRequest req, std::shared_ptr<ResponseSink> sink);

@@ -79,6 +79,7 @@ void Generation::cancel() {
 }
 
 void Generation::abort() {
+  shutdown_.store(true);
   for (const Part& p : parts_) ctx_.engine->abort(p.stream->id());
 }
 
@@ -226,11 +227,18 @@ void Generation::finish() {
     prompt_tokens += p.n_prompt_tokens;
     cached += p.n_cached_tokens;
   }
-  for (const Choice& c : choices_) completion_tokens += c.out->n_tokens();
+  bool cut = false;  // a choice ended by abort(): the server shut down before it finished
+  for (const Choice& c : choices_) {
+    completion_tokens += c.out->n_tokens();
+    cut = cut || c.out->finish_reason().empty() || c.out->finish_reason() == "abort";
+  }
+  cut = cut && shutdown_.load() && !cancelled_;
+  if (cut) ctx_.counters->n_cut.fetch_add(1);  // before the response is out: the drain reads it after
   if (spec_.echo_only) completion_tokens = 0;
   const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, cached);
-  const bool chat = spec_.endpoint == Endpoint::kChat;
   if (spec_.stream) {
+    // A cut stream has had each unfinished choice's last chunk with
+    // finish_reason "abort"; it ends like any other.
     if (!cancelled_) {
       if (spec_.include_usage) {
         nlohmann::json c = chunk_base();
@@ -241,45 +249,14 @@ void Generation::finish() {
       sink_->write(sse_done());
       sink_->end_stream();
     }
+  } else if (cut) {
+    const ApiError e = ApiError::unavailable(
+        fmt::format("the server shut down before this request finished ({} of its tokens had been generated); "
+                    "retry it",
+                    completion_tokens));
+    sink_->respond(e.status, "application/json", e.to_json());
   } else if (!cancelled_) {
-    nlohmann::json r;
-    r["id"] = id_;
-    r["object"] = chat ? "chat.completion" : "text_completion";
-    r["created"] = created_;
-    r["model"] = ctx_.model_name;
-    nlohmann::json list = nlohmann::json::array();
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      Choice& c = choices_[i];
-      nlohmann::json ch;
-      ch["index"] = i;
-      std::string reason = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
-      if (chat && c.tools) {
-        if (!c.tools->ended()) c.text += c.tools->push("", /*end=*/true).content;  // aborted: what was held back
-        const int n_calls = c.tools->n_calls();
-        ch["message"] = {{"role", "assistant"}, {"content", tool_message_content(c.text, n_calls)}};
-        if (n_calls > 0) ch["message"]["tool_calls"] = c.tools->calls();
-        reason = tool_finish_reason(reason, n_calls);
-      } else if (chat) {
-        ch["message"] = {{"role", "assistant"}, {"content", c.text}};
-      } else {
-        ch["text"] = c.text;
-      }
-      ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : c.logprobs;
-      ch["finish_reason"] = reason;
-      if (spec_.base.prompt_logprobs >= 0 && !chat) {
-        ch["prompt_logprobs"] = prompt_logprobs(i / size_t(spec_.base.n));
-      }
-      list.push_back(std::move(ch));
-    }
-    r["choices"] = std::move(list);
-    if (spec_.base.prompt_logprobs >= 0 && chat) {
-      r["prompt_logprobs"] = prompt_logprobs(0);  // chat has one prompt
-    }
-    r["usage"] = usage;
-    if (ctx_.kv_export != nullptr && parts_[0].pinned != nullptr) {
-      r["kv_transfer_params"] = ctx_.kv_export->offer(*parts_[0].pinned, parts_[0].n_prompt_tokens);
-    }
-    sink_->respond(200, "application/json", json_dump(r));
+    sink_->respond(200, "application/json", response_body(usage));  // its JSON tree freed first
   }
   if (cancelled_ && ctx_.kv_export != nullptr) {
     for (const Part& p : parts_) {
@@ -287,6 +264,49 @@ void Generation::finish() {
     }
   }
   ctx_.counters->n_active.fetch_sub(1);
+}
+
+std::string Generation::response_body(const nlohmann::json& usage) {
+  const bool chat = spec_.endpoint == Endpoint::kChat;
+  nlohmann::json r;
+  r["id"] = id_;
+  r["object"] = chat ? "chat.completion" : "text_completion";
+  r["created"] = created_;
+  r["model"] = ctx_.model_name;
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    nlohmann::json ch;
+    ch["index"] = i;
+    std::string reason = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
+    if (chat && c.tools) {
+      if (!c.tools->ended()) c.text += c.tools->push("", /*end=*/true).content;  // aborted: what was held back
+      const int n_calls = c.tools->n_calls();
+      ch["message"] = {{"role", "assistant"}, {"content", tool_message_content(c.text, n_calls)}};
+      if (n_calls > 0) ch["message"]["tool_calls"] = c.tools->calls();
+      reason = tool_finish_reason(reason, n_calls);
+    } else if (chat) {
+      ch["message"] = {{"role", "assistant"}, {"content", std::move(c.text)}};
+    } else {
+      ch["text"] = std::move(c.text);
+    }
+    // Moved, not copied: the choice's logprobs are freed with this tree.
+    ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : std::move(c.logprobs);
+    ch["finish_reason"] = reason;
+    if (spec_.base.prompt_logprobs >= 0 && !chat) {
+      ch["prompt_logprobs"] = prompt_logprobs(i / size_t(spec_.base.n));
+    }
+    list.push_back(std::move(ch));
+  }
+  r["choices"] = std::move(list);
+  if (spec_.base.prompt_logprobs >= 0 && chat) {
+    r["prompt_logprobs"] = prompt_logprobs(0);  // chat has one prompt
+  }
+  r["usage"] = usage;
+  if (ctx_.kv_export != nullptr && parts_[0].pinned != nullptr) {
+    r["kv_transfer_params"] = ctx_.kv_export->offer(*parts_[0].pinned, parts_[0].n_prompt_tokens);
+  }
+  return json_dump(r);
 }
 
 }  // namespace omnibus::server

@@ -9,10 +9,13 @@
 // calls on_events() for each engine request until every one has delivered
 // its final event, and the response is finished. cancel() (client gone)
 // aborts every engine request and writes nothing more; abort() (server
-// shutting down) aborts them too, and the response still ends, its
-// unfinished choices with finish_reason "abort". Either way their blocks
-// return to the pool within one engine step and the final abort events
-// still drain through on_events().
+// shutting down) aborts them too, and the client is told: a stream's
+// unfinished choices end with finish_reason "abort", then (usage and)
+// [DONE]; a non-streamed call gets 503 service_unavailable instead of a
+// partial body. Such a call counts in GenerationCounters::n_cut before its
+// response is handed to the sink. Either way the blocks return to the pool
+// within one engine step and the final abort events still drain through
+// on_events().
 // When every choice of an engine request has ended on a stop string, that
 // request is aborted as well (the engine can only abort whole requests).
 //
@@ -45,6 +48,7 @@ namespace omnibus::server {
 struct GenerationCounters {
   std::atomic<int64_t> n_pending{0};  // engine requests submitted, no event yet
   std::atomic<int64_t> n_active{0};   // Generations not finished
+  std::atomic<int64_t> n_cut{0};      // Generations that abort() ended before they finished
 };
 
 struct GenerationContext {
@@ -109,6 +113,8 @@ class Generation {
   nlohmann::json prompt_logprobs(size_t k) const;
   void emit(size_t choice_index, ChoiceDelta& d);
   void finish();
+  // The non-streamed response; moves the choices' text and logprobs into it.
+  std::string response_body(const nlohmann::json& usage);
   nlohmann::json chunk_base() const;
 
   const GenerationContext ctx_;
@@ -122,6 +128,7 @@ class Generation {
   std::vector<Choice> choices_;  // [prompts * n]
   size_t n_final_ = 0;
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> shutdown_{false};  // abort() was called
 };
 
 }  // namespace omnibus::server

@@ -16,6 +16,7 @@
 
 #include "server/api_error.h"
 #include "util/check.h"
+#include "util/heap_trim.h"
 
 namespace omnibus::server {
 
@@ -28,6 +29,11 @@ namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr size_t kMaxBufferedWhileResponding = 1 << 20;
+constexpr uint32_t kMaxHeaderBytes = 64 * 1024;  // the request line and headers; beyond: 431
+// After a response this large is over, its buffers are freed and the heap's
+// free pages go back to the OS (util/heap_trim.h): a spike's memory does not
+// stay resident.
+constexpr uint64_t kTrimAfterResponseBytes = 1 << 20;
 
 // The number of responses in flight over all connections, with a condition
 // variable notified when it drops to zero. Thread-safe.
@@ -63,7 +69,8 @@ class Session;
 class SessionSink : public ResponseSink {
  public:
   SessionSink(std::shared_ptr<Session> s, uint64_t serial) : session_(std::move(s)), serial_(serial) {}
-  void respond(int status, std::string content_type, std::string body) override;
+  using ResponseSink::respond;
+  void respond(int status, std::string content_type, std::string body, HttpHeaders headers) override;
   void begin_stream(std::string content_type) override;
   void write(std::string data) override;
   void end_stream() override;
@@ -93,18 +100,21 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Sink operations, on the strand.
-  void respond(uint64_t serial, int status, std::string content_type, std::string body) {
+  void respond(uint64_t serial, int status, std::string content_type, std::string body, HttpHeaders headers = {}) {
     if (!current(serial) || started_) return;
     started_ = true;
     auto res = std::make_shared<http::response<http::string_body>>(http::status(status), 11);
     res->set(http::field::server, "omnibus");
     res->set(http::field::content_type, content_type);
+    for (auto& [name, value] : headers) res->set(name, value);
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
+    response_bytes_ += res->body().size();
     writing_ = true;
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) mutable {
       self->writing_ = false;
+      res.reset();  // the body's memory, before a trim
       if (ec) return self->client_gone();
       self->finish_response();
     });
@@ -132,6 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write(uint64_t serial, std::string data) {
     if (!current(serial) || !streaming_ || stream_ended_) return;
+    response_bytes_ += data.size();
     queue_.push_back(std::move(data));
     pump_writes();
   }
@@ -183,7 +194,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     parser_.emplace();
     parser_->body_limit(uint64_t(config_.max_body_bytes));
-    parser_->header_limit(64 * 1024);
+    parser_->header_limit(kMaxHeaderBytes);
     stream_.expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
@@ -198,6 +209,9 @@ class Session : public std::enable_shared_from_this<Session> {
       // Malformed or oversized requests get an answer, then the connection closes.
       ApiError e = ec == http::error::body_limit
                        ? ApiError::too_large(fmt::format("the request body exceeds {} bytes", config_.max_body_bytes))
+                   : ec == http::error::header_limit
+                       ? ApiError{431, fmt::format("the request's header block exceeds {} bytes", kMaxHeaderBytes),
+                                  "invalid_request_error", "", "request_header_fields_too_large"}
                        : ApiError::invalid("", fmt::format("malformed HTTP request: {}", ec.message()));
       if (ec.category() != make_error_code(http::error::body_limit).category()) return close();
       keep_alive_ = false;
@@ -210,6 +224,7 @@ class Session : public std::enable_shared_from_this<Session> {
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
     r.authorization = std::string(req[http::field::authorization]);
+    r.content_type = std::string(req[http::field::content_type]);
     r.body = std::move(req.body());
     begin_response();
     auto sink = std::make_shared<SessionSink>(shared_from_this(), serial_);
@@ -224,6 +239,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!in_response_) in_flight_.begin();
     in_response_ = true;
     started_ = streaming_ = head_written_ = stream_ended_ = false;
+    response_bytes_ = 0;
     queue_.clear();
     on_disconnect_ = nullptr;
   }
@@ -285,6 +301,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void end_response() {
     if (!in_response_) return;
     in_response_ = false;
+    if (response_bytes_ >= kTrimAfterResponseBytes) {
+      std::string().swap(out_);
+      std::deque<std::string>().swap(queue_);
+      trim_heap();
+    }
+    response_bytes_ = 0;
     in_flight_.end();
   }
 
@@ -335,14 +357,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::response_serializer<http::empty_body>> head_sr_;
   std::deque<std::string> queue_;
   std::string out_;  // the chunk being written
+  uint64_t response_bytes_ = 0;  // the body bytes of the response in progress
   std::function<void()> on_disconnect_;
 };
 
 // Sink calls run on the connection's strand: inline when already there (the
 // route handler), else posted (the pump thread).
-void SessionSink::respond(int status, std::string content_type, std::string body) {
-  session_->run_on_strand([s = session_, serial = serial_, status, ct = std::move(content_type),
-                           b = std::move(body)]() mutable { s->respond(serial, status, std::move(ct), std::move(b)); });
+void SessionSink::respond(int status, std::string content_type, std::string body, HttpHeaders headers) {
+  session_->run_on_strand([s = session_, serial = serial_, status, ct = std::move(content_type), b = std::move(body),
+                           h = std::move(headers)]() mutable {
+    s->respond(serial, status, std::move(ct), std::move(b), std::move(h));
+  });
 }
 
 void SessionSink::begin_stream(std::string content_type) {

@@ -2,7 +2,8 @@
 // ApiServer. A few I/O threads run every connection asynchronously; a
 // connection waiting for tokens holds no thread. Each connection is a strand:
 //
-//   read request (body limit -> 413) -> handler(HttpRequest, sink)
+//   read request (body over the limit -> 413, header block over 64 KiB -> 431,
+//   other malformed requests -> 400) -> handler(HttpRequest, sink)
 //     plain:      sink.respond -> write -> next request (keep-alive)
 //     streaming:  sink.begin_stream -> write* (chunked, coalesced) -> end_stream
 //   while a response is pending, a read watches the socket: EOF or an error
@@ -11,7 +12,9 @@
 // A response is in flight from the moment its request has been read (before
 // the handler runs) until its last byte has been written to the socket, or
 // its client has gone. wait_responses_written() is the drain's handshake on
-// that count.
+// that count. When a response of 1 MiB or more is over, its buffers are
+// freed and then the heap is trimmed (util/heap_trim.h), on that I/O thread,
+// before the connection reads its next request.
 //
 // Thread-safety: create/start/stop_accepting/stop from one controlling thread;
 // wait_responses_written from any thread; sinks from any thread (their calls

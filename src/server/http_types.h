@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace omnibus::server {
 
@@ -17,8 +19,12 @@ struct HttpRequest {
   std::string method;         // "GET", "POST", ...
   std::string target;         // path plus query, e.g. "/v1/models"
   std::string authorization;  // the Authorization header, "" when absent
+  std::string content_type;   // the Content-Type header, "" when absent
   std::string body;
 };
+
+// Extra response headers (name, value), e.g. {"Allow", "GET, HEAD"} on a 405.
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 class ResponseSink {
  public:
@@ -26,7 +32,10 @@ class ResponseSink {
 
   // Either respond() once, or begin_stream(), write()*, end_stream(). Calls
   // after the client has gone are ignored.
-  virtual void respond(int status, std::string content_type, std::string body) = 0;
+  void respond(int status, std::string content_type, std::string body) {
+    respond(status, std::move(content_type), std::move(body), HttpHeaders{});
+  }
+  virtual void respond(int status, std::string content_type, std::string body, HttpHeaders headers) = 0;
   virtual void begin_stream(std::string content_type) = 0;  // status 200, chunked
   virtual void write(std::string data) = 0;
   virtual void end_stream() = 0;

@@ -15,6 +15,20 @@ namespace {
 
 constexpr int32_t kMaxTokensLimit = 1 << 20;
 
+// An integer field in [lo, limit], where `limit` is a server setting: a value
+// above it gets a 400 that names the limit and the serve flag that sets it.
+void get_limited_int(JsonFields& f, const char* key, int32_t lo, int32_t limit, const char* flag, int32_t& out) {
+  int32_t x = out;
+  f.get_int(key, lo, INT32_MAX, x);
+  if (!f.ok()) return;
+  if (x > limit) {
+    f.fail(ApiError::invalid(key, fmt::format("'{}' must be at most {} (this server's {}), got {}", key, limit,
+                                              flag, x)));
+    return;
+  }
+  out = x;
+}
+
 // Fields both endpoints share.
 void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec) {
   f.get_string("model", spec.model);
@@ -37,7 +51,7 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
   }
   Request& r = spec.base;
   SamplingParams& s = r.sampling;
-  f.get_int("n", 1, limits.max_n, r.n);
+  get_limited_int(f, "n", 1, limits.max_n, "--max-n", r.n);
   f.get_number("temperature", 0.0, 2.0, s.temperature);
   f.get_number("top_p", 0.0, 1.0, s.top_p, /*lo_open=*/true);
   f.get_int("top_k", -1, kMaxTokensLimit, s.top_k);
@@ -115,7 +129,7 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
   }
   f.get_bool("ignore_eos", r.ignore_eos);
   f.get_int("min_tokens", 0, kMaxTokensLimit, r.min_tokens);
-  f.get_int("prompt_logprobs", 0, 20, spec.prompt_logprobs);
+  get_limited_int(f, "prompt_logprobs", 0, limits.max_logprobs, "--max-logprobs", spec.prompt_logprobs);
   if (spec.prompt_logprobs >= 0 && spec.stream) {
     f.fail(ApiError::invalid("prompt_logprobs",
                              "'prompt_logprobs' is not available when 'stream' is true"));
@@ -277,9 +291,11 @@ ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, c
   }
   spec.base.max_tokens = max_tokens;
   spec.max_tokens_set = true;
-  f.get_int("logprobs", 0, 20, spec.logprobs);
-  if (const nlohmann::json* bo = f.find("best_of")) {
-    if (!bo->is_number_integer() || bo->get<int64_t>() != spec.base.n) {
+  get_limited_int(f, "logprobs", 0, limits.max_logprobs, "--max-logprobs", spec.logprobs);
+  if (f.find("best_of") != nullptr) {
+    int32_t best_of = spec.base.n;
+    get_limited_int(f, "best_of", 1, limits.max_n, "--max-n", best_of);
+    if (f.ok() && best_of != spec.base.n) {
       f.fail(ApiError::invalid("best_of", "'best_of' is not supported (only best_of == n)"));
     }
   }
@@ -314,7 +330,7 @@ ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const P
   bool logprobs = false;
   f.get_bool("logprobs", logprobs);
   int32_t top_logprobs = -1;
-  f.get_int("top_logprobs", 0, 20, top_logprobs);
+  get_limited_int(f, "top_logprobs", 0, limits.max_logprobs, "--max-logprobs", top_logprobs);
   if (top_logprobs >= 0 && !logprobs) {
     f.fail(ApiError::invalid("top_logprobs", "'top_logprobs' requires 'logprobs' to be true"));
   }

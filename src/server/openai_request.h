@@ -76,9 +76,12 @@ struct GenerationSpec {
   std::string tool_grammar;
 };
 
+// Bounds a request must keep. The ones set by `omnibus serve` flags are named
+// in the 400 a request over them gets.
 struct ParseLimits {
   int32_t n_vocab = 0;
-  int32_t max_n = 128;      // most choices per prompt
+  int32_t max_n = 16;         // most choices per prompt, and best_of (--max-n; the engine's bound is 128)
+  int32_t max_logprobs = 20;  // logprobs, top_logprobs, prompt_logprobs (--max-logprobs; the engine's bound is 20)
   int32_t max_stop = 16;    // most stop strings
   int32_t max_prompts = 256;  // most prompts in one completions request
 };

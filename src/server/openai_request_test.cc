@@ -161,6 +161,33 @@ TEST(CompletionRequest, RejectsBadFields) {
 
 // prompt_logprobs and echo + logprobs share the engine's one computation: it
 // runs with the larger k.
+// Limits set by serve flags: a request over one names the limit and the flag.
+TEST(Request, ServerLimitsNameTheFlag) {
+  ParseLimits l = limits();
+  l.max_n = 4;
+  l.max_logprobs = 5;
+  const auto expect_over = [](const ApiResult<GenerationSpec>& r, const std::string& param, const std::string& text) {
+    expect_invalid(r, param);
+    if (r.ok()) return;
+    EXPECT_NE(r.error().message.find(text), std::string::npos) << r.error().message;
+  };
+  const auto comp = [&l](const std::string& fields) {
+    return parse_completion_request(json::parse(R"({"prompt": "x", )" + fields + "}"), l);
+  };
+  const auto ch = [&l](const std::string& fields) {
+    return parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], )" + fields + "}"), l);
+  };
+  expect_over(comp(R"("n": 5)"), "n", "at most 4 (this server's --max-n)");
+  expect_over(comp(R"("n": 4, "best_of": 5)"), "best_of", "--max-n");
+  expect_over(comp(R"("logprobs": 6)"), "logprobs", "at most 5 (this server's --max-logprobs)");
+  expect_over(comp(R"("prompt_logprobs": 6)"), "prompt_logprobs", "--max-logprobs");
+  expect_over(ch(R"("n": 5)"), "n", "--max-n");
+  expect_over(ch(R"("logprobs": true, "top_logprobs": 6)"), "top_logprobs", "--max-logprobs");
+  // At the limits: accepted.
+  EXPECT_TRUE(comp(R"("n": 4, "best_of": 4, "logprobs": 5, "prompt_logprobs": 5)").ok());
+  EXPECT_TRUE(ch(R"("n": 4, "logprobs": true, "top_logprobs": 5)").ok());
+}
+
 TEST(CompletionRequest, PromptLogprobsAndEchoShareOneEngineComputation) {
   const std::vector<std::pair<std::string, int32_t>> cases = {
       {R"("prompt_logprobs": 3)", 3},

@@ -281,3 +281,51 @@ def test_pipelined_requests(server):
             assert chunk, "connection closed"
             data += chunk
         assert data.count(b"HTTP/1.1 200 OK") == 2
+
+
+@pytest.mark.parametrize("method,path,allow", [
+    ("POST", "/health", "GET, HEAD"),
+    ("DELETE", "/health", "GET, HEAD"),
+    ("POST", "/metrics", "GET, HEAD"),
+    ("POST", "/", "GET, HEAD"),
+    ("PUT", "/v1/models", "GET, HEAD"),
+    ("GET", "/v1/completions", "POST"),
+    ("GET", "/tokenize", "POST"),
+])
+def test_405_names_the_allowed_methods(base_url, method, path, allow):
+    e = error_of(httpx.request(method, base_url + path, timeout=60), 405)
+    assert e["code"] == "method_not_allowed" and allow in e["message"]
+    assert httpx.request(method, base_url + path, timeout=60).headers["allow"] == allow
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "text/json"])
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"])
+def test_415_for_a_body_that_is_not_json(base_url, path, content_type):
+    r = httpx.post(base_url + path, content=json.dumps({"prompt": "x", "max_tokens": 1}),
+                   headers={"Content-Type": content_type}, timeout=60)
+    e = error_of(r, 415)
+    assert e["code"] == "unsupported_media_type"
+    assert "application/json" in e["message"] and content_type in e["message"]
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON", None])
+def test_json_content_types_and_none_are_accepted(base_url, content_type):
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    r = httpx.post(base_url + "/v1/completions", content=json.dumps({"prompt": "Hi", "max_tokens": 1}),
+                   headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 1
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "bEaReR"])
+def test_bearer_scheme_is_case_insensitive(guarded, scheme):
+    ok = httpx.get(guarded.base_url + "/v1/models", headers={"Authorization": f"{scheme} sekret"})
+    assert ok.status_code == 200, ok.text
+    error_of(httpx.get(guarded.base_url + "/v1/models", headers={"Authorization": f"{scheme} SEKRET"}), 401)
+
+
+def test_431_for_an_oversized_header_block(base_url):
+    headers = {f"X-Filler-{i}": "x" * 1000 for i in range(80)}  # 80 KB of headers, over the 64 KiB limit
+    e = error_of(httpx.get(base_url + "/v1/models", headers=headers, timeout=60), 431)
+    assert e["code"] == "request_header_fields_too_large" and "header" in e["message"]
+    assert httpx.get(base_url + "/health", timeout=60).status_code == 200

@@ -91,3 +91,41 @@ def test_pool_resident_memory_follows_the_working_set(start_server):
     gguf_bytes = (pathlib.Path(os.environ.get("OMNIBUS_MODELS_DIR", ROOT / "models")) / "smollm2-135m.gguf").stat().st_size
     rss = status_kib(server.proc.pid, "VmRSS") * 1024
     assert rss <= 2 * (gguf_bytes + 8 * block_bytes), f"VmRSS {rss / 2**20:.1f} MiB; {detail}"
+
+
+def test_rss_returns_after_a_large_echo_logprobs_response(start_server):
+    """A large-but-allowed echo + logprobs + n response (13 MB of JSON, over
+    100 MB as a JSON tree while it is built) must not leave the server's RSS
+    at its peak: large blocks are mapped on their own and, once such a
+    response is written, the heap's free pages go back to the OS
+    (util/heap_trim.h). Without that, RSS stayed about 40% above where it was.
+    The KV pool is small, so that the blocks the spike touches first cannot
+    account for 10%."""
+    server = start_server("--kv-cache-memory", "16MiB", "--max-model-len", "512")
+    pid = server.proc.pid
+    prompt = " ".join(f"word{i % 97}" for i in range(150))  # 430 tokens
+    spike = {"prompt": prompt, "max_tokens": 1, "echo": True, "logprobs": 20, "n": 16, "temperature": 0}
+    # The same shape with a response under the 1 MiB trim threshold: the
+    # engine's buffers for scoring the prompt and for 16 sequences are grown
+    # (and freed memory is not trimmed) before "before" is read.
+    warm = {**spike, "logprobs": 0}
+    with httpx.Client(base_url=server.base_url, timeout=120) as c:
+        r = c.post("/v1/completions", json=warm)
+        assert r.status_code == 200 and len(r.content) < 1 << 20, (r.status_code, len(r.content))
+        server.wait_idle()
+        before = status_kib(pid, "VmRSS")
+        r = c.post("/v1/completions", json=spike)
+        assert r.status_code == 200, r.text
+        assert len(r.content) > 10 << 20, len(r.content)
+        assert len(r.json()["choices"]) == 16
+        del r
+        # The next response on this keep-alive connection is read only after
+        # the previous one ended on the server, and with it the trim.
+        assert c.get("/health").status_code == 200
+        server.wait_idle()
+        after = status_kib(pid, "VmRSS")
+        peak = status_kib(pid, "VmHWM")
+    detail = f"VmRSS before {before / 1024:.1f} MiB, after {after / 1024:.1f} MiB (peak {peak / 1024:.1f} MiB)"
+    print(detail)
+    assert peak > before * 1.3, detail  # it was a spike
+    assert after <= before * 1.10, detail
