@@ -314,6 +314,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
   const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
   if (kMode == kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
   thread_local std::vector<QueryState> qs;
+  thread_local std::vector<float> q_rot;  // kQ8: the queries rotated (keys are stored as H k)
+  if (kMode == kQ8) q_rot.resize(static_cast<size_t>(n_q) * hd);
   thread_local std::vector<T> zero_row;
   if (zero_row.size() < static_cast<size_t>(hd)) zero_row.assign(hd, T(0));
   acc_buf.assign(static_cast<size_t>(n_q) * hd, 0.f);
@@ -330,8 +332,14 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       const int32_t pos = s.n_past + tok;
       const int32_t qlim =
           kivi ? kivi_qlim(pos, kv.block_size, kv.kivi->residual_blocks()) : INT32_MAX;
-      qs[ti * t.n_heads + hi_] =
-          QueryState{q + row * hd, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
+      const float* qrow = q + row * hd;
+      if (kMode == kQ8) {  // q . k = (H q) . (H k): H is orthonormal and symmetric
+        float* r = q_rot.data() + static_cast<size_t>(ti * t.n_heads + hi_) * hd;
+        std::copy_n(qrow, hd, r);
+        kv_hadamard(r, hd);
+        qrow = r;
+      }
+      qs[ti * t.n_heads + hi_] = QueryState{qrow, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
     }
   }
 
@@ -475,7 +483,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
     for (int d = 0; d < hd; d += 8)
       _mm256_storeu_ps(qs[qi].out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), inv));
     // kivi2 values (quantized and fp16 alike) are H v: sum p_j H v_j = H out.
-    if (kMode == kQuant && kv_rotates_v(kv.format)) kv_hadamard(qs[qi].out, hd);
+    // q8 values likewise.
+    if ((kMode == kQuant && kv_rotates_v(kv.format)) || kMode == kQ8) kv_hadamard(qs[qi].out, hd);
   }
   t_ahead.flush();
 }

@@ -8,6 +8,9 @@
 //   f32    float [bs][hd]
 //   f16    fp16 [bs][hd]
 //   q8     int8 codes [bs][hd] | fp16 d [bs]               x = d * q, d = absmax / 127
+//          of the row rotated by kv_hadamard (K and V alone: a query reads
+//          (H q) . dequant(row) and H * sum p_j dequant(row_j)); the row codecs
+//          below work in the rotated space, kv_read_row rotates back
 //   q4     K unit: KIVI keys at 4 bits (below, b = 4)
 //          V unit: codes [bs][hd/2] | {fp16 d, fp16 m} [bs][hd/G]   per token:
 //          x = m + d * q, q in 0..15, groups of G = 32 channels (G = hd if

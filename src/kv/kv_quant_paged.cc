@@ -1,6 +1,8 @@
 // Scalar row reader over every KV format (kv_quant_paged.h).
 #include "kv/kv_quant_paged.h"
 
+#include <vector>
+
 #include "kv/kv_quant_kivi.h"
 #include "util/check.h"
 #include "util/fp16.h"
@@ -25,7 +27,9 @@ void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32
       return;
     }
     case KvFormat::kQ8:
-      return q8_load_row(unit, bs, hd, r, y);
+      q8_load_row(unit, bs, hd, r, y);
+      kv_hadamard(y, hd);  // rows are stored rotated: H (H x) = x
+      return;
     case KvFormat::kQ4:
     case KvFormat::kKivi2: {
       const bool rot = is_v && kv_rotates_v(kv.format);
@@ -50,7 +54,10 @@ void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32
 
 void kv_store_row_quantized(KvFormat t, uint8_t* unit, int bs, int hd, int r, const float* x) {
   OMNIBUS_CHECK(t == KvFormat::kQ8);
-  q8_store_row(unit, bs, hd, r, x);
+  thread_local std::vector<float> rotated;
+  rotated.assign(x, x + hd);
+  kv_hadamard(rotated.data(), hd);  // spreads outlier channels over the row (kv_quant.h)
+  q8_store_row(unit, bs, hd, r, rotated.data());
 }
 
 }  // namespace omnibus
