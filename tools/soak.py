@@ -135,6 +135,17 @@ def stream(client, url, body, counters, cancel_after=None):
             counters.add("ok")
 
 
+def send(client, url, body, streaming, counters):
+    """One well-formed request, streamed or not, checked and counted."""
+    if streaming:
+        return stream(client, url, {**body, "stream": True}, counters)
+    r = client.post(url, json=body)
+    if r.status_code != 200:
+        return refused_or_unexpected(r, counters)
+    err = check_completion(r.json(), body.get("n", 1), "messages" in body)
+    counters.add("unexpected", err) if err else counters.add("ok")
+
+
 def worker(base, seed, deadline, counters, prefix_tokens):
     rng = random.Random(seed)
     system = "You are a careful assistant. " + sentence(random.Random(7), 60)
@@ -148,28 +159,12 @@ def worker(base, seed, deadline, counters, prefix_tokens):
                             "temperature": 0.8, "seed": rng.randint(0, 1 << 30),
                             "messages": [{"role": "system", "content": system},
                                          {"role": "user", "content": sentence(rng, rng.randint(3, 20)) + "?"}]}
-                    if rng.random() < 0.5:
-                        stream(client, "/v1/chat/completions", {**body, "stream": True}, counters)
-                    else:
-                        r = client.post("/v1/chat/completions", json=body)
-                        if r.status_code != 200:
-                            refused_or_unexpected(r, counters)
-                            continue
-                        err = check_completion(r.json(), n, True)
-                        counters.add("unexpected", err) if err else counters.add("ok")
+                    send(client, "/v1/chat/completions", body, rng.random() < 0.5, counters)
                 elif kind == "completion":
                     tail = [rng.randint(100, 40000) for _ in range(rng.randint(1, 40))]
                     body = {"prompt": prefix_tokens + tail, "max_tokens": rng.randint(1, 16),
                             "temperature": 0, "logprobs": rng.choice([None, 0, 2])}
-                    if rng.random() < 0.5:
-                        stream(client, "/v1/completions", {**body, "stream": True}, counters)
-                    else:
-                        r = client.post("/v1/completions", json=body)
-                        if r.status_code != 200:
-                            refused_or_unexpected(r, counters)
-                            continue
-                        err = check_completion(r.json(), 1, False)
-                        counters.add("unexpected", err) if err else counters.add("ok")
+                    send(client, "/v1/completions", body, rng.random() < 0.5, counters)
                 elif kind == "cancel":
                     body = {"prompt": sentence(rng, 30), "max_tokens": 200, "ignore_eos": True, "stream": True}
                     stream(client, "/v1/completions", body, counters, cancel_after=rng.randint(1, 4))

@@ -40,7 +40,7 @@ import time
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_vs_llama_server import ROOT, stop, wait_healthy  # noqa: E402
+from serve_vs_llama_server import ROOT, stop, text_token_ids, wait_healthy  # noqa: E402
 
 
 def log(msg):
@@ -115,10 +115,7 @@ def main():
         try:
             wait_healthy(base, proc)
             if ids is None:
-                text = open(os.path.join(ROOT, "tests", "data", "perplexity.txt")).read()
-                r = httpx.post(base + "/tokenize", json={"content": text, "prompt": text,
-                                                         "add_special_tokens": False}, timeout=60)
-                ids = r.json()["tokens"]
+                ids = text_token_ids(base)
 
             def tokens(start, n):  # n ids from the text, cycling, from `start`
                 return [ids[(start + i) % len(ids)] for i in range(n)]

@@ -63,6 +63,16 @@ def wait_healthy(base, proc, timeout=300.0):
     raise RuntimeError("server did not become healthy in time")
 
 
+def text_token_ids(base):
+    """Token ids of the committed text, from the server's /tokenize (omnibus's
+    and llama-server's shapes); both load the same GGUF, so the ids mean the
+    same to both."""
+    text = open(os.path.join(ROOT, "tests", "data", "perplexity.txt")).read()
+    r = httpx.post(base + "/tokenize", json={"content": text, "prompt": text,
+                                             "add_special_tokens": False}, timeout=60)
+    return r.json()["tokens"]
+
+
 def stop(proc):
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
@@ -172,12 +182,7 @@ def main():
         try:
             wait_healthy(base, proc)
             if prompts is None:
-                # Token ids from the committed text; omnibus and llama-server
-                # load the same GGUF, so the ids mean the same to both.
-                text = open(os.path.join(ROOT, "tests", "data", "perplexity.txt")).read()
-                r = httpx.post(base + "/tokenize", json={"content": text, "prompt": text,
-                                                         "add_special_tokens": False}, timeout=60)
-                ids = r.json()["tokens"]
+                ids = text_token_ids(base)
                 need = args.prefix + args.num * args.unique
                 if len(ids) < need:
                     sys.exit(f"text too short: {len(ids)} tokens < {need}")
