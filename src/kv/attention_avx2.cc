@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/ops_vec_avx2.h"
@@ -28,7 +29,7 @@ inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-// q8 codes, unscaled (the kernel applies the row scales to scores and probabilities).
+// q8 codes, unscaled.
 inline __m256 load8(const int8_t* p) {
   return _mm256_cvtepi32_ps(
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
@@ -77,15 +78,15 @@ struct PrefetchQueue {
 // (attention_prefetch_task_avx2), issued by the current task's queue.
 thread_local PrefetchQueue t_ahead;
 
-// Dot products of N queries with 8 rows, sharing each K load (and, for an
-// f16 pool, its conversion) across the queries. Lane r of the result of
+// Dot products of N queries with 8 rows over elements [d0, d1), sharing
+// each K load (and, for an f16 or q8 pool, its conversion) across the queries. Lane r of the result of
 // query n is sum over d-vectors, in increasing d, of q_n[d..d+8) * rows[r],
 // accumulated in one FMA chain per (n, r), then transpose_sum8: it depends
 // on q_n and rows[r] only, so it is the same whatever N (and a masked key,
 // pointed at a row of zeros, cannot disturb its neighbours). Rows are taken
 // R at a time to keep N * R accumulators in registers.
 template <typename T, int N>
-inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float* const* out,
+inline void dot8_n(const float* const* q, const T* const rows[8], int d0, int d1, __m256* out,
                    PrefetchQueue& pf) {
   constexpr int R = N == 1 ? 8 : 4;
   __m256 acc[N][8];
@@ -94,7 +95,7 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float*
     for (int n = 0; n < N; ++n) {
       for (int r = 0; r < R; ++r) a[n][r] = _mm256_setzero_ps();
     }
-    for (int d = 0; d < hd; d += 8) {
+    for (int d = d0; d < d1; d += 8) {
       pf.next();
       __m256 qv[N];
       for (int n = 0; n < N; ++n) qv[n] = _mm256_loadu_ps(q[n] + d);
@@ -107,20 +108,19 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int hd, float*
       for (int r = 0; r < R; ++r) acc[n][half + r] = a[n][r];
     }
   }
-  for (int n = 0; n < N; ++n) _mm256_store_ps(out[n], transpose_sum8(acc[n]));
+  for (int n = 0; n < N; ++n) out[n] = transpose_sum8(acc[n]);
 }
 
-// For each of N queries: acc_n[0..hd) = acc_n * alpha_n + sum_{j in [a, b)}
+// For each of N queries: acc_n[d0..d1) = acc_n * alpha_n + sum_{j in [a, b)}
 // p_n[j] * rows[j], j increasing, one FMA chain per output lane (the same
 // per lane whatever N and the chunking of d). Each V load (and conversion)
 // is shared by the N queries; W vectors of each query's accumulator are kept
-// in registers per pass over the rows.
-template <typename T, int N>
+// in registers per pass over the rows (W = 4 where d1 - d0 is a q8 group of 32).
+template <typename T, int N, int W = N == 1 ? 8 : 4>
 inline void pv_update_n(float* const* acc, const float* alpha, const float* const* p,
-                        const T* const* rows, int a, int b, int hd, PrefetchQueue& pf) {
-  constexpr int W = N == 1 ? 8 : 4;
-  int d = 0;
-  for (; d + 8 * W <= hd; d += 8 * W) {
+                        const T* const* rows, int a, int b, int d0, int d1, PrefetchQueue& pf) {
+  int d = d0;
+  for (; d + 8 * W <= d1; d += 8 * W) {
     __m256 x[N][W];
     for (int n = 0; n < N; ++n) {
       const __m256 va = _mm256_set1_ps(alpha[n]);
@@ -140,7 +140,7 @@ inline void pv_update_n(float* const* acc, const float* alpha, const float* cons
       for (int k = 0; k < W; ++k) _mm256_storeu_ps(acc[n] + d + 8 * k, x[n][k]);
     }
   }
-  for (; d < hd; d += 8) {
+  for (; d < d1; d += 8) {
     __m256 x[N];
     for (int n = 0; n < N; ++n)
       x[n] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d), _mm256_set1_ps(alpha[n]));
@@ -217,12 +217,24 @@ inline float softmax_update(QueryState& st, float* dots, int a, int b, const Att
 
 // N queries (qs[0..N)) with the same visible keys [a, b) of the tile and the
 // same K/V rows: scores, softmax, P.V. Each query's arithmetic is that of N = 1.
-// ks, vs (q8, else nullptr): per-row scales of the tile's K and V codes:
-// score_j = ks_j * (q . code_j), and row j enters P.V with weight p_j * vs_j.
+// The q8 scales of a tile, transposed so that 8 rows' scales of one group
+// are one vector: k[g * kAttnTile + j] is row j's K scale for channels
+// [g * group, (g + 1) * group); 0 for rows outside the tile's range.
+struct Q8TileScales {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int group = 0, n_groups = 0;
+};
+
+// sc (q8 only, else ignored): the tile's scales. A q8 score is
+// sum_g k_g * (q_g . codes_g), the group dot products in increasing g; a
+// q8 row enters P.V group by group with weight p_j * v_jg (the products
+// formed once per tile, not per element).
 template <typename T, int N>
 inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const AttentionParams& p,
                        const T* const* kr, const T* const* vr, const T* zero_row, int hd,
-                       const float* ks, const float* vs, PrefetchQueue& pf) {
+                       const Q8TileScales& sc, PrefetchQueue& pf) {
+  constexpr bool kQ8Rows = std::is_same_v<T, int8_t>;
   alignas(32) float dots[N][kAttnTile];
   const float* q[N];
   for (int n = 0; n < N; ++n) q[n] = qs[n].q;
@@ -230,28 +242,43 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
     if (g + 8 <= a || g >= b) continue;
     const T* rows[8];
     for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero_row;
-    float* o[N];
-    for (int n = 0; n < N; ++n) o[n] = dots[n] + g;
-    dot8_n<T, N>(q, rows, hd, o, pf);
-    if (ks != nullptr) {  // masked lanes: 0 * scale 0
-      for (int n = 0; n < N; ++n) {
-        _mm256_store_ps(o[n], _mm256_mul_ps(_mm256_load_ps(o[n]), _mm256_load_ps(ks + g)));
+    __m256 o[N];
+    if constexpr (kQ8Rows) {  // masked lanes: codes 0
+      for (int n = 0; n < N; ++n) o[n] = _mm256_setzero_ps();
+      for (int gi = 0; gi < sc.n_groups; ++gi) {
+        __m256 part[N];
+        dot8_n<T, N>(q, rows, gi * sc.group, (gi + 1) * sc.group, part, pf);
+        const __m256 s8 = _mm256_loadu_ps(sc.k + gi * kAttnTile + g);
+        for (int n = 0; n < N; ++n) o[n] = _mm256_fmadd_ps(part[n], s8, o[n]);
       }
+    } else {
+      dot8_n<T, N>(q, rows, 0, hd, o, pf);
     }
+    for (int n = 0; n < N; ++n) _mm256_store_ps(dots[n] + g, o[n]);
   }
   float alpha[N];
   for (int n = 0; n < N; ++n) alpha[n] = softmax_update(qs[n], dots[n], a, b, p);
   const float* pp[N];
-  for (int n = 0; n < N; ++n) pp[n] = dots[n];
-  if (vs != nullptr) {
-    for (int n = 0; n < N; ++n) {
-      for (int g = 0; g < kAttnTile; g += 8) {
-        _mm256_store_ps(dots[n] + g,
-                        _mm256_mul_ps(_mm256_load_ps(dots[n] + g), _mm256_load_ps(vs + g)));
+  if constexpr (kQ8Rows) {
+    alignas(32) float pg[N][kAttnTile];  // p_j * v_jg of one group
+    for (int gi = 0; gi < sc.n_groups; ++gi) {
+      for (int n = 0; n < N; ++n) {
+        for (int j = 0; j < kAttnTile; j += 8) {
+          _mm256_store_ps(pg[n] + j, _mm256_mul_ps(_mm256_load_ps(dots[n] + j),
+                                                   _mm256_loadu_ps(sc.v + gi * kAttnTile + j)));
+        }
+        pp[n] = pg[n];
+      }
+      if (sc.group == 32) {
+        pv_update_n<T, N, 4>(acc, alpha, pp, vr, a, b, gi * 32, gi * 32 + 32, pf);
+      } else {
+        pv_update_n<T, N>(acc, alpha, pp, vr, a, b, 0, hd, pf);
       }
     }
+  } else {
+    for (int n = 0; n < N; ++n) pp[n] = dots[n];
+    pv_update_n<T, N>(acc, alpha, pp, vr, a, b, 0, hd, pf);
   }
-  pv_update_n<T, N>(acc, alpha, pp, vr, a, b, hd, pf);
 }
 
 // Asks for the K and V bytes of rows [j0, j1) of KV head h (the next tile)
@@ -288,8 +315,9 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
 
 // Pool formats, by how the kernel reads rows:
 //   kInPlace (f32, f16): rows read where they are (f16 converted in registers);
-//   kQ8: int8 codes read where they are, their per-row scales applied to the
-//     scores and to the probabilities (a tile's scales in ks/vs);
+//   kQ8: int8 codes read where they are; a score sums the group dot products
+//     times their scales, and P.V takes each group with p_j times its scale
+//     (a tile's scales converted once, transposed: Q8TileScales);
 //   kQuant (q4, kivi2; T = float): each tile's rows are dequantized once into
 //     f32 tiles shared by the task's queries; the rows of open groups are also
 //     converted from their fp16 residual, and each query picks per row which
@@ -349,7 +377,16 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
   const T* vrows_f[kAttnTile];
   const T* ksel[kAttnTile];
   const T* vsel[kAttnTile];
-  alignas(32) float ks[kAttnTile], vs[kAttnTile];  // kQ8: row scales, 0 outside the tile's rows
+  // kQ8: the tile's scales, K then V, [n_groups][kAttnTile] each.
+  thread_local std::vector<float> q8_scales;
+  Q8TileScales sc;
+  if (kMode == kQ8) {
+    sc.group = kv_q8_group(hd);
+    sc.n_groups = hd / sc.group;
+    q8_scales.resize(size_t(2) * kAttnTile * sc.n_groups);
+    sc.k = q8_scales.data();
+    sc.v = sc.k + size_t(kAttnTile) * sc.n_groups;
+  }
   int32_t min_qlim = INT32_MAX, max_qlim = 0;
   for (int qi = 0; qi < n_q; ++qi) {
     min_qlim = std::min(min_qlim, qs[qi].qlim);
@@ -370,8 +407,9 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
     pfq.flush();  // what the last tile did not issue
     if (pf0 < pf1) prefetch_rows(kv, s, kvh, pf0, pf1, kMode != kInPlace ? 0 : sizeof(T), ub, &pfq);
     if constexpr (kMode == kQ8) {
-      std::fill_n(ks, kAttnTile, 0.f);
-      std::fill_n(vs, kAttnTile, 0.f);
+      float* kst = q8_scales.data();
+      float* vst = kst + size_t(kAttnTile) * sc.n_groups;
+      std::fill(q8_scales.begin(), q8_scales.end(), 0.f);
       for (int32_t j = ta; j < tb;) {
         const int32_t blk = j / kv.block_size, end = std::min(tb, (blk + 1) * kv.block_size);
         const size_t unit = static_cast<size_t>(s.block_table[blk]) * kv.n_kv_heads + kvh;
@@ -379,10 +417,13 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
         const T* vu = vpool + unit * ub.v;
         const size_t scales = kv_row_codes_bytes(kv.block_size, hd, 8);
         for (int r = j - blk * kv.block_size; j < end; ++j, ++r) {
+          const size_t u_off = scales + size_t(2) * r * sc.n_groups;
           krows[j - base] = ku + static_cast<size_t>(r) * hd;
           vrows[j - base] = vu + static_cast<size_t>(r) * hd;
-          ks[j - base] = ld_f16(ku + scales + 2 * r);
-          vs[j - base] = ld_f16(vu + scales + 2 * r);
+          for (int gi = 0; gi < sc.n_groups; ++gi) {
+            kst[gi * kAttnTile + (j - base)] = ld_f16(ku + u_off + 2 * gi);
+            vst[gi * kAttnTile + (j - base)] = ld_f16(vu + u_off + 2 * gi);
+          }
         }
       }
     } else if constexpr (kMode == kInPlace) {
@@ -462,16 +503,14 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
         kr = ksel;
         vr = vsel;
       }
-      const float* ksp = kMode == kQ8 ? ks : nullptr;
-      const float* vsp = kMode == kQ8 ? vs : nullptr;
       float* acc[3];
       for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
       if (n == 3) {
-        group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp, pfq);
+        group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
       } else if (n == 2) {
-        group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp, pfq);
+        group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
       } else {
-        group_tile<T, 1>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, ksp, vsp, pfq);
+        group_tile<T, 1>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
       }
       qi += n;
     }

@@ -217,6 +217,7 @@ INSTANTIATE_TEST_SUITE_P(
         Shape{4, 1, 256, 16, kQ8}, Shape{4, 1, 256, 16, kQ4}, Shape{4, 1, 256, 16, kKivi2},
         Shape{8, 2, 64, 1, kKivi2}, Shape{8, 2, 64, 32, kKivi2}, Shape{6, 2, 24, 16, kQ4},
         Shape{6, 2, 24, 16, kKivi2}, Shape{4, 4, 12, 32, kQ8}, Shape{4, 4, 12, 32, kKivi2},
+        Shape{6, 2, 24, 16, kQ8},  // AVX2 q8 with one scale per row (hd % 32 != 0)
         // fp16 windows other than the defaults (kivi2 1, q4 0)
         Shape{9, 3, 64, 16, kKivi2, 0}, Shape{9, 3, 64, 16, kKivi2, 3}, Shape{9, 3, 64, 16, kQ4, 1},
         Shape{8, 2, 64, 1, kKivi2, 5}),
@@ -310,7 +311,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{4, 2, 12, 16, kF32}, Shape{9, 3, 64, 16, kQ8}, Shape{9, 3, 64, 16, kQ4},
                       Shape{9, 3, 64, 16, kKivi2}, Shape{8, 2, 256, 32, kKivi2},
                       Shape{6, 2, 24, 1, kKivi2}, Shape{4, 2, 12, 16, kKivi2},
-                      Shape{4, 2, 12, 16, kQ4}, Shape{9, 3, 64, 16, kKivi2, 0},
+                      Shape{4, 2, 12, 16, kQ4}, Shape{6, 2, 24, 16, kQ8}, Shape{4, 1, 256, 16, kQ8},
+                      Shape{9, 3, 64, 16, kKivi2, 0},
                       Shape{9, 3, 64, 16, kKivi2, 2}, Shape{9, 3, 64, 16, kQ4, 1}),
     [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 

@@ -55,7 +55,8 @@ TEST(KvFormat, HeadDimSupport) {
 TEST(KvFormat, UnitBytes) {
   EXPECT_EQ(kv_unit_bytes(KvFormat::kF32, 16, 64).k, 16u * 64 * 4);
   EXPECT_EQ(kv_unit_bytes(KvFormat::kF16, 16, 64).v, 16u * 64 * 2);
-  EXPECT_EQ(kv_unit_bytes(KvFormat::kQ8, 16, 64).k, 16u * 64 + 16 * 2);
+  EXPECT_EQ(kv_unit_bytes(KvFormat::kQ8, 16, 64).k, 16u * 64 + 16 * 2 * 2);  // a scale per 32
+  EXPECT_EQ(kv_unit_bytes(KvFormat::kQ8, 16, 48).k, 16u * 48 + 16 * 2);      // one per row
 }
 
 }  // namespace

@@ -127,6 +127,7 @@ void kv_gauss_range(const float* x, int n, float* lo, float* hi) {
 }
 
 int kv_q4_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+int kv_q8_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
 
 KiviKLayout kivi_k_layout(int bs, int hd, int bits) {
   KiviKLayout l;
@@ -145,7 +146,7 @@ KvUnitBytes kv_unit_bytes(KvFormat f, int bs, int hd) {
     case KvFormat::kF16:
       return {n * 2, n * 2};
     case KvFormat::kQ8: {
-      const size_t b = round4(kv_row_codes_bytes(bs, hd, 8) + size_t(2) * bs);
+      const size_t b = round4(kv_row_codes_bytes(bs, hd, 8) + size_t(2) * bs * (hd / kv_q8_group(hd)));
       return {b, b};
     }
     case KvFormat::kQ4: {
@@ -172,21 +173,27 @@ const float* kivi_exp2_table() {
 
 // ---- q8 ----
 void q8_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
-  float amax = 0.f;
-  for (int c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(x[c]));
-  uint8_t* scales = unit + kv_row_codes_bytes(bs, hd, 8);
-  st16(scales + 2 * row, amax / 127.f);
-  const float d = ld16(scales + 2 * row);
+  const int g = kv_q8_group(hd), ng = hd / g;
+  uint8_t* scales = unit + kv_row_codes_bytes(bs, hd, 8) + size_t(2) * row * ng;
   auto* q = reinterpret_cast<int8_t*>(unit + size_t(row) * hd);
-  for (int c = 0; c < hd; ++c) {
-    q[c] = d > 0.f ? int8_t(std::clamp(static_cast<int>(std::lrint(x[c] / d)), -127, 127)) : int8_t(0);
+  for (int gi = 0; gi < ng; ++gi) {
+    const float* xg = x + gi * g;
+    float amax = 0.f;
+    for (int c = 0; c < g; ++c) amax = std::max(amax, std::fabs(xg[c]));
+    st16(scales + 2 * gi, amax / 127.f);
+    const float d = ld16(scales + 2 * gi);
+    for (int c = 0; c < g; ++c) {
+      q[gi * g + c] =
+          d > 0.f ? int8_t(std::clamp(static_cast<int>(std::lrint(xg[c] / d)), -127, 127)) : int8_t(0);
+    }
   }
 }
 
 void q8_load_row(const uint8_t* unit, int bs, int hd, int row, float* y) {
-  const float d = ld16(unit + kv_row_codes_bytes(bs, hd, 8) + 2 * row);
+  const int g = kv_q8_group(hd), ng = hd / g;
+  const uint8_t* scales = unit + kv_row_codes_bytes(bs, hd, 8) + size_t(2) * row * ng;
   const auto* q = reinterpret_cast<const int8_t*>(unit + size_t(row) * hd);
-  for (int c = 0; c < hd; ++c) y[c] = d * float(q[c]);
+  for (int c = 0; c < hd; ++c) y[c] = ld16(scales + 2 * (c / g)) * float(q[c]);
 }
 
 // ---- q4 ----

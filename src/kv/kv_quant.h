@@ -7,7 +7,8 @@
 //
 //   f32    float [bs][hd]
 //   f16    fp16 [bs][hd]
-//   q8     int8 codes [bs][hd] | fp16 d [bs]               x = d * q, d = absmax / 127
+//   q8     int8 codes [bs][hd] | fp16 d [bs][hd/G]         x = d * q, d = absmax / 127
+//          per group of G = 32 channels (G = hd if hd % 32 != 0: kv_q8_group),
 //          of the row rotated by kv_hadamard (K and V alone: a query reads
 //          (H q) . dequant(row) and H * sum p_j dequant(row_j)); the row codecs
 //          below work in the rotated space, kv_read_row rotates back
@@ -49,9 +50,10 @@ constexpr uint8_t kKiviSealed = 1;
 constexpr uint8_t kKiviPerToken = 2;
 
 int kv_q4_group(int head_dim);
+int kv_q8_group(int head_dim);  // channels per q8 scale: 32, or hd if hd % 32 != 0
 
 // Per-token layouts (q8; the V units of q4 and kivi2) start with the codes
-// [bs][hd * bits / 8]; the per-row scales follow at this 4-byte-aligned offset.
+// [bs][hd * bits / 8]; the per-row (per-group) scales follow at this 4-byte-aligned offset.
 inline size_t kv_row_codes_bytes(int bs, int hd, int bits) {
   return (static_cast<size_t>(bs) * hd * bits / 8 + 3) / 4 * 4;
 }

@@ -39,13 +39,18 @@ inline __m128i bits16(__m128i b, int shift, int mask) {
 }
 
 void q8_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
+  const int g = kv_q8_group(hd), ng = hd / g;
   const uint8_t* scales = unit + kv_row_codes_bytes(bs, hd, 8);
   for (int r = r0; r < r1; ++r, y += hd) {
-    const __m256 d = _mm256_set1_ps(ld16(scales + 2 * r));
     const uint8_t* q = unit + size_t(r) * hd;
-    for (int c = 0; c < hd; c += 8) {
-      const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c)));
-      _mm256_storeu_ps(y + c, _mm256_mul_ps(d, _mm256_cvtepi32_ps(v)));
+    const uint8_t* sr = scales + size_t(2) * r * ng;
+    for (int gi = 0, c = 0; gi < ng; ++gi) {
+      const __m256 d = _mm256_set1_ps(ld16(sr + 2 * gi));
+      for (const int end = c + g; c < end; c += 8) {
+        const __m256i v =
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c)));
+        _mm256_storeu_ps(y + c, _mm256_mul_ps(d, _mm256_cvtepi32_ps(v)));
+      }
     }
   }
 }

@@ -331,7 +331,7 @@ TEST(KvFormat, BytesPerTokenAgainstF16) {
   };
   EXPECT_EQ(per_tok(KvFormat::kF16), 256);
   EXPECT_EQ(per_tok(KvFormat::kF32), 512);
-  EXPECT_EQ(per_tok(KvFormat::kQ8), 132);  // 64 + 2 per row
+  EXPECT_EQ(per_tok(KvFormat::kQ8), 136);  // 64 + 2 x 2 per row (q8_0's 34 / 32)
   // q4: V 32 + 2 x 4 per row; K 32 per row + (8 + 3 x 64) per block of 16
   EXPECT_EQ(per_tok(KvFormat::kQ4), 32 + 8 + 32 + 200 / 16.0);
   EXPECT_LE(per_tok(KvFormat::kKivi2), per_tok(KvFormat::kF16) / 5);

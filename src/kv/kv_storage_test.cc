@@ -29,7 +29,7 @@ TEST(KvStorage, BytesPerTokenFollowTheFormat) {
   const size_t f16 = smollm_like(KvFormat::kF16).bytes_per_token();
   EXPECT_EQ(f16, 2u * 30 * 3 * 64 * 2);
   EXPECT_EQ(smollm_like(KvFormat::kF32).bytes_per_token(), 2 * f16);
-  EXPECT_LT(smollm_like(KvFormat::kQ8).bytes_per_token(), f16 * 53 / 100);
+  EXPECT_EQ(smollm_like(KvFormat::kQ8).bytes_per_token(), f16 * 17 / 32);  // 34 bytes per 32 values
   EXPECT_LT(smollm_like(KvFormat::kQ4).bytes_per_token(), f16 * 34 / 100);
   EXPECT_LE(smollm_like(KvFormat::kKivi2).bytes_per_token(), f16 / 5);
   EXPECT_EQ(smollm_like(KvFormat::kQ8).fixed_bytes(1000), 0u);
