@@ -79,12 +79,11 @@ struct PrefetchQueue {
 thread_local PrefetchQueue t_ahead;
 
 // Dot products of N queries with 8 rows over elements [d0, d1), sharing
-// each K load (and, for an f16 or q8 pool, its conversion) across the queries. Lane r of the result of
-// query n is sum over d-vectors, in increasing d, of q_n[d..d+8) * rows[r],
-// accumulated in one FMA chain per (n, r), then transpose_sum8: it depends
-// on q_n and rows[r] only, so it is the same whatever N (and a masked key,
-// pointed at a row of zeros, cannot disturb its neighbours). Rows are taken
-// R at a time to keep N * R accumulators in registers.
+// each K load (and, for an f16 or q8 pool, its conversion) across the queries. Lane r of the result
+// of query n is sum over d-vectors, in increasing d, of q_n[d..d+8) * rows[r], accumulated in one
+// FMA chain per (n, r), then transpose_sum8: it depends on q_n and rows[r] only, so it is the same
+// whatever N (and a masked key, pointed at a row of zeros, cannot disturb its neighbours). Rows are
+// taken R at a time to keep N * R accumulators in registers.
 template <typename T, int N>
 inline void dot8_n(const float* const* q, const T* const rows[8], int d0, int d1, __m256* out,
                    PrefetchQueue& pf) {

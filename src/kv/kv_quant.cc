@@ -28,7 +28,8 @@ inline void st16(uint8_t* p, float x) {
 // Asymmetric quantization of x[0..n) to levels 0..n_levels-1: stores {d, m}
 // as fp16 and returns the decoded pair; codes use the decoded values.
 void minmax(const float* x, int n, float* lo, float* hi) {
-  if (n >= 8 && n % 8 == 0 && cpu_features().use_avx2()) return kv_minmax_avx2(x, n, lo, hi);  // the same values
+  if (n >= 8 && n % 8 == 0 && cpu_features().use_avx2())
+    return kv_minmax_avx2(x, n, lo, hi);  // the same values
   float a = x[0], b = x[0];
   for (int i = 1; i < n; ++i) {
     a = std::min(a, x[i]);
@@ -45,9 +46,11 @@ inline int quant_level(float x, float d, float m, int max_level) {
 }
 
 // b-bit row codes: byte j holds channels j + k * hd*b/8 at bits b*k.
-void pack_row(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m, bool per_channel) {
+void pack_row(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m,
+              bool per_channel) {
   const int per = 8 / bits, q = hd / per, max_level = (1 << bits) - 1;
-  if (q % 16 == 0 && cpu_features().use_avx2()) return kv_pack_row_avx2(codes, hd, bits, x, d, m, per_channel);
+  if (q % 16 == 0 && cpu_features().use_avx2())
+    return kv_pack_row_avx2(codes, hd, bits, x, d, m, per_channel);
   for (int j = 0; j < q; ++j) {
     uint8_t b = 0;
     for (int k = 0; k < per; ++k) {
@@ -67,7 +70,8 @@ inline int code_at(const uint8_t* codes, int hd, int bits, int c) {
 
 // Per-token b-bit row over the whole row: {d, m} fp16 at dm; range [min,
 // max], or kv_gauss_range (2 bits only) when `gauss`.
-void store_row_per_token(uint8_t* codes, uint16_t* dm, int hd, int bits, const float* x, bool gauss) {
+void store_row_per_token(uint8_t* codes, uint16_t* dm, int hd, int bits, const float* x,
+                         bool gauss) {
   float lo, hi;
   if (gauss) {
     OMNIBUS_DCHECK(bits == 2);
@@ -146,7 +150,8 @@ KvUnitBytes kv_unit_bytes(KvFormat f, int bs, int hd) {
     case KvFormat::kF16:
       return {n * 2, n * 2};
     case KvFormat::kQ8: {
-      const size_t b = round4(kv_row_codes_bytes(bs, hd, 8) + size_t(2) * bs * (hd / kv_q8_group(hd)));
+      const size_t b =
+          round4(kv_row_codes_bytes(bs, hd, 8) + size_t(2) * bs * (hd / kv_q8_group(hd)));
       return {b, b};
     }
     case KvFormat::kQ4: {
@@ -183,8 +188,9 @@ void q8_store_row(uint8_t* unit, int bs, int hd, int row, const float* x) {
     st16(scales + 2 * gi, amax / 127.f);
     const float d = ld16(scales + 2 * gi);
     for (int c = 0; c < g; ++c) {
-      q[gi * g + c] =
-          d > 0.f ? int8_t(std::clamp(static_cast<int>(std::lrint(xg[c] / d)), -127, 127)) : int8_t(0);
+      q[gi * g + c] = d > 0.f
+                          ? int8_t(std::clamp(static_cast<int>(std::lrint(xg[c] / d)), -127, 127))
+                          : int8_t(0);
     }
   }
 }
@@ -280,13 +286,16 @@ void kivi_k_seal(uint8_t* kunit, int bs, int hd, int bits, const float* x) {
   for (int c = 0; c < hd; ++c) {
     // d_c rounded up to the table's next 1/16 octave below smax
     int e = 255;
-    if (dcs[c] > 0.f && smax > 0.f) e = std::clamp(static_cast<int>(std::floor(-16.f * std::log2(dcs[c] / smax))), 0, 255);
+    if (dcs[c] > 0.f && smax > 0.f)
+      e = std::clamp(static_cast<int>(std::floor(-16.f * std::log2(dcs[c] / smax))), 0, 255);
     estat[c] = uint8_t(e);
   }
   kivi_k_set_state(kunit, kKiviSealed);
   float d[1024], m[1024];
   kivi_k_channel_stats(kunit, hd, d, m);  // the decoded stats, once for all rows
-  for (int r = 0; r < bs; ++r) pack_row(kunit + l.codes + size_t(r) * (hd * bits / 8), hd, bits, x + size_t(r) * hd, d, m, true);
+  for (int r = 0; r < bs; ++r)
+    pack_row(kunit + l.codes + size_t(r) * (hd * bits / 8), hd, bits, x + size_t(r) * hd, d, m,
+             true);
 }
 
 KiviKStats kivi_k_stats(const uint8_t* kunit, int hd) {
@@ -317,7 +326,8 @@ void kivi_k_store_row_sealed(uint8_t* kunit, int bs, int hd, int bits, int row, 
 void kivi_k_store_row_per_token(uint8_t* kunit, int bs, int hd, int bits, int row, const float* x) {
   const KiviKLayout l = kivi_k_layout(bs, hd, bits);
   auto* dm = reinterpret_cast<uint16_t*>(kunit + l.stats);
-  store_row_per_token(kunit + l.codes + size_t(row) * (hd * bits / 8), dm + 2 * row, hd, bits, x, false);
+  store_row_per_token(kunit + l.codes + size_t(row) * (hd * bits / 8), dm + 2 * row, hd, bits, x,
+                      false);
 }
 
 void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int bits, int row, float* y) {
@@ -335,7 +345,8 @@ void kivi_k_load_row(const uint8_t* kunit, int bs, int hd, int bits, int row, fl
   const uint8_t* mstat = kunit + l.stats;
   const uint8_t* estat = mstat + 2 * hd;
   const float* t = kivi_exp2_table();
-  for (int c = 0; c < hd; ++c) y[c] = ld16(mstat + 2 * c) + smax * t[estat[c]] * float(code_at(codes, hd, bits, c));
+  for (int c = 0; c < hd; ++c)
+    y[c] = ld16(mstat + 2 * c) + smax * t[estat[c]] * float(code_at(codes, hd, bits, c));
 }
 
 }  // namespace omnibus

@@ -32,10 +32,13 @@ inline __m256 u8x8_to_ps(const uint8_t* p, int shift, int mask) {
 
 // The low and high 8 bytes of b (codes in 0..255) as f32.
 inline __m256 lo8_to_ps(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)); }
-inline __m256 hi8_to_ps(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(b, b))); }
+inline __m256 hi8_to_ps(__m128i b) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(b, b)));
+}
 // Bits [shift, shift + b) of each of 16 bytes (mask = 2^b - 1), as bytes.
 inline __m128i bits16(__m128i b, int shift, int mask) {
-  return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(static_cast<char>(mask)));
+  return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)),
+                       _mm_set1_epi8(static_cast<char>(mask)));
 }
 
 void q8_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
@@ -82,8 +85,8 @@ void q4_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) {
 // One b-bit row: y[j + k*q] = m[.] + d[.] * code (q = hd*b/8), per channel
 // (dv/mv arrays) or per token (broadcast). REQUIRES row_fast(hd, bits).
 inline bool row_fast(int hd, int bits) { return (hd * bits / 8) % 8 == 0 && hd % (8 / bits) == 0; }
-inline void qb_row(const uint8_t* codes, int hd, int bits, const float* dv, const float* mv, float d, float m,
-                   float* y) {
+inline void qb_row(const uint8_t* codes, int hd, int bits, const float* dv, const float* mv,
+                   float d, float m, float* y) {
   const int per = 8 / bits, q = hd / per, mask = (1 << bits) - 1;
   if (q % 16 == 0) {  // 16 bytes at a time, each plane k unpacked on bytes
     for (int j = 0; j < q; j += 16) {
@@ -119,7 +122,8 @@ void kivi_v_rows(const uint8_t* unit, int bs, int hd, int r0, int r1, float* y) 
       kivi_v_load_row(unit, bs, hd, r, y);
       continue;
     }
-    qb_row(unit + size_t(r) * (hd / 4), hd, 2, nullptr, nullptr, ld16(dm + 4 * r), ld16(dm + 4 * r + 2), y);
+    qb_row(unit + size_t(r) * (hd / 4), hd, 2, nullptr, nullptr, ld16(dm + 4 * r),
+           ld16(dm + 4 * r + 2), y);
   }
 }
 
@@ -162,7 +166,8 @@ void kivi_k_rows(const uint8_t* unit, int bs, int hd, int bits, int r0, int r1, 
   }
   alignas(32) float d[512], m[512];
   channel_stats(unit, hd, d, m);
-  for (int r = r0; r < r1; ++r, y += hd) qb_row(unit + l.codes + size_t(r) * row_bytes, hd, bits, d, m, 0.f, 0.f, y);
+  for (int r = r0; r < r1; ++r, y += hd)
+    qb_row(unit + l.codes + size_t(r) * row_bytes, hd, bits, d, m, 0.f, 0.f, y);
 }
 
 }  // namespace
@@ -192,12 +197,13 @@ void kv_hadamard_avx2(float* x, int hd, int n) {
         }
       }
     }
-    for (int i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
+    for (int i = 0; i < n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
   }
 }
 
-void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0, int32_t j1,
-                          float* y) {
+void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h,
+                          int32_t j0, int32_t j1, float* y) {
   const int bs = kv.block_size, hd = kv.head_dim;
   for (int32_t j = j0; j < j1;) {
     const int32_t blk_end = std::min<int32_t>(j1, (j / bs + 1) * bs);
