@@ -295,6 +295,7 @@ bool DiskTier::store(DiskBlock block) {
     }
     queued_keys_.insert(block.key);
     write_queue_.push_back(std::move(block));
+    n_queued_++;
   }
   write_cv_.notify_one();
   return true;
@@ -307,16 +308,14 @@ void DiskTier::writer_loop() {
     if (write_queue_.empty()) break;  // stopping, drained
     DiskBlock b = std::move(write_queue_.front());
     write_queue_.pop_front();
-    writer_busy_ = true;
     lock.unlock();
     const uint64_t key = b.key;
     write_one(std::move(b));
     lock.lock();
     queued_keys_.erase(key);  // after write_one indexed it: never neither
-    writer_busy_ = false;
-    if (write_queue_.empty()) flush_cv_.notify_all();
+    n_done_++;
+    flush_cv_.notify_all();
   }
-  flush_cv_.notify_all();
 }
 
 int DiskTier::write_file(const DiskBlock& b, uint64_t* file_bytes) {
@@ -392,7 +391,8 @@ void DiskTier::write_one(DiskBlock b) {
 
 void DiskTier::flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  flush_cv_.wait(lock, [&] { return write_queue_.empty() && !writer_busy_; });
+  const uint64_t target = n_queued_;
+  flush_cv_.wait(lock, [&] { return n_done_ >= target; });
 }
 
 // ---- lookups and loads ----
@@ -529,6 +529,10 @@ void DiskTier::check_integrity() const {
     bytes += e->second.bytes;
   }
   OMNIBUS_CHECK(bytes == stats_.bytes_on_disk);
+  const uint64_t pending = n_queued_ - n_done_;
+  OMNIBUS_CHECK(n_done_ <= n_queued_);
+  OMNIBUS_CHECK(pending == write_queue_.size() || pending == write_queue_.size() + 1);
+  OMNIBUS_CHECK(queued_keys_.size() == pending);
 }
 
 }  // namespace omnibus

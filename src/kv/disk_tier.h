@@ -201,12 +201,15 @@ class DiskTier {
   // hit. REQUIRES: dst.size() == block_bytes.
   bool load(const DiskLoadItem& item, std::span<uint8_t> dst);
 
-  // Waits until every block queued before the call is written (or dropped).
+  // Waits until every block queued before the call is written (or dropped);
+  // blocks other threads queue meanwhile are not waited for.
   void flush();
 
   DiskTierStats stats() const;
-  // Aborts unless: the LRU list and the index hold the same keys, and
-  // bytes_on_disk is the sum of the indexed files' sizes.
+  // Aborts unless: the LRU list and the index hold the same keys,
+  // bytes_on_disk is the sum of the indexed files' sizes, and the blocks
+  // queued but not done are the queue plus at most the one being written,
+  // each with its key in queued_keys_.
   void check_integrity() const;
 
  private:
@@ -248,12 +251,13 @@ class DiskTier {
 
   mutable std::mutex mu_;
   std::condition_variable write_cv_;  // writer: work or stop
-  std::condition_variable flush_cv_;  // flush(): the writer went idle
+  std::condition_variable flush_cv_;  // flush(): n_done_ advanced
   std::condition_variable read_cv_;   // reader: work or stop
   // Guarded by mu_.
   bool stopping_ = false;
   bool writes_enabled_ = false;
-  bool writer_busy_ = false;
+  uint64_t n_queued_ = 0;  // blocks ever queued
+  uint64_t n_done_ = 0;    // of those, written or dropped by the writer
   std::deque<DiskBlock> write_queue_;
   std::unordered_set<uint64_t> queued_keys_;
   std::deque<LoadJob> load_queue_;
