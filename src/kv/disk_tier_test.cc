@@ -201,6 +201,29 @@ TEST_F(DiskTierTest, DestructorDrainsQueuedWrites) {
   EXPECT_EQ(tier.stats().entries, 5u);
 }
 
+TEST_F(DiskTierTest, DestructorCancelsQueuedLoadsAndFinishesTheCurrentOne) {
+  const auto chain = make_chain(2);
+  auto tier = std::make_unique<DiskTier>(config());
+  store_all(*tier, chain);
+  std::promise<void> entered;
+  std::promise<void> release;
+  // on_done runs on the I/O thread: holding it there keeps load `a` current.
+  auto a = tier->request_load({item_of(chain[0])}, [&] {
+    entered.set_value();
+    release.get_future().wait();
+  });
+  entered.get_future().wait();
+  auto b = tier->request_load(items_of(chain));
+  std::thread destroy([&] { tier.reset(); });
+  b->wait();  // cancelled by the destructor while `a` is still in progress
+  EXPECT_EQ(b->n_loaded(), 0);
+  release.set_value();
+  destroy.join();
+  ASSERT_TRUE(a->done());
+  EXPECT_EQ(a->n_loaded(), 1);
+  EXPECT_EQ(std::vector<uint8_t>(a->payload(0).begin(), a->payload(0).end()), chain[0].payload);
+}
+
 TEST_F(DiskTierTest, DuplicateStoreIsNotRewritten) {
   DiskTier tier(config());
   const auto chain = make_chain(1);
