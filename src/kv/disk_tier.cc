@@ -488,6 +488,8 @@ void DiskTier::reader_loop() {
     LoadJob job = std::move(load_queue_.front());
     load_queue_.pop_front();
     lock.unlock();
+    if (config_.hooks.before_load && !job.items.empty())
+      config_.hooks.before_load(job.items.front().key);
     const size_t bb = config_.ns.block_bytes;
     const size_t n = job.items.size();
     size_t i = 0;

@@ -78,13 +78,16 @@
 
 namespace omnibus {
 
-// Test seams, called on the writer thread (nullptr / empty: none).
+// Test seams, called on the writer or I/O thread (nullptr / empty: none).
 struct DiskTierTestHooks {
   // Before writing block `key`: an errno to fail the write with (0: write).
   std::function<int(uint64_t key)> write_errno;
   // After the header of block `key` is in its temp file, before the payload
   // (a test may block here, or be killed here: a write cut short).
   std::function<void(uint64_t key)> mid_write;
+  // On the I/O thread, before reading a load request whose first block is
+  // `key` (a test may block here: a slow disk).
+  std::function<void(uint64_t key)> before_load;
 };
 
 struct DiskTierConfig {
