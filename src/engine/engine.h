@@ -194,7 +194,7 @@ struct EngineStats {
   uint64_t kv_disk_loads = 0;
   uint64_t kv_disk_stored_finished = 0;
   uint64_t kv_disk_stored_evicted = 0;
-  DiskTierStats kv_disk;
+  DiskTierStats kv_disk{};
 
   // Fraction of the pool's blocks in use (0 for an empty pool).
   double kv_cache_usage() const {
