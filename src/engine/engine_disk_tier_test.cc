@@ -2,9 +2,10 @@
 // kv_offload_dir, kv/disk_tier.h): a prefix loaded from disk gives bitwise
 // the tokens and logits of recomputing it; a new engine on the same directory
 // (a restart) hits; a corrupt block file is skipped and the output is still
-// the same; blocks the pool evicts are written and found again; a request
-// whose blocks are loading does not hold up another; aborting it leaks
-// nothing. On the tiny random Llama (real kernels).
+// the same; another model's files are not loaded; blocks the pool evicts are
+// written and found again; a request whose blocks are loading does not hold
+// up another; aborting it leaks nothing; a directory that cannot be used
+// means no tier, not a failure. On the tiny random Llama (real kernels).
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -302,6 +303,21 @@ TEST_F(EngineDiskTier, ResidualFormatsHaveNoTier) {
   run_once(cfg, request(prompt(10, 40)), &st);
   EXPECT_FALSE(st.kv_disk.enabled);
   EXPECT_TRUE(block_files().empty());
+}
+
+TEST_F(EngineDiskTier, AnUnusableDirectoryMeansNoTierNotFailure) {
+  const fs::path file = dir_.path / "a-file";
+  std::ofstream(file) << "not a directory";
+  EngineConfig cfg = config();
+  cfg.kv_offload_dir = (file / "kv").string();  // cannot be created
+  EngineConfig off = config();
+  off.kv_offload_dir.clear();
+  const Request req = request(prompt(11, 60));
+  EngineStats st;
+  const RunResult with = run_once(cfg, req, &st);
+  EXPECT_FALSE(st.kv_disk.enabled);
+  EXPECT_EQ(st.kv_disk_stored_finished, 0u);
+  EXPECT_EQ(with.tokens, run_once(off, req).tokens);
 }
 
 TEST(GgufFingerprint, SameFileSameFingerprintOtherWeightsOther) {
