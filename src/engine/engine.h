@@ -21,6 +21,16 @@
 // condition variable that the engine thread notifies each time it publishes
 // its stats (after every loop iteration), so callers never poll or sleep.
 //
+// Disk tier (EngineConfig::kv_offload_dir, docs/disk-tier.md): a new
+// request whose prompt continues past the pool's prefix hit with blocks on
+// disk holds pool blocks for them and waits outside the scheduler while the
+// tier's I/O thread reads them (other requests keep running; the load's
+// callback wakes this thread); the payloads are then copied in, registered in
+// the prefix cache and the request scheduled, where admission finds them. A
+// finished request's full blocks, and every cached block allocation reuses
+// (before anything overwrites it), are copied out and queued for writing.
+// An abort or shutdown waits for a load in flight before freeing its blocks.
+//
 // Cache control (the /flush_cache and debug endpoints): flush_prefix_cache
 // and cached_block_hashes run on the engine thread between two steps (a
 // task handed over under the engine's mutex, answered through a promise),
