@@ -181,6 +181,21 @@ TEST_F(EngineDiskTier, ACorruptBlockIsSkippedAndTheOutputIsUnchanged) {
   EXPECT_EQ(st.kv_disk.skipped_corrupt, 1u);  // the chain stops at the first bad block
 }
 
+TEST_F(EngineDiskTier, TruncatedBlocksAreSkippedAndTheOutputIsUnchanged) {
+  const Request req = request(prompt(12, 100));
+  const RunResult first = run_once(config(), req);
+  std::vector<fs::path> files = block_files();
+  ASSERT_EQ(files.size(), 6u);
+  for (size_t i = 0; i < files.size(); i += 2)
+    fs::resize_file(files[i], fs::file_size(files[i]) / 2);
+  EngineStats st;
+  const RunResult second = run_once(config(), req, &st);
+  EXPECT_EQ(second.tokens, first.tokens);
+  EXPECT_EQ(second.logits, first.logits);
+  EXPECT_EQ(st.kv_disk.skipped_truncated, 3u);  // found by the start-up scan, never loaded
+  EXPECT_LT(st.kv_disk_hit_blocks, 6u);
+}
+
 TEST_F(EngineDiskTier, AnotherModelsFilesAreNotLoaded) {
   const Request req = request(prompt(3, 100));
   const RunResult first = run_once(config(), req);
