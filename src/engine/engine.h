@@ -157,8 +157,8 @@ struct EngineStats {
   double kv_waste_at_peak = 0.0;  // unfilled slots / allocated slots, mean over the steps
                                   // at which the most blocks were in use
   uint64_t n_preemptions = 0;
-  uint64_t kv_integrity_checks =
-      0;  // KvCache::check_integrity runs (each time the engine goes idle)
+  // KvCache::check_integrity runs (each time the engine goes idle).
+  uint64_t kv_integrity_checks = 0;
   // q4/kivi2: residual-slot claims that had to steal a pinned slot or found
   // none (summed over layers): each makes some reads lossier than the
   // format's definition (kv/kv_quant_kivi.h). 0 in normal operation.
