@@ -34,28 +34,43 @@
 //     when every full block computed before is reused.
 //   --no-prefix-caching turns the cache off for comparisons.
 //
+// Disk tier across restarts (docs/disk-tier.md), --restart-warm N with
+// --kv-offload-dir DIR: every prompt is a --shared-prefix-len system prompt
+// plus its own --input-len user turn, --output-len greedy tokens. Each run is
+// a fresh engine (a server restart; the model stays loaded, and its load time
+// is left out of both sides) serving one request, timed from submit to its
+// first token (TTFT):
+//   cold:  N runs without the tier: the whole prompt is computed;
+//   seed:  one run with the tier (another user turn): the shared prefix's
+//          blocks are written; the engine's end flushes them;
+//   warm:  N runs with the tier on DIR, the cold runs' N prompts: the prefix
+//          is loaded from disk, the user turn computed.
+// Reports TTFT p50 of cold and warm and their ratio, the time to load one
+// block (the tier's histogram: sum / count) against computing one (cold
+// TTFT p50 / prompt blocks), and whether every warm output equals its cold one.
+//
 // Structured output (docs/structured-output.md): --json-schema FILE or
 // --regex PATTERN constrains every request's output (engine mode); requests
 // then end where the format ends (end tokens count, --output-len is the
 // bound), so compare output tok/s with an unconstrained run of the same
 // workload. Reports the mask time per token (p50 / p99 from the engine's
 // histogram: the upper bound of the bucket holding the percentile).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -84,17 +99,20 @@ struct BenchOptions {
   int num_requests = 0;  // 0: single-stream mode
   std::string input_len = "128";
   std::string output_len = "128";
-  int concurrency = 0;       // 0: no cap
-  double request_rate = 0;   // 0: all at once (subject to concurrency)
+  int concurrency = 0;      // 0: no cap
+  double request_rate = 0;  // 0: all at once (subject to concurrency)
   int shared_prefix_len = 0;
-  int multi_turn = 0;  // 0: single-turn requests
+  int multi_turn = 0;            // 0: single-turn requests
   std::string json_schema_path;  // constrain outputs to this JSON schema
   std::string regex;             // or to this regular expression
+  int restart_warm = 0;          // > 0: the disk tier across restarts, this many runs each
 };
 
 // The masker every request shares when the run is constrained (null: free text).
-StatusOr<std::shared_ptr<const grammar::TokenMasker>> bench_grammar(const BenchOptions& o, const Tokenizer& tok) {
-  if (o.json_schema_path.empty() && o.regex.empty()) return std::shared_ptr<const grammar::TokenMasker>();
+StatusOr<std::shared_ptr<const grammar::TokenMasker>> bench_grammar(const BenchOptions& o,
+                                                                    const Tokenizer& tok) {
+  if (o.json_schema_path.empty() && o.regex.empty())
+    return std::shared_ptr<const grammar::TokenMasker>();
   grammar::StructuredOutput so;
   if (!o.json_schema_path.empty()) {
     std::ifstream in(o.json_schema_path);
@@ -112,7 +130,8 @@ StatusOr<std::shared_ptr<const grammar::TokenMasker>> bench_grammar(const BenchO
 // Percentile p (0..1) of a histogram with upper bounds `bounds` (+Inf last):
 // the bound of the bucket that holds it (+Inf: the last finite bound x 10).
 template <size_t N>
-double bucket_percentile(const std::array<double, N>& bounds, const std::array<uint64_t, N + 1>& counts, double p) {
+double bucket_percentile(const std::array<double, N>& bounds,
+                         const std::array<uint64_t, N + 1>& counts, double p) {
   uint64_t total = 0;
   for (uint64_t c : counts) total += c;
   if (total == 0) return 0.0;
@@ -146,7 +165,7 @@ struct BenchSetup {
 Status set_up(const BenchOptions& o, BenchSetup& b) {
   OMNIBUS_ASSIGN_OR_RETURN(b.cfg, to_engine_config(o.engine));
   OMNIBUS_ASSIGN_OR_RETURN(b.m, load_model_for_cli(o.model));
-  b.cfg.eog_ids = b.m.tokenizer->eog_ids();
+  set_model_identity(b.m, b.cfg);
   OMNIBUS_ASSIGN_OR_RETURN(b.engine, Engine::create(*b.m.model, b.cfg));
   return Status::ok();
 }
@@ -307,10 +326,12 @@ int run_engine_workload(const BenchOptions& o) {
     Unit& u = units[size_t(i)];
     u.history = shared_prefix;
     for (int turn = 0; turn < n_turns; ++turn) {
-      std::vector<int32_t> own(size_t(std::uniform_int_distribution<int>(in_len->first, in_len->second)(rng)));
+      std::vector<int32_t> own(
+          size_t(std::uniform_int_distribution<int>(in_len->first, in_len->second)(rng)));
       for (int32_t& tok : own) tok = any_token(rng);
       u.user.push_back(std::move(own));
-      u.max_tokens.push_back(std::uniform_int_distribution<int>(out_len->first, out_len->second)(rng));
+      u.max_tokens.push_back(
+          std::uniform_int_distribution<int>(out_len->first, out_len->second)(rng));
     }
     if (o.request_rate > 0) {
       t += gap(rng);
@@ -355,7 +376,7 @@ int run_engine_workload(const BenchOptions& o) {
   std::deque<int> follow_ups;  // units whose next turn is ready
   std::vector<double> ttft, tpot, itl, e2e;
   std::vector<Clock::time_point> token_times;  // every generated token's event time
-  Clock::time_point last_first_token{};         // the latest first token of any request
+  Clock::time_point last_first_token{};        // the latest first token of any request
   int64_t n_output_tokens = 0, n_input_tokens = 0, n_computed_prompt = 0, n_expected_computed = 0;
   // Tokens of a unit computed so far (its last turn's prompt + output - 1):
   // what an ideal cache would hold of its next prompt.
@@ -443,7 +464,8 @@ int run_engine_workload(const BenchOptions& o) {
       // Sleep until some stream has an event, or the next Poisson arrival.
       double wait_s = 1.0;
       if (next < n_units && int(active.size()) < concurrency) {
-        wait_s = std::clamp(arrival[size_t(next)] - Seconds(Clock::now() - start).count(), 0.0, 1.0);
+        wait_s =
+            std::clamp(arrival[size_t(next)] - Seconds(Clock::now() - start).count(), 0.0, 1.0);
       }
       signal->wait(std::chrono::microseconds(int64_t(wait_s * 1e6)));
     }
@@ -494,6 +516,12 @@ int run_engine_workload(const BenchOptions& o) {
   j["mean_step_tokens"] =
       steps ? double(after.n_tokens_processed - before.n_tokens_processed) / double(steps) : 0.0;
   j["prefix_cache_hit_rate"] = hit_rate;
+  {
+    const uint64_t all = after.prefix_cache_hits - before.prefix_cache_hits;
+    const uint64_t disk = after.kv_disk_hit_tokens - before.kv_disk_hit_tokens;
+    j["prefix_cache_hits_disk_tokens"] = disk;
+    j["prefix_cache_hits_pool_tokens"] = all > disk ? all - disk : 0;
+  }
   j["prompt_tokens_submitted"] = n_input_tokens;
   j["prompt_tokens_computed"] = n_computed_prompt;
   j["prompt_tokens_computed_expected"] = n_expected_computed;
@@ -506,7 +534,8 @@ int run_engine_workload(const BenchOptions& o) {
     j["constraint"] = o.json_schema_path.empty() ? "regex" : "json_schema";
     j["mask_count"] = n_masks;
     j["mask_mean_ms"] = n_masks ? (after.structured_mask_seconds - before.structured_mask_seconds) /
-                                      double(n_masks) * 1e3 : 0.0;
+                                      double(n_masks) * 1e3
+                                : 0.0;
     j["mask_p50_ms_at_most"] = bucket_percentile(EngineStats::kMaskBounds, mask_counts, 0.50) * 1e3;
     j["mask_p99_ms_at_most"] = bucket_percentile(EngineStats::kMaskBounds, mask_counts, 0.99) * 1e3;
     j["structured_rejections"] = after.structured_rejections - before.structured_rejections;
@@ -535,7 +564,8 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("duration            {:.2f} s\n", duration);
   fmt::print("request throughput  {:.2f} req/s\n", double(j["request_throughput"]));
   fmt::print("output throughput   {:.1f} tok/s\n", double(j["output_throughput"]));
-  fmt::print("total throughput    {:.1f} tok/s (prompt + output)\n", double(j["total_token_throughput"]));
+  fmt::print("total throughput    {:.1f} tok/s (prompt + output)\n",
+             double(j["total_token_throughput"]));
   if (j.contains("generation_throughput")) {
     fmt::print("prompt phase        {:.2f} s, {:.1f} prompt tok/s (until the last first token)\n",
                double(j["prompt_phase_s"]), double(j["prompt_phase_throughput"]));
@@ -560,18 +590,31 @@ int run_engine_workload(const BenchOptions& o) {
   fmt::print("prefix cache        {}, hit rate {:.1f}% ({} scheduling)\n",
              o.engine.no_prefix_caching ? "off" : "on", 100 * hit_rate,
              std::string(j["scheduling_policy"]));
+  if (after.kv_disk.enabled) {
+    const uint64_t disk = after.kv_disk_hit_tokens - before.kv_disk_hit_tokens;
+    const uint64_t all = after.prefix_cache_hits - before.prefix_cache_hits;
+    fmt::print(
+        "prefix cache tiers  pool {} tokens, disk {} tokens ({} blocks loaded, {:.1f} MiB)\n",
+        all > disk ? all - disk : 0, disk, after.kv_disk_hit_blocks - before.kv_disk_hit_blocks,
+        double(after.kv_disk.bytes_read - before.kv_disk.bytes_read) / (1 << 20));
+  }
   fmt::print("prompt tokens       {} submitted, {} computed ({:.1f}%), {} expected ({:.1f}%)\n",
              n_input_tokens, n_computed_prompt,
              n_input_tokens ? 100.0 * double(n_computed_prompt) / double(n_input_tokens) : 0.0,
              n_expected_computed,
              n_input_tokens ? 100.0 * double(n_expected_computed) / double(n_input_tokens) : 0.0);
   if (j.contains("constraint")) {
-    fmt::print("constrained         {}: mask per token mean {:.3f} ms, p50 <= {:.3f} ms, p99 <= {:.3f} ms "
-               "({} masks, {} rejections)\n",
-               std::string(j["constraint"]), double(j["mask_mean_ms"]), double(j["mask_p50_ms_at_most"]),
-               double(j["mask_p99_ms_at_most"]), uint64_t(j["mask_count"]), uint64_t(j["structured_rejections"]));
-    fmt::print("mask cache          {} hits, {} misses (trie walks: {:.1f} ms in all, off the critical path)\n",
-               uint64_t(j["mask_cache_hits"]), uint64_t(j["mask_cache_misses"]), double(j["mask_walk_ms_total"]));
+    fmt::print(
+        "constrained         {}: mask per token mean {:.3f} ms, p50 <= {:.3f} ms, p99 <= {:.3f} ms "
+        "({} masks, {} rejections)\n",
+        std::string(j["constraint"]), double(j["mask_mean_ms"]), double(j["mask_p50_ms_at_most"]),
+        double(j["mask_p99_ms_at_most"]), uint64_t(j["mask_count"]),
+        uint64_t(j["structured_rejections"]));
+    fmt::print(
+        "mask cache          {} hits, {} misses (trie walks: {:.1f} ms in all, off the critical "
+        "path)\n",
+        uint64_t(j["mask_cache_hits"]), uint64_t(j["mask_cache_misses"]),
+        double(j["mask_walk_ms_total"]));
   }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
@@ -579,6 +622,137 @@ int run_engine_workload(const BenchOptions& o) {
     if (!out) return fail(Status::io("cannot write '{}'", o.json_path));
   }
   return 0;
+}
+
+// --restart-warm: see the header comment.
+int run_restart_warm(const BenchOptions& o) {
+  if (o.engine.kv_offload_dir.empty()) {
+    return fail(Status::invalid_argument("--restart-warm needs --kv-offload-dir"));
+  }
+  StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
+  if (!cfg.is_ok()) return fail(cfg.status());
+  StatusOr<LoadedModel> m = load_model_for_cli(o.model);
+  if (!m.is_ok()) return fail(m.status());
+  set_model_identity(*m, *cfg);
+  StatusOr<std::pair<int, int>> in = parse_len_range("--input-len", o.input_len);
+  StatusOr<std::pair<int, int>> out_len = parse_len_range("--output-len", o.output_len);
+  if (!in.is_ok()) return fail(in.status());
+  if (!out_len.is_ok()) return fail(out_len.status());
+  std::mt19937_64 rng(o.seed);
+  std::uniform_int_distribution<int32_t> any_token(0, m->model->config().n_vocab - 1);
+  std::vector<int32_t> prefix(static_cast<size_t>(o.shared_prefix_len));
+  for (int32_t& t : prefix) t = any_token(rng);
+  const int n = o.restart_warm;
+  std::vector<std::vector<int32_t>> prompts(
+      static_cast<size_t>(n + 1));  // the last: the seed run's
+  for (std::vector<int32_t>& p : prompts) {
+    p = prefix;
+    for (int i = 0; i < in->first; ++i) p.push_back(any_token(rng));
+  }
+  struct One {
+    double ttft_s = 0;
+    std::string text;
+    int32_t n_cached = 0;
+    EngineStats stats;
+  };
+  // One fresh engine serving one request.
+  auto run_one = [&](bool tier, const std::vector<int32_t>& prompt) -> StatusOr<One> {
+    EngineConfig c = *cfg;
+    c.log_startup = false;
+    if (!tier) c.kv_offload_dir.clear();
+    OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::create(*m->model, c));
+    OMNIBUS_ASSIGN_OR_RETURN(
+        EngineRequest req,
+        EngineRequest::submit(*e, *m->tokenizer, fixed_length_request(prompt, out_len->first)));
+    OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait());
+    One one;
+    one.ttft_s = std::chrono::duration<double>(r.first_token - r.submitted).count();
+    one.text = r.completions[0].text;
+    one.n_cached = r.n_cached_tokens;
+    e->wait_idle(std::chrono::minutes(10));
+    one.stats = e->stats();
+    return one;
+  };
+  std::vector<One> cold, warm;
+  for (int i = 0; i < n; ++i) {
+    StatusOr<One> r = run_one(false, prompts[size_t(i)]);
+    if (!r.is_ok()) return fail(r.status());
+    cold.push_back(std::move(*r));
+  }
+  StatusOr<One> seed = run_one(true, prompts.back());
+  if (!seed.is_ok()) return fail(seed.status());
+  if (!seed->stats.kv_disk.enabled)
+    return fail(Status::invalid_argument("the disk tier is off (see its log line)"));
+  for (int i = 0; i < n; ++i) {
+    StatusOr<One> r = run_one(true, prompts[size_t(i)]);
+    if (!r.is_ok()) return fail(r.status());
+    warm.push_back(std::move(*r));
+  }
+  std::vector<double> cold_ms, warm_ms;
+  double load_s = 0;
+  uint64_t n_loaded = 0, n_disk_tokens = 0;
+  int n_identical = 0;
+  for (int i = 0; i < n; ++i) {
+    cold_ms.push_back(1e3 * cold[size_t(i)].ttft_s);
+    warm_ms.push_back(1e3 * warm[size_t(i)].ttft_s);
+    load_s += warm[size_t(i)].stats.kv_disk.load_latency_sum_s;
+    n_loaded += warm[size_t(i)].stats.kv_disk.load_latency_count;
+    n_disk_tokens += warm[size_t(i)].stats.kv_disk_hit_tokens;
+    n_identical += cold[size_t(i)].text == warm[size_t(i)].text ? 1 : 0;
+  }
+  const int32_t bs = cfg->block_size;
+  const double n_prompt_blocks = double(prompts[0].size()) / double(bs);
+  const double cold_p50 = median(cold_ms), warm_p50 = median(warm_ms);
+  const double compute_block_ms = cold_p50 / n_prompt_blocks;
+  const double load_block_ms = n_loaded ? 1e3 * load_s / double(n_loaded) : 0.0;
+  nlohmann::json j;
+  j["model"] = m->path;
+  j["threads"] = m->pool->n_threads();
+  j["isa"] = isa_name(cpu_features().chosen);
+  j["kv_cache_dtype"] = o.engine.kv_dtype;
+  j["block_size"] = bs;
+  j["shared_prefix_len"] = o.shared_prefix_len;
+  j["input_len"] = in->first;
+  j["output_len"] = out_len->first;
+  j["runs"] = n;
+  j["cold_ttft_ms"] = cold_ms;
+  j["warm_ttft_ms"] = warm_ms;
+  j["cold_ttft_p50_ms"] = cold_p50;
+  j["warm_ttft_p50_ms"] = warm_p50;
+  j["ttft_ratio"] = warm_p50 > 0 ? cold_p50 / warm_p50 : 0.0;
+  j["disk_hit_tokens_per_run"] = double(n_disk_tokens) / double(n);
+  j["load_block_ms"] = load_block_ms;
+  j["compute_block_ms"] = compute_block_ms;
+  j["load_vs_compute"] = load_block_ms > 0 ? compute_block_ms / load_block_ms : 0.0;
+  j["block_bytes"] = seed->stats.kv_disk.entries
+                         ? seed->stats.kv_disk.bytes_on_disk / seed->stats.kv_disk.entries
+                         : 0;
+  j["outputs_identical"] = n_identical;
+  fmt::print(
+      "restart-warm: {} runs each; prompt {} shared + {} own tokens, {} generated; {} threads, "
+      "{}\n",
+      n, o.shared_prefix_len, in->first, out_len->first, m->pool->n_threads(),
+      std::string(j["isa"]));
+  fmt::print(
+      "| run | TTFT p50 (ms) | min | max | prompt tokens from disk |\n|---|---|---|---|---|\n");
+  fmt::print("| cold, no tier | {:.1f} | {:.1f} | {:.1f} | 0 |\n", cold_p50,
+             *std::min_element(cold_ms.begin(), cold_ms.end()),
+             *std::max_element(cold_ms.begin(), cold_ms.end()));
+  fmt::print("| after restart, tier | {:.1f} | {:.1f} | {:.1f} | {:.0f} |\n", warm_p50,
+             *std::min_element(warm_ms.begin(), warm_ms.end()),
+             *std::max_element(warm_ms.begin(), warm_ms.end()),
+             double(j["disk_hit_tokens_per_run"]));
+  fmt::print("TTFT ratio cold / warm: {:.1f}x\n", double(j["ttft_ratio"]));
+  fmt::print(
+      "per block ({} tokens, {} bytes on disk): load {:.3f} ms, compute {:.3f} ms: {:.1f}x\n", bs,
+      uint64_t(j["block_bytes"]), load_block_ms, compute_block_ms, double(j["load_vs_compute"]));
+  fmt::print("outputs identical to recomputation: {}/{}\n", n_identical, n);
+  if (!o.json_path.empty()) {
+    std::ofstream f(o.json_path);
+    f << j.dump(2) << "\n";
+    if (!f) return fail(Status::io("cannot write '{}'", o.json_path));
+  }
+  return n_identical == n ? 0 : 1;
 }
 
 }  // namespace
@@ -589,11 +763,14 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "Offline benchmark: single-stream prompt/generation speed, or with --num-requests a "
       "synthetic serving workload through the engine",
       [](const BenchOptions& b) {
+        if (b.restart_warm > 0) return run_restart_warm(b);
         return b.num_requests > 0 ? run_engine_workload(b) : run_single_stream(b);
       });
-  cmd->add_option("--pp", o->pp, "Prompt tokens processed in one go (0 = skip)")->capture_default_str()
+  cmd->add_option("--pp", o->pp, "Prompt tokens processed in one go (0 = skip)")
+      ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--tg", o->tg, "Tokens generated one at a time (0 = skip)")->capture_default_str()
+  cmd->add_option("--tg", o->tg, "Tokens generated one at a time (0 = skip)")
+      ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
       ->capture_default_str()
@@ -610,7 +787,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--concurrency", o->concurrency,
                   "Engine mode: most requests in flight (0 = no limit)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--request-rate", o->request_rate,
                   "Engine mode: Poisson arrivals, requests/s (0 = all at once)")
       ->capture_default_str()
@@ -618,17 +796,27 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--shared-prefix-len", o->shared_prefix_len,
                   "Engine mode: every prompt starts with the same N random tokens, then its own "
                   "--input-len tokens")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--multi-turn", o->multi_turn,
                   "Engine mode: --num-requests conversations of this many turns; each turn resends "
                   "the whole history plus a new --input-len user turn (0 = single-turn requests)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 16));
-  auto* schema = cmd->add_option("--json-schema", o->json_schema_path,
-                                 "Engine mode: constrain every output to this JSON schema (file); outputs end "
-                                 "where the JSON does")
-                     ->check(CLI::ExistingFile);
-  cmd->add_option("--regex", o->regex, "Engine mode: constrain every output to this regular expression")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 16));
+  auto* schema =
+      cmd->add_option("--json-schema", o->json_schema_path,
+                      "Engine mode: constrain every output to this JSON schema (file); outputs end "
+                      "where the JSON does")
+          ->check(CLI::ExistingFile);
+  cmd->add_option("--regex", o->regex,
+                  "Engine mode: constrain every output to this regular expression")
       ->excludes(schema);
+  cmd->add_option(
+         "--restart-warm", o->restart_warm,
+         "Disk tier across restarts (needs --kv-offload-dir): N fresh engines without the tier, "
+         "then N with it after one that wrote the --shared-prefix-len prefix; TTFT p50 of each, "
+         "block load vs compute time, outputs compared")
+      ->check(CLI::Range(1, 1000));
   add_engine_flags(*cmd, o->engine);
 }
 

@@ -237,7 +237,7 @@ int run_serve(const ServeOptions& o) {
 
   StatusOr<LoadedModel> m = load_model_for_cli(o.model);
   if (!m.is_ok()) return fail(m.status());
-  cfg->eog_ids = m->tokenizer->eog_ids();
+  set_model_identity(*m, *cfg);
   StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, *cfg);
   if (!engine.is_ok()) return fail(engine.status());
 

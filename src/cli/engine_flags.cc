@@ -1,6 +1,7 @@
 #include "cli/engine_flags.h"
 
 #include "engine/scheduler_policy.h"
+#include "gguf/gguf_fingerprint.h"
 #include "kv/kv_cache_size.h"
 #include "kv/kv_format.h"
 
@@ -69,6 +70,26 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
          "--scheduling-policy", f.scheduling_policy,
          "Waiting-queue order: cache-aware (longest cached prefix first, with aging) or fcfs")
       ->capture_default_str();
+  cmd.add_option(
+      "--kv-offload-dir", f.kv_offload_dir,
+      "Disk tier of the prefix cache: full KV blocks are written to this directory (one "
+      "checksummed file per block, per model and KV format) and a prompt prefix found there is "
+      "loaded instead of recomputed, also after a restart (off when absent; not for q4/kivi2)");
+  cmd.add_option("--kv-offload-size", f.kv_offload_size,
+                 "Most bytes the disk tier keeps for this model and KV format, e.g. 8GiB, 512MiB; "
+                 "the least "
+                 "recently used blocks are deleted beyond it")
+      ->capture_default_str();
+  cmd.add_flag(
+      "--no-kv-offload-finished", f.no_kv_offload_finished,
+      "Disk tier: write only the blocks the pool evicts, not also the full blocks of every "
+      "finished request (then little survives a restart after a short run)");
+}
+
+void set_model_identity(const LoadedModel& m, EngineConfig& cfg) {
+  cfg.eog_ids = m.tokenizer->eog_ids();
+  if (!cfg.kv_offload_dir.empty() && m.file != nullptr)
+    cfg.model_fingerprint = gguf_fingerprint(*m.file);
 }
 
 StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
@@ -85,6 +106,14 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
   if (!f.kv_cache_memory.empty()) {
     OMNIBUS_ASSIGN_OR_RETURN(cfg.kv_cache_bytes, parse_byte_size(f.kv_cache_memory));
   }
+  cfg.kv_offload_dir = f.kv_offload_dir;
+  cfg.kv_offload_finished = !f.no_kv_offload_finished;
+  StatusOr<int64_t> offload = parse_byte_size(f.kv_offload_size);
+  if (!offload.is_ok() || *offload <= 0) {
+    return Status::invalid_argument("--kv-offload-size: expected a size such as 8GiB, got '{}'",
+                                    f.kv_offload_size);
+  }
+  cfg.kv_offload_bytes = uint64_t(*offload);
   return cfg;
 }
 

@@ -24,17 +24,20 @@
 namespace omnibus {
 
 struct EngineFlags {
-  int max_num_seqs = 256;            // --max-num-seqs
-  int max_num_batched_tokens = 512;  // --max-num-batched-tokens
+  int max_num_seqs = 256;                // --max-num-seqs
+  int max_num_batched_tokens = 512;      // --max-num-batched-tokens
   int long_prefill_token_threshold = 0;  // --long-prefill-token-threshold (0: budget / 4)
   int max_num_partial_prefills = 2;      // --max-num-partial-prefills
-  int block_size = 16;               // --block-size
-  int max_model_len = 0;             // --max-model-len
-  std::string kv_cache_memory;       // --kv-cache-memory; "": from the available memory
-  std::string kv_dtype = "f16";      // --kv-cache-dtype
-  int kv_residual_blocks = -1;       // --kv-residual-blocks; -1: the format's default
-  bool no_prefix_caching = false;    // --no-prefix-caching
+  int block_size = 16;                   // --block-size
+  int max_model_len = 0;                 // --max-model-len
+  std::string kv_cache_memory;           // --kv-cache-memory; "": from the available memory
+  std::string kv_dtype = "f16";          // --kv-cache-dtype
+  int kv_residual_blocks = -1;           // --kv-residual-blocks; -1: the format's default
+  bool no_prefix_caching = false;        // --no-prefix-caching
   std::string scheduling_policy = "cache-aware";  // --scheduling-policy
+  std::string kv_offload_dir;                     // --kv-offload-dir; "": no disk tier
+  std::string kv_offload_size = "8GiB";           // --kv-offload-size
+  bool no_kv_offload_finished = false;            // --no-kv-offload-finished
 };
 
 // -m,--model and -t,--threads.
@@ -43,7 +46,8 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f);
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
 // Every engine flag: --max-num-seqs, --max-num-batched-tokens, --block-size,
 // --kv-cache-memory, --max-model-len, the KV format flags,
-// --no-prefix-caching and --scheduling-policy.
+// --no-prefix-caching, --scheduling-policy and the disk tier's
+// --kv-offload-dir, --kv-offload-size, --no-kv-offload-finished.
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
 
 // Registers subcommand `name` of a command that runs a model. Its options
@@ -63,7 +67,11 @@ std::pair<CLI::App*, std::shared_ptr<Options>> add_model_command(CLI::App& app, 
 }
 
 // The EngineConfig the flags describe (eog_ids left empty: they come from the
-// tokenizer). kInvalidArgument names the flag whose value is wrong.
+// tokenizer; model_fingerprint 0: set_model_identity). kInvalidArgument names
+// the flag whose value is wrong.
 StatusOr<EngineConfig> to_engine_config(const EngineFlags& f);
+// What the EngineConfig takes from the loaded model: its end-of-generation
+// ids and, when the disk tier is on, its fingerprint (gguf_fingerprint).
+void set_model_identity(const LoadedModel& m, EngineConfig& cfg);
 
 }  // namespace omnibus

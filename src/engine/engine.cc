@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -7,12 +9,12 @@
 #include <limits>
 #include <unordered_map>
 
-#include <fmt/format.h>
-
 #include "engine/logprobs.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kernels/thread_pool.h"
+#include "kv/disk_tier.h"
+#include "kv/kv_block_io.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_cache_size.h"
 #include "kv/kv_storage.h"
@@ -33,38 +35,50 @@ struct RequestState {
   int32_t n_finished = 0;
   std::vector<PromptLogprob> prompt_logprobs;  // positions 1 .. size()
   std::shared_ptr<const KvPinned> pinned;      // pin_prompt_blocks: set when sequence 0 finished
-  bool importing = false;           // kv_import: blocks being fetched, not yet scheduled
-  bool abort_after_import = false;  // aborted while importing: abort once the fetch ended
+  bool importing = false;                      // kv_import: blocks being fetched, not yet scheduled
+  bool abort_after_import = false;  // aborted while importing or loading: abort once it ended
+  bool disk_loading = false;  // prompt blocks being read from the disk tier, not yet scheduled
+};
+
+// A request's prompt blocks being read from the disk tier: `hold` is a
+// KvCache sequence holding the pool's prefix hit (n_local blocks) plus
+// n_disk blocks the payloads are scattered into when the load is done.
+struct DiskLoadState {
+  int32_t hold = -1;
+  int32_t n_local = 0;
+  int32_t n_disk = 0;
+  std::shared_ptr<const DiskLoad> load;
 };
 
 // A request's prompt blocks being fetched (KvImport): `hold` is a KvCache
 // sequence holding the local prefix hit plus the blocks being written.
 struct ImportState {
   int32_t hold = -1;
-  int32_t n_local = 0;   // blocks already cached here
-  int32_t n_blocks = 0;  // blocks the request will start after
+  int32_t n_local = 0;         // blocks already cached here
+  int32_t n_blocks = 0;        // blocks the request will start after
   int32_t transfer_slot = -1;  // kivi2 window: where the rows land (KvStorage transfer slot)
 };
 
 // A prompt pinned for a remote decode worker (Request::pin_prompt_blocks).
 struct Pin {
-  int32_t seq = -1;            // the KvCache sequence holding the blocks
+  int32_t seq = -1;  // the KvCache sequence holding the blocks
   int32_t n_blocks = 0;
   int32_t transfer_slot = -1;  // kivi2 window: the exported rows, released at unpin
 };
 
 struct Engine::Impl {
-  Impl(Model& m, EngineConfig c, std::unique_ptr<KvCache> cache)
+  Impl(Model& m, EngineConfig c, std::unique_ptr<KvCache> cache, std::unique_ptr<DiskTier> tier)
       : model(m),
         config(std::move(c)),
         n_vocab(m.config().n_vocab),
+        disk(std::move(tier)),
         kv_cache(std::move(cache)),
         kv(*kv_cache),
-        scheduler(SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
-                                  config.scheduling_policy, config.max_wait_steps,
-                                  config.long_prefill_token_threshold,
-                                  config.max_num_partial_prefills},
-                  kv),
+        scheduler(
+            SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
+                            config.scheduling_policy, config.max_wait_steps,
+                            config.long_prefill_token_threshold, config.max_num_partial_prefills},
+            kv),
         is_eog(size_t(n_vocab), false) {
     for (int32_t id : config.eog_ids) {
       if (id >= 0 && id < n_vocab) is_eog[size_t(id)] = true;
@@ -74,9 +88,14 @@ struct Engine::Impl {
     for (std::vector<float>& v : scratch) v.resize(size_t(n_vocab));
     kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
     if (config.on_kv_events) kv.set_event_recorder(&kv_events);
+    if (disk != nullptr) kv.set_eviction_sink(&evicted);
   }
 
   void accept(std::unique_ptr<RequestState> r);
+  bool start_disk_load(RequestState& r);
+  void end_disk_load(uint64_t id);
+  void store_finished(Sequence& seq);
+  void spill_evicted();
   void start_import(RequestState& r);
   void end_import(uint64_t id, bool ok);
   void pin_prompt(RequestState& r, Sequence& seq0);
@@ -105,7 +124,13 @@ struct Engine::Impl {
   const EngineConfig config;
   const int32_t n_vocab;
 
+  // The disk tier (null when off); thread-safe. Outlives kv_cache: its
+  // writer may still hold blocks gathered from it (copies, not pointers).
+  const std::unique_ptr<DiskTier> disk;
+
   // Engine thread only.
+  std::vector<PrefixCache::Evicted> evicted;  // the pool's evictions, not yet spilled to disk
+  std::unordered_map<uint64_t, DiskLoadState> disk_loading;  // by request id
   KvEventRecorder kv_events;  // attached to the cache when config.on_kv_events is set
   const std::unique_ptr<KvCache> kv_cache;
   KvCache& kv;  // *kv_cache
@@ -114,14 +139,14 @@ struct Engine::Impl {
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
   std::unordered_map<uint64_t, ImportState> importing;  // by request id
-  std::unordered_map<uint64_t, Pin> pins;  // by pin id
+  std::unordered_map<uint64_t, Pin> pins;               // by pin id
   uint64_t next_pin_id = 1;
   StepBatch batch;
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
-  std::vector<SampleJob> sample_jobs;        // this step's, in sequence order
-  GrammarMasks masks;                        // next-token masks of constrained sequences
-  EngineStats local;           // published to `stats` after each step
-  double peak_waste_sum = 0;   // over the steps at peak KV usage
+  std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
+  GrammarMasks masks;                       // next-token masks of constrained sequences
+  EngineStats local;                        // published to `stats` after each step
+  double peak_waste_sum = 0;                // over the steps at peak KV usage
   int64_t n_peak_steps = 0;
 
   // Guarded by mu.
@@ -132,7 +157,9 @@ struct Engine::Impl {
   std::vector<std::function<void()>> tasks;  // run_on_engine_thread, in order
   std::vector<uint64_t> unpins;
   std::vector<std::pair<uint64_t, bool>> imports_done;  // (request id, ok) from KvImport::fetch
-  int64_t imports_in_flight = 0;  // fetches started whose done has not been called
+  int64_t imports_in_flight = 0;          // fetches started whose done has not been called
+  std::vector<uint64_t> disk_loads_done;  // request ids whose DiskLoad is done
+  int64_t disk_loads_in_flight = 0;       // loads started whose on_done has not run
   uint64_t next_id = 1;
   bool stop = false;
   bool stopped = false;  // the thread has taken its last tasks: no more are accepted
@@ -143,6 +170,58 @@ struct Engine::Impl {
   EngineStats stats;
   uint64_t n_submitted = 0;  // requests accepted by submit()
 };
+
+namespace {
+
+// The disk tier the config asks for, or null (with a log line when it was
+// asked for but cannot work with this cache).
+std::unique_ptr<DiskTier> make_disk_tier(const EngineConfig& config, KvCache& kv) {
+  if (config.kv_offload_dir.empty()) return nullptr;
+  const KvStorage& st = kv.storage();
+  const KvGeometry& g = st.geometry();
+  const char* why = nullptr;
+  if (!kv.prefix_caching()) {
+    why = "prefix caching is off";
+  } else if (!kv_block_io_supported(g)) {
+    why = "the KV format keeps fp16 residual rows outside its blocks (q4, kivi2)";
+  } else if (config.model_fingerprint == 0) {
+    why = "the model has no fingerprint";
+  }
+  if (why != nullptr) {
+    fmt::print(stderr, "kv disk tier: off ({}); --kv-offload-dir {} ignored\n", why,
+               config.kv_offload_dir);
+    return nullptr;
+  }
+  DiskTierConfig dc;
+  dc.dir = config.kv_offload_dir;
+  dc.max_bytes = config.kv_offload_bytes;
+  dc.ns.model_fingerprint = config.model_fingerprint;
+  dc.ns.format = g.format;
+  dc.ns.block_size = g.block_size;
+  dc.ns.n_layers = g.n_layers;
+  dc.ns.n_kv_heads = g.n_kv_heads;
+  dc.ns.head_dim = g.head_dim;
+  dc.ns.block_bytes = kv_block_payload_bytes(st);
+  // Room for a long prompt's blocks at once (a 2048-token prompt is 128
+  // blocks of 16), bounded to about 256 MiB of payloads waiting.
+  dc.max_pending_writes = std::max<size_t>(64, (size_t(256) << 20) / size_t(dc.ns.block_bytes));
+  dc.log = config.log_startup;
+  dc.hooks = config.kv_offload_hooks_for_testing;
+  auto tier = std::make_unique<DiskTier>(std::move(dc));
+  if (config.log_startup && tier->enabled()) {
+    const DiskTierStats s = tier->stats();
+    fmt::print(
+        stderr,
+        "kv disk tier: {} (limit {:.1f} GiB): {} blocks found, {:.1f} MiB; {} KiB per block; "
+        "finished requests' blocks {}\n",
+        tier->ns_dir(), double(config.kv_offload_bytes) / double(1ull << 30), s.entries,
+        double(s.bytes_on_disk) / (1 << 20), kv_block_payload_bytes(st) >> 10,
+        config.kv_offload_finished ? "written" : "not written");
+  }
+  return tier;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig config) {
   if (config.max_num_seqs < 1) return Status::invalid_argument("--max-num-seqs must be >= 1");
@@ -197,10 +276,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
                "max seqs {}; prefix caching {}, scheduling {}\n",
                info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
                kv_format_name(config.kv_format), max_model_len, info.max_num_seqs,
-               info.prefix_caching ? "on" : "off",
-               scheduling_policy_name(info.scheduling_policy));
+               info.prefix_caching ? "on" : "off", scheduling_policy_name(info.scheduling_policy));
   }
-  auto impl = std::make_unique<Impl>(model, std::move(config), std::move(cache));
+  std::unique_ptr<DiskTier> disk = make_disk_tier(config, *cache);
+  auto impl = std::make_unique<Impl>(model, std::move(config), std::move(cache), std::move(disk));
   impl->local.kv_blocks_total = info.n_blocks;
   impl->stats = impl->local;
   return std::unique_ptr<Engine>(new Engine(std::move(impl), info));
@@ -224,26 +303,31 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
   if (req.prompt.empty()) return Status::invalid_argument("the prompt is empty");
   for (int32_t t : req.prompt) {
     if (t < 0 || t >= n_vocab) {
-      return Status::invalid_argument("prompt token id {} is outside the vocabulary [0, {})", t, n_vocab);
+      return Status::invalid_argument("prompt token id {} is outside the vocabulary [0, {})", t,
+                                      n_vocab);
     }
   }
   for (int32_t t : req.stop_token_ids) {
     if (t < 0 || t >= n_vocab) {
-      return Status::invalid_argument("stop token id {} is outside the vocabulary [0, {})", t, n_vocab);
+      return Status::invalid_argument("stop token id {} is outside the vocabulary [0, {})", t,
+                                      n_vocab);
     }
   }
-  if (req.max_tokens < 1) return Status::invalid_argument("max_tokens must be >= 1, got {}", req.max_tokens);
+  if (req.max_tokens < 1)
+    return Status::invalid_argument("max_tokens must be >= 1, got {}", req.max_tokens);
   if (req.min_tokens < 0 || req.min_tokens > req.max_tokens) {
-    return Status::invalid_argument("min_tokens must be in [0, max_tokens = {}], got {}", req.max_tokens,
-                                    req.min_tokens);
+    return Status::invalid_argument("min_tokens must be in [0, max_tokens = {}], got {}",
+                                    req.max_tokens, req.min_tokens);
   }
-  if (req.n < 1 || req.n > 128) return Status::invalid_argument("n must be in [1, 128], got {}", req.n);
+  if (req.n < 1 || req.n > 128)
+    return Status::invalid_argument("n must be in [1, 128], got {}", req.n);
   if (req.grammar != nullptr && req.grammar->n_vocab() != n_vocab) {
     return Status::invalid_argument("the grammar's vocabulary has {} tokens, the model {}",
                                     req.grammar->n_vocab(), n_vocab);
   }
   if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20) {
-    return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}", req.prompt_logprobs);
+    return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}",
+                                    req.prompt_logprobs);
   }
   if (req.prompt_logits_sink && req.prompt_logprobs < 0) {
     return Status::invalid_argument("a prompt logits sink needs prompt_logprobs >= 0");
@@ -258,7 +342,8 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
   const int64_t total = int64_t(req.prompt.size()) + req.max_tokens;
   if (total > info_.max_model_len) {
     return Status::invalid_argument(
-        "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the maximum context length of {} tokens",
+        "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the maximum context length of {} "
+        "tokens",
         req.prompt.size(), req.max_tokens, total, info_.max_model_len);
   }
 
@@ -279,7 +364,8 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     if (r->req.grammar) {
       seq->matcher.emplace(r->req.grammar->start());
       // The first mask is the same for every sequence: computed once, during the prefill.
-      seq->next_mask = i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
+      seq->next_mask =
+          i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
     }
     r->seqs.push_back(std::move(seq));
   }
@@ -313,6 +399,7 @@ EngineStats Engine::stats() const {
     std::lock_guard<std::mutex> lock(impl_->stats_mu);
     st = impl_->stats;
   }
+  if (impl_->disk != nullptr) st.kv_disk = impl_->disk->stats();
   st.kv_pool_bytes = int64_t(impl_->kv.n_bytes());
   st.kv_resident_bytes = int64_t(impl_->kv.resident_bytes());
   return st;
@@ -350,15 +437,16 @@ void Engine::run() {
   bool checked = false;
   std::vector<uint64_t> unpins;
   std::vector<std::pair<uint64_t, bool>> imports_done;
+  std::vector<uint64_t> disk_loads_done;
   const auto has_input = [&s] {
-    return s.stop || !s.inbox.empty() || !s.aborts.empty() || !s.tasks.empty() || !s.unpins.empty() ||
-           !s.imports_done.empty();
+    return s.stop || !s.inbox.empty() || !s.aborts.empty() || !s.tasks.empty() ||
+           !s.unpins.empty() || !s.imports_done.empty() || !s.disk_loads_done.empty();
   };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(s.mu);
       if (!s.scheduler.has_work() && !has_input()) {
-        if (!checked && s.importing.empty()) {
+        if (!checked && s.importing.empty() && s.disk_loading.empty()) {
           // Idle: every block must be back in the pool, but for pinned prompts'.
           lock.unlock();
           s.kv.check_integrity();
@@ -379,9 +467,12 @@ void Engine::run() {
       tasks.swap(s.tasks);
       unpins.swap(s.unpins);
       imports_done.swap(s.imports_done);
+      disk_loads_done.swap(s.disk_loads_done);
     }
     for (const auto& [id, ok] : imports_done) s.end_import(id, ok);
     imports_done.clear();
+    for (uint64_t id : disk_loads_done) s.end_disk_load(id);
+    disk_loads_done.clear();
     for (uint64_t id : unpins) s.unpin(id);
     unpins.clear();
     for (auto& r : incoming) s.accept(std::move(r));
@@ -389,7 +480,8 @@ void Engine::run() {
     for (uint64_t id : aborts) s.abort_request(id);
     aborts.clear();
     for (auto& t : tasks) t();
-    if (!tasks.empty()) checked = false;  // a task may have changed the cache: check it again when idle
+    if (!tasks.empty())
+      checked = false;  // a task may have changed the cache: check it again when idle
     tasks.clear();
     if (s.scheduler.has_work()) {
       s.step();
@@ -401,15 +493,19 @@ void Engine::run() {
   // Shutting down: what was queued or running is aborted, so no consumer waits
   // forever; tasks still queued run (their callers are waiting on them).
   // Fetches in flight write into the pool: wait until each has called done.
+  // Disk loads in flight call back into this engine: wait for them too (each
+  // is a bounded read of local files).
   {
     std::unique_lock<std::mutex> lock(s.mu);
-    s.cv.wait(lock, [&s] { return s.imports_in_flight == 0; });
+    s.cv.wait(lock, [&s] { return s.imports_in_flight == 0 && s.disk_loads_in_flight == 0; });
     incoming.swap(s.inbox);
     tasks.swap(s.tasks);
     imports_done.swap(s.imports_done);
+    disk_loads_done.swap(s.disk_loads_done);
     s.stopped = true;
   }
   for (const auto& [id, ok] : imports_done) s.end_import(id, false);
+  for (uint64_t id : disk_loads_done) s.end_disk_load(id);
   for (auto& r : incoming) {
     r->req.kv_import.reset();  // nothing is fetched any more
     s.accept(std::move(r));
@@ -485,9 +581,135 @@ void Engine::Impl::accept(std::unique_ptr<RequestState> r) {
   requests.emplace(id, std::move(r));
   if (state.req.kv_import != nullptr) {
     start_import(state);
-  } else {
+  } else if (!start_disk_load(state)) {
     scheduler.add(state.seqs[0].get());
   }
+}
+
+// The disk tier's read path. The prompt's blocks after the pool's prefix hit
+// that are on disk are read on the tier's I/O thread into blocks reserved by
+// a holding sequence; the request waits outside the scheduler (others keep
+// running) until end_disk_load. False, changing nothing, when there is no
+// such block or the pool cannot spare the blocks: the request is scheduled
+// at once and computes what it lacks.
+bool Engine::Impl::start_disk_load(RequestState& r) {
+  Sequence& seq = *r.seqs[0];
+  if (disk == nullptr || !disk->enabled() || !seq.may_use_cached_prefix) return false;
+  const int32_t bs = config.block_size;
+  // The last prompt token is always computed (its logits are sampled).
+  const int32_t max_blocks = (seq.num_tokens() - 1) / bs;
+  if (max_blocks <= 0) return false;
+  PrefixMatch match;
+  kv.match_prefix(seq.tokens(), max_blocks, seq.block_keys, match);
+  const int32_t n_local = match.n_blocks();
+  if (n_local == max_blocks) return false;
+  kv.extend_keys(seq.tokens(), max_blocks, seq.block_keys);
+  const std::span<const uint64_t> keys(seq.block_keys.data(), size_t(max_blocks));
+  const int32_t n_disk = disk->lookup(keys.subspan(size_t(n_local)));
+  if (n_disk == 0) return false;
+  std::vector<BlockCopy> copies;
+  const int32_t hold =
+      kv.allocate_new(match, n_disk * bs, /*keep_free=*/kv.n_blocks() / 100, copies);
+  if (hold < 0) return false;
+  OMNIBUS_CHECK(copies.empty());  // a match ends on a full block: nothing is shared and open
+  spill_evicted();                // before the scatter overwrites what the hold took
+  std::vector<DiskLoadItem> items(static_cast<size_t>(n_disk));
+  for (int32_t i = 0; i < n_disk; ++i) {
+    const int32_t b = n_local + i;
+    DiskLoadItem& it = items[size_t(i)];
+    it.key = keys[size_t(b)];
+    it.parent = b == 0 ? PrefixCache::kRootKey : keys[size_t(b - 1)];
+    it.tokens.resize(size_t(bs));
+    for (int32_t j = 0; j < bs; ++j) it.tokens[size_t(j)] = seq.token_at(b * bs + j);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++disk_loads_in_flight;
+  }
+  const uint64_t id = r.id;
+  // on_done runs on the tier's I/O thread: hand the id over and wake the
+  // engine (notified under the lock: see start_import).
+  std::shared_ptr<const DiskLoad> load = disk->request_load(std::move(items), [this, id] {
+    std::lock_guard<std::mutex> lock(mu);
+    disk_loads_done.push_back(id);
+    --disk_loads_in_flight;
+    cv.notify_all();
+  });
+  disk_loading[id] = DiskLoadState{hold, n_local, n_disk, std::move(load)};
+  r.disk_loading = true;
+  ++local.kv_disk_loads;
+  return true;
+}
+
+// The load of request `id` is done: the blocks read join the prefix cache (as
+// if computed here), the hold lets go of them (they wait at the free list's
+// most recently used end), and the request is scheduled; its admission finds
+// them. Blocks that did not load are computed.
+void Engine::Impl::end_disk_load(uint64_t id) {
+  auto it = disk_loading.find(id);
+  OMNIBUS_CHECK(it != disk_loading.end());
+  const DiskLoadState st = std::move(it->second);
+  disk_loading.erase(it);
+  RequestState& r = *requests.at(id);
+  Sequence& seq = *r.seqs[0];
+  r.disk_loading = false;
+  OMNIBUS_CHECK(st.load->done());
+  const int32_t n = std::min(st.load->n_loaded(), st.n_disk);
+  const std::span<const int32_t> table = kv.block_table(st.hold);
+  for (int32_t i = 0; i < n; ++i) {
+    scatter_kv_block(kv.storage(), table[size_t(st.n_local + i)], st.load->payload(i));
+  }
+  if (n > 0) kv.commit(st.hold, seq.tokens(), (st.n_local + n) * config.block_size, seq.block_keys);
+  local.kv_disk_hit_blocks += uint64_t(n);
+  local.kv_disk_hit_tokens += uint64_t(n) * uint64_t(config.block_size);
+  kv.free(st.hold);
+  scheduler.add(&seq);
+  if (r.abort_after_import) abort_request(id);
+}
+
+// Queues the full blocks of `seq` (its K/V written) that the disk tier does
+// not hold yet: a memcpy each on this thread, the write on the tier's.
+void Engine::Impl::store_finished(Sequence& seq) {
+  if (disk == nullptr || !config.kv_offload_finished || seq.kv_seq < 0 || !kv.prefix_caching())
+    return;
+  const int32_t bs = config.block_size;
+  const int32_t n_full = std::min(kv.n_tokens(seq.kv_seq), seq.num_computed_tokens) / bs;
+  if (n_full <= 0) return;
+  std::vector<uint64_t>& keys = seq.block_keys;
+  kv.extend_keys(seq.tokens(), n_full, keys);
+  const std::span<const int32_t> table = kv.block_table(seq.kv_seq);
+  const size_t payload = kv_block_payload_bytes(kv.storage());
+  for (int32_t i = 0; i < n_full; ++i) {
+    const uint64_t key = keys[size_t(i)];
+    if (disk->contains(key)) continue;
+    DiskBlock b;
+    b.key = key;
+    b.parent = i == 0 ? PrefixCache::kRootKey : keys[size_t(i - 1)];
+    b.tokens.resize(size_t(bs));
+    for (int32_t j = 0; j < bs; ++j) b.tokens[size_t(j)] = seq.token_at(i * bs + j);
+    b.payload.resize(payload);
+    gather_kv_block(kv.storage(), table[size_t(i)], b.payload);
+    if (disk->store(std::move(b))) ++local.kv_disk_stored_finished;
+  }
+}
+
+// Writes the blocks the pool just took back out of the prefix cache (still
+// holding their K/V: nothing has written into them yet) to the disk tier,
+// unless it holds them already.
+void Engine::Impl::spill_evicted() {
+  if (evicted.empty()) return;
+  const size_t payload = kv_block_payload_bytes(kv.storage());
+  for (PrefixCache::Evicted& e : evicted) {
+    if (disk->contains(e.key)) continue;
+    DiskBlock b;
+    b.key = e.key;
+    b.parent = e.parent_key;
+    b.tokens = std::move(e.tokens);
+    b.payload.resize(payload);
+    gather_kv_block(kv.storage(), e.block, b.payload);
+    if (disk->store(std::move(b))) ++local.kv_disk_stored_evicted;
+  }
+  evicted.clear();
 }
 
 // Matches the prompt's importable blocks against the prefix cache and fetches
@@ -515,7 +737,8 @@ void Engine::Impl::start_import(RequestState& r) {
   if (w > 0 && match.n_blocks() < n_want && n_want == im.n_blocks && n_want >= w) {
     transfer_slot = kv.storage().claim_transfer_slot();
     PrefixMatch raw;
-    if (transfer_slot >= 0) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, raw, /*need_window=*/false);
+    if (transfer_slot >= 0)
+      kv.match_prefix(seq.tokens(), n_want, seq.block_keys, raw, /*need_window=*/false);
     if (raw.n_blocks() > match.n_blocks()) match = std::move(raw);
     rows_only = transfer_slot >= 0 && match.n_blocks() == n_want;
   }
@@ -535,6 +758,7 @@ void Engine::Impl::start_import(RequestState& r) {
     scheduler.add(&seq);
     return;
   }
+  spill_evicted();  // before the fetch overwrites what the hold took
   const std::span<const int32_t> table = kv.block_table(hold);
   std::vector<int32_t> dst(table.begin() + n_local, table.end());
   importing[r.id] = ImportState{hold, n_local, n_want, transfer_slot};
@@ -577,7 +801,8 @@ void Engine::Impl::end_import(uint64_t id, bool ok) {
     // steps' kv_store calls, exactly as for a local prefix-cache hit.
     const std::span<const int32_t> table = kv.block_table(im.hold);
     const int32_t w = kv.storage().geometry().residual_blocks();
-    ok = kv.storage().import_window_rows(table.subspan(size_t(im.n_blocks - w), size_t(w)), im.transfer_slot);
+    ok = kv.storage().import_window_rows(table.subspan(size_t(im.n_blocks - w), size_t(w)),
+                                         im.transfer_slot);
   }
   if (im.transfer_slot >= 0) kv.storage().release_transfer_slot(im.transfer_slot);
   if (ok) {
@@ -609,7 +834,8 @@ void Engine::Impl::pin_prompt(RequestState& r, Sequence& seq0) {
   const std::vector<int32_t>& prompt = r.req.prompt;
   for (int32_t i = 0; i < n; ++i) {
     parent = PrefixCache::chain_key(
-        std::span<const int32_t>(prompt.data() + size_t(i) * size_t(config.block_size), size_t(config.block_size)),
+        std::span<const int32_t>(prompt.data() + size_t(i) * size_t(config.block_size),
+                                 size_t(config.block_size)),
         parent);
     pinned->keys.push_back(parent);
   }
@@ -658,7 +884,9 @@ void Engine::Impl::unpin(uint64_t pin_id) {
 
 void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event) {
   RequestState& r = *seq.request;
-  if (r.req.pin_prompt_blocks && seq.index == 0 && reason != FinishReason::kAbort) pin_prompt(r, seq);
+  if (r.req.pin_prompt_blocks && seq.index == 0 && reason != FinishReason::kAbort)
+    pin_prompt(r, seq);
+  store_finished(seq);
   scheduler.finish(&seq);
   event.finish = reason;
   if (++r.n_finished == r.req.n) {
@@ -673,7 +901,7 @@ void Engine::Impl::abort_request(uint64_t id) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   RequestState& r = *it->second;
-  if (r.importing) {  // its blocks are being written: abort when the fetch has ended
+  if (r.importing || r.disk_loading) {  // its blocks are being written: abort when that has ended
     r.abort_after_import = true;
     return;
   }
@@ -735,7 +963,8 @@ void Engine::Impl::sample_all(std::vector<SampleJob>& jobs, Clock::time_point no
   for (SampleJob& j : jobs) {
     if (j.mask_seconds >= 0) {
       const auto& bounds = EngineStats::kMaskBounds;
-      const size_t b = size_t(std::lower_bound(bounds.begin(), bounds.end(), j.mask_seconds) - bounds.begin());
+      const size_t b =
+          size_t(std::lower_bound(bounds.begin(), bounds.end(), j.mask_seconds) - bounds.begin());
       ++local.structured_mask_buckets[b];
       ++local.structured_masks;
       local.structured_mask_seconds += j.mask_seconds;
@@ -821,6 +1050,7 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
 
 void Engine::Impl::step() {
   const StepPlan& plan = scheduler.schedule();
+  if (disk != nullptr) spill_evicted();  // before copy_blocks and forward write into them
   if (plan.seqs.empty()) return;
   // Waste at peak usage: the mean over the steps that hold the peak number of
   // blocks (the first such step has just opened fresh blocks, the last has
@@ -878,7 +1108,8 @@ void Engine::Impl::step() {
       // Row j holds the logits at position first + j, which score token first + j + 1.
       for (int32_t j = 0; j < n; ++j) {
         const int32_t pos = first + j + 1;
-        if (pos != int32_t(r.prompt_logprobs.size()) + 1 || pos >= seq.num_prompt_tokens()) continue;
+        if (pos != int32_t(r.prompt_logprobs.size()) + 1 || pos >= seq.num_prompt_tokens())
+          continue;
         r.prompt_logprobs.push_back(token_logprob(logits.data() + (row + j) * n_vocab, n_vocab,
                                                   seq.token_at(pos), r.req.prompt_logprobs));
         if (r.req.prompt_logits_sink) {
@@ -916,9 +1147,10 @@ void Engine::Impl::publish_stats() {
   local.kv_residual_steals = kv.n_residual_steals();
   local.prefix_cache_queries = scheduler.n_prefix_cache_queries();
   local.prefix_cache_hits = scheduler.n_prefix_cache_hits();
-  local.prefix_cache_hit_rate = local.prefix_cache_queries == 0
-                                    ? 0.0
-                                    : double(local.prefix_cache_hits) / double(local.prefix_cache_queries);
+  local.prefix_cache_hit_rate =
+      local.prefix_cache_queries == 0
+          ? 0.0
+          : double(local.prefix_cache_hits) / double(local.prefix_cache_queries);
   local.kv_blocks_cached = kv.n_cached_blocks();
   local.kv_pins = int32_t(pins.size());
   local.kv_blocks_pinned = 0;

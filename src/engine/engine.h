@@ -21,6 +21,16 @@
 // condition variable that the engine thread notifies each time it publishes
 // its stats (after every loop iteration), so callers never poll or sleep.
 //
+// Disk tier (EngineConfig::kv_offload_dir, docs/disk-tier.md): a new
+// request whose prompt continues past the pool's prefix hit with blocks on
+// disk holds pool blocks for them and waits outside the scheduler while the
+// tier's I/O thread reads them (other requests keep running; the load's
+// callback wakes this thread); the payloads are then copied in, registered in
+// the prefix cache and the request scheduled, where admission finds them. A
+// finished request's full blocks, and every cached block allocation reuses
+// (before anything overwrites it), are copied out and queued for writing.
+// An abort or shutdown waits for a load in flight before freeing its blocks.
+//
 // Cache control (the /flush_cache and debug endpoints): flush_prefix_cache
 // and cached_block_hashes run on the engine thread between two steps (a
 // task handed over under the engine's mutex, answered through a promise),
@@ -32,21 +42,23 @@
 // anyone else while the engine lives.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/scheduler_policy.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_events.h"
 #include "kv/kv_format.h"
 #include "model/model.h"
@@ -78,6 +90,18 @@ struct EngineConfig {
   int32_t max_num_partial_prefills = 2;      // --max-num-partial-prefills
   // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
   uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
+
+  // The prefix cache's disk tier (kv/disk_tier.h, docs/disk-tier.md): full
+  // blocks are written to kv_offload_dir and a prefix that misses in the pool
+  // but hits there is loaded instead of recomputed. Off when the dir is
+  // empty, when prefix caching is off, for q4/kivi2 (their fp16 residual
+  // rows live outside the blocks) and without a model fingerprint (one log
+  // line says why).
+  std::string kv_offload_dir;                      // --kv-offload-dir
+  uint64_t kv_offload_bytes = 8ull << 30;          // --kv-offload-size
+  bool kv_offload_finished = true;                 // --no-kv-offload-finished turns it off
+  uint64_t model_fingerprint = 0;                  // the disk tier's namespace (gguf_fingerprint)
+  DiskTierTestHooks kv_offload_hooks_for_testing;  // test seams of the tier's threads
 
   // Prefix-cache events (kv/kv_events.h): when set, the engine records every
   // change of the cache's key set and, after each loop iteration that changed
@@ -133,7 +157,8 @@ struct EngineStats {
   double kv_waste_at_peak = 0.0;  // unfilled slots / allocated slots, mean over the steps
                                   // at which the most blocks were in use
   uint64_t n_preemptions = 0;
-  uint64_t kv_integrity_checks = 0;  // KvCache::check_integrity runs (each time the engine goes idle)
+  // KvCache::check_integrity runs (each time the engine goes idle).
+  uint64_t kv_integrity_checks = 0;
   // q4/kivi2: residual-slot claims that had to steal a pinned slot or found
   // none (summed over layers): each makes some reads lossier than the
   // format's definition (kv/kv_quant_kivi.h). 0 in normal operation.
@@ -153,22 +178,33 @@ struct EngineStats {
   double prefix_cache_hit_rate = 0.0;  // hits / queries (0 without queries)
   int32_t kv_blocks_cached = 0;        // full blocks registered in the cache (held or free)
   // Disaggregated prefill/decode (Request::pin_prompt_blocks, kv_import).
-  int32_t kv_pins = 0;                 // prompts pinned for a remote decode worker
-  int32_t kv_blocks_pinned = 0;        // blocks those pins hold
-  uint64_t kv_imports = 0;             // requests with a KvImport taken in
+  int32_t kv_pins = 0;                    // prompts pinned for a remote decode worker
+  int32_t kv_blocks_pinned = 0;           // blocks those pins hold
+  uint64_t kv_imports = 0;                // requests with a KvImport taken in
   uint64_t kv_import_blocks_local = 0;    // of their blocks: found in the prefix cache here
   uint64_t kv_import_blocks_fetched = 0;  // copied from the prefill worker
-  uint64_t kv_import_fallbacks = 0;    // imports computed here instead (pool short, copy failed)
+  uint64_t kv_import_fallbacks = 0;       // imports computed here instead (pool short, copy failed)
   // Structured output (Request::grammar): the time each constrained token
   // spent waiting for and applying its mask, as a histogram with the upper
   // bounds kMaskBounds (+Inf last); rejections: sequences ended because the
   // grammar allowed no token (finish reason stop).
-  static constexpr std::array<double, 10> kMaskBounds = {1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
-                                                         1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2};
+  static constexpr std::array<double, 10> kMaskBounds = {1e-5, 5e-5,   1e-4, 2.5e-4, 5e-4,
+                                                         1e-3, 2.5e-3, 5e-3, 1e-2,   5e-2};
   std::array<uint64_t, kMaskBounds.size() + 1> structured_mask_buckets{};  // not cumulative
   uint64_t structured_masks = 0;
   double structured_mask_seconds = 0.0;  // sum
   uint64_t structured_rejections = 0;
+  // The prefix cache's disk tier (EngineConfig::kv_offload_dir): prompt tokens
+  // and blocks loaded from disk into the pool (they are then also counted in
+  // prefix_cache_hits when the request is admitted), load requests started,
+  // blocks stored (from finished requests, from pool evictions), and the
+  // tier's own counters (filled in by Engine::stats() at the call).
+  uint64_t kv_disk_hit_tokens = 0;
+  uint64_t kv_disk_hit_blocks = 0;
+  uint64_t kv_disk_loads = 0;
+  uint64_t kv_disk_stored_finished = 0;
+  uint64_t kv_disk_stored_evicted = 0;
+  DiskTierStats kv_disk{};
 
   // Fraction of the pool's blocks in use (0 for an empty pool).
   double kv_cache_usage() const {

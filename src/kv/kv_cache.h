@@ -75,7 +75,9 @@ class KvCache {
   int32_t fork(int32_t parent) { return manager_.fork(parent); }
   // A new sequence holding the first n_blocks full blocks of `seq` (a prompt
   // pinned for a remote decode worker; KvCacheManager::share_prefix).
-  int32_t share_prefix(int32_t seq, int32_t n_blocks) { return manager_.share_prefix(seq, n_blocks); }
+  int32_t share_prefix(int32_t seq, int32_t n_blocks) {
+    return manager_.share_prefix(seq, n_blocks);
+  }
   // The first n_computed tokens of t have their K/V written: the table's
   // blocks that are full within them join the prefix cache.
   void commit(int32_t seq, const TokenView& t, int32_t n_computed, std::vector<uint64_t>& keys) {
@@ -107,6 +109,11 @@ class KvCache {
   std::vector<uint64_t> cached_block_keys() const { return manager_.cached_block_keys(); }
   // See PrefixCache::set_event_recorder.
   void set_event_recorder(KvEventRecorder* recorder) { manager_.set_event_recorder(recorder); }
+  // See PrefixCache::set_eviction_sink: the blocks allocation takes back out
+  // of the cache, recorded before anything writes into them.
+  void set_eviction_sink(std::vector<PrefixCache::Evicted>* sink) {
+    manager_.set_eviction_sink(sink);
+  }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { manager_.set_key_mask_for_testing(mask); }
 

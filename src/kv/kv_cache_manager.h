@@ -124,6 +124,10 @@ class KvCacheManager {
   std::vector<uint64_t> cached_block_keys() const { return cache_.keys(); }
   // See PrefixCache::set_event_recorder.
   void set_event_recorder(KvEventRecorder* recorder) { cache_.set_event_recorder(recorder); }
+  // See PrefixCache::set_eviction_sink.
+  void set_eviction_sink(std::vector<PrefixCache::Evicted>* sink) {
+    cache_.set_eviction_sink(sink);
+  }
   // Test hook: see PrefixCache::set_key_mask_for_testing.
   void set_key_mask_for_testing(uint64_t mask) { cache_.set_key_mask_for_testing(mask); }
 

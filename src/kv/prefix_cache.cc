@@ -18,7 +18,8 @@ uint64_t PrefixCache::chain_key(std::span<const int32_t> block_tokens, uint64_t 
   return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size() * sizeof(int32_t), parent);
 }
 
-void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks, std::vector<uint64_t>& keys) const {
+void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks,
+                              std::vector<uint64_t>& keys) const {
   OMNIBUS_CHECK(int64_t(n_blocks) * block_size_ <= t.size());
   std::vector<int32_t> straddling;  // a block split between head and tail
   for (int32_t i = int32_t(keys.size()); i < n_blocks; ++i) {
@@ -57,7 +58,8 @@ int32_t PrefixCache::find(uint64_t key, const TokenView& t, int32_t i, BlockRef 
   return same_tokens(it->second, t, i) ? it->second : -1;
 }
 
-int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int32_t i, BlockRef parent) {
+int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int32_t i,
+                            BlockRef parent) {
   OMNIBUS_CHECK(!meta_[size_t(block)].cached);
   if (!is_valid(parent)) return -1;
   auto it = map_.find(key);
@@ -74,6 +76,7 @@ int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int
   Meta& m = meta_[size_t(block)];
   m.cached = true;
   m.key = key;
+  m.parent_key = parent.block < 0 ? kRootKey : meta_[size_t(parent.block)].key;
   m.parent = parent;
   int32_t* stored = tokens_.data() + size_t(block) * size_t(block_size_);
   for (int32_t j = 0; j < block_size_; ++j) stored[j] = t[i * block_size_ + j];
@@ -81,7 +84,8 @@ int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int
   if (events_ != nullptr) {
     const std::optional<uint64_t> parent_key =
         parent.block < 0 ? std::nullopt : std::optional<uint64_t>(meta_[size_t(parent.block)].key);
-    events_->stored(key, parent_key, std::span<const int32_t>(stored, size_t(block_size_)), block_size_);
+    events_->stored(key, parent_key, std::span<const int32_t>(stored, size_t(block_size_)),
+                    block_size_);
   }
   return block;
 }
@@ -97,7 +101,13 @@ void PrefixCache::unregister(int32_t block) {
 }
 
 void PrefixCache::evict(int32_t block) {
-  if (meta_[size_t(block)].cached) unregister(block);
+  const Meta& m = meta_[size_t(block)];
+  if (m.cached && evicted_ != nullptr) {
+    const int32_t* stored = tokens_.data() + size_t(block) * size_t(block_size_);
+    evicted_->push_back(
+        Evicted{block, m.key, m.parent_key, std::vector<int32_t>(stored, stored + block_size_)});
+  }
+  if (m.cached) unregister(block);
   ++meta_[size_t(block)].generation;
 }
 

@@ -93,8 +93,21 @@ class PrefixCache {
   // REQUIRES: !is_cached(block).
   int32_t insert(int32_t block, uint64_t key, const TokenView& t, int32_t i, BlockRef parent);
 
-  // The pool reuses `block` for new content: drops its entry, if any.
+  // The pool reuses `block` for new content: drops its entry, if any (and,
+  // with an eviction sink set, records it there first).
   void evict(int32_t block);
+
+  // A registered block the pool is about to reuse, as it was registered: what
+  // the disk tier writes before the block's slots are overwritten.
+  struct Evicted {
+    int32_t block = -1;
+    uint64_t key = 0;
+    uint64_t parent_key = 0;      // kRootKey for block 0
+    std::vector<int32_t> tokens;  // [block_size]
+  };
+  // From now on evict() appends every registered block it drops to `sink`
+  // (nullptr: stop). The sink must outlive the cache or be detached first.
+  void set_eviction_sink(std::vector<Evicted>* sink) { evicted_ = sink; }
 
   // Drops every entry (a cache flush). Generations are bumped, so nothing
   // registered before can be a valid parent again. Blocks held by sequences
@@ -120,10 +133,12 @@ class PrefixCache {
     bool cached = false;
     uint32_t generation = 0;  // bumped each time the pool reuses the block
     uint64_t key = 0;
+    uint64_t parent_key = 0;  // the parent's key at registration (kRootKey for block 0)
     BlockRef parent;
   };
   bool is_valid(BlockRef r) const {
-    return r.block < 0 || (meta_[size_t(r.block)].cached && meta_[size_t(r.block)].generation == r.generation);
+    return r.block < 0 ||
+           (meta_[size_t(r.block)].cached && meta_[size_t(r.block)].generation == r.generation);
   }
   bool same_tokens(int32_t block, const TokenView& t, int32_t i) const;
   void unregister(int32_t block);
@@ -132,10 +147,11 @@ class PrefixCache {
   const int32_t block_size_;
 
   uint64_t key_mask_ = ~uint64_t(0);
-  std::vector<Meta> meta_;        // [n_blocks]
-  std::vector<int32_t> tokens_;   // [n_blocks * block_size]: a registered block's tokens
+  std::vector<Meta> meta_;       // [n_blocks]
+  std::vector<int32_t> tokens_;  // [n_blocks * block_size]: a registered block's tokens
   std::unordered_map<uint64_t, int32_t> map_;  // key -> registered block
   KvEventRecorder* events_ = nullptr;          // not owned; nullptr: no events
+  std::vector<Evicted>* evicted_ = nullptr;    // not owned; nullptr: not recorded
 };
 
 }  // namespace omnibus

@@ -300,5 +300,31 @@ TEST(PrefixCache, ClearDropsEveryEntryAndKeysListsThem) {
   m.check_integrity();
 }
 
+// The eviction sink sees each registered block the pool reuses, as it was
+// registered: its key, its parent's key (the root for block 0) and tokens.
+TEST(PrefixCache, EvictionSinkRecordsKeyParentAndTokens) {
+  KvCacheManager m(3, kBlock, true);
+  std::vector<PrefixCache::Evicted> evicted;
+  m.set_eviction_sink(&evicted);
+  const std::vector<int32_t> p = iota_tokens(9, 100);  // 2 full blocks + 1 token
+  const SeqRun a = run(m, p);
+  std::vector<uint64_t> keys;
+  m.extend_keys(view(p), 2, keys);
+  m.free(a.seq);
+  EXPECT_TRUE(evicted.empty());
+  run(m, iota_tokens(9, 500));  // takes all 3 blocks: both cached ones go
+  ASSERT_EQ(evicted.size(), 2u);
+  std::sort(evicted.begin(), evicted.end(),
+            [&](const auto& x, const auto& y) { return x.key == keys[0] && y.key != keys[0]; });
+  EXPECT_EQ(evicted[0].key, keys[0]);
+  EXPECT_EQ(evicted[0].parent_key, PrefixCache::kRootKey);
+  EXPECT_EQ(evicted[0].tokens, iota_tokens(4, 100));
+  EXPECT_EQ(evicted[0].block, a.table[0]);
+  EXPECT_EQ(evicted[1].key, keys[1]);
+  EXPECT_EQ(evicted[1].parent_key, keys[0]);
+  EXPECT_EQ(evicted[1].tokens, iota_tokens(4, 104));
+  EXPECT_EQ(evicted[1].block, a.table[1]);
+}
+
 }  // namespace
 }  // namespace omnibus

@@ -38,7 +38,8 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
                        .kv_residual_steals = 4};
   const std::string t = m.render(st);
   const std::string l = "{model_name=\"smol\\\"lm\"}";
-  EXPECT_NE(t.find("# TYPE omnibus:num_requests_running gauge\nomnibus:num_requests_running" + l + " 3\n"),
+  EXPECT_NE(t.find("# TYPE omnibus:num_requests_running gauge\nomnibus:num_requests_running" + l +
+                   " 3\n"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("omnibus:num_requests_waiting" + l + " 1\n"), std::string::npos);
@@ -49,7 +50,8 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
   EXPECT_NE(t.find("omnibus:generation_tokens_total" + l + " 5\n"), std::string::npos);
   EXPECT_NE(t.find("finished_reason=\"length\"} 2\n"), std::string::npos);
   EXPECT_NE(t.find("# TYPE omnibus:time_to_first_token_seconds histogram"), std::string::npos);
-  EXPECT_NE(t.find("omnibus:time_to_first_token_seconds_count{model_name=\"smol\\\"lm\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:time_to_first_token_seconds_count{model_name=\"smol\\\"lm\"} 1\n"),
+            std::string::npos);
   EXPECT_NE(t.find("omnibus:e2e_request_latency_seconds_count"), std::string::npos);
   EXPECT_NE(t.find("omnibus:request_queue_time_seconds_bucket"), std::string::npos);
   EXPECT_NE(t.find("omnibus:time_per_output_token_seconds_sum"), std::string::npos);
@@ -65,9 +67,42 @@ TEST(ServerMetrics, KvEventCountersOnlyWhenPublishing) {
   EXPECT_NE(t.find("omnibus:kv_events_dropped_total{model_name=\"x\"} 3\n"), std::string::npos);
 }
 
+TEST(ServerMetrics, DiskTierHitsByTierSkipsAndLoadLatency) {
+  ServerMetrics m("x");
+  EngineStats st;
+  st.prefix_cache_hits = 100;
+  st.kv_disk_hit_tokens = 64;
+  st.kv_disk_hit_blocks = 4;
+  st.kv_disk_stored_evicted = 2;
+  st.kv_disk.enabled = true;
+  st.kv_disk.skipped_truncated = 1;
+  st.kv_disk.load_latency_buckets[0] = 3;
+  st.kv_disk.load_latency_buckets.back() = 1;
+  st.kv_disk.load_latency_count = 4;
+  const std::string t = m.render(st);
+  const std::string l = "model_name=\"x\"";
+  EXPECT_NE(t.find("omnibus:prefix_cache_tier_hits_total{" + l + ",tier=\"pool\"} 36\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("omnibus:prefix_cache_tier_hits_total{" + l + ",tier=\"disk\"} 64\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_enabled{" + l + "} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_hit_blocks_total{" + l + "} 4\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_stored_blocks_total{" + l + ",source=\"evicted\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_skipped_files_total{" + l + ",reason=\"truncated\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_load_seconds_bucket{" + l + ",le=\"0.0005\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_load_seconds_bucket{" + l + ",le=\"+Inf\"} 4\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("omnibus:kv_disk_load_seconds_count{" + l + "} 4\n"), std::string::npos);
+}
+
 TEST(ServerMetrics, EmptyPoolReportsZeroUsage) {
   ServerMetrics m("x");
-  EXPECT_NE(m.render(EngineStats{}).find("omnibus:kv_cache_usage_perc{model_name=\"x\"} 0\n"), std::string::npos);
+  EXPECT_NE(m.render(EngineStats{}).find("omnibus:kv_cache_usage_perc{model_name=\"x\"} 0\n"),
+            std::string::npos);
 }
 
 }  // namespace
