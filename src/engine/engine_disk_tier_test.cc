@@ -44,6 +44,14 @@ struct RunResult {
   int32_t n_cached = -1;
 };
 
+// Appends every logits row the engine produces to `logits` (under `mu`).
+void capture_logits(EngineConfig& cfg, std::mutex& mu, std::vector<std::vector<float>>& logits) {
+  cfg.on_logits = [&mu, &logits](uint64_t, int32_t, int32_t, std::span<const float> l) {
+    std::lock_guard<std::mutex> lock(mu);
+    logits.emplace_back(l.begin(), l.end());
+  };
+}
+
 class EngineDiskTier : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,10 +113,7 @@ class EngineDiskTier : public ::testing::Test {
   RunResult run_once(EngineConfig cfg, const Request& req, EngineStats* stats = nullptr) {
     std::mutex mu;
     std::vector<std::vector<float>> logits;
-    cfg.on_logits = [&](uint64_t, int32_t, int32_t, std::span<const float> l) {
-      std::lock_guard<std::mutex> lock(mu);
-      logits.emplace_back(l.begin(), l.end());
-    };
+    capture_logits(cfg, mu, logits);
     auto engine = Engine::create(*model_, cfg);
     EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
     RunResult r = run_on(**engine, mu, logits, req);
@@ -218,10 +223,7 @@ TEST_F(EngineDiskTier, PoolEvictionsAreWrittenAndLoadedBack) {
   {
     std::mutex mu;
     std::vector<std::vector<float>> logits;
-    cfg.on_logits = [&](uint64_t, int32_t, int32_t, std::span<const float> l) {
-      std::lock_guard<std::mutex> lock(mu);
-      logits.emplace_back(l.begin(), l.end());
-    };
+    capture_logits(cfg, mu, logits);
     auto engine = Engine::create(*model_, cfg);
     ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
     first = run_on(**engine, mu, logits, a);
