@@ -96,6 +96,7 @@ struct Engine::Impl {
   void end_disk_load(uint64_t id);
   void store_finished(Sequence& seq);
   void spill_evicted();
+  bool store_block(DiskBlock b, int32_t block);
   void start_import(RequestState& r);
   void end_import(uint64_t id, bool ok);
   void pin_prompt(RequestState& r, Sequence& seq0);
@@ -172,6 +173,18 @@ struct Engine::Impl {
 };
 
 namespace {
+
+// The tokens of block b of `seq` (block_size bs).
+std::vector<int32_t> block_tokens(const Sequence& seq, int32_t b, int32_t bs) {
+  std::vector<int32_t> t(static_cast<size_t>(bs));
+  for (int32_t j = 0; j < bs; ++j) t[size_t(j)] = seq.token_at(b * bs + j);
+  return t;
+}
+
+// The hash-chain key block b continues from (kRootKey for block 0).
+uint64_t parent_key(std::span<const uint64_t> keys, int32_t b) {
+  return b == 0 ? PrefixCache::kRootKey : keys[size_t(b - 1)];
+}
 
 // The disk tier the config asks for, or null (with a log line when it was
 // asked for but cannot work with this cache).
@@ -618,9 +631,8 @@ bool Engine::Impl::start_disk_load(RequestState& r) {
     const int32_t b = n_local + i;
     DiskLoadItem& it = items[size_t(i)];
     it.key = keys[size_t(b)];
-    it.parent = b == 0 ? PrefixCache::kRootKey : keys[size_t(b - 1)];
-    it.tokens.resize(size_t(bs));
-    for (int32_t j = 0; j < bs; ++j) it.tokens[size_t(j)] = seq.token_at(b * bs + j);
+    it.parent = parent_key(keys, b);
+    it.tokens = block_tokens(seq, b, bs);
   }
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -678,18 +690,11 @@ void Engine::Impl::store_finished(Sequence& seq) {
   std::vector<uint64_t>& keys = seq.block_keys;
   kv.extend_keys(seq.tokens(), n_full, keys);
   const std::span<const int32_t> table = kv.block_table(seq.kv_seq);
-  const size_t payload = kv_block_payload_bytes(kv.storage());
   for (int32_t i = 0; i < n_full; ++i) {
     const uint64_t key = keys[size_t(i)];
     if (disk->contains(key)) continue;
-    DiskBlock b;
-    b.key = key;
-    b.parent = i == 0 ? PrefixCache::kRootKey : keys[size_t(i - 1)];
-    b.tokens.resize(size_t(bs));
-    for (int32_t j = 0; j < bs; ++j) b.tokens[size_t(j)] = seq.token_at(i * bs + j);
-    b.payload.resize(payload);
-    gather_kv_block(kv.storage(), table[size_t(i)], b.payload);
-    if (disk->store(std::move(b))) ++local.kv_disk_stored_finished;
+    DiskBlock b{key, parent_key(keys, i), block_tokens(seq, i, bs), {}};
+    if (store_block(std::move(b), table[size_t(i)])) ++local.kv_disk_stored_finished;
   }
 }
 
@@ -698,18 +703,20 @@ void Engine::Impl::store_finished(Sequence& seq) {
 // unless it holds them already.
 void Engine::Impl::spill_evicted() {
   if (evicted.empty()) return;
-  const size_t payload = kv_block_payload_bytes(kv.storage());
   for (PrefixCache::Evicted& e : evicted) {
     if (disk->contains(e.key)) continue;
-    DiskBlock b;
-    b.key = e.key;
-    b.parent = e.parent_key;
-    b.tokens = std::move(e.tokens);
-    b.payload.resize(payload);
-    gather_kv_block(kv.storage(), e.block, b.payload);
-    if (disk->store(std::move(b))) ++local.kv_disk_stored_evicted;
+    DiskBlock b{e.key, e.parent_key, std::move(e.tokens), {}};
+    if (store_block(std::move(b), e.block)) ++local.kv_disk_stored_evicted;
   }
   evicted.clear();
+}
+
+// Gathers pool block `block`'s K/V into b's payload and queues b for the
+// disk tier's writer; false when the tier did not take it.
+bool Engine::Impl::store_block(DiskBlock b, int32_t block) {
+  b.payload.resize(kv_block_payload_bytes(kv.storage()));
+  gather_kv_block(kv.storage(), block, b.payload);
+  return disk->store(std::move(b));
 }
 
 // Matches the prompt's importable blocks against the prefix cache and fetches

@@ -83,7 +83,7 @@ int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int
   map_.emplace(key, block);
   if (events_ != nullptr) {
     const std::optional<uint64_t> parent_key =
-        parent.block < 0 ? std::nullopt : std::optional<uint64_t>(meta_[size_t(parent.block)].key);
+        parent.block < 0 ? std::nullopt : std::optional<uint64_t>(m.parent_key);
     events_->stored(key, parent_key, std::span<const int32_t>(stored, size_t(block_size_)),
                     block_size_);
   }
