@@ -212,6 +212,8 @@ int run_serve(const ServeOptions& o) {
 
   StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
   if (!cfg.is_ok()) return fail(cfg.status());
+  // A prefill or decode worker moves blocks of every layer to its peers.
+  if (o.kv_role != "both") cfg->sliding_window_kv = false;
   int kv_events_exit = 0;
   // Outlives the engine, whose thread calls it (declared before it).
   std::unique_ptr<KvEventPublisher> kv_events = open_kv_events(o, *cfg, kv_events_exit);
@@ -274,7 +276,11 @@ int run_serve(const ServeOptions& o) {
   const server::KvRole role = o.kv_role == "prefill"  ? server::KvRole::kPrefill
                               : o.kv_role == "decode" ? server::KvRole::kDecode
                                                       : server::KvRole::kBoth;
-  if (StatusOr<std::unique_ptr<server::KvTransferService>> svc = start_kv_transfer(o, role, m->path, **engine);
+  if ((*engine)->info().kv_layer_groups > 1) {
+    // Role both: the sliding-window layers' blocks are not where a peer would
+    // read them. --no-sliding-window-kv brings the transfer service back.
+    fmt::print(stderr, "omnibus serve: KV transfer disabled: sliding-window KV is on\n");
+  } else if (StatusOr<std::unique_ptr<server::KvTransferService>> svc = start_kv_transfer(o, role, m->path, **engine);
       svc.is_ok()) {
     kv_transfer = std::move(*svc);
     backend.kv_transfer = kv_transfer.get();

@@ -13,6 +13,7 @@ namespace {
 Status set_kv_format(const EngineFlags& f, EngineConfig& cfg) {
   OMNIBUS_ASSIGN_OR_RETURN(cfg.kv_format, parse_kv_format(f.kv_dtype));
   cfg.kv_residual_blocks = f.kv_residual_blocks;
+  cfg.sliding_window_kv = !f.no_sliding_window_kv;
   return Status::ok();
 }
 
@@ -32,6 +33,9 @@ void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {
                  "(KIVI's residual window; -1 = the format's default: kivi2 1, q4 0)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 64));
+  cmd.add_flag("--no-sliding-window-kv", f.no_sliding_window_kv,
+               "Keep every token's K/V in the sliding-window layers too (Gemma 3), as without "
+               "sliding-window KV; by default those layers free the blocks that left every window");
 }
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {

@@ -33,6 +33,7 @@ struct EngineFlags {
   std::string kv_cache_memory;           // --kv-cache-memory; "": from the available memory
   std::string kv_dtype = "f16";          // --kv-cache-dtype
   int kv_residual_blocks = -1;           // --kv-residual-blocks; -1: the format's default
+  bool no_sliding_window_kv = false;     // --no-sliding-window-kv
   bool no_prefix_caching = false;        // --no-prefix-caching
   std::string scheduling_policy = "cache-aware";  // --scheduling-policy
   std::string kv_offload_dir;                     // --kv-offload-dir; "": no disk tier
@@ -42,7 +43,7 @@ struct EngineFlags {
 
 // -m,--model and -t,--threads.
 void add_model_flags(CLI::App& cmd, ModelFlags& f);
-// --kv-cache-dtype and --kv-residual-blocks.
+// --kv-cache-dtype, --kv-residual-blocks and --no-sliding-window-kv.
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
 // Every engine flag: --max-num-seqs, --max-num-batched-tokens, --block-size,
 // --kv-cache-memory, --max-model-len, the KV format flags,

@@ -17,6 +17,7 @@
 #include "kv/kv_block_io.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_cache_size.h"
+#include "kv/kv_layer_groups.h"
 #include "kv/kv_storage.h"
 #include "util/check.h"
 
@@ -186,6 +187,56 @@ uint64_t parent_key(std::span<const uint64_t> keys, int32_t b) {
   return b == 0 ? PrefixCache::kRootKey : keys[size_t(b - 1)];
 }
 
+// The layer groups of the pool: hybrid for a model with sliding-window layers
+// that reads them through their own tables (a log line when the config asks
+// for it but it cannot be used), uniform otherwise.
+KvLayerGroups kv_layer_groups(const Model& model, const EngineConfig& config) {
+  const ModelConfig& mc = model.config();
+  const KvLayerGroups uniform = KvLayerGroups::uniform(mc.n_layer);
+  if (!config.sliding_window_kv || mc.sliding_window <= 0 || !model.supports_sliding_window_kv()) {
+    return uniform;
+  }
+  std::vector<bool> is_swa(size_t(mc.n_layer));
+  for (int il = 0; il < mc.n_layer; ++il) is_swa[size_t(il)] = mc.is_swa_layer(il);
+  KvLayerGroups groups = KvLayerGroups::hybrid(is_swa, mc.sliding_window);
+  if (!groups.is_hybrid()) return groups;
+  const char* why = nullptr;
+  if (kv_has_residual(config.kv_format)) {
+    why = "q4 and kivi2 keep fp16 residual slots per layer for each running sequence";
+  } else if (!config.kv_offload_dir.empty()) {
+    why = "the disk tier stores blocks of every layer";
+  }
+  if (why != nullptr) {
+    if (config.log_startup) {
+      fmt::print(stderr, "sliding-window KV: off ({}); every layer keeps every token\n", why);
+    }
+    return uniform;
+  }
+  return groups;
+}
+
+// The start-up line of a hybrid pool: its groups, and what a sequence of
+// max_model_len costs against the uniform layout.
+void log_sliding_window_kv(const KvLayerGroups& groups, const KvGeometry& g, int n_layers,
+                           int64_t n_blocks, int32_t max_model_len) {
+  const int64_t hybrid = groups.blocks_per_seq(max_model_len, g.block_size);
+  const size_t block_bytes = g.bytes_per_block();
+  const size_t layer_block_bytes = block_bytes / size_t(g.n_layers);
+  // The uniform layout: every layer holds every block of the sequence.
+  const int64_t full_blocks = (int64_t(max_model_len) + g.block_size - 1) / g.block_size;
+  const double seq_mib = double(hybrid) * double(block_bytes) / (1 << 20);
+  const double full_mib =
+      double(full_blocks) * double(n_layers) * double(layer_block_bytes) / (1 << 20);
+  const int64_t pool_layer_blocks = n_blocks * g.n_layers;
+  fmt::print(stderr,
+             "sliding-window KV: {} layer groups of {} layers (window {}): a sequence of max "
+             "model len {} holds {:.1f} MiB ({:.0f}% of {:.1f} MiB); the pool fits {} such "
+             "sequences ({} without)\n",
+             groups.n_groups(), groups.n_tensors(), groups.window(1), max_model_len, seq_mib,
+             100.0 * seq_mib / full_mib, full_mib, n_blocks / std::max<int64_t>(hybrid, 1),
+             pool_layer_blocks / std::max<int64_t>(full_blocks * n_layers, 1));
+}
+
 // The disk tier the config asks for, or null (with a log line when it was
 // asked for but cannot work with this cache).
 std::unique_ptr<DiskTier> make_disk_tier(const EngineConfig& config, KvCache& kv) {
@@ -257,20 +308,27 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   const ModelConfig& mc = model.config();
   KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_format);
   geometry.kv_residual_blocks = config.kv_residual_blocks;
+  KvLayerGroups groups = kv_layer_groups(model, config);
+  geometry.n_layers = groups.n_tensors();
   KvCacheLimits limits;
   limits.kv_cache_bytes = config.kv_cache_bytes;
   limits.max_num_seqs = config.max_num_seqs;
   limits.max_model_len = config.max_model_len;
   limits.n_ctx_train = mc.n_ctx_train;
   limits.allow_beyond_n_ctx_train = config.allow_long_max_model_len;
+  limits.groups = groups.is_hybrid() ? &groups : nullptr;
   OMNIBUS_ASSIGN_OR_RETURN(const KvCachePlan plan, plan_kv_cache(geometry, limits));
   config.max_num_seqs = plan.max_num_seqs;
   const int64_t n_blocks = plan.n_blocks;
   const int64_t pool_tokens = n_blocks * config.block_size;
   const int32_t max_model_len = plan.max_model_len;
   model.set_max_context(max_model_len);
+  if (config.log_startup && groups.is_hybrid()) {
+    log_sliding_window_kv(groups, plan.geometry, mc.n_layer, n_blocks, max_model_len);
+  }
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
-                           KvCache::create(plan.geometry, n_blocks, config.enable_prefix_caching));
+                           KvCache::create(plan.geometry, n_blocks, config.enable_prefix_caching,
+                                           std::move(groups)));
   EngineInfo info;
   info.n_blocks = int32_t(n_blocks);
   info.block_size = config.block_size;
@@ -278,16 +336,24 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.max_model_len = max_model_len;
   info.max_num_seqs = config.max_num_seqs;
   info.max_num_batched_tokens = config.max_num_batched_tokens;
+  info.kv_layer_groups = cache->n_groups();
   info.kv_format = config.kv_format;
   info.n_vocab = mc.n_vocab;
   info.prefix_caching = config.enable_prefix_caching;
   info.scheduling_policy = config.scheduling_policy;
   if (config.log_startup) {
+    // With sliding-window KV a block holds one layer group's K/V, not all layers'.
+    const std::string blocks =
+        info.kv_layer_groups > 1
+            ? fmt::format("{} blocks of {} tokens x {} of {} layers", info.n_blocks,
+                          info.block_size, plan.geometry.n_layers, mc.n_layer)
+            : fmt::format("{} blocks of {} tokens = {} tokens", info.n_blocks, info.block_size,
+                          pool_tokens);
     fmt::print(stderr,
-               "kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}; reserved, resident "
+               "kv cache: {}, {:.1f} MiB ({}; reserved, resident "
                "as used); max model len {}; "
                "max seqs {}; prefix caching {}, scheduling {}\n",
-               info.n_blocks, info.block_size, pool_tokens, double(info.kv_cache_bytes) / (1 << 20),
+               blocks, double(info.kv_cache_bytes) / (1 << 20),
                kv_format_name(config.kv_format), max_model_len, info.max_num_seqs,
                info.prefix_caching ? "on" : "off", scheduling_policy_name(info.scheduling_policy));
   }
@@ -1086,6 +1152,9 @@ void Engine::Impl::step() {
     const std::span<const int32_t> table = kv.block_table(seq.kv_seq);
     step_seq.block_table = table.data();
     step_seq.n_blocks = int32_t(table.size());
+    for (int32_t g = 1; g < kv.n_groups(); ++g) {
+      batch.group_tables.push_back(kv.block_table(seq.kv_seq, g).data());
+    }
     // Prompt logprobs need the rows of prompt positions not yet scored.
     step_seq.all_logits = r.req.prompt_logprobs >= 0 && seq.index == 0 &&
                           int32_t(r.prompt_logprobs.size()) < seq.num_prompt_tokens() - 1 &&
@@ -1107,8 +1176,10 @@ void Engine::Impl::step() {
     const int32_t first = seq.num_computed_tokens;
     seq.num_computed_tokens += n;
     OMNIBUS_DCHECK(kv.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
-    // Blocks that just became full (K/V written) join the prefix cache.
+    // Blocks that just became full (K/V written) join the prefix cache; then
+    // the sliding-window groups let go of what no later token can see.
     kv.commit(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
+    kv.slide(seq.kv_seq, seq.num_computed_tokens);
     RequestState& r = *seq.request;
     const int64_t n_rows = batch.seqs[i].all_logits ? n : 1;
     if (batch.seqs[i].all_logits) {

@@ -80,6 +80,13 @@ struct EngineConfig {
   std::vector<int32_t> eog_ids;         // end-of-generation ids (Tokenizer::eog_ids())
   bool log_startup = true;              // print the pool size on stderr at creation
   bool enable_prefix_caching = true;    // --no-prefix-caching turns it off
+  // Sliding-window KV (kv/kv_layer_groups.h): a model with sliding-window
+  // layers keeps, in those layers, only the blocks some token's window still
+  // covers. --no-sliding-window-kv turns it off (every layer keeps every
+  // token, as before). Also off, with a log line, for q4/kivi2 and with the
+  // disk tier; the server turns it off for disaggregated roles (whose
+  // transfers move every layer of a block).
+  bool sliding_window_kv = true;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kCacheAware;  // --scheduling-policy
   int32_t max_wait_steps = 64;  // cache-aware: aging, in engine steps
   // Fair prefill (engine/scheduler.h): prompts with more tokens left than the
@@ -138,6 +145,7 @@ struct EngineInfo {
   int32_t max_model_len = 0;
   int32_t max_num_seqs = 0;  // --max-num-seqs, or fewer (q4/kivi2: the residual slots)
   int32_t max_num_batched_tokens = 0;
+  int32_t kv_layer_groups = 1;  // > 1: sliding-window KV (kv/kv_layer_groups.h)
   KvFormat kv_format = KvFormat::kF16;
   int32_t n_vocab = 0;
   bool prefix_caching = false;

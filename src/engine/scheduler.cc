@@ -247,7 +247,6 @@ const StepPlan& Scheduler::schedule() {
 }
 
 void Scheduler::top_up_prefills(int32_t watermark) {
-  const int32_t bs = kv_.block_size();
   for (ScheduledSeq& e : plan_.seqs) {
     if (budget_ == 0) return;
     Sequence* seq = e.seq;
@@ -255,9 +254,7 @@ void Scheduler::top_up_prefills(int32_t watermark) {
     const int32_t left = seq->num_tokens() - seq->num_computed_tokens - e.n_tokens;
     if (left <= 0) continue;
     // Never preempt, nor dip below the watermark, for a top-up.
-    const int32_t held = kv_.n_tokens(seq->kv_seq);
-    const int32_t spare_blocks = kv_.n_free_blocks() - watermark;
-    const int32_t room = (held + bs - 1) / bs * bs - held + std::max(spare_blocks, 0) * bs;
+    const int32_t room = kv_.max_new_slots(seq->kv_seq, std::max(kv_.n_free_blocks() - watermark, 0));
     const int32_t extra = std::min({left, budget_, room});
     if (extra <= 0 || !kv_.allocate_slots(seq->kv_seq, extra, plan_.copies)) continue;
     e.n_tokens += extra;

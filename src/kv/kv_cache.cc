@@ -1,21 +1,34 @@
 #include "kv/kv_cache.h"
 
 #include <utility>
+#include <vector>
 
 #include "util/check.h"
 
 namespace omnibus {
 
+namespace {
+
+std::vector<int32_t> group_windows(const KvLayerGroups& groups) {
+  std::vector<int32_t> w;
+  for (int g = 0; g < groups.n_groups(); ++g) w.push_back(groups.window(g));
+  return w;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<KvCache>> KvCache::create(const KvGeometry& g, int64_t n_blocks,
-                                                   bool enable_prefix_caching) {
-  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage, KvStorage::create(g, n_blocks));
+                                                   bool enable_prefix_caching,
+                                                   KvLayerGroups groups) {
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvStorage> storage,
+                           KvStorage::create(g, n_blocks, std::move(groups)));
   return std::unique_ptr<KvCache>(new KvCache(std::move(storage), enable_prefix_caching));
 }
 
 KvCache::KvCache(std::unique_ptr<KvStorage> storage, bool enable_prefix_caching)
     : storage_(std::move(storage)),
       manager_(int32_t(storage_->n_blocks()), storage_->geometry().block_size,
-               enable_prefix_caching),
+               enable_prefix_caching, group_windows(storage_->groups())),
       has_residual_(kv_has_residual(storage_->geometry().format)),
       residual_blocks_(storage_->geometry().residual_blocks()) {
   if (has_residual_) freed_.reserve(size_t(storage_->n_blocks()));  // free() never allocates
@@ -43,6 +56,16 @@ int32_t KvCache::allocate_new(const PrefixMatch& m, int32_t n_new, int32_t keep_
 void KvCache::free(int32_t seq) {
   freed_.clear();
   manager_.free(seq, has_residual_ ? &freed_ : nullptr);
+  release_residuals();
+}
+
+void KvCache::slide(int32_t seq, int32_t n_computed) {
+  freed_.clear();
+  manager_.slide(seq, n_computed, has_residual_ ? &freed_ : nullptr);
+  release_residuals();
+}
+
+void KvCache::release_residuals() {
   for (int32_t b : freed_) storage_->release_residual(b);
 }
 

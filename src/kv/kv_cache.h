@@ -14,7 +14,11 @@
 //   free            a finished or preempted sequence's blocks
 // The engine adds, per step: copy_blocks (the plan's copy-on-write),
 // block_table (the model batch), commit (register the blocks that became
-// full into the prefix cache), and fork (parallel sampling, n > 1).
+// full into the prefix cache), slide (sliding-window groups let go of what
+// left every window), and fork (parallel sampling, n > 1).
+//
+// Layer groups (kv/kv_layer_groups.h, sliding-window KV): every call covers
+// all groups; block_table(seq, g) is group g's table.
 //
 //   a sequence:   [ cached (matched) | computed | this step's slots | ... ]
 //                   match_prefix       commit      allocate_*
@@ -40,9 +44,11 @@ namespace omnibus {
 
 class KvCache {
  public:
+  // groups: see KvStorage::create (none given: uniform).
   // REQUIRES: n_blocks >= 1 (see plan_kv_cache, kv/kv_cache_size.h).
   static StatusOr<std::unique_ptr<KvCache>> create(const KvGeometry& g, int64_t n_blocks,
-                                                   bool enable_prefix_caching);
+                                                   bool enable_prefix_caching,
+                                                   KvLayerGroups groups = {});
 
   // --- the scheduler's calls ---
   // The longest cached run of t's full blocks, at most max_blocks, that a new
@@ -83,7 +89,17 @@ class KvCache {
   void commit(int32_t seq, const TokenView& t, int32_t n_computed, std::vector<uint64_t>& keys) {
     manager_.cache_full_blocks(seq, t, n_computed, keys);
   }
+  // After commit: the sliding groups let go of the blocks no token from
+  // n_computed on can see (KvCacheManager::slide). No-op with one group.
+  void slide(int32_t seq, int32_t n_computed);
+  // Group 0's table (the only one without sliding-window KV).
   std::span<const int32_t> block_table(int32_t seq) const { return manager_.block_table(seq); }
+  std::span<const int32_t> block_table(int32_t seq, int32_t group) const {
+    return manager_.block_table(seq, group);
+  }
+  int32_t n_groups() const { return manager_.n_groups(); }
+  // Slots `seq` can grow by with `spare` free blocks (KvCacheManager::max_new_slots).
+  int32_t max_new_slots(int32_t seq, int32_t spare) const { return manager_.max_new_slots(seq, spare); }
   KvStorage& storage() { return *storage_; }
 
   // --- queries ---
@@ -122,6 +138,7 @@ class KvCache {
 
  private:
   KvCache(std::unique_ptr<KvStorage> storage, bool enable_prefix_caching);
+  void release_residuals();  // of the blocks in freed_
 
   std::unique_ptr<KvStorage> storage_;
   KvCacheManager manager_;

@@ -118,12 +118,16 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
     // More than every sequence at full context can never be used.
     const int64_t n_ctx =
         std::max<int64_t>(limits.n_ctx_train > 0 ? limits.n_ctx_train : 4096, limits.max_model_len);
-    n_blocks = std::min(n_blocks,
-                        int64_t(plan.max_num_seqs) * ((n_ctx + g.block_size - 1) / g.block_size));
+    const int64_t seq_blocks = limits.groups != nullptr
+                                   ? limits.groups->blocks_per_seq(n_ctx, g.block_size)
+                                   : (n_ctx + g.block_size - 1) / g.block_size;
+    n_blocks = std::min(n_blocks, int64_t(plan.max_num_seqs) * seq_blocks);
   }
   n_blocks = std::min<int64_t>(n_blocks, std::numeric_limits<int32_t>::max() / g.block_size);
   plan.n_blocks = n_blocks;
-  const int64_t pool_tokens = n_blocks * g.block_size;
+  const int64_t pool_tokens = limits.groups != nullptr
+                                 ? limits.groups->max_seq_tokens(n_blocks, g.block_size)
+                                 : n_blocks * g.block_size;
   if (limits.max_model_len > 0) {
     if (limits.n_ctx_train > 0 && limits.max_model_len > limits.n_ctx_train &&
         !limits.allow_beyond_n_ctx_train) {

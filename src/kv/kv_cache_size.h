@@ -37,6 +37,10 @@ struct KvCacheLimits {
   int32_t max_model_len = 0;   // --max-model-len; 0: n_ctx_train capped to the pool
   int32_t n_ctx_train = 0;     // the model's training context; 0: unknown
   bool allow_beyond_n_ctx_train = false;  // max_model_len may exceed n_ctx_train
+  // Sliding-window KV (kv/kv_layer_groups.h): a sequence holds
+  // groups->blocks_per_seq blocks rather than one per block_size tokens.
+  // nullptr: the uniform layout. Must outlive the plan_kv_cache call.
+  const KvLayerGroups* groups = nullptr;
 };
 
 // The sized cache. Constant after Engine creation.
@@ -63,6 +67,8 @@ struct KvCachePlan {
 //     (fixed_bytes) fit.
 //   - the default budget: as many blocks as fit, but no more than every
 //     sequence at full context (n_ctx_train, or 4096 when unknown) can use.
+//   - the context: what one sequence can hold (KvLayerGroups::max_seq_tokens
+//     with sliding-window KV; n_blocks * block_size without).
 // kInvalidArgument (naming the flag) when kv_cache_bytes is less than one
 // block, max_model_len exceeds n_ctx_train or the pool, or
 // kv_residual_blocks < -1.

@@ -40,12 +40,22 @@ size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
   return size_t(residual_slots(n_blocks)) * residual_slot_bytes() + transfer_bytes();
 }
 
-StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int64_t n_blocks) {
+StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int64_t n_blocks,
+                                                       KvLayerGroups groups) {
   if (g.n_layers <= 0 || g.n_kv_heads <= 0 || g.head_dim <= 0 || g.block_size <= 0) {
     return Status::invalid_argument("KV geometry must be positive (layers {}, kv heads {}, head dim {}, block size {})",
                                     g.n_layers, g.n_kv_heads, g.head_dim, g.block_size);
   }
   if (n_blocks < 1) return Status::invalid_argument("KV cache needs at least one block");
+  if (groups.n_groups() == 0) groups = KvLayerGroups::uniform(g.n_layers);
+  if (groups.n_tensors() != g.n_layers) {
+    return Status::invalid_argument("KV layer groups use {} tensors, the geometry has {}",
+                                    groups.n_tensors(), g.n_layers);
+  }
+  if (groups.is_hybrid() && kv_has_residual(g.format)) {
+    return Status::invalid_argument("sliding-window KV does not support the {} format",
+                                    kv_format_name(g.format));
+  }
   if (!kv_format_supports_head_dim(g.format, g.head_dim)) {
     return Status::invalid_argument("KV cache format {} cannot store head_dim {}",
                                     kv_format_name(g.format), g.head_dim);
@@ -61,7 +71,8 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
   if (mem == MAP_FAILED) {
     return Status::resource_exhausted("cannot allocate {} MiB for the KV cache", n_bytes >> 20);
   }
-  return std::unique_ptr<KvStorage>(new KvStorage(g, n_blocks, mem, blocks_bytes, n_bytes));
+  return std::unique_ptr<KvStorage>(
+      new KvStorage(g, std::move(groups), n_blocks, mem, blocks_bytes, n_bytes));
 }
 
 size_t KvStorage::resident_bytes() const {
@@ -74,8 +85,9 @@ size_t KvStorage::resident_bytes() const {
   return n * page;
 }
 
-KvStorage::KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t blocks_bytes, size_t n_bytes)
-    : geometry_(g), n_blocks_(n_blocks), mem_(mem), blocks_bytes_(blocks_bytes), n_bytes_(n_bytes) {
+KvStorage::KvStorage(const KvGeometry& g, KvLayerGroups groups, int64_t n_blocks, void* mem,
+                     size_t blocks_bytes, size_t n_bytes)
+    : geometry_(g), groups_(std::move(groups)), n_blocks_(n_blocks), mem_(mem), blocks_bytes_(blocks_bytes), n_bytes_(n_bytes) {
   if (g.transfer_slot_bytes() > 0) transfer_used_.assign(size_t(kKvTransferSlots), 0);
   if (kv_has_residual(g.format)) {
     kivi_staging_ = std::make_unique<KiviStaging>();
@@ -100,7 +112,7 @@ size_t KvStorage::v_pool_bytes() const {
          kv_unit_bytes(geometry_.format, geometry_.block_size, geometry_.head_dim).v;
 }
 
-PagedKvLayer KvStorage::layer(int il) const {
+PagedKvLayer KvStorage::tensor(int il) const {
   OMNIBUS_DCHECK(il >= 0 && il < geometry_.n_layers);
   auto* base = static_cast<uint8_t*>(mem_) + size_t(il) * (k_pool_bytes() + v_pool_bytes());
   return PagedKvLayer{geometry_.format,

@@ -15,6 +15,9 @@
 //   blocks and inside region(), kKvTransferSlots transfer slots: staging for
 //   the fp16 window rows of W blocks, so that disaggregated prefill/decode
 //   moves them with the blocks (export_window_rows / import_window_rows).
+// With sliding-window KV (kv/kv_layer_groups.h) the pool has one tensor per
+// layer of a group rather than per model layer: geometry().n_layers is the
+// number of tensors, and layer(il) maps model layer il to its tensor.
 // KvStorage knows nothing about which block belongs to whom: that is the block
 // manager's job (kv/kv_cache_manager.h); KvCache (kv/kv_cache.h) owns both and
 // tells the residual slots when a block is freed. The model only sees block
@@ -32,6 +35,7 @@
 
 #include "kv/attention.h"
 #include "kv/kv_format.h"
+#include "kv/kv_layer_groups.h"
 #include "kv/kv_quant_kivi.h"
 #include "util/status.h"
 
@@ -80,13 +84,19 @@ struct KvGeometry {
 
 class KvStorage {
  public:
-  // Allocates n_blocks blocks (zero-filled). REQUIRES: n_blocks >= 1.
-  static StatusOr<std::unique_ptr<KvStorage>> create(const KvGeometry& g, int64_t n_blocks);
+  // Allocates n_blocks blocks (zero-filled). `groups`: how model layers map
+  // to the g.n_layers tensors (none given: uniform, layer il in tensor il).
+  // kInvalidArgument when groups' tensors are not g.n_layers, or a hybrid
+  // layout has a format with residual slots (q4, kivi2: per tensor, they
+  // are sized for one block per running sequence). REQUIRES: n_blocks >= 1.
+  static StatusOr<std::unique_ptr<KvStorage>> create(const KvGeometry& g, int64_t n_blocks,
+                                                     KvLayerGroups groups = {});
   ~KvStorage();
   KvStorage(const KvStorage&) = delete;
   KvStorage& operator=(const KvStorage&) = delete;
 
   const KvGeometry& geometry() const { return geometry_; }
+  const KvLayerGroups& groups() const { return groups_; }
   int64_t n_blocks() const { return n_blocks_; }
   // Blocks plus fixed_bytes (the KIVI residual window of kivi2 and q4, the
   // transfer slots).
@@ -114,8 +124,11 @@ class KvStorage {
   // KiviResidual::check_integrity of every layer.
   void check_residual_integrity() const;
 
-  // The K/V pools of one layer, as the attention kernels take them.
-  PagedKvLayer layer(int il) const;
+  // The K/V pools of model layer il (its tensor), as the attention kernels
+  // take them.
+  PagedKvLayer layer(int il) const { return tensor(groups_.tensor_of(il)); }
+  // The K/V pools of tensor t (t < geometry().n_layers).
+  PagedKvLayer tensor(int t) const;
 
   // Copies every layer's slots of block `src` into block `dst` (copy-on-write).
   void copy_block(int64_t src, int64_t dst);
@@ -163,11 +176,13 @@ class KvStorage {
   bool import_window_rows(std::span<const int32_t> blocks, int32_t slot);
 
  private:
-  KvStorage(const KvGeometry& g, int64_t n_blocks, void* mem, size_t blocks_bytes, size_t n_bytes);
+  KvStorage(const KvGeometry& g, KvLayerGroups groups, int64_t n_blocks, void* mem,
+            size_t blocks_bytes, size_t n_bytes);
   size_t k_pool_bytes() const;  // bytes of one layer's K pool
   size_t v_pool_bytes() const;  // bytes of one layer's V pool
 
   const KvGeometry geometry_;
+  const KvLayerGroups groups_;
   const int64_t n_blocks_;
   void* const mem_;
   const size_t blocks_bytes_;  // the blocks, at the start of mem_

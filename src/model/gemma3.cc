@@ -48,6 +48,8 @@ class Gemma3Model final : public DecoderModel<Gemma3Layer> {
     return Status::ok();
   }
 
+  bool supports_sliding_window_kv() const override { return true; }
+
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
     ForwardBuffers& b = buf_;
@@ -55,9 +57,21 @@ class Gemma3Model final : public DecoderModel<Gemma3Layer> {
     const int64_t n_tok = batch.n_tokens();
     const int n_seqs = int(batch.seqs.size());
     check_step(c, batch, kv);
-    // Sliding-window layers see the same sequences through a window.
+    // Sliding-window layers see the same sequences through a window: through
+    // group 0's tables in the uniform layout, through their own group's in
+    // the hybrid one (kv/kv_layer_groups.h).
     attn_seqs_swa_.assign(b.attn_seqs.begin(), b.attn_seqs.end());
     for (AttentionSeq& s : attn_seqs_swa_) s.sliding_window = c.sliding_window;
+    const KvLayerGroups& groups = kv.groups();
+    const size_t n_slide = size_t(groups.n_groups() - 1);
+    group_seqs_.resize(n_slide);
+    for (size_t g = 0; g < n_slide; ++g) {
+      OMNIBUS_CHECK(groups.window(int(g + 1)) == c.sliding_window);
+      group_seqs_[g].assign(attn_seqs_swa_.begin(), attn_seqs_swa_.end());
+      for (size_t s = 0; s < size_t(n_seqs); ++s) {
+        group_seqs_[g][s].block_table = batch.group_tables[s * n_slide + g];
+      }
+    }
 
     embed_tokens(embd_, c, batch, b.x.data());  // x: [n_tok, n_embd]
     scale_inplace(b.x.data(), std::sqrt(float(c.n_embd)), n_tok * c.n_embd);
@@ -65,8 +79,12 @@ class Gemma3Model final : public DecoderModel<Gemma3Layer> {
     const AttentionParams attn_params{c.n_head, c.n_head_kv, c.head_dim, c.query_scale()};
     for (int il = 0; il < c.n_layer; ++il) {
       const Gemma3Layer& l = layers_[size_t(il)];
+      const int group = groups.group_of(il);
+      OMNIBUS_DCHECK(group == 0 || l.sliding);
       const AttentionStep attn{l.sliding ? &rope_local_ : &rope_global_,
-                               l.sliding ? attn_seqs_swa_.data() : b.attn_seqs.data(),
+                               group > 0   ? group_seqs_[size_t(group - 1)].data()
+                               : l.sliding ? attn_seqs_swa_.data()
+                                           : b.attn_seqs.data(),
                                n_seqs,
                                attn_params,
                                l.q_norm,
@@ -91,6 +109,8 @@ class Gemma3Model final : public DecoderModel<Gemma3Layer> {
   RopeParams rope_global_;
   RopeParams rope_local_;
   std::vector<AttentionSeq> attn_seqs_swa_;  // [n_seqs] b.attn_seqs with the window set
+  // [n_groups - 1][n_seqs]: attn_seqs_swa_ through each sliding group's tables
+  std::vector<std::vector<AttentionSeq>> group_seqs_;
 };
 
 }  // namespace

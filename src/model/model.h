@@ -53,6 +53,10 @@ class Model {
   // called, the model assumes its training context. Not thread-safe with
   // forward().
   virtual void set_max_context(int32_t /*n_ctx*/) {}
+  // Whether forward() reads the sliding-window layers' K/V through their own
+  // layer groups' tables (StepBatch::group_tables) when the storage has
+  // them (kv/kv_layer_groups.h); models that do not keep the uniform layout.
+  virtual bool supports_sliding_window_kv() const { return false; }
 
   // The pool forward() runs its kernels on, lent to the caller (the engine
   // thread) for its own data-parallel work between steps, e.g. sampling the

@@ -27,10 +27,15 @@ struct StepSeq {
 struct StepBatch {
   std::vector<int32_t> tokens;
   std::vector<StepSeq> seqs;
+  // Sliding-window KV (kv/kv_layer_groups.h): the tables of layer groups
+  // 1 .. n_groups - 1, sequence after sequence ([n_seqs][n_groups - 1]);
+  // group 0's is StepSeq::block_table. Empty with one group.
+  std::vector<const int32_t*> group_tables;
 
   void clear() {
     tokens.clear();
     seqs.clear();
+    group_tables.clear();
   }
   int64_t n_tokens() const { return int64_t(tokens.size()); }
   // Rows of logits forward() returns: n_tokens for all_logits sequences, else 1.

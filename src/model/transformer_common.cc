@@ -136,11 +136,13 @@ void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActiva
 }
 
 void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {
-  OMNIBUS_CHECK(kv.geometry().n_layers == c.n_layer && kv.geometry().head_dim == c.head_dim &&
+  OMNIBUS_CHECK(kv.groups().n_layers() == c.n_layer && kv.geometry().head_dim == c.head_dim &&
                 kv.geometry().n_kv_heads == c.n_head_kv);
   for (const StepSeq& s : batch.seqs) {
     OMNIBUS_CHECK(int64_t(s.n_blocks) * kv.geometry().block_size >= s.n_past + s.n_tokens);
   }
+  OMNIBUS_CHECK(batch.group_tables.size() ==
+                batch.seqs.size() * size_t(kv.groups().n_groups() - 1));
 }
 
 void embed_tokens(const EmbeddingWeights& e, const ModelConfig& c, const StepBatch& batch,
