@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
+#include <vector>
+
 namespace omnibus {
 namespace {
 
@@ -131,6 +135,233 @@ TEST(KvCacheManagerDeathTest, FreeingTwiceAborts) {
   const int32_t a = m.add_seq();
   m.free(a);
   EXPECT_DEATH(m.free(a), "invariant violated");
+}
+
+}  // namespace
+}  // namespace omnibus
+
+// --- layer groups (sliding-window KV) ---
+
+namespace omnibus {
+namespace {
+
+std::vector<int32_t> table_of(const KvCacheManager& m, int32_t seq, int32_t group) {
+  const std::span<const int32_t> t = m.block_table(seq, group);
+  return std::vector<int32_t>(t.begin(), t.end());
+}
+
+std::vector<int32_t> iota_tokens(int32_t n, int32_t first = 0) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) t[size_t(i)] = first + i;
+  return t;
+}
+
+// A sequence computed over `tokens` in one step: allocate, commit, slide.
+int32_t compute(KvCacheManager& m, const std::vector<int32_t>& tokens) {
+  std::vector<BlockCopy> copies;
+  std::vector<uint64_t> keys;
+  const int32_t s = m.add_seq();
+  EXPECT_TRUE(m.allocate_slots(s, int32_t(tokens.size()), copies));
+  m.cache_full_blocks(s, TokenView{tokens, {}}, int32_t(tokens.size()), keys);
+  m.slide(s, int32_t(tokens.size()));
+  m.check_integrity();
+  return s;
+}
+
+// The blocks a new sequence over `tokens` would start with (match_prefix as
+// the scheduler calls it: at least one token left to compute).
+PrefixMatch match(const KvCacheManager& m, const std::vector<int32_t>& tokens) {
+  PrefixMatch out;
+  std::vector<uint64_t> keys;
+  m.match_prefix(TokenView{tokens, {}}, (int32_t(tokens.size()) - 1) / m.block_size(), keys, out);
+  return out;
+}
+
+TEST(KvCacheManagerGroups, SlidingTablesLetGoOfBlocksOutsideEveryWindow) {
+  KvCacheManager m(32, 4, false, {0, 8, 8});
+  std::vector<BlockCopy> copies;
+  const int32_t s = m.add_seq();
+  ASSERT_EQ(m.num_blocks_needed(s, 14), 3 * 4);
+  ASSERT_TRUE(m.allocate_slots(s, 14, copies));
+  EXPECT_EQ(m.n_used_blocks(), 12);
+  // The next token (14) sees 7..14: block 0 (0..3) is outside, block 1 (4..7) is not.
+  m.slide(s, 14);
+  for (int32_t g : {1, 2}) {
+    const std::vector<int32_t> t = table_of(m, s, g);
+    ASSERT_EQ(t.size(), 4u);
+    EXPECT_EQ(t[0], kNoBlock);
+    for (size_t j = 1; j < 4; ++j) EXPECT_NE(t[j], kNoBlock);
+  }
+  EXPECT_EQ(m.n_used_blocks(), 4 + 3 + 3);
+  m.check_integrity();
+  // Every group's blocks are its own.
+  std::vector<int32_t> all;
+  for (int32_t g = 0; g < 3; ++g) {
+    for (int32_t b : table_of(m, s, g)) {
+      if (b != kNoBlock) all.push_back(b);
+    }
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
+
+  ASSERT_TRUE(m.allocate_slots(s, 1, copies));  // token 14 (block 3 has room)
+  EXPECT_EQ(m.n_used_blocks(), 10);
+  m.slide(s, 15);  // token 15 sees 8..15: block 1 goes
+  EXPECT_EQ(table_of(m, s, 1)[1], kNoBlock);
+  EXPECT_EQ(m.n_used_blocks(), 4 + 2 + 2);
+  // Sliding again to the same point changes nothing.
+  m.slide(s, 15);
+  EXPECT_EQ(m.n_used_blocks(), 8);
+  m.check_integrity();
+  m.free(s);
+  EXPECT_EQ(m.n_free_blocks(), 32);
+  m.check_integrity();
+}
+
+TEST(KvCacheManagerGroups, GrowthCountsEveryGroup) {
+  KvCacheManager m(32, 4, false, {0, 8, 8});
+  std::vector<BlockCopy> copies;
+  const int32_t s = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(s, 5, copies));  // 2 blocks per group, 3 slots open
+  EXPECT_EQ(m.num_blocks_needed(s, 3), 0);
+  EXPECT_EQ(m.num_blocks_needed(s, 4), 3);
+  EXPECT_EQ(m.max_new_slots(s, 5), 3 + 4);  // a new block position costs 3 blocks
+  EXPECT_EQ(m.max_new_slots(s, 2), 3);
+  EXPECT_DOUBLE_EQ(m.n_unfilled_slots(), 3.0 * 3);
+}
+
+TEST(KvCacheManagerGroups, ForkCopiesOnWriteInEveryGroup) {
+  KvCacheManager m(16, 4, false, {0, 8});
+  std::vector<BlockCopy> copies;
+  const int32_t parent = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(parent, 6, copies));
+  const int32_t child = m.fork(parent);
+  EXPECT_EQ(table_of(m, child, 1), table_of(m, parent, 1));
+  EXPECT_EQ(m.n_used_blocks(), 4);
+  EXPECT_EQ(m.num_blocks_needed(child, 1), 2);
+  EXPECT_EQ(m.max_new_slots(child, 1), 0);  // the two copies do not fit in one block
+  ASSERT_TRUE(m.allocate_slots(child, 1, copies));
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].src, table_of(m, parent, 0)[1]);
+  EXPECT_EQ(copies[1].src, table_of(m, parent, 1)[1]);
+  EXPECT_EQ(copies[1].dst, table_of(m, child, 1)[1]);
+  m.check_integrity();
+  // Sliding in one leaves the other's blocks alone.
+  ASSERT_TRUE(m.allocate_slots(child, 8, copies));
+  m.slide(child, 15);
+  EXPECT_EQ(table_of(m, child, 1)[0], kNoBlock);
+  EXPECT_NE(table_of(m, parent, 1)[0], kNoBlock);
+  m.check_integrity();
+  m.free(parent);
+  m.free(child);
+  EXPECT_EQ(m.n_free_blocks(), 16);
+  m.check_integrity();
+}
+
+TEST(KvCacheManagerGroups, BlocksLetGoStayCachedAndServeHits) {
+  KvCacheManager m(32, 4, true, {0, 8, 8});
+  const std::vector<int32_t> t = iota_tokens(16);
+  const int32_t a = compute(m, t);  // the next token (16) sees 9..16: blocks 0, 1 let go
+  const std::vector<int32_t> a1 = table_of(m, a, 1);
+  EXPECT_EQ(a1[0], kNoBlock);
+  EXPECT_EQ(a1[1], kNoBlock);
+  m.free(a);
+  m.check_integrity();
+
+  // The same 16 tokens and more: all four blocks, and per sliding group the
+  // window of token 16 (positions 9..15: blocks 2, 3).
+  std::vector<int32_t> b_tokens = t;
+  b_tokens.insert(b_tokens.end(), {90, 91, 92});
+  PrefixMatch mb = match(m, b_tokens);
+  EXPECT_EQ(mb.n_blocks(), 4);
+  EXPECT_EQ(mb.window_first, 2);
+  ASSERT_EQ(mb.window.size(), 4u);
+  EXPECT_EQ(mb.window[0], a1[2]);
+  EXPECT_EQ(mb.window[1], a1[3]);
+  EXPECT_EQ(mb.n_free, 4 + 4);
+
+  // Only the first 12 tokens shared: 3 blocks; token 12 sees 5..12: blocks
+  // 1 and 2, and block 1 was let go by `a` but is still cached.
+  std::vector<int32_t> c_tokens(t.begin(), t.begin() + 12);
+  c_tokens.insert(c_tokens.end(), {70, 71, 72, 73, 74});
+  const PrefixMatch mc = match(m, c_tokens);
+  EXPECT_EQ(mc.n_blocks(), 3);
+  EXPECT_EQ(mc.window_first, 1);
+
+  // Attach b's hit: the tables start with the matched blocks.
+  const int32_t b = m.add_seq();
+  m.attach_prefix(b, mb);
+  EXPECT_EQ(m.n_tokens(b), 16);
+  EXPECT_EQ(table_of(m, b, 1), (std::vector<int32_t>{kNoBlock, kNoBlock, a1[2], a1[3]}));
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(m.allocate_slots(b, 3, copies));
+  m.check_integrity();
+  m.free(b);
+  m.check_integrity();
+}
+
+TEST(KvCacheManagerGroups, AHitNeedsEverySlidingGroupsWindow) {
+  KvCacheManager m(32, 4, true, {0, 8, 8});
+  const std::vector<int32_t> t = iota_tokens(16);
+  m.free(compute(m, t));  // 12 blocks cached; 20 never used
+  std::vector<int32_t> b_tokens = t;
+  b_tokens.push_back(99);
+  std::vector<int32_t> c_tokens(t.begin(), t.begin() + 12);
+  c_tokens.push_back(99);
+  ASSERT_EQ(match(m, b_tokens).n_blocks(), 4);
+  ASSERT_EQ(match(m, c_tokens).n_blocks(), 3);
+
+  // Allocation takes the 20 untouched blocks, then the cached ones least
+  // recently freed first: the sliding groups' blocks 0 and 1 (let go while
+  // `a` ran).
+  std::vector<BlockCopy> copies;
+  const int32_t d = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(d, 32, copies));  // 8 positions x 3 groups = 24 blocks
+  m.check_integrity();
+  // b's window (blocks 2, 3) is intact; c's needs block 1, gone: a shorter hit
+  // would need blocks 0..1, gone too. Group 0 alone still matches 3 blocks.
+  EXPECT_EQ(match(m, b_tokens).n_blocks(), 4);
+  EXPECT_EQ(match(m, c_tokens).n_blocks(), 0);
+  // Three more: group 1's block 3 goes, and with it every hit.
+  ASSERT_TRUE(m.allocate_slots(d, 4, copies));
+  EXPECT_EQ(match(m, b_tokens).n_blocks(), 0);
+  m.check_integrity();
+}
+
+TEST(KvCacheManagerGroups, ClearDropsTheSlidingEntries) {
+  KvCacheManager m(32, 4, true, {0, 8});
+  const std::vector<int32_t> t = iota_tokens(16);
+  m.free(compute(m, t));
+  std::vector<int32_t> b_tokens = t;
+  b_tokens.push_back(5);
+  ASSERT_EQ(match(m, b_tokens).n_blocks(), 4);
+  m.clear_prefix_cache();
+  EXPECT_EQ(match(m, b_tokens).n_blocks(), 0);
+  m.check_integrity();
+  // Computed again, it is cached again.
+  m.free(compute(m, t));
+  EXPECT_EQ(match(m, b_tokens).n_blocks(), 4);
+  m.check_integrity();
+}
+
+TEST(KvCacheManagerGroups, AfterEvictionTheSameTokensAreCachedAgain) {
+  // Every cached block evicted (group 0's and the sliding group's), then the
+  // same tokens computed again: both groups register anew.
+  KvCacheManager m(12, 4, true, {0, 8});
+  const std::vector<int32_t> t = iota_tokens(8);
+  m.free(compute(m, t));  // 4 blocks cached
+  std::vector<int32_t> b_tokens = t;
+  b_tokens.push_back(1);
+  ASSERT_EQ(match(m, b_tokens).n_blocks(), 2);
+  // Evict everything: 12 blocks for a 24-token sequence of 2 groups.
+  std::vector<BlockCopy> copies;
+  const int32_t d = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(d, 24, copies));
+  EXPECT_EQ(match(m, b_tokens).n_blocks(), 0);
+  m.free(d);
+  m.free(compute(m, t));
+  EXPECT_EQ(match(m, b_tokens).n_blocks(), 2);
+  m.check_integrity();
 }
 
 }  // namespace

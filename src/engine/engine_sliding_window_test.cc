@@ -1,0 +1,226 @@
+// Sliding-window KV through the Engine (kv/kv_layer_groups.h): a tiny random
+// Gemma 3 (window 8, so sequences run far past it) gives bitwise the same
+// tokens and logits with its sliding layers' blocks let go as with every
+// layer keeping every token (--no-sliding-window-kv), across KV formats and
+// block sizes, chunked prefill, prefix-cache hits, preemption and n > 1; and
+// holds fewer bytes doing it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "gguf/gguf_file.h"
+#include "kernels/thread_pool.h"
+#include "model/tiny_model.h"
+
+namespace omnibus {
+namespace {
+
+// 6 layers, full attention at 2 and 5: groups {2, 5}, {0, 1}, {3, 4}.
+// 7 layers: a last sliding group of one layer, {6}, padded to two tensors.
+std::unique_ptr<Model> load_tiny_gemma3(ThreadPool& pool, int n_layer) {
+  TinyGemma3Spec spec;
+  spec.n_layer = n_layer;
+  spec.n_ctx = 256;
+  spec.sliding_window = 8;
+  spec.swa_pattern = 3;
+  const std::vector<uint8_t> bytes = make_tiny_gemma3_gguf(spec, 11);
+  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny-gemma3.gguf");
+  EXPECT_TRUE(file.is_ok());
+  if (!file.is_ok()) return nullptr;
+  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  return model.is_ok() ? std::move(model).value() : nullptr;
+}
+
+struct Outcome {
+  std::vector<std::map<int32_t, SeqResult>> results;  // [request][seq]
+  std::map<std::pair<size_t, int32_t>, std::vector<std::vector<float>>> logits;
+  EngineStats stats;
+  EngineInfo info;
+};
+
+// A pool of n_blocks blocks of the uniform layout (every layer).
+EngineConfig config(Model& model, int32_t block_size, int32_t n_blocks, KvFormat format,
+                    bool sliding_window_kv) {
+  EngineConfig c;
+  c.block_size = block_size;
+  c.kv_format = format;
+  c.kv_cache_bytes = int64_t(model.kv_geometry(block_size, format).bytes_per_block()) * n_blocks;
+  c.max_num_batched_tokens = 16;  // prompts run in chunks
+  c.long_prefill_token_threshold = 8;
+  c.sliding_window_kv = sliding_window_kv;
+  c.log_startup = false;
+  return c;
+}
+
+Outcome run(Model& model, EngineConfig cfg, const std::vector<Request>& reqs, bool sequential) {
+  std::mutex mu;
+  std::map<uint64_t, size_t> index_of;
+  Outcome out;
+  cfg.on_logits = [&](uint64_t id, int32_t seq, int32_t, std::span<const float> l) {
+    std::lock_guard<std::mutex> lock(mu);
+    out.logits[{index_of.at(id), seq}].emplace_back(l.begin(), l.end());
+  };
+  auto engine = Engine::create(model, cfg);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
+  if (!engine.is_ok()) return out;
+  out.info = (*engine)->info();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  out.results.resize(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::unique_lock<std::mutex> lock(mu);  // on_logits must find the id
+    auto s = (*engine)->submit(reqs[i]);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    index_of[(*s)->id()] = i;
+    lock.unlock();
+    streams.push_back(*s);
+    if (sequential) out.results[i] = collect(*streams[i]);
+  }
+  if (!sequential) {
+    for (size_t i = 0; i < reqs.size(); ++i) out.results[i] = collect(*streams[i]);
+  }
+  // Idle, the engine checks the cache's integrity (every group's tables,
+  // KvCache::check_integrity) and aborts on a violation.
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(60));
+  EXPECT_TRUE(st.has_value());
+  if (st) out.stats = *st;
+  EXPECT_EQ(out.stats.n_requests_finished, reqs.size());
+  return out;
+}
+
+void expect_same(const Outcome& a, const Outcome& b) {
+  ASSERT_EQ(a.results.size(), b.results.size());
+  for (size_t i = 0; i < a.results.size(); ++i) {
+    ASSERT_EQ(a.results[i].size(), b.results[i].size());
+    for (const auto& [seq, r] : b.results[i]) {
+      EXPECT_EQ(a.results[i].at(seq).tokens, r.tokens) << "request " << i << " seq " << seq;
+    }
+  }
+  ASSERT_EQ(a.logits.size(), b.logits.size());
+  for (const auto& [key, rows] : b.logits) {
+    const auto& other = a.logits.at(key);
+    ASSERT_EQ(other.size(), rows.size());
+    for (size_t t = 0; t < rows.size(); ++t) {
+      ASSERT_TRUE(other[t] == rows[t])
+          << "request " << key.first << " seq " << key.second << " token " << t;
+    }
+  }
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n, int32_t n_vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = 2 + int32_t(rng() % uint32_t(n_vocab - 2));
+  return t;
+}
+
+// Prompts of 1..70 tokens (past the window of 8 many times over), some
+// sharing a 24-token prefix; greedy and seeded sampling.
+std::vector<Request> mixed_requests(uint32_t seed, int32_t n_vocab, int32_t n) {
+  std::mt19937 rng(seed);
+  const std::vector<int32_t> prefix = random_tokens(rng, 24, n_vocab);
+  std::vector<Request> reqs;
+  for (int32_t i = 0; i < n; ++i) {
+    Request r;
+    if (i % 3 == 0) r.prompt = prefix;
+    const std::vector<int32_t> own = random_tokens(rng, 1 + int32_t(rng() % 46), n_vocab);
+    r.prompt.insert(r.prompt.end(), own.begin(), own.end());
+    r.max_tokens = 12 + int32_t(rng() % 20);
+    r.ignore_eos = true;
+    r.sampling = i % 2 == 0 ? greedy() : seeded(500 + uint64_t(i), 0.9f);
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+TEST(EngineSlidingWindow, BitwiseEqualToEveryLayerKeepingEveryToken) {
+  ThreadPool pool(2);
+  for (int n_layer : {6, 7}) {
+    std::unique_ptr<Model> model = load_tiny_gemma3(pool, n_layer);
+    ASSERT_NE(model, nullptr);
+    const std::vector<Request> reqs = mixed_requests(7, model->config().n_vocab, 10);
+    for (KvFormat format : {KvFormat::kF32, KvFormat::kF16, KvFormat::kQ8}) {
+      for (int32_t block_size : {4, 16}) {
+        SCOPED_TRACE(::testing::Message() << n_layer << " layers, " << kv_format_name(format)
+                                          << ", block size " << block_size);
+        const Outcome full =
+            run(*model, config(*model, block_size, 4096 / block_size, format, false), reqs, false);
+        const Outcome hybrid =
+            run(*model, config(*model, block_size, 4096 / block_size, format, true), reqs, false);
+        EXPECT_EQ(full.info.kv_layer_groups, 1);
+        EXPECT_EQ(hybrid.info.kv_layer_groups, n_layer == 6 ? 3 : 4);
+        expect_same(hybrid, full);
+        EXPECT_GT(hybrid.stats.prefix_cache_hits, 0u);
+      }
+    }
+  }
+}
+
+TEST(EngineSlidingWindow, HitsPreemptionAndForksStayExact) {
+  ThreadPool pool(2);
+  std::unique_ptr<Model> model = load_tiny_gemma3(pool, 6);
+  ASSERT_NE(model, nullptr);
+  std::vector<Request> reqs = mixed_requests(3, model->config().n_vocab, 12);
+  for (size_t i = 0; i < reqs.size(); i += 4) {
+    reqs[i].n = 3;
+    reqs[i].sampling = seeded(90 + i);
+  }
+  // The reference: every layer keeps every token, no prefix cache, room for all.
+  EngineConfig ref_cfg = config(*model, 4, 1024, KvFormat::kF32, false);
+  ref_cfg.enable_prefix_caching = false;
+  const Outcome ref = run(*model, ref_cfg, reqs, false);
+  EXPECT_EQ(ref.stats.n_preemptions, 0u);
+  // A pool of 40 uniform blocks = 120 hybrid ones: a request needs up to 25
+  // positions x 3 groups before its sliding groups let go, so they preempt.
+  const Outcome small = run(*model, config(*model, 4, 40, KvFormat::kF32, true), reqs, false);
+  EXPECT_GT(small.stats.n_preemptions, 0u);
+  EXPECT_GT(small.stats.prefix_cache_hits, 0u);
+  expect_same(small, ref);
+  // One by one: every request after the first with the prefix hits it.
+  const Outcome one_by_one = run(*model, config(*model, 4, 1024, KvFormat::kF32, true), reqs, true);
+  EXPECT_GT(one_by_one.stats.prefix_cache_hits, 0u);
+  expect_same(one_by_one, ref);
+}
+
+TEST(EngineSlidingWindow, ALongSequenceHoldsItsWindowNotItsHistory) {
+  ThreadPool pool(2);
+  std::unique_ptr<Model> model = load_tiny_gemma3(pool, 6);
+  ASSERT_NE(model, nullptr);
+  std::mt19937 rng(1);
+  Request r;
+  r.prompt = random_tokens(rng, 150, model->config().n_vocab);
+  r.max_tokens = 60;
+  r.ignore_eos = true;
+  r.sampling = greedy();
+  const std::vector<Request> reqs{r};
+  const Outcome full = run(*model, config(*model, 4, 1024, KvFormat::kF16, false), reqs, true);
+  const Outcome hybrid = run(*model, config(*model, 4, 1024, KvFormat::kF16, true), reqs, true);
+  expect_same(hybrid, full);
+  // Peak bytes: the uniform layout holds 53 blocks of 6 layers; the hybrid one
+  // 53 of the 2 full layers plus, per sliding group, the few blocks of a
+  // window of 8 (and of a 16-token chunk while prefilling) of 2 layers.
+  const double full_bytes =
+      double(full.stats.peak_kv_blocks_used) * double(full.info.kv_cache_bytes) / full.info.n_blocks;
+  const double hybrid_bytes = double(hybrid.stats.peak_kv_blocks_used) *
+                              double(hybrid.info.kv_cache_bytes) / hybrid.info.n_blocks;
+  EXPECT_EQ(full.stats.peak_kv_blocks_used, 53);
+  EXPECT_LE(hybrid.stats.peak_kv_blocks_used, 53 + 2 * 7);
+  EXPECT_LT(hybrid_bytes, 0.45 * full_bytes);
+}
+
+TEST(EngineSlidingWindow, ResidualFormatsKeepTheUniformLayout) {
+  ThreadPool pool(2);
+  std::unique_ptr<Model> model = load_tiny_gemma3(pool, 6);
+  ASSERT_NE(model, nullptr);
+  for (KvFormat format : {KvFormat::kQ4, KvFormat::kKivi2}) {
+    auto engine = Engine::create(*model, config(*model, 16, 1024, format, true));
+    ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+    EXPECT_EQ((*engine)->info().kv_layer_groups, 1);
+  }
+}
+
+}  // namespace
+}  // namespace omnibus
