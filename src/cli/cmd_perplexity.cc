@@ -262,6 +262,10 @@ int run_perplexity(const PerplexityOptions& o) {
                c + 1 == n_chunks ? "\n" : " ");
   }
   fmt::print("perplexity: {:.4f}\n", std::exp(nll / double(count)));
+  // The exact sum, for A/B runs that must agree to the bit (e.g.
+  // --no-sliding-window-kv): hex float, summed in token order.
+  fmt::print(stderr, "perplexity: mean NLL {:.17g} (exactly {:a}) over {} tokens\n",
+             nll / double(count), nll / double(count), count);
   if (out) {
     if (Status s = out->close(); !s.is_ok()) return fail(s);
     fmt::print(stderr, "perplexity: wrote {} chunks of logits to '{}'\n", n_chunks, o.kld_base_out);
