@@ -201,9 +201,7 @@ KvLayerGroups kv_layer_groups(const Model& model, const EngineConfig& config) {
   KvLayerGroups groups = KvLayerGroups::hybrid(is_swa, mc.sliding_window);
   if (!groups.is_hybrid()) return groups;
   const char* why = nullptr;
-  if (kv_has_residual(config.kv_format)) {
-    why = "q4 and kivi2 keep fp16 residual slots per layer for each running sequence";
-  } else if (!config.kv_offload_dir.empty()) {
+  if (!config.kv_offload_dir.empty()) {
     why = "the disk tier stores blocks of every layer";
   }
   if (why != nullptr) {

@@ -83,9 +83,9 @@ struct EngineConfig {
   // Sliding-window KV (kv/kv_layer_groups.h): a model with sliding-window
   // layers keeps, in those layers, only the blocks some token's window still
   // covers. --no-sliding-window-kv turns it off (every layer keeps every
-  // token, as before). Also off, with a log line, for q4/kivi2 and with the
-  // disk tier; the server turns it off for disaggregated roles (whose
-  // transfers move every layer of a block).
+  // token, as before). Also off, with a log line, with the disk tier; the
+  // server turns it off for disaggregated roles (whose transfers move every
+  // layer of a block).
   bool sliding_window_kv = true;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kCacheAware;  // --scheduling-policy
   int32_t max_wait_steps = 64;  // cache-aware: aging, in engine steps

@@ -211,14 +211,49 @@ TEST(EngineSlidingWindow, ALongSequenceHoldsItsWindowNotItsHistory) {
   EXPECT_LT(hybrid_bytes, 0.45 * full_bytes);
 }
 
-TEST(EngineSlidingWindow, ResidualFormatsKeepTheUniformLayout) {
+// q4 and kivi2 keep each open key group, and the residual_blocks() groups
+// before it, in fp16 slots per tensor: with layer groups, every group's
+// blocks pin their own, and a hit needs every group's last blocks' rows.
+TEST(EngineSlidingWindow, ResidualFormatsBitwiseEqual) {
   ThreadPool pool(2);
-  std::unique_ptr<Model> model = load_tiny_gemma3(pool, 6);
+  std::unique_ptr<Model> model = load_tiny_gemma3(pool, 7);
   ASSERT_NE(model, nullptr);
+  std::vector<Request> reqs = mixed_requests(5, model->config().n_vocab, 10);
+  reqs[3].n = 2;
+  reqs[3].sampling = seeded(4);
   for (KvFormat format : {KvFormat::kQ4, KvFormat::kKivi2}) {
-    auto engine = Engine::create(*model, config(*model, 16, 1024, format, true));
-    ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
-    EXPECT_EQ((*engine)->info().kv_layer_groups, 1);
+    for (int32_t residual_blocks : {0, 1, 3}) {
+      for (int32_t block_size : {4, 16}) {
+        SCOPED_TRACE(::testing::Message() << kv_format_name(format) << ", W " << residual_blocks
+                                          << ", block size " << block_size);
+        // Room for every running sequence's residual slots in both layouts:
+        // a steal turns fp16 rows lossy, and then the layouts may differ.
+        EngineConfig cfg = config(*model, block_size, 16384 / block_size, format, false);
+        cfg.kv_residual_blocks = residual_blocks;
+        cfg.max_num_seqs = 12;
+        const Outcome full = run(*model, cfg, reqs, false);
+        cfg.sliding_window_kv = true;
+        const Outcome hybrid = run(*model, cfg, reqs, false);
+        EXPECT_EQ(hybrid.info.kv_layer_groups, 4);
+        {
+          SCOPED_TRACE("together");
+          expect_same(hybrid, full);
+        }
+        EXPECT_EQ(hybrid.stats.kv_residual_steals, 0u);
+        EXPECT_EQ(full.stats.kv_residual_steals, 0u);
+        // One by one: hits on the shared prefix where the uniform layout has
+        // them (with W = 1 and blocks of 4, neither does: the fp16 rows of
+        // the block before a hit are not kept in this workload).
+        const Outcome one_by_one = run(*model, cfg, reqs, true);
+        cfg.sliding_window_kv = false;
+        const Outcome uniform_one_by_one = run(*model, cfg, reqs, true);
+        EXPECT_EQ(one_by_one.stats.prefix_cache_hits > 0,
+                  uniform_one_by_one.stats.prefix_cache_hits > 0);
+        EXPECT_TRUE(one_by_one.stats.prefix_cache_hits > 0 || (residual_blocks == 1 && block_size == 4));
+        SCOPED_TRACE("one by one");
+        expect_same(one_by_one, full);
+      }
+    }
   }
 }
 

@@ -61,7 +61,9 @@ struct AttentionSeq {
   int32_t n_tokens;        // query rows (chunk length; 1 for a decode)
   int32_t n_past;          // tokens cached before this chunk; the chunk is positions
                            // [n_past, n_past + n_tokens)
-  const int32_t* block_table;  // blocks covering positions [0, n_past + n_tokens)
+  const int32_t* block_table;  // blocks covering positions [0, n_past + n_tokens); < 0
+                               // where no query of the call sees any position (a
+                               // sliding-window group's, kv/kv_layer_groups.h)
   int32_t sliding_window;  // 0: full attention; w > 0: query at p sees keys (p - w, p]
 };
 

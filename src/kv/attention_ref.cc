@@ -16,10 +16,13 @@ namespace {
 
 // [n_ctx, n_kv_heads, head_dim] f32 of a sequence's cached rows as a query at
 // qpos reads them (kv_read_row: dequantized, kivi2's open group in fp16).
+// Positions in no block (a sliding-window group's table where every position
+// left the window, < 0) are zeros: no query sees them.
 void gather(const PagedKvLayer& kv, bool is_v, const AttentionSeq& s, int32_t n_ctx, int32_t qpos,
             std::vector<float>& g) {
-  g.resize(static_cast<size_t>(n_ctx) * kv.n_kv_heads * kv.head_dim);
+  g.assign(static_cast<size_t>(n_ctx) * kv.n_kv_heads * kv.head_dim, 0.f);
   for (int32_t pos = 0; pos < n_ctx; ++pos) {
+    if (s.block_table[pos / kv.block_size] < 0) continue;
     for (int h = 0; h < kv.n_kv_heads; ++h) {
       kv_read_row(kv, s, is_v, pos, h, qpos, &g[(static_cast<size_t>(pos) * kv.n_kv_heads + h) * kv.head_dim]);
     }

@@ -39,8 +39,24 @@ void KvCache::match_prefix(const TokenView& t, int32_t max_blocks, std::vector<u
   manager_.match_prefix(t, max_blocks, keys, out);
   // kivi2 with a window: the new sequence reads the last residual_blocks()
   // blocks before its start in fp16, as a recomputation would.
-  if (need_window && residual_blocks_ > 0 && !out.blocks.empty()) {
+  if (!need_window || residual_blocks_ == 0 || out.blocks.empty()) return;
+  if (manager_.n_groups() == 1) {
     manager_.truncate_match(out, storage_->usable_prefix(out.blocks));
+    return;
+  }
+  // Every group's last blocks must hold their rows; a shorter hit moves the
+  // sliding groups' windows too, so match again below the failed length.
+  const KvLayerGroups& groups = storage_->groups();
+  while (!out.blocks.empty()) {
+    bool held = storage_->holds_window_rows(out.blocks, groups.n_tensors());
+    const size_t n_window = size_t(out.n_blocks() - out.window_first);
+    for (int g = 1; g < groups.n_groups() && held; ++g) {
+      held = storage_->holds_window_rows(
+          std::span<const int32_t>(out.window).subspan(size_t(g - 1) * n_window, n_window),
+          int(groups.group(g).layers.size()));
+    }
+    if (held) return;
+    manager_.match_prefix(t, out.n_blocks() - 1, keys, out);
   }
 }
 

@@ -80,7 +80,9 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
   const int64_t default_bytes =
       limits.default_bytes > 0 ? limits.default_bytes : default_kv_cache_bytes();
   if (kv_has_residual(g.format)) {
-    const int64_t per_seq = 1 + geometry.residual_blocks();
+    // Per layer group with sliding-window KV: each group's blocks pin their own.
+    const int64_t per_seq = (1 + geometry.residual_blocks()) *
+                            (limits.groups != nullptr ? limits.groups->n_groups() : 1);
     // The transfer slots (kivi2's window rows for disaggregated prefill/decode)
     // come off the top; the residual slots share what is left with the blocks.
     const int64_t budget = std::max<int64_t>(

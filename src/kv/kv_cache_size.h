@@ -53,7 +53,8 @@ struct KvCachePlan {
 
 // Plans the pool:
 //   - q4/kivi2: every running sequence pins 1 + residual_blocks() fp16
-//     residual slots (its open group and its window; kv/kv_quant_kivi.h).
+//     residual slots (its open group and its window; kv/kv_quant_kivi.h),
+//     in each layer group with sliding-window KV.
 //     They are sized for max_num_seqs sequences within half of the budget
 //     (kv_cache_bytes or the default), past kResidualSeqsAlways only while
 //     they take at most an eighth of it (in a small pool more slots would

@@ -214,11 +214,15 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
 
   // Pin what this call's queries read from earlier calls: the window rows
   // below each sequence's n_past (after a prefix-cache hit, retained ones).
+  // A sliding-window layer group's table has no block (< 0) where every
+  // position is outside the window (kv/kv_layer_groups.h): nothing reads it.
   const int W = R.residual_blocks_;
   if (W > 0) {
     for (int i = 0; i < n_seqs; ++i) {
       const AttentionSeq& s = seqs[i];
-      for (int32_t bi = kivi_qlim(s.n_past, bs, W) / bs; bi * bs < s.n_past; ++bi) R.pin(s.block_table[bi]);
+      for (int32_t bi = kivi_qlim(s.n_past, bs, W) / bs; bi * bs < s.n_past; ++bi) {
+        if (s.block_table[bi] >= 0) R.pin(s.block_table[bi]);
+      }
     }
   }
 
@@ -329,7 +333,7 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
     if (W > 0) {  // sealed blocks no later query of this sequence reads in fp16
       for (int32_t bi = kivi_qlim(s.n_past, bs, W) / bs; bi < kivi_qlim(end, bs, W) / bs; ++bi) {
         const int64_t b = s.block_table[bi];
-        if (R.slot_of(b) >= 0) R.pending_.emplace_back(R.slot_of(b), b);
+        if (b >= 0 && R.slot_of(b) >= 0) R.pending_.emplace_back(R.slot_of(b), b);
       }
     }
   }

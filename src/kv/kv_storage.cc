@@ -52,10 +52,7 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int6
     return Status::invalid_argument("KV layer groups use {} tensors, the geometry has {}",
                                     groups.n_tensors(), g.n_layers);
   }
-  if (groups.is_hybrid() && kv_has_residual(g.format)) {
-    return Status::invalid_argument("sliding-window KV does not support the {} format",
-                                    kv_format_name(g.format));
-  }
+
   if (!kv_format_supports_head_dim(g.format, g.head_dim)) {
     return Status::invalid_argument("KV cache format {} cannot store head_dim {}",
                                     kv_format_name(g.format), g.head_dim);
@@ -143,6 +140,17 @@ int32_t KvStorage::usable_prefix(std::span<const int32_t> blocks) const {
     if (held) return m;
   }
   return 0;
+}
+
+bool KvStorage::holds_window_rows(std::span<const int32_t> blocks, int n_tensors) const {
+  const size_t w = size_t(geometry_.residual_blocks());
+  OMNIBUS_CHECK(n_tensors >= 0 && n_tensors <= int(kivi_.size()));
+  for (size_t i = blocks.size() > w ? blocks.size() - w : 0; i < blocks.size(); ++i) {
+    for (int t = 0; t < n_tensors; ++t) {
+      if (!kivi_[size_t(t)]->holds_rows(blocks[i])) return false;
+    }
+  }
+  return true;
 }
 
 void KvStorage::release_residual(int64_t block) {

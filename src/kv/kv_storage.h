@@ -86,9 +86,10 @@ class KvStorage {
  public:
   // Allocates n_blocks blocks (zero-filled). `groups`: how model layers map
   // to the g.n_layers tensors (none given: uniform, layer il in tensor il).
-  // kInvalidArgument when groups' tensors are not g.n_layers, or a hybrid
-  // layout has a format with residual slots (q4, kivi2: per tensor, they
-  // are sized for one block per running sequence). REQUIRES: n_blocks >= 1.
+  // With layer groups, q4's and kivi2's residual slots are per tensor and
+  // serve every group's blocks (a running sequence pins its slots in each
+  // group: plan_kv_cache sizes them so). kInvalidArgument when groups'
+  // tensors are not g.n_layers. REQUIRES: n_blocks >= 1.
   static StatusOr<std::unique_ptr<KvStorage>> create(const KvGeometry& g, int64_t n_blocks,
                                                      KvLayerGroups groups = {});
   ~KvStorage();
@@ -109,6 +110,11 @@ class KvStorage {
   // with an fp16 window need the last window blocks' fp16 rows still held in
   // every layer (kv_quant_kivi.h); n for the other formats.
   int32_t usable_prefix(std::span<const int32_t> blocks) const;
+  // Whether a new sequence starting right after `blocks` (the last blocks of
+  // a hit in one layer group, the last residual_blocks() of them read in
+  // fp16) reads them as recomputing would: each holds its rows in the first
+  // n_tensors tensors (the group's layers; a padded group uses fewer).
+  bool holds_window_rows(std::span<const int32_t> blocks, int n_tensors) const;
 
   // Block `block` is no longer held by any sequence: its residual slots
   // (q4/kivi2) stop being pinned; a sealed block's fp16 window rows are

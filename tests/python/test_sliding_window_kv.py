@@ -33,11 +33,12 @@ def perplexity(ctx, chunks, *flags):
     return m.group(1), int(m.group(2))
 
 
-@pytest.mark.parametrize("ctx,chunks", [(512, 2), (2048, 1), (4096, 1)])
-def test_perplexity_bitwise_equal(ctx, chunks):
-    hybrid = perplexity(ctx, chunks)
+@pytest.mark.parametrize("ctx,chunks,dtype", [(512, 2, "f16"), (2048, 1, "f16"), (4096, 1, "f16"),
+                                               (2048, 1, "kivi2")])
+def test_perplexity_bitwise_equal(ctx, chunks, dtype):
+    hybrid = perplexity(ctx, chunks, "--kv-cache-dtype", dtype)
     assert hybrid[1] == chunks * (ctx // 2 - 1)  # the second half of each chunk is scored
-    assert hybrid == perplexity(ctx, chunks, "--no-sliding-window-kv")
+    assert hybrid == perplexity(ctx, chunks, "--kv-cache-dtype", dtype, "--no-sliding-window-kv")
 
 
 def test_perplexity_logits_bytewise_equal(tmp_path):
