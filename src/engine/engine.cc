@@ -226,13 +226,15 @@ void log_sliding_window_kv(const KvLayerGroups& groups, const KvGeometry& g, int
   const double full_mib =
       double(full_blocks) * double(n_layers) * double(layer_block_bytes) / (1 << 20);
   const int64_t pool_layer_blocks = n_blocks * g.n_layers;
+  const int64_t fit = n_blocks / std::max<int64_t>(hybrid, 1);
+  const int64_t fit_full = pool_layer_blocks / std::max<int64_t>(full_blocks * n_layers, 1);
   fmt::print(stderr,
              "sliding-window KV: {} layer groups of {} layers (window {}): a sequence of max "
              "model len {} holds {:.1f} MiB ({:.0f}% of {:.1f} MiB); the pool fits {} such "
-             "sequences ({} without)\n",
+             "sequences, {} tokens ({} sequences, {} tokens without)\n",
              groups.n_groups(), groups.n_tensors(), groups.window(1), max_model_len, seq_mib,
-             100.0 * seq_mib / full_mib, full_mib, n_blocks / std::max<int64_t>(hybrid, 1),
-             pool_layer_blocks / std::max<int64_t>(full_blocks * n_layers, 1));
+             100.0 * seq_mib / full_mib, full_mib, fit, fit * max_model_len, fit_full,
+             fit_full * max_model_len);
 }
 
 // The disk tier the config asks for, or null (with a log line when it was

@@ -6,11 +6,10 @@
 // holds fewer bytes doing it.
 #include <gtest/gtest.h>
 
-#include <map>
-#include <mutex>
 #include <random>
 
 #include "engine/engine.h"
+#include "engine/engine_outcome_testing.h"
 #include "engine/engine_test_util.h"
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
@@ -27,21 +26,8 @@ std::unique_ptr<Model> load_tiny_gemma3(ThreadPool& pool, int n_layer) {
   spec.n_ctx = 256;
   spec.sliding_window = 8;
   spec.swa_pattern = 3;
-  const std::vector<uint8_t> bytes = make_tiny_gemma3_gguf(spec, 11);
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny-gemma3.gguf");
-  EXPECT_TRUE(file.is_ok());
-  if (!file.is_ok()) return nullptr;
-  auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
-  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
-  return model.is_ok() ? std::move(model).value() : nullptr;
+  return load_gguf_bytes(make_tiny_gemma3_gguf(spec, 11), "tiny-gemma3.gguf", pool);
 }
-
-struct Outcome {
-  std::vector<std::map<int32_t, SeqResult>> results;  // [request][seq]
-  std::map<std::pair<size_t, int32_t>, std::vector<std::vector<float>>> logits;
-  EngineStats stats;
-  EngineInfo info;
-};
 
 // A pool of n_blocks blocks of the uniform layout (every layer).
 EngineConfig config(Model& model, int32_t block_size, int32_t n_blocks, KvFormat format,
@@ -55,60 +41,6 @@ EngineConfig config(Model& model, int32_t block_size, int32_t n_blocks, KvFormat
   c.sliding_window_kv = sliding_window_kv;
   c.log_startup = false;
   return c;
-}
-
-Outcome run(Model& model, EngineConfig cfg, const std::vector<Request>& reqs, bool sequential) {
-  std::mutex mu;
-  std::map<uint64_t, size_t> index_of;
-  Outcome out;
-  cfg.on_logits = [&](uint64_t id, int32_t seq, int32_t, std::span<const float> l) {
-    std::lock_guard<std::mutex> lock(mu);
-    out.logits[{index_of.at(id), seq}].emplace_back(l.begin(), l.end());
-  };
-  auto engine = Engine::create(model, cfg);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().to_string();
-  if (!engine.is_ok()) return out;
-  out.info = (*engine)->info();
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  out.results.resize(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    std::unique_lock<std::mutex> lock(mu);  // on_logits must find the id
-    auto s = (*engine)->submit(reqs[i]);
-    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-    index_of[(*s)->id()] = i;
-    lock.unlock();
-    streams.push_back(*s);
-    if (sequential) out.results[i] = collect(*streams[i]);
-  }
-  if (!sequential) {
-    for (size_t i = 0; i < reqs.size(); ++i) out.results[i] = collect(*streams[i]);
-  }
-  // Idle, the engine checks the cache's integrity (every group's tables,
-  // KvCache::check_integrity) and aborts on a violation.
-  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(60));
-  EXPECT_TRUE(st.has_value());
-  if (st) out.stats = *st;
-  EXPECT_EQ(out.stats.n_requests_finished, reqs.size());
-  return out;
-}
-
-void expect_same(const Outcome& a, const Outcome& b) {
-  ASSERT_EQ(a.results.size(), b.results.size());
-  for (size_t i = 0; i < a.results.size(); ++i) {
-    ASSERT_EQ(a.results[i].size(), b.results[i].size());
-    for (const auto& [seq, r] : b.results[i]) {
-      EXPECT_EQ(a.results[i].at(seq).tokens, r.tokens) << "request " << i << " seq " << seq;
-    }
-  }
-  ASSERT_EQ(a.logits.size(), b.logits.size());
-  for (const auto& [key, rows] : b.logits) {
-    const auto& other = a.logits.at(key);
-    ASSERT_EQ(other.size(), rows.size());
-    for (size_t t = 0; t < rows.size(); ++t) {
-      ASSERT_TRUE(other[t] == rows[t])
-          << "request " << key.first << " seq " << key.second << " token " << t;
-    }
-  }
 }
 
 std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n, int32_t n_vocab) {
@@ -147,12 +79,12 @@ TEST(EngineSlidingWindow, BitwiseEqualToEveryLayerKeepingEveryToken) {
         SCOPED_TRACE(::testing::Message() << n_layer << " layers, " << kv_format_name(format)
                                           << ", block size " << block_size);
         const Outcome full =
-            run(*model, config(*model, block_size, 4096 / block_size, format, false), reqs, false);
+            run_all(*model, config(*model, block_size, 4096 / block_size, format, false), reqs, false);
         const Outcome hybrid =
-            run(*model, config(*model, block_size, 4096 / block_size, format, true), reqs, false);
+            run_all(*model, config(*model, block_size, 4096 / block_size, format, true), reqs, false);
         EXPECT_EQ(full.info.kv_layer_groups, 1);
         EXPECT_EQ(hybrid.info.kv_layer_groups, n_layer == 6 ? 3 : 4);
-        expect_same(hybrid, full);
+        expect_same_outputs(hybrid, full);
         EXPECT_GT(hybrid.stats.prefix_cache_hits, 0u);
       }
     }
@@ -171,18 +103,18 @@ TEST(EngineSlidingWindow, HitsPreemptionAndForksStayExact) {
   // The reference: every layer keeps every token, no prefix cache, room for all.
   EngineConfig ref_cfg = config(*model, 4, 1024, KvFormat::kF32, false);
   ref_cfg.enable_prefix_caching = false;
-  const Outcome ref = run(*model, ref_cfg, reqs, false);
+  const Outcome ref = run_all(*model, ref_cfg, reqs, false);
   EXPECT_EQ(ref.stats.n_preemptions, 0u);
   // A pool of 40 uniform blocks = 120 hybrid ones: a request needs up to 25
   // positions x 3 groups before its sliding groups let go, so they preempt.
-  const Outcome small = run(*model, config(*model, 4, 40, KvFormat::kF32, true), reqs, false);
+  const Outcome small = run_all(*model, config(*model, 4, 40, KvFormat::kF32, true), reqs, false);
   EXPECT_GT(small.stats.n_preemptions, 0u);
   EXPECT_GT(small.stats.prefix_cache_hits, 0u);
-  expect_same(small, ref);
+  expect_same_outputs(small, ref);
   // One by one: every request after the first with the prefix hits it.
-  const Outcome one_by_one = run(*model, config(*model, 4, 1024, KvFormat::kF32, true), reqs, true);
+  const Outcome one_by_one = run_all(*model, config(*model, 4, 1024, KvFormat::kF32, true), reqs, true);
   EXPECT_GT(one_by_one.stats.prefix_cache_hits, 0u);
-  expect_same(one_by_one, ref);
+  expect_same_outputs(one_by_one, ref);
 }
 
 TEST(EngineSlidingWindow, ALongSequenceHoldsItsWindowNotItsHistory) {
@@ -196,9 +128,9 @@ TEST(EngineSlidingWindow, ALongSequenceHoldsItsWindowNotItsHistory) {
   r.ignore_eos = true;
   r.sampling = greedy();
   const std::vector<Request> reqs{r};
-  const Outcome full = run(*model, config(*model, 4, 1024, KvFormat::kF16, false), reqs, true);
-  const Outcome hybrid = run(*model, config(*model, 4, 1024, KvFormat::kF16, true), reqs, true);
-  expect_same(hybrid, full);
+  const Outcome full = run_all(*model, config(*model, 4, 1024, KvFormat::kF16, false), reqs, true);
+  const Outcome hybrid = run_all(*model, config(*model, 4, 1024, KvFormat::kF16, true), reqs, true);
+  expect_same_outputs(hybrid, full);
   // Peak bytes: the uniform layout holds 53 blocks of 6 layers; the hybrid one
   // 53 of the 2 full layers plus, per sliding group, the few blocks of a
   // window of 8 (and of a 16-token chunk while prefilling) of 2 layers.
@@ -231,27 +163,27 @@ TEST(EngineSlidingWindow, ResidualFormatsBitwiseEqual) {
         EngineConfig cfg = config(*model, block_size, 16384 / block_size, format, false);
         cfg.kv_residual_blocks = residual_blocks;
         cfg.max_num_seqs = 12;
-        const Outcome full = run(*model, cfg, reqs, false);
+        const Outcome full = run_all(*model, cfg, reqs, false);
         cfg.sliding_window_kv = true;
-        const Outcome hybrid = run(*model, cfg, reqs, false);
+        const Outcome hybrid = run_all(*model, cfg, reqs, false);
         EXPECT_EQ(hybrid.info.kv_layer_groups, 4);
         {
           SCOPED_TRACE("together");
-          expect_same(hybrid, full);
+          expect_same_outputs(hybrid, full);
         }
         EXPECT_EQ(hybrid.stats.kv_residual_steals, 0u);
         EXPECT_EQ(full.stats.kv_residual_steals, 0u);
         // One by one: hits on the shared prefix where the uniform layout has
         // them (with W = 1 and blocks of 4, neither does: the fp16 rows of
         // the block before a hit are not kept in this workload).
-        const Outcome one_by_one = run(*model, cfg, reqs, true);
+        const Outcome one_by_one = run_all(*model, cfg, reqs, true);
         cfg.sliding_window_kv = false;
-        const Outcome uniform_one_by_one = run(*model, cfg, reqs, true);
+        const Outcome uniform_one_by_one = run_all(*model, cfg, reqs, true);
         EXPECT_EQ(one_by_one.stats.prefix_cache_hits > 0,
                   uniform_one_by_one.stats.prefix_cache_hits > 0);
         EXPECT_TRUE(one_by_one.stats.prefix_cache_hits > 0 || (residual_blocks == 1 && block_size == 4));
         SCOPED_TRACE("one by one");
-        expect_same(one_by_one, full);
+        expect_same_outputs(one_by_one, full);
       }
     }
   }

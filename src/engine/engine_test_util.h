@@ -70,18 +70,24 @@ inline std::map<int32_t, SeqResult> collect(RequestStream& stream,
   }
 }
 
-// The tiny random-weight Llama the engine tests run real kernels on (n_ctx
-// 256, seed 5); null (with a test failure) if it does not load.
-inline std::unique_ptr<Model> load_tiny_llama(ThreadPool& pool) {
-  TinyLlamaSpec spec;
-  spec.n_ctx = 256;
-  const std::vector<uint8_t> bytes = make_tiny_llama_gguf(spec, 5);
-  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), "tiny.gguf");
+// A model from the bytes of a GGUF file (a tiny_model.h one); null (with a
+// test failure) if it does not load.
+inline std::unique_ptr<Model> load_gguf_bytes(const std::vector<uint8_t>& bytes,
+                                              const char* name, ThreadPool& pool) {
+  auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), name);
   EXPECT_TRUE(file.is_ok());
   if (!file.is_ok()) return nullptr;
   auto model = load_model(std::shared_ptr<const GgufFile>(std::move(file).value()), pool);
   EXPECT_TRUE(model.is_ok()) << model.status().to_string();
   return model.is_ok() ? std::move(model).value() : nullptr;
+}
+
+// The tiny random-weight Llama the engine tests run real kernels on (n_ctx
+// 256, seed 5).
+inline std::unique_ptr<Model> load_tiny_llama(ThreadPool& pool) {
+  TinyLlamaSpec spec;
+  spec.n_ctx = 256;
+  return load_gguf_bytes(make_tiny_llama_gguf(spec, 5), "tiny.gguf", pool);
 }
 
 // The bundled SmolLM2-135M (models/smollm2-135m.gguf) on `pool`; null when the

@@ -51,6 +51,9 @@ std::string ApiServer::server_info() const {
   kv["num_tokens"] = int64_t(info.n_blocks) * info.block_size;
   kv["bytes"] = info.kv_cache_bytes;
   kv["prefix_caching"] = info.prefix_caching;
+  // Sliding-window KV (docs/sliding-window-kv.md): > 1 layer groups, each
+  // block then holds one group's layers (num_tokens counts block slots).
+  kv["layer_groups"] = info.kv_layer_groups;
   kv["blocks_used"] = st.kv_blocks_used;
   kv["blocks_cached"] = st.kv_blocks_cached;
   r["kv_cache"] = std::move(kv);

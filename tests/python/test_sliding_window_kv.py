@@ -63,6 +63,9 @@ def test_prefix_hit_past_the_window_answers_as_without_it(start_server):
     plain = start_server("--kv-cache-memory", "256MiB", "--max-model-len", "4096", "--no-sliding-window-kv",
                          "--no-prefix-caching", model=GEMMA)
     assert "sliding-window KV" not in plain.output()
+    for server, groups in ((hybrid, 6), (plain, 1)):
+        info = httpx.get(server.base_url + "/get_server_info", timeout=10).json()
+        assert info["kv_cache"]["layer_groups"] == groups
     # About 1500 tokens: the sliding layers let go of most of the prompt.
     system = "You are a careful assistant who answers in one short sentence. " * 120
     prompt = system + "Question: which planet is closest to the sun?"
