@@ -54,6 +54,7 @@ token_logprobs are compared bitwise too (reported, not required).
 import argparse
 import json
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -240,6 +241,27 @@ def run_mode(name, cmd, prompts, args):
     return row, req.outputs, samples
 
 
+def plot(samples, out_svg):
+    """Sequences running and KV MiB in use over time, both modes, as one SVG
+    (tools/bench/plot_svg.py)."""
+    series = []
+    for mode, ss in samples.items():
+        short = mode.split(" ")[0]
+        ss = ss[::max(1, len(ss) // 300)]  # about 300 points a line
+        series.append({"name": f"running, {short}",
+                       "points": [[round(s["t"], 1), s["num_requests_running"]] for s in ss]})
+        series.append({"name": f"KV GiB x 10, {short}",
+                       "points": [[round(s["t"], 1), round(10 * s["kv_cache_blocks_used"] * s["kv_cache_pool_bytes"]
+                                                    / s["kv_cache_blocks_total"] / 2**30, 2)] for s in ss]})
+    spec = {"title": "Gemma 3: sequences running on one KV pool", "x_label": "seconds",
+            "y_label": "sequences; KV GiB x 10", "numeric_x": True, "series": series}
+    spec_path = pathlib.Path(out_svg).with_suffix(".json")
+    spec_path.write_text(json.dumps(spec))
+    subprocess.run([sys.executable, str(pathlib.Path(__file__).with_name("plot_svg.py")), str(spec_path),
+                    str(out_svg)], check=True)
+    print(f"wrote {out_svg}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "gemma3-270m.gguf"))
@@ -254,7 +276,12 @@ def main():
     ap.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines")
     ap.add_argument("--log-dir", default="/tmp", help="server logs go here")
     ap.add_argument("--json", help="write rows, outputs and samples here")
+    ap.add_argument("--plot", help="write an SVG of sequences running and KV in use over time here")
+    ap.add_argument("--replot", metavar="JSON", help="only redraw --plot from an earlier --json file")
     args = ap.parse_args()
+    if args.replot:
+        plot(json.load(open(args.replot))["samples"], args.plot or "sliding-window-kv.svg")
+        return
 
     omnibus = os.environ.get("OMNIBUS_BIN", os.path.join(ROOT, "build", "omnibus"))
     if not os.access(omnibus, os.X_OK):
@@ -329,6 +356,8 @@ def main():
             json.dump({"args": vars(args), "pool_mib": pool_mib, "cpu": cpu, "rows": rows,
                        "same_tokens": same_tokens, "same_logprobs": same_logprobs, "outputs": outputs,
                        "samples": samples}, fh, indent=1)
+    if args.plot:
+        plot(samples, args.plot)
 
 
 if __name__ == "__main__":
