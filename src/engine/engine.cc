@@ -199,14 +199,11 @@ KvLayerGroups kv_layer_groups(const Model& model, const EngineConfig& config) {
   std::vector<bool> is_swa(size_t(mc.n_layer));
   for (int il = 0; il < mc.n_layer; ++il) is_swa[size_t(il)] = mc.is_swa_layer(il);
   KvLayerGroups groups = KvLayerGroups::hybrid(is_swa, mc.sliding_window);
-  if (!groups.is_hybrid()) return groups;
-  const char* why = nullptr;
-  if (!config.kv_offload_dir.empty()) {
-    why = "the disk tier stores blocks of every layer";
-  }
-  if (why != nullptr) {
+  if (groups.is_hybrid() && !config.kv_offload_dir.empty()) {
     if (config.log_startup) {
-      fmt::print(stderr, "sliding-window KV: off ({}); every layer keeps every token\n", why);
+      fmt::print(stderr,
+                 "sliding-window KV: off (the disk tier stores blocks of every layer); every "
+                 "layer keeps every token\n");
     }
     return uniform;
   }

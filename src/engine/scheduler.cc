@@ -105,8 +105,7 @@ void Scheduler::schedule_running(bool decodes) {
 
 void Scheduler::match(Sequence* seq) {
   if (!seq->may_use_cached_prefix) {
-    match_.blocks.clear();
-    match_.n_free = 0;
+    match_.clear();
     return;
   }
   // At most up to the last token: its logits are needed, so it is computed.

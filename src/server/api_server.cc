@@ -304,8 +304,9 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
                                                  kv_params->value("do_remote_prefill", false) == true);
     if (asks) {
       return respond_error(*sink, ApiError::invalid("kv_transfer_params",
-                                                    "this worker does not transfer KV blocks (start it with "
-                                                    "--kv-role prefill, decode or both)",
+                                                    "this worker does not transfer KV blocks (its KV transfer "
+                                                    "service is off; its start-up log says why: no UCX "
+                                                    "transport, or sliding-window KV with --kv-role both)",
                                                     "kv_transfer_disabled"));
     }
   }
