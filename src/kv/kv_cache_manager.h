@@ -46,7 +46,7 @@
 //
 //   window 8, block size 4, n_tokens 14:
 //     group 0:   [ b7 | b2 | b9 | b4 ]
-//     group 1:   [  - |  - | b5 | b6 ]     positions 7..13 still visible
+//     group 1:   [  - | b5 | b6 | b8 ]     positions 7..13 still visible
 //
 // Prefix caching across groups (vLLM's hybrid manager rules): group 0 keeps
 // the hash-chain cache; a sliding group's full block is registered under the
