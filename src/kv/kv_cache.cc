@@ -7,16 +7,6 @@
 
 namespace omnibus {
 
-namespace {
-
-std::vector<int32_t> group_windows(const KvLayerGroups& groups) {
-  std::vector<int32_t> w;
-  for (int g = 0; g < groups.n_groups(); ++g) w.push_back(groups.window(g));
-  return w;
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<KvCache>> KvCache::create(const KvGeometry& g, int64_t n_blocks,
                                                    bool enable_prefix_caching,
                                                    KvLayerGroups groups) {
@@ -28,7 +18,8 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::create(const KvGeometry& g, int64_t 
 KvCache::KvCache(std::unique_ptr<KvStorage> storage, bool enable_prefix_caching)
     : storage_(std::move(storage)),
       manager_(int32_t(storage_->n_blocks()), storage_->geometry().block_size,
-               enable_prefix_caching, group_windows(storage_->groups())),
+               enable_prefix_caching, storage_->groups().n_groups(),
+               storage_->groups().is_hybrid() ? storage_->groups().window(1) : 0),
       has_residual_(kv_has_residual(storage_->geometry().format)),
       residual_blocks_(storage_->geometry().residual_blocks()) {
   if (has_residual_) freed_.reserve(size_t(storage_->n_blocks()));  // free() never allocates

@@ -1,26 +1,25 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
-#include <utility>
 
 #include "util/check.h"
 
 namespace omnibus {
 
 KvCacheManager::KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching,
-                               std::vector<int32_t> windows)
+                               int32_t n_groups, int32_t window)
     : block_size_(block_size),
       prefix_caching_(enable_prefix_caching),
-      windows_(std::move(windows)),
+      n_groups_(n_groups),
+      window_(n_groups > 1 ? window : 0),
       pool_(n_blocks),
       cache_(enable_prefix_caching ? n_blocks : 1, block_size) {
   OMNIBUS_CHECK(block_size >= 1);
-  OMNIBUS_CHECK(!windows_.empty() && windows_[0] == 0 && windows_.size() < 128);
-  for (int32_t w : windows_) OMNIBUS_CHECK(w >= 0);
-  if (windows_.size() > 1) {
+  OMNIBUS_CHECK(n_groups >= 1 && n_groups < 128 && (n_groups == 1 || window >= 1));
+  if (n_groups > 1) {
     group_of_.assign(size_t(n_blocks), 0);
     if (prefix_caching_) {
-      anchor_.assign((windows_.size() - 1) * size_t(n_blocks), Anchor{});
+      anchor_.assign(size_t(n_groups - 1) * size_t(n_blocks), Anchor{});
       anchor_of_.assign(size_t(n_blocks), -1);
     }
   }
@@ -34,7 +33,7 @@ int32_t KvCacheManager::add_seq() {
   } else {
     id = int32_t(seqs_.size());
     seqs_.emplace_back();
-    seqs_.back().slide.resize(windows_.size() - 1);
+    seqs_.back().slide.resize(size_t(n_groups_ - 1));
   }
   Seq& s = seqs_[size_t(id)];
   OMNIBUS_CHECK(!s.live && s.blocks.empty());
@@ -119,11 +118,9 @@ void KvCacheManager::slide(int32_t seq, int32_t n_computed, std::vector<int32_t>
   if (n_groups() == 1) return;
   Seq& s = seqs_[size_t(seq)];
   OMNIBUS_CHECK(s.live && n_computed >= 0 && n_computed <= s.n_tokens);
-  // Every sliding group shares one window (KvLayerGroups::hybrid), so one
-  // n_slid covers them all.
-  const int32_t first = first_kept_block(windows_[1], n_computed);
+  // Every sliding group has the one window, so one n_slid covers them all.
+  const int32_t first = first_kept_block(n_computed);
   for (size_t g = 0; g < s.slide.size(); ++g) {
-    OMNIBUS_DCHECK(windows_[g + 1] == windows_[1]);
     std::vector<int32_t>& table = s.slide[g];
     for (int32_t j = s.n_slid; j < first; ++j) {
       const int32_t b = table[size_t(j)];
@@ -211,13 +208,13 @@ void KvCacheManager::match_prefix(const TokenView& t, int32_t max_blocks, std::v
     }
     int32_t L = n;
     for (; L > 0; --L) {
-      const int32_t need = L - first_kept_block(windows_[1], L * block_size_);
+      const int32_t need = L - first_kept_block(L * block_size_);
       bool ok = true;
       for (size_t g = 0; g < n_slide && ok; ++g) ok = run[g * size_t(n) + size_t(L - 1)] >= need;
       if (ok) break;
     }
     out.blocks.resize(size_t(L));
-    out.window_first = first_kept_block(windows_[1], L * block_size_);
+    out.window_first = first_kept_block(L * block_size_);
     for (size_t g = 0; g < n_slide; ++g) {
       for (int32_t i = out.window_first; i < L; ++i) out.window.push_back(hit[g * size_t(n) + size_t(i)]);
     }
@@ -363,7 +360,7 @@ void KvCacheManager::check_integrity() const {
   std::vector<int32_t> holders(size_t(pool_.n_blocks()), 0);
   int32_t n_live = 0;
   for (const Seq& s : seqs_) {
-    OMNIBUS_CHECK(s.slide.size() == windows_.size() - 1);
+    OMNIBUS_CHECK(s.slide.size() == size_t(n_groups_ - 1));
     if (!s.live) {
       OMNIBUS_CHECK(s.blocks.empty());
       for (const std::vector<int32_t>& t : s.slide) OMNIBUS_CHECK(t.empty());
@@ -379,7 +376,7 @@ void KvCacheManager::check_integrity() const {
     }
     // A sliding table: the same length, kNoBlock exactly before n_slid, and
     // never past what the window of the next token allows to let go.
-    OMNIBUS_CHECK(s.n_slid >= 0 && s.n_slid <= first_kept_block(windows_.back(), s.n_tokens));
+    OMNIBUS_CHECK(s.n_slid >= 0 && s.n_slid <= first_kept_block(s.n_tokens));
     for (size_t g = 0; g < s.slide.size(); ++g) {
       const std::vector<int32_t>& t = s.slide[g];
       OMNIBUS_CHECK(t.size() == s.blocks.size());

@@ -99,14 +99,16 @@ struct PrefixMatch {
 
 class KvCacheManager {
  public:
-  // windows: one per layer group, 0 for full attention (the first must be);
-  // {0} is the layout without sliding-window KV.
-  // REQUIRES: n_blocks >= 1, block_size >= 1, windows[0] == 0, the others >= 0.
+  // n_groups layer groups: group 0 attends to everything, groups 1 ..
+  // n_groups - 1 see the last `window` tokens (KvLayerGroups::hybrid gives
+  // every sliding group the model's one window). One group is the layout
+  // without sliding-window KV.
+  // REQUIRES: n_blocks >= 1, block_size >= 1, 1 <= n_groups < 128, and
+  // window >= 1 when n_groups > 1.
   KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching = false,
-                 std::vector<int32_t> windows = {0});
+                 int32_t n_groups = 1, int32_t window = 0);
 
-  int32_t n_groups() const { return int32_t(windows_.size()); }
-  int32_t window(int32_t group) const { return windows_[size_t(group)]; }
+  int32_t n_groups() const { return n_groups_; }
 
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return pool_.n_blocks(); }
@@ -242,14 +244,15 @@ class KvCacheManager {
   int32_t anchored(int32_t group, PrefixCache::BlockRef anchor) const;
   void register_anchored(int32_t group, int32_t block, PrefixCache::BlockRef anchor);
   void drop_anchor(int32_t block);
-  // The first position a sliding group of window w keeps when the next token is n.
-  int32_t first_kept_block(int32_t w, int32_t n) const {
-    return w <= 0 || n < w ? 0 : (n - w + 1) / block_size_;
+  // The first block a sliding group keeps when the next token is n.
+  int32_t first_kept_block(int32_t n) const {
+    return window_ <= 0 || n < window_ ? 0 : (n - window_ + 1) / block_size_;
   }
 
   const int32_t block_size_;
   const bool prefix_caching_;
-  const std::vector<int32_t> windows_;  // [n_groups]
+  const int32_t n_groups_;
+  const int32_t window_;  // of groups 1 .. n_groups - 1 (0 with one group)
   BlockPool pool_;
   PrefixCache cache_;  // group 0's hash chain
   // Sliding groups' cache entries: anchor_[(g - 1) * n_blocks + a] is the

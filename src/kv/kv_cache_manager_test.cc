@@ -178,7 +178,7 @@ PrefixMatch match(const KvCacheManager& m, const std::vector<int32_t>& tokens) {
 }
 
 TEST(KvCacheManagerGroups, SlidingTablesLetGoOfBlocksOutsideEveryWindow) {
-  KvCacheManager m(32, 4, false, {0, 8, 8});
+  KvCacheManager m(32, 4, false, 3, 8);
   std::vector<BlockCopy> copies;
   const int32_t s = m.add_seq();
   ASSERT_EQ(m.num_blocks_needed(s, 14), 3 * 4);
@@ -219,7 +219,7 @@ TEST(KvCacheManagerGroups, SlidingTablesLetGoOfBlocksOutsideEveryWindow) {
 }
 
 TEST(KvCacheManagerGroups, GrowthCountsEveryGroup) {
-  KvCacheManager m(32, 4, false, {0, 8, 8});
+  KvCacheManager m(32, 4, false, 3, 8);
   std::vector<BlockCopy> copies;
   const int32_t s = m.add_seq();
   ASSERT_TRUE(m.allocate_slots(s, 5, copies));  // 2 blocks per group, 3 slots open
@@ -231,7 +231,7 @@ TEST(KvCacheManagerGroups, GrowthCountsEveryGroup) {
 }
 
 TEST(KvCacheManagerGroups, ForkCopiesOnWriteInEveryGroup) {
-  KvCacheManager m(16, 4, false, {0, 8});
+  KvCacheManager m(16, 4, false, 2, 8);
   std::vector<BlockCopy> copies;
   const int32_t parent = m.add_seq();
   ASSERT_TRUE(m.allocate_slots(parent, 6, copies));
@@ -259,7 +259,7 @@ TEST(KvCacheManagerGroups, ForkCopiesOnWriteInEveryGroup) {
 }
 
 TEST(KvCacheManagerGroups, BlocksLetGoStayCachedAndServeHits) {
-  KvCacheManager m(32, 4, true, {0, 8, 8});
+  KvCacheManager m(32, 4, true, 3, 8);
   const std::vector<int32_t> t = iota_tokens(16);
   const int32_t a = compute(m, t);  // the next token (16) sees 9..16: blocks 0, 1 let go
   const std::vector<int32_t> a1 = table_of(m, a, 1);
@@ -301,7 +301,7 @@ TEST(KvCacheManagerGroups, BlocksLetGoStayCachedAndServeHits) {
 }
 
 TEST(KvCacheManagerGroups, AHitNeedsEverySlidingGroupsWindow) {
-  KvCacheManager m(32, 4, true, {0, 8, 8});
+  KvCacheManager m(32, 4, true, 3, 8);
   const std::vector<int32_t> t = iota_tokens(16);
   m.free(compute(m, t));  // 12 blocks cached; 20 never used
   std::vector<int32_t> b_tokens = t;
@@ -329,7 +329,7 @@ TEST(KvCacheManagerGroups, AHitNeedsEverySlidingGroupsWindow) {
 }
 
 TEST(KvCacheManagerGroups, ClearDropsTheSlidingEntries) {
-  KvCacheManager m(32, 4, true, {0, 8});
+  KvCacheManager m(32, 4, true, 2, 8);
   const std::vector<int32_t> t = iota_tokens(16);
   m.free(compute(m, t));
   std::vector<int32_t> b_tokens = t;
@@ -347,7 +347,7 @@ TEST(KvCacheManagerGroups, ClearDropsTheSlidingEntries) {
 TEST(KvCacheManagerGroups, AfterEvictionTheSameTokensAreCachedAgain) {
   // Every cached block evicted (group 0's and the sliding group's), then the
   // same tokens computed again: both groups register anew.
-  KvCacheManager m(12, 4, true, {0, 8});
+  KvCacheManager m(12, 4, true, 2, 8);
   const std::vector<int32_t> t = iota_tokens(8);
   m.free(compute(m, t));  // 4 blocks cached
   std::vector<int32_t> b_tokens = t;

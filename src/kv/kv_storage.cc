@@ -128,16 +128,10 @@ uint64_t KvStorage::kivi_steals() const {
 }
 
 int32_t KvStorage::usable_prefix(std::span<const int32_t> blocks) const {
-  const int32_t n = int32_t(blocks.size());
-  const int w = geometry_.residual_blocks();
-  if (w == 0) return n;
+  if (geometry_.residual_blocks() == 0) return int32_t(blocks.size());
   // Sequences starting after blocks[0, m) read blocks m - w .. m - 1 in fp16.
-  for (int32_t m = n; m > 0; --m) {
-    bool held = true;
-    for (int32_t i = std::max(0, m - w); i < m && held; ++i) {
-      for (const auto& r : kivi_) held = held && r->holds_rows(blocks[size_t(i)]);
-    }
-    if (held) return m;
+  for (size_t m = blocks.size(); m > 0; --m) {
+    if (holds_window_rows(blocks.first(m), geometry_.n_layers)) return int32_t(m);
   }
   return 0;
 }

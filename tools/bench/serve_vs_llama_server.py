@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,25 +41,13 @@ import time
 
 import httpx
 
+from serve_util import stop, wait_healthy
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def log(msg):
     print(f"serve_vs_llama_server: {msg}", file=sys.stderr, flush=True)
-
-
-def wait_healthy(base, proc, timeout=300.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before becoming healthy")
-        try:
-            if httpx.get(base + "/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("server did not become healthy in time")
 
 
 def text_token_ids(base):
@@ -71,16 +58,6 @@ def text_token_ids(base):
     r = httpx.post(base + "/tokenize", json={"content": text, "prompt": text,
                                              "add_special_tokens": False}, timeout=60)
     return r.json()["tokens"]
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def one_request(client, base, prompt, out_len, results, t0):

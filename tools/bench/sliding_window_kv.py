@@ -56,8 +56,6 @@ import json
 import os
 import pathlib
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -65,6 +63,8 @@ import threading
 import time
 
 import httpx
+
+from serve_util import cpu_model, free_port, stop, wait_healthy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FULL_BYTES_PER_TOKEN = 18 * 2 * 1 * 256 * 2  # gemma3-270m: layers x (K,V) x kv heads x head dim x f16
@@ -74,36 +74,6 @@ METRICS = ("num_requests_running", "num_requests_waiting", "kv_cache_blocks_used
 
 def log(msg):
     print(f"sliding_window_kv: {msg}", file=sys.stderr, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(base, proc, log_path, timeout=300.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before becoming healthy (log: {log_path})")
-        try:
-            if httpx.get(base + "/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("server did not become healthy in time")
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def scrape(base):
@@ -179,7 +149,7 @@ def run_mode(name, cmd, prompts, args):
     with open(log_path, "w") as lf:
         proc = subprocess.Popen(cmd + ["--port", str(port)], stdout=lf, stderr=subprocess.STDOUT)
     try:
-        wait_healthy(base, proc, log_path)
+        wait_healthy(base, proc, log_path=log_path)
         startup = [ln.strip() for ln in open(log_path) if ln.startswith(("sliding-window KV", "kv cache:"))]
         for ln in startup:
             log(f"{name}: {ln}")
@@ -299,7 +269,7 @@ def main():
     with open(tok_log, "w") as lf:
         proc = subprocess.Popen(base_cmd + ["--port", str(port)], stdout=lf, stderr=subprocess.STDOUT)
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, tok_log)
+        wait_healthy(f"http://127.0.0.1:{port}", proc, log_path=tok_log)
         ids = httpx.post(f"http://127.0.0.1:{port}/tokenize", json={"prompt": text, "add_special_tokens": False},
                          timeout=60).json()["tokens"]
     finally:
@@ -326,8 +296,7 @@ def main():
     def mib(x):
         return "n/a" if x is None else f"{x / 2**20:.1f}"
 
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")), "?")
+    cpu = cpu_model()
     print(f"gemma3-270m, {args.n_seqs} sequences of {args.prompt_tokens}-token prompts + {args.max_tokens} generated "
           f"(greedy, ignore_eos), pool {pool_mib} MiB, {args.threads} threads, {cpu}\n")
     print("| mode | peak running | running at fullest decode-only sample | KV MiB / seq there | "

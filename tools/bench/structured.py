@@ -51,13 +51,14 @@ import asyncio
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 import httpx
+
+from serve_util import cpu_model, stop, wait_healthy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MASK_METRIC = "omnibus:structured_mask_seconds"
@@ -69,41 +70,6 @@ SUBJECTS = ["a retired sailor", "a young violinist", "a baker in Lyon", "a softw
 
 def log(msg):
     print(f"structured: {msg}", file=sys.stderr, flush=True)
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
-def wait_healthy(base, proc, timeout=300.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before becoming healthy")
-        try:
-            if httpx.get(base + "/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("server did not become healthy in time")
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 # --- workload -------------------------------------------------------------------------------------------------------
