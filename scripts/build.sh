@@ -14,6 +14,13 @@ case "$kind" in
   tsan)    dir=build-tsan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DOMNIBUS_SANITIZE=thread) ;;
   *) echo "build.sh: unknown kind '$kind'" >&2; exit 2 ;;
 esac
+# ccache (installed by setup.sh) keeps compiled objects across build trees and
+# clones: paths are taken relative to the checkout, so a fresh clone (CI) hits
+# the objects of the last one. Cold, a build costs what it did without it.
+if command -v ccache >/dev/null; then
+  flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true CCACHE_DEPEND=true  # depend: no preprocessor run on a miss
+fi
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja -DOMNIBUS_WERROR=ON "${flags[@]}" >/dev/null
 fi

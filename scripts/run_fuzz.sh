@@ -32,9 +32,14 @@ fi
 per=$(( seconds / ${#stems[@]} ))
 (( per >= 1 )) || per=1
 
+launcher=()
+if command -v ccache >/dev/null; then  # as in build.sh
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true CCACHE_DEPEND=true
+fi
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOMNIBUS_FUZZ=ON \
+    -DOMNIBUS_FUZZ=ON "${launcher[@]}" \
     "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 fi
 targets=()

@@ -37,15 +37,24 @@ step "TSan build (concurrent modules)"
 # main, so this cannot be done from the code.
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh tsan
 tsan_targets=()
-for t in kernels_tests engine_tests server_tests kv_events_tests kv_transfer_tests grammar_tests; do
+for t in engine_tests kernels_tests grammar_tests kv_transfer_tests kv_events_tests server_tests; do
   grep -qE "^build $t " build-tsan/build.ninja && tsan_targets+=("$t")
 done
 scripts/build.sh tsan --target "${tsan_targets[@]}"
 step "TSan tests"
-for t in "${tsan_targets[@]}"; do
-  UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/scripts/tsan.supp" \
-    "build-tsan/$t" --gtest_brief=1
-done
+# Two suites at a time (each is mostly one thread at a time under TSan), the
+# longest first; a suite's output is shown whole when it fails, else its summary.
+tsan_run() {
+  local log="build-tsan/$1.log"
+  if UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/scripts/tsan.supp" \
+       "build-tsan/$1" --gtest_brief=1 >"$log" 2>&1; then
+    echo "$1: $(grep -E '^\[==========\] .* ran' "$log")"
+  else
+    cat "$log"; echo "$1: FAILED"; return 1
+  fi
+}
+export -f tsan_run
+printf '%s\n' "${tsan_targets[@]}" | xargs -P 2 -I{} bash -c 'tsan_run {}'
 
 if [ -x scripts/run_fuzz.sh ]; then
   step "GGUF fuzzer (${OMNIBUS_FUZZ_SECONDS:-60} s)"
