@@ -263,7 +263,7 @@ class Engine {
   // engine is shutting down.
   std::vector<uint64_t> cached_block_hashes();
 
-  struct Impl;  // engine.cc: the engine thread's state
+  struct Impl;  // engine_impl.h: the engine thread's state
 
  private:
   Engine(std::unique_ptr<Impl> impl, EngineInfo info);

@@ -44,7 +44,7 @@
 // front (together they hold < 1e-12 of the mass). Scratch buffers are
 // thread_local, shared by every Sampler that runs on a thread, so a Sampler
 // itself is small: params plus 32 bytes of RNG state. (The engine samples a
-// step's sequences in parallel on the model's thread pool, engine.cc
+// step's sequences in parallel on the model's thread pool, engine_sampling.cc
 // sample_all: each pool thread has its own buffers, each Sampler runs on one
 // thread per call.) Once a thread's buffers have grown to the vocabulary size,
 // sample() allocates only the returned top_logprobs vector (and only when

@@ -39,7 +39,7 @@
 
 namespace omnibus {
 
-struct RequestState;  // engine.cc: the request a sequence belongs to
+struct RequestState;  // engine_impl.h: the request a sequence belongs to
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
 

@@ -4,7 +4,7 @@
 For each model and each --kv-cache-dtype (f32 f16 q8 q4 kivi2):
   - bytes per token of the pool's blocks (formula of kv/kv_quant.h, from
     the GGUF's layer/head geometry) and, for kivi2 and q4 (KIVI keys), the
-    fixed fp16 residual area (as src/engine/engine.cc sizes it: 1 + window
+    fixed fp16 residual area (as src/kv/kv_cache_size.cc sizes it: 1 + window
     slots per layer for each of --max-num-seqs (256) running sequences, at most
     half of the memory, and past 64 sequences at most an eighth; the window is
     1 block for kivi2, 0 for q4);

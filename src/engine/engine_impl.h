@@ -1,0 +1,211 @@
+// Engine::Impl: the engine's state, and the declarations of the member
+// functions that run on the engine thread. Private to src/engine/engine*.cc;
+// each group of members lives in a file of its own:
+//
+//   engine.cc             the public Engine API, the loop (run), step, publish_*
+//   engine_create.cc      Engine::create: checks the config, sizes the pool, the tier
+//   engine_requests.cc    accept, fork, finish, abort_request, abort_all
+//   engine_sampling.cc    sample_all, draw, emit: logits rows -> tokens -> events
+//   engine_disk_tier.cc   start/end_disk_load, store_finished, spill_evicted, store_block
+//   engine_kv_transfer.cc start/end_import, pin_prompt, export_window, unpin
+//
+// Ownership: Engine owns its Impl (Engine::impl_). Engine::create builds it
+// before the engine thread starts; it is destroyed after that thread is
+// joined. Impl owns the KvCache, the Scheduler, every RequestState (and so
+// every Sequence) and the disk tier.
+//
+// Thread-safety: the members below run on the engine thread only, and the
+// fields marked "engine thread only" are touched by it alone, except:
+//   - sample_all runs draw() on the model's pool threads: each call touches
+//     only its own sequence's sampler and mask and that thread's scratch row;
+//   - masks (GrammarMasks, thread-safe) also gets Engine::submit's first
+//     mask of a constrained request, on the caller's thread;
+//   - kv's n_bytes(), resident_bytes() and storage()'s region layout are
+//     read by Engine::stats and Engine::kv_region from any thread (constant
+//     after creation, or thread-safe: kv/kv_storage.h);
+//   - disk is thread-safe (Engine::stats reads its stats from any thread).
+// Fields "guarded by mu" are shared with client threads (submit, abort,
+// unpin, run_on_engine_thread) and with the completion callbacks of KV
+// imports and disk loads (on other threads); cv wakes the engine thread.
+// Fields "guarded by stats_mu" are read by stats, wait_idle, wait_for_step.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/grammar_masks.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kernels/thread_pool.h"
+#include "kv/disk_tier.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_events.h"
+#include "kv/prefix_cache.h"
+#include "model/model.h"
+#include "model/step_batch.h"
+
+namespace omnibus {
+
+using Clock = std::chrono::steady_clock;
+
+// One submitted request; its sequences all exist from submit on, sequence 0
+// alone computes the prompt and the others fork from it when it is done.
+struct RequestState {
+  uint64_t id = 0;
+  Request req;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<std::unique_ptr<Sequence>> seqs;  // [req.n]
+  bool forked = false;
+  int32_t n_finished = 0;
+  std::vector<PromptLogprob> prompt_logprobs;  // positions 1 .. size()
+  std::shared_ptr<const KvPinned> pinned;      // pin_prompt_blocks: set when sequence 0 finished
+  bool importing = false;                      // kv_import: blocks being fetched, not yet scheduled
+  bool abort_after_import = false;  // aborted while importing or loading: abort once it ended
+  bool disk_loading = false;  // prompt blocks being read from the disk tier, not yet scheduled
+};
+
+// A request's prompt blocks being read from the disk tier: `hold` is a
+// KvCache sequence holding the pool's prefix hit (n_local blocks) plus
+// n_disk blocks the payloads are scattered into when the load is done.
+struct DiskLoadState {
+  int32_t hold = -1;
+  int32_t n_local = 0;
+  int32_t n_disk = 0;
+  std::shared_ptr<const DiskLoad> load;
+};
+
+// A request's prompt blocks being fetched (KvImport): `hold` is a KvCache
+// sequence holding the local prefix hit plus the blocks being written.
+struct ImportState {
+  int32_t hold = -1;
+  int32_t n_local = 0;         // blocks already cached here
+  int32_t n_blocks = 0;        // blocks the request will start after
+  int32_t transfer_slot = -1;  // kivi2 window: where the rows land (KvStorage transfer slot)
+};
+
+// A prompt pinned for a remote decode worker (Request::pin_prompt_blocks).
+struct Pin {
+  int32_t seq = -1;  // the KvCache sequence holding the blocks
+  int32_t n_blocks = 0;
+  int32_t transfer_slot = -1;  // kivi2 window: the exported rows, released at unpin
+};
+
+struct Engine::Impl {
+  Impl(Model& m, EngineConfig c, std::unique_ptr<KvCache> cache, std::unique_ptr<DiskTier> tier)
+      : model(m),
+        config(std::move(c)),
+        n_vocab(m.config().n_vocab),
+        disk(std::move(tier)),
+        kv_cache(std::move(cache)),
+        kv(*kv_cache),
+        scheduler(
+            SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
+                            config.scheduling_policy, config.max_wait_steps,
+                            config.long_prefill_token_threshold, config.max_num_partial_prefills},
+            kv),
+        is_eog(size_t(n_vocab), false) {
+    for (int32_t id : config.eog_ids) {
+      if (id >= 0 && id < n_vocab) is_eog[size_t(id)] = true;
+    }
+    ThreadPool* pool = model.thread_pool();
+    scratch.resize(size_t(pool != nullptr ? pool->n_threads() : 1));
+    for (std::vector<float>& v : scratch) v.resize(size_t(n_vocab));
+    kv.set_key_mask_for_testing(config.prefix_cache_key_mask_for_testing);
+    if (config.on_kv_events) kv.set_event_recorder(&kv_events);
+    if (disk != nullptr) kv.set_eviction_sink(&evicted);
+  }
+
+  void accept(std::unique_ptr<RequestState> r);
+  bool start_disk_load(RequestState& r);
+  void end_disk_load(uint64_t id);
+  void store_finished(Sequence& seq);
+  void spill_evicted();
+  bool store_block(DiskBlock b, int32_t block);
+  void start_import(RequestState& r);
+  void end_import(uint64_t id, bool ok);
+  void pin_prompt(RequestState& r, Sequence& seq0);
+  bool export_window(std::span<const int32_t> blocks, int32_t& slot);
+  void unpin(uint64_t pin_id);
+  void abort_request(uint64_t id);
+  void abort_all();
+  void step();
+  void fork(RequestState& r);
+  // A sequence to sample this step from its logits row.
+  struct SampleJob {
+    Sequence* seq;
+    const float* row;  // [n_vocab]
+    SampledToken token;
+    double mask_seconds = -1;  // constrained: time spent on the mask (else -1)
+  };
+  void sample_all(std::vector<SampleJob>& jobs, Clock::time_point now);
+  SampledToken draw(Sequence& seq, const float* row, float* scratch_row, double& mask_seconds);
+  void emit(Sequence& seq, SampledToken t, Clock::time_point now);
+  void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
+  void publish_stats();
+  void publish_kv_events();
+
+  // Constant after construction.
+  Model& model;
+  const EngineConfig config;
+  const int32_t n_vocab;
+
+  // The disk tier (null when off); thread-safe. Outlives kv_cache: its
+  // writer may still hold blocks gathered from it (copies, not pointers).
+  const std::unique_ptr<DiskTier> disk;
+
+  // Engine thread only.
+  std::vector<PrefixCache::Evicted> evicted;  // the pool's evictions, not yet spilled to disk
+  std::unordered_map<uint64_t, DiskLoadState> disk_loading;  // by request id
+  KvEventRecorder kv_events;  // attached to the cache when config.on_kv_events is set
+  const std::unique_ptr<KvCache> kv_cache;
+  KvCache& kv;  // *kv_cache
+  Scheduler scheduler;
+  std::vector<bool> is_eog;  // [n_vocab]
+  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
+  std::vector<uint64_t> done_requests;
+  std::unordered_map<uint64_t, ImportState> importing;  // by request id
+  std::unordered_map<uint64_t, Pin> pins;               // by pin id
+  uint64_t next_pin_id = 1;
+  StepBatch batch;
+  std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
+  std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
+  GrammarMasks masks;                       // next-token masks of constrained sequences
+  EngineStats local;                        // published to `stats` after each step
+  double peak_waste_sum = 0;                // over the steps at peak KV usage
+  int64_t n_peak_steps = 0;
+
+  // Guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<RequestState>> inbox;
+  std::vector<uint64_t> aborts;
+  std::vector<std::function<void()>> tasks;  // run_on_engine_thread, in order
+  std::vector<uint64_t> unpins;
+  std::vector<std::pair<uint64_t, bool>> imports_done;  // (request id, ok) from KvImport::fetch
+  int64_t imports_in_flight = 0;          // fetches started whose done has not been called
+  std::vector<uint64_t> disk_loads_done;  // request ids whose DiskLoad is done
+  int64_t disk_loads_in_flight = 0;       // loads started whose on_done has not run
+  uint64_t next_id = 1;
+  bool stop = false;
+  bool stopped = false;  // the thread has taken its last tasks: no more are accepted
+
+  // Guarded by stats_mu; stats_cv is notified after each publish_stats.
+  mutable std::mutex stats_mu;
+  mutable std::condition_variable stats_cv;
+  EngineStats stats;
+  uint64_t n_submitted = 0;  // requests accepted by submit()
+};
+
+}  // namespace omnibus
