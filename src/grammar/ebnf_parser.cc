@@ -293,7 +293,7 @@ Status Parser::parse_literal(Piece* out) {
     if (src_[pos_] == '"') break;
     uint32_t cp = 0;
     OMNIBUS_RETURN_IF_ERROR(parse_char(false, &cp));
-    append_utf8(cp, &bytes);
+    append_scalar(cp, &bytes);
     if (bytes.size() > limits_.max_elements) break;  // count_elements reports it
   }
   ++pos_;

@@ -38,25 +38,6 @@ bool decode_utf8(std::string_view s, size_t* pos, uint32_t* cp) {
   return true;
 }
 
-void append_utf8(uint32_t cp, std::string* out) {
-  OMNIBUS_CHECK(cp <= kMaxCodePoint && !(cp >= 0xD800 && cp <= 0xDFFF));
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> ranges, bool negate) {
   for (CodeRange& r : ranges) r.second = std::min(r.second, kMaxCodePoint);
   std::sort(ranges.begin(), ranges.end());
@@ -122,8 +103,8 @@ void split(uint32_t lo, uint32_t hi, std::vector<std::vector<ByteRange>>* out) {
     }
   }
   std::string a, b;
-  append_utf8(lo, &a);
-  append_utf8(hi, &b);
+  append_scalar(lo, &a);
+  append_scalar(hi, &b);
   OMNIBUS_CHECK(a.size() == b.size());
   std::vector<ByteRange> seq;
   for (size_t k = 0; k < a.size(); ++k) {

@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "util/check.h"
+#include "util/utf8.h"
+
 namespace omnibus::grammar {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
@@ -24,8 +27,12 @@ constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 // surrogate, beyond U+10FFFF, truncated.
 bool decode_utf8(std::string_view s, size_t* pos, uint32_t* cp);
 
-// REQUIRES: cp <= kMaxCodePoint and cp is not a surrogate.
-void append_utf8(uint32_t cp, std::string* out);
+// append_utf8 (util/utf8.h) of a Unicode scalar value: aborts on a code
+// point above kMaxCodePoint or a surrogate (the parsers reject those first).
+inline void append_scalar(uint32_t cp, std::string* out) {
+  OMNIBUS_CHECK(cp <= kMaxCodePoint && !(cp >= 0xD800 && cp <= 0xDFFF));
+  append_utf8(out, cp);
+}
 
 using CodeRange = std::pair<uint32_t, uint32_t>;  // inclusive [first, second]
 using ByteRange = std::pair<uint8_t, uint8_t>;    // inclusive

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "template/jinja_escape.h"
+#include "util/utf8.h"
 
 namespace omnibus::jinja {
 namespace {
@@ -24,25 +25,11 @@ int hex_value(char c) {
   return -1;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;  // a lone surrogate cannot be UTF-8
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x110000) {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    append_utf8(out, 0xFFFD);
-  }
+// A \u, \U or octal escape's code point: U+FFFD where it is not a Unicode
+// scalar value (a lone surrogate, or beyond U+10FFFF), as Python decodes it.
+void append_escaped(std::string& out, uint32_t cp) {
+  if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
+  append_utf8(&out, cp);
 }
 
 // Python's single-character escapes: backslash + `from` stands for `to`
@@ -83,7 +70,7 @@ void decode_escapes(std::string_view body, std::string& out) {
           out += e;
           break;
         }
-        append_utf8(out, cp);
+        append_escaped(out, cp);
         i += n;
         break;
       }
@@ -93,7 +80,7 @@ void decode_escapes(std::string_view body, std::string& out) {
           for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k) {
             cp = cp * 8 + uint32_t(body[++i] - '0');
           }
-          append_utf8(out, cp);
+          append_escaped(out, cp);
         } else {
           out += '\\';
           out += e;

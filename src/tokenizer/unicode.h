@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tokenizer/unicode_tables.h"
+#include "util/utf8.h"
 
 namespace omnibus::unicode {
 
@@ -31,8 +32,8 @@ uint32_t decode_utf8_lenient(std::string_view s, size_t* pos);
 // All codepoints of `s`, decoded with decode_utf8_lenient().
 std::vector<uint32_t> decode_utf8_lenient(std::string_view s);
 
-// Appends the UTF-8 encoding of cp (REQUIRES: cp <= 0x10FFFF).
-void append_utf8(std::string* out, uint32_t cp);
+// Appends the UTF-8 encoding of cp (REQUIRES: cp <= 0x10FFFF): util/utf8.h.
+using ::omnibus::append_utf8;
 
 // Length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no
 // surrogates, <= U+10FFFF) starting at s[pos]: 1..4 when complete and valid;
