@@ -73,6 +73,13 @@ struct ServeOptions {
   std::string kv_transfer_host;  // "": --host, or 127.0.0.1 when that is 0.0.0.0
   int kv_transfer_port = 0;
   double kv_transfer_timeout_s = 120.0;
+  bool kv_transfer = false;               // --kv-transfer: role both serves either side of a transfer
+  std::string kv_transfer_secret;         // --kv-transfer-secret (prefer the file)
+  std::string kv_transfer_secret_file;    // --kv-transfer-secret-file
+  std::string kv_transfer_peers;          // --kv-transfer-peers
+  std::string kv_transfer_max_pinned = "25%";
+  std::string prefix_cache_salt_header;   // --prefix-cache-salt-header
+  bool enable_debug_endpoints = false;
 };
 
 // The KV-event publisher the flags ask for (nullptr: none), wired to the
@@ -188,6 +195,21 @@ StatusOr<std::unique_ptr<server::KvTransferService>> start_kv_transfer(const Ser
                                                                         Engine& engine) {
   server::KvTransferServiceOptions ko;
   ko.role = role;
+  if (o.kv_transfer_secret_file.empty() == o.kv_transfer_secret.empty()) {
+    return Status::invalid_argument("KV transfer needs the deployment's secret, the same on every prefill and decode "
+                                    "worker: --kv-transfer-secret-file FILE (mode 600; e.g. `openssl rand -hex 32 > "
+                                    "FILE`) or --kv-transfer-secret S (visible in ps: prefer the file), not both");
+  }
+  StatusOr<kv_transfer::TransferAuth> auth = o.kv_transfer_secret_file.empty()
+                                                 ? kv_transfer::TransferAuth::create(o.kv_transfer_secret)
+                                                 : kv_transfer::TransferAuth::from_file(o.kv_transfer_secret_file);
+  if (!auth.is_ok()) return auth.status();
+  ko.auth = std::make_shared<const kv_transfer::TransferAuth>(std::move(auth).value());
+  OMNIBUS_ASSIGN_OR_RETURN(ko.peers, kv_transfer::PeerList::parse(o.kv_transfer_peers));
+  if (ko.peers.empty()) {
+    return Status::invalid_argument("KV transfer needs --kv-transfer-peers: the hosts (or CIDRs) of the workers this "
+                                    "one trusts, e.g. --kv-transfer-peers 127.0.0.1 on one machine");
+  }
   const bool wildcard = o.host == "0.0.0.0" || o.host == "::";
   ko.host = !o.kv_transfer_host.empty() ? o.kv_transfer_host : wildcard ? "127.0.0.1" : o.host;
   ko.listen_host = o.kv_transfer_host.empty() ? o.host : o.kv_transfer_host;
@@ -213,7 +235,13 @@ int run_serve(const ServeOptions& o) {
   StatusOr<EngineConfig> cfg = to_engine_config(o.engine);
   if (!cfg.is_ok()) return fail(cfg.status());
   // A prefill or decode worker moves blocks of every layer to its peers.
-  if (o.kv_role != "both") cfg->sliding_window_kv = false;
+  const bool kv_transfer_on = o.kv_role != "both" || o.kv_transfer;
+  if (kv_transfer_on) cfg->sliding_window_kv = false;
+  if (o.kv_transfer_max_pinned.ends_with('%')) {
+    cfg->max_pinned_fraction = std::stod(o.kv_transfer_max_pinned) / 100.0;
+  } else {
+    cfg->max_pinned_blocks = int32_t(std::stol(o.kv_transfer_max_pinned));
+  }
   int kv_events_exit = 0;
   // Outlives the engine, whose thread calls it (declared before it).
   std::unique_ptr<KvEventPublisher> kv_events = open_kv_events(o, *cfg, kv_events_exit);
@@ -226,6 +254,9 @@ int run_serve(const ServeOptions& o) {
   api_cfg.max_logprobs = o.max_logprobs;
   api_cfg.max_n = o.max_n;
   api_cfg.max_logprob_entries = o.max_logprob_entries;
+  api_cfg.prefix_cache_salt_header = o.prefix_cache_salt_header;
+  for (char& c : api_cfg.prefix_cache_salt_header) c = char(std::tolower(static_cast<unsigned char>(c)));
+  api_cfg.enable_debug_endpoints = o.enable_debug_endpoints;
   auto api = std::make_unique<server::ApiServer>(api_cfg);
   server::TransportConfig tcfg{o.host, o.port, o.http_threads, o.max_body_bytes};
   StatusOr<std::unique_ptr<server::HttpTransport>> transport = server::HttpTransport::create(
@@ -269,30 +300,24 @@ int run_serve(const ServeOptions& o) {
   backend.model_config = &m->model->config();
   backend.n_threads = m->pool ? int32_t(m->pool->n_threads()) : 1;
   backend.isa = isa_name(cpu_features().chosen);
-  // KV transfer. With --kv-role both (the default) a failure to start it
-  // (no UCX transport, the port taken) only disables it; a dedicated prefill
-  // or decode worker cannot run without it.
+  // KV transfer: off unless --kv-role prefill/decode or --kv-transfer asks
+  // for it (docs/security.md); then it must start, or the server does not.
   std::unique_ptr<server::KvTransferService> kv_transfer;
   const server::KvRole role = o.kv_role == "prefill"  ? server::KvRole::kPrefill
                               : o.kv_role == "decode" ? server::KvRole::kDecode
                                                       : server::KvRole::kBoth;
-  if ((*engine)->info().kv_layer_groups > 1) {
-    // Role both: the sliding-window layers' blocks are not where a peer would
-    // read them. --no-sliding-window-kv brings the transfer service back.
-    fmt::print(stderr, "omnibus serve: KV transfer disabled: sliding-window KV is on\n");
-  } else if (StatusOr<std::unique_ptr<server::KvTransferService>> svc = start_kv_transfer(o, role, m->path, **engine);
-      svc.is_ok()) {
+  if (kv_transfer_on) {
+    StatusOr<std::unique_ptr<server::KvTransferService>> svc = start_kv_transfer(o, role, m->path, **engine);
+    if (!svc.is_ok()) return fail(svc.status());
     kv_transfer = std::move(*svc);
     backend.kv_transfer = kv_transfer.get();
-  } else if (role != server::KvRole::kBoth) {
-    return fail(svc.status());
-  } else {
-    fmt::print(stderr, "omnibus serve: KV transfer disabled: {}\n", svc.status().to_string());
   }
   if (kv_transfer) {
-    fmt::print(stderr, "omnibus serve: KV transfer ({}) on {}:{} (UCX); unpulled prompts unpinned after {:.0f} s\n",
+    fmt::print(stderr,
+               "omnibus serve: KV transfer ({}) on {}:{} (UCX), peers {}; unpulled prompts unpinned after {:.0f} s, "
+               "at most {} blocks pinned\n",
                server::kv_role_name(kv_transfer->role()), o.kv_transfer_host.empty() ? o.host : o.kv_transfer_host,
-               kv_transfer->port(), o.kv_transfer_timeout_s);
+               kv_transfer->port(), o.kv_transfer_peers, o.kv_transfer_timeout_s, o.kv_transfer_max_pinned);
   }
   if (kv_events) {
     backend.kv_events_counts = [p = kv_events.get()] {
@@ -424,6 +449,36 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--kv-transfer-timeout", o->kv_transfer_timeout_s,
                   "Seconds a prefill worker keeps a prompt's blocks pinned for a decode worker that never pulls them")
       ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  cmd->add_flag("--kv-transfer", o->kv_transfer,
+                "With --kv-role both: serve either side of a KV transfer (off by default: a plain server refuses "
+                "kv_transfer_params)");
+  cmd->add_option("--kv-transfer-secret-file", o->kv_transfer_secret_file,
+                  "File (mode 600) holding the secret every prefill and decode worker of the deployment shares: it "
+                  "signs offers and side-channel messages (docs/security.md); needed whenever KV transfer is on");
+  cmd->add_option("--kv-transfer-secret", o->kv_transfer_secret,
+                  "The shared secret itself (at least 16 bytes; visible in ps: prefer --kv-transfer-secret-file)");
+  cmd->add_option("--kv-transfer-peers", o->kv_transfer_peers,
+                  "Comma-separated hosts, addresses or CIDRs of the workers this one trusts: its side channel "
+                  "answers only them, and kv_transfer_params naming another remote_host are refused (400)");
+  cmd->add_option("--kv-transfer-max-pinned", o->kv_transfer_max_pinned,
+                  "At most this many KV blocks (N, or P% of the pool) pinned for decode workers at once; a prefill "
+                  "beyond it is answered without kv_transfer_params (the decode worker computes the prompt)")
+      ->capture_default_str()->check([](const std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const double x = std::stod(v, &used);
+          const bool pct = used + 1 == v.size() && v.back() == '%';
+          if ((used == v.size() || pct) && x >= 0 && (!pct || x <= 100)) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a block count N or a percentage P% of the pool";
+      });
+  cmd->add_option("--prefix-cache-salt-header", o->prefix_cache_salt_header,
+                  "HTTP header a gateway sets to the tenant (e.g. X-Tenant-Id): requests share prefix-cache blocks "
+                  "only within one value of it (then within one body cache_salt)");
+  cmd->add_flag("--enable-debug-endpoints", o->enable_debug_endpoints,
+                "Serve /v1/engine/state and /v1/engine/kv_blocks without --api-key (they list every cached block "
+                "hash: keep them off on shared servers)");
 }
 
 }  // namespace omnibus

@@ -94,6 +94,7 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     seq->request = r.get();
     seq->index = i;
     seq->prompt = &r->req.prompt;
+    seq->cache_root = PrefixCache::root_key(r->req.cache_salt);
     seq->priority = r->req.priority;
     // Prompt logprobs need the logits of every prompt position: compute them all.
     seq->may_use_cached_prefix = r->req.prompt_logprobs < 0;

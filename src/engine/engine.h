@@ -80,6 +80,12 @@ struct EngineConfig {
   std::vector<int32_t> eog_ids;         // end-of-generation ids (Tokenizer::eog_ids())
   bool log_startup = true;              // print the pool size on stderr at creation
   bool enable_prefix_caching = true;    // --no-prefix-caching turns it off
+  // Prefill side of KV transfer (Request::pin_prompt_blocks): at most this
+  // many blocks pinned for decode workers at once, all requests together;
+  // a request that would pass it is served unpinned (no offer). -1: no bound;
+  // with max_pinned_fraction > 0, that fraction of the pool instead.
+  int32_t max_pinned_blocks = -1;
+  double max_pinned_fraction = 0.0;
   // Sliding-window KV (kv/kv_layer_groups.h): a model with sliding-window
   // layers keeps, in those layers, only the blocks some token's window still
   // covers. --no-sliding-window-kv turns it off (every layer keeps every
@@ -188,6 +194,7 @@ struct EngineStats {
   // Disaggregated prefill/decode (Request::pin_prompt_blocks, kv_import).
   int32_t kv_pins = 0;                    // prompts pinned for a remote decode worker
   int32_t kv_blocks_pinned = 0;           // blocks those pins hold
+  uint64_t kv_pins_refused = 0;           // requests served unpinned: max_pinned_blocks reached
   uint64_t kv_imports = 0;                // requests with a KvImport taken in
   uint64_t kv_import_blocks_local = 0;    // of their blocks: found in the prefix cache here
   uint64_t kv_import_blocks_fetched = 0;  // copied from the prefill worker

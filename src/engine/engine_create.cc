@@ -195,6 +195,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
                scheduling_policy_name(info.scheduling_policy));
   }
   std::unique_ptr<DiskTier> disk = make_disk_tier(config, *cache);
+  if (config.max_pinned_fraction > 0) {
+    config.max_pinned_blocks = int32_t(config.max_pinned_fraction * double(info.n_blocks));
+  }
   auto impl = std::make_unique<Impl>(model, std::move(config), std::move(cache), std::move(disk));
   impl->local.kv_blocks_total = info.n_blocks;
   impl->stats = impl->local;

@@ -28,9 +28,9 @@ std::vector<int32_t> block_tokens(const Sequence& seq, int32_t b, int32_t bs) {
   return t;
 }
 
-// The hash-chain key block b continues from (kRootKey for block 0).
-uint64_t parent_key(std::span<const uint64_t> keys, int32_t b) {
-  return b == 0 ? PrefixCache::kRootKey : keys[size_t(b - 1)];
+// The hash-chain key block b of `seq` continues from (its root for block 0).
+uint64_t parent_key(const Sequence& seq, std::span<const uint64_t> keys, int32_t b) {
+  return b == 0 ? seq.cache_root : keys[size_t(b - 1)];
 }
 
 }  // namespace
@@ -67,7 +67,7 @@ bool Engine::Impl::start_disk_load(RequestState& r) {
     const int32_t b = n_local + i;
     DiskLoadItem& it = items[size_t(i)];
     it.key = keys[size_t(b)];
-    it.parent = parent_key(keys, b);
+    it.parent = parent_key(seq, keys, b);
     it.tokens = block_tokens(seq, b, bs);
   }
   {
@@ -129,7 +129,7 @@ void Engine::Impl::store_finished(Sequence& seq) {
   for (int32_t i = 0; i < n_full; ++i) {
     const uint64_t key = keys[size_t(i)];
     if (disk->contains(key)) continue;
-    DiskBlock b{key, parent_key(keys, i), block_tokens(seq, i, bs), {}};
+    DiskBlock b{key, parent_key(seq, keys, i), block_tokens(seq, i, bs), {}};
     if (store_block(std::move(b), table[size_t(i)])) ++local.kv_disk_stored_finished;
   }
 }

@@ -138,7 +138,15 @@ void Engine::Impl::pin_prompt(RequestState& r, Sequence& seq0) {
   const std::span<const int32_t> table = kv.block_table(seq0.kv_seq);
   pinned->blocks.assign(table.begin(), table.begin() + n);
   std::vector<uint64_t> keys;
-  uint64_t parent = PrefixCache::kRootKey;
+  // --kv-transfer-max-pinned: beyond it the request is served without an
+  // offer (the decode worker computes the prompt).
+  int64_t pinned_blocks = 0;
+  for (const auto& [id, p] : pins) pinned_blocks += p.n_blocks;
+  if (config.max_pinned_blocks >= 0 && pinned_blocks + n > config.max_pinned_blocks) {
+    ++local.kv_pins_refused;
+    return;
+  }
+  uint64_t parent = seq0.cache_root;
   const std::vector<int32_t>& prompt = r.req.prompt;
   for (int32_t i = 0; i < n; ++i) {
     parent = PrefixCache::chain_key(

@@ -82,6 +82,9 @@ struct Request {
   int32_t n = 1;                // parallel completions sharing the prompt's KV blocks;
                                 // with a seed, sequence i uses seed + i
   int32_t priority = 0;         // lower runs first (ties: first come, first served)
+  // Tenant isolation in the prefix cache (vLLM's cache_salt): requests share
+  // cached blocks only with requests of the same salt ("" shares with "").
+  std::string cache_salt;
   int32_t prompt_logprobs = -1;  // -1: none; k >= 0: logprob of every prompt token
                                  // (from the second on) plus the top k alternatives
   std::shared_ptr<PromptLogitsSink> prompt_logits_sink;  // needs prompt_logprobs >= 0

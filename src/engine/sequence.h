@@ -64,6 +64,7 @@ struct Sequence {
   int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at
                                   // its first admission (EngineEvent::n_cached_tokens)
   std::vector<uint64_t> block_keys;  // prefix-cache keys of full blocks, memoized
+  uint64_t cache_root = PrefixCache::kRootKey;  // seed of block_keys: Request::cache_salt's
   int32_t num_imported_tokens = 0;   // prompt tokens fetched from a prefill worker
                                      // (KvImport): not counted as cached
 
@@ -77,7 +78,7 @@ struct Sequence {
 
   int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
   int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }
-  TokenView tokens() const { return TokenView{*prompt, output}; }
+  TokenView tokens() const { return TokenView{*prompt, output, cache_root}; }
   int32_t token_at(int32_t i) const {
     return i < num_prompt_tokens() ? (*prompt)[size_t(i)] : output[size_t(i - num_prompt_tokens())];
   }

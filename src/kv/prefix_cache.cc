@@ -1,5 +1,7 @@
 #include "kv/prefix_cache.h"
 
+#include <string>
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -16,6 +18,16 @@ PrefixCache::PrefixCache(int32_t n_blocks, int32_t block_size) : block_size_(blo
 
 uint64_t PrefixCache::chain_key(std::span<const int32_t> block_tokens, uint64_t parent) {
   return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size() * sizeof(int32_t), parent);
+}
+
+uint64_t PrefixCache::root_key(std::string_view cache_salt) {
+  if (cache_salt.empty()) return kRootKey;
+  // Domain-separated from block keys (which hash int32 tokens): a salt's
+  // bytes with a tag no token block has.
+  std::string tagged = "omnibus cache_salt\n";
+  tagged += cache_salt;
+  const uint64_t k = XXH3_64bits_withSeed(tagged.data(), tagged.size(), kRootKey);
+  return k == kRootKey ? k ^ 1 : k;
 }
 
 void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks,
@@ -35,7 +47,7 @@ void PrefixCache::extend_keys(const TokenView& t, int32_t n_blocks,
       for (size_t j = 0; j < n; ++j) straddling[j] = t[int32_t(first + j)];
       data = straddling.data();
     }
-    const uint64_t seed = i == 0 ? kRootKey : keys[size_t(i) - 1];
+    const uint64_t seed = i == 0 ? t.root : keys[size_t(i) - 1];
     keys.push_back(chain_key(std::span<const int32_t>(data, n), seed) & key_mask_);
   }
 }
@@ -55,6 +67,7 @@ int32_t PrefixCache::find(uint64_t key, const TokenView& t, int32_t i, BlockRef 
   if (it == map_.end()) return -1;
   const Meta& m = meta_[size_t(it->second)];
   if (m.parent.block != parent.block || m.parent.generation != parent.generation) return -1;
+  if (parent.block < 0 && m.parent_key != t.root) return -1;  // another tenant's block 0
   return same_tokens(it->second, t, i) ? it->second : -1;
 }
 
@@ -67,7 +80,7 @@ int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int
     const int32_t other = it->second;
     const Meta& m = meta_[size_t(other)];
     if (m.parent.block == parent.block && m.parent.generation == parent.generation &&
-        same_tokens(other, t, i)) {
+        (parent.block >= 0 || m.parent_key == t.root) && same_tokens(other, t, i)) {
       return other;  // a duplicate: computed twice (e.g. by two requests admitted together)
     }
     if (is_valid(m.parent)) return -1;  // a collision with a live entry: first one wins
@@ -76,7 +89,7 @@ int32_t PrefixCache::insert(int32_t block, uint64_t key, const TokenView& t, int
   Meta& m = meta_[size_t(block)];
   m.cached = true;
   m.key = key;
-  m.parent_key = parent.block < 0 ? kRootKey : meta_[size_t(parent.block)].key;
+  m.parent_key = parent.block < 0 ? t.root : meta_[size_t(parent.block)].key;
   m.parent = parent;
   int32_t* stored = tokens_.data() + size_t(block) * size_t(block_size_);
   for (int32_t j = 0; j < block_size_; ++j) stored[j] = t[i * block_size_ + j];

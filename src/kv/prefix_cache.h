@@ -2,7 +2,11 @@
 // caching, vLLM v1 / nano-vllm style hash chain).
 //
 // A full block's identity covers every token before it: its key is
-//   key(i) = xxh3_64(tokens of block i, seed = key(i - 1)),  key(-1) = kRootKey.
+//   key(i) = xxh3_64(tokens of block i, seed = key(i - 1)),  key(-1) = t.root.
+// t.root is kRootKey, or root_key(cache_salt) for a request with a salt: a
+// tenant's blocks then have keys no other salt produces, and block 0 is found
+// only by a sequence with the same root (checked, not only hashed), so
+// tenants with different salts never share a block (docs/security.md).
 // The key only *finds* a candidate; a hit is accepted only when the candidate
 // holds exactly the same block_size tokens AND was registered as the successor
 // of the very block (id and generation) matched for position i - 1. By
@@ -34,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -41,10 +46,12 @@
 
 namespace omnibus {
 
-// A sequence's tokens as two spans (prompt, then output), without copying.
+// A sequence's tokens as two spans (prompt, then output), without copying,
+// and the seed of its hash chain (PrefixCache::kRootKey, or a salt's).
 struct TokenView {
   std::span<const int32_t> head;
   std::span<const int32_t> tail;
+  uint64_t root = 0x6f6d6e6962757321ull;  // PrefixCache::kRootKey
 
   int32_t size() const { return int32_t(head.size() + tail.size()); }
   int32_t operator[](int32_t i) const {
@@ -55,6 +62,9 @@ struct TokenView {
 class PrefixCache {
  public:
   static constexpr uint64_t kRootKey = 0x6f6d6e6962757321ull;  // the seed of block 0
+  // The seed of block 0 for requests with this cache_salt: kRootKey for "",
+  // else a key no other salt (and not kRootKey) gives, but by a hash collision.
+  static uint64_t root_key(std::string_view cache_salt);
 
   // A block at a point of its life: a successor is valid only while its
   // parent still has the generation recorded at registration.
@@ -133,7 +143,7 @@ class PrefixCache {
     bool cached = false;
     uint32_t generation = 0;  // bumped each time the pool reuses the block
     uint64_t key = 0;
-    uint64_t parent_key = 0;  // the parent's key at registration (kRootKey for block 0)
+    uint64_t parent_key = 0;  // the parent's key at registration (the root for block 0)
     BlockRef parent;
   };
   bool is_valid(BlockRef r) const {

@@ -1,6 +1,7 @@
-// KvTransferAgent: the offers (owner side), the claimed peers (decode side),
-// the side-channel handler and the release sender. UCX work is UcxPuller's
-// (ucx_puller.h); framing is side_channel.h's; the JSON shapes, messages.h's.
+// KvTransferAgent: the offers and their claims (owner side), the claimed
+// peers (decode side), the side-channel handler and the release sender. UCX
+// work is UcxTransport's (ucx_transport.h); framing and sealing are
+// side_channel.h's; the message shapes, messages.h's.
 #include "kv_transfer/kv_transfer_agent.h"
 
 #include <sys/eventfd.h>
@@ -12,13 +13,15 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kv_transfer/messages.h"
 #include "kv_transfer/side_channel.h"
 #include "kv_transfer/ucx_context.h"
-#include "kv_transfer/ucx_puller.h"
+#include "kv_transfer/ucx_transport.h"
 #include "util/check.h"
 
 namespace omnibus {
@@ -73,14 +76,50 @@ std::string first_difference(const char* what, const std::vector<T>& claimed, co
 
 std::string peer_name(const std::string& host, int port) { return fmt::format("{}:{}", host, port); }
 
+std::string random_token() {
+  std::random_device rd;  // the kernel's CSPRNG on Linux (getrandom)
+  std::string t(kv_transfer::kFetchTokenBytes, '\0');
+  for (size_t i = 0; i < t.size(); i += 4) {
+    const uint32_t v = rd();
+    std::memcpy(t.data() + i, &v, std::min<size_t>(4, t.size() - i));
+  }
+  return t;
+}
+
+// Byte ranges of the region that offer `o` lets a fetch read: each block's
+// K and V bytes in every layer, and the window rows.
+bool inside_offer(const KvRegionLayout& l, const KvOffer& o, const std::unordered_set<int32_t>& blocks,
+                  uint64_t offset, uint64_t bytes) {
+  if (o.window_offset >= 0 && offset == uint64_t(o.window_offset) && bytes == o.window_bytes) return true;
+  for (size_t layer = 0; layer < l.k_offset.size(); ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint64_t start = kv == 0 ? l.k_offset[layer] : l.v_offset[layer];
+      const uint64_t bb = kv == 0 ? l.k_block_bytes : l.v_block_bytes;
+      if (bb == 0 || offset < start || (offset - start) % bb != 0 || bytes % bb != 0 || bytes == 0) continue;
+      const uint64_t first = (offset - start) / bb, n = bytes / bb;
+      if (first + n > uint64_t(l.n_blocks)) continue;
+      bool all = true;
+      for (uint64_t b = first; b < first + n && all; ++b) all = blocks.count(int32_t(b)) != 0;
+      if (all) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 struct KvTransferAgent::Impl {
   KvTransferOptions options;
   std::unique_ptr<kv_transfer::UcxContext> ucx;
 
+  struct Offered {
+    KvOffer offer;
+    std::unordered_set<int32_t> blocks;
+    std::string token;  // set once claimed; a second claim is refused
+  };
   mutable std::mutex mu;
-  std::unordered_map<std::string, KvOffer> offers;                        // guarded by mu
+  std::unordered_map<std::string, Offered> offers;                        // guarded by mu
+  std::unordered_map<std::string, std::string> claimed;                   // token -> offer id, guarded by mu
   std::map<std::string, std::shared_ptr<const RemotePeer>> peers;         // guarded by mu
   KvTransferStats stats;                                                  // guarded by mu
 
@@ -98,12 +137,14 @@ struct KvTransferAgent::Impl {
   std::thread release_thread;
 
   // Destroyed first to last in reverse declaration order: see ~KvTransferAgent.
-  std::unique_ptr<kv_transfer::UcxPuller> puller;
+  std::unique_ptr<kv_transfer::UcxTransport> transport;
   std::unique_ptr<kv_transfer::SideChannelServer> server;
 
   json handle(const json& request);
   json handle_claim(const json& request);
   json handle_release(const json& request);
+  Status authorize(const std::string& token, const std::vector<kv_transfer::FetchRange>& ranges);
+  void erase_offer(const std::string& id);  // REQUIRES mu
   void release_loop();
 };
 
@@ -118,28 +159,59 @@ json KvTransferAgent::Impl::handle(const json& request) {
 json KvTransferAgent::Impl::handle_claim(const json& request) {
   auto claim = kv_transfer::parse_claim_request(request);
   if (!claim.is_ok()) return kv_transfer::error_json("bad claim: " + claim.status().message());
-  std::string why;
+  std::string why, token;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = offers.find(claim->id);
     if (it == offers.end()) {
       why = fmt::format("no offer '{}' (unknown, withdrawn or released)", claim->id);
+    } else if (!it->second.token.empty()) {
+      why = fmt::format("offer '{}' was claimed already (a replayed kv_transfer_params?)", claim->id);
     } else if (claim->compat != options.layout.compat) {
       why = fmt::format("incompatible KV layout: compat '{}' vs the owner's '{}'", claim->compat,
                         options.layout.compat);
     } else {
-      why = first_difference("blocks", claim->blocks, it->second.blocks);
-      if (why.empty()) why = first_difference("keys", claim->keys, it->second.keys);
+      why = first_difference("blocks", claim->blocks, it->second.offer.blocks);
+      if (why.empty()) why = first_difference("keys", claim->keys, it->second.offer.keys);
+    }
+    if (why.empty()) {
+      token = random_token();
+      it->second.token = token;
+      claimed[token] = claim->id;
     }
   }
   if (!why.empty()) return kv_transfer::error_json(fmt::format("claim of '{}' refused: {}", claim->id, why));
-  ClaimReply reply;
+  kv_transfer::ClaimReply reply;
   reply.layout = options.layout;
   reply.layout.base = nullptr;
   reply.worker_address = ucx->worker_address();
-  reply.rkey = ucx->packed_rkey();
-  reply.base = ucx->base();
+  reply.token = std::move(token);
   return kv_transfer::to_json(reply);
+}
+
+Status KvTransferAgent::Impl::authorize(const std::string& token, const std::vector<kv_transfer::FetchRange>& ranges) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto c = claimed.find(token);
+  auto it = c == claimed.end() ? offers.end() : offers.find(c->second);
+  if (it == offers.end()) {
+    ++stats.fetches_refused;
+    return Status::invalid_argument("no live claim has this token (released, withdrawn, or never claimed)");
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (!inside_offer(options.layout, it->second.offer, it->second.blocks, ranges[i].offset, ranges[i].bytes)) {
+      ++stats.fetches_refused;
+      return Status::invalid_argument("range {} [{}, +{}) is not inside the blocks of offer '{}'", i,
+                                      ranges[i].offset, ranges[i].bytes, c->second);
+    }
+  }
+  return Status::ok();
+}
+
+void KvTransferAgent::Impl::erase_offer(const std::string& id) {
+  auto it = offers.find(id);
+  if (it == offers.end()) return;
+  if (!it->second.token.empty()) claimed.erase(it->second.token);
+  offers.erase(it);
 }
 
 json KvTransferAgent::Impl::handle_release(const json& request) {
@@ -147,7 +219,8 @@ json KvTransferAgent::Impl::handle_release(const json& request) {
   if (!release.is_ok()) return kv_transfer::error_json("bad release: " + release.status().message());
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (offers.erase(release->id) == 0) return kv_transfer::error_json("no offer '" + release->id + "'");
+    if (offers.count(release->id) == 0) return kv_transfer::error_json("no offer '" + release->id + "'");
+    erase_offer(release->id);
     ++stats.releases_received;
     stats.blocks_served += static_cast<uint64_t>(release->n_blocks);
   }
@@ -165,14 +238,15 @@ void KvTransferAgent::Impl::release_loop() {
       item = std::move(releases.front());
       releases.pop_front();
     }
-    (void)kv_transfer::side_channel_call(item.host, item.port, kv_transfer::to_json(item.request), options.io_timeout,
-                                         release_cancel_fd);  // errors ignored: fire and forget
+    (void)kv_transfer::side_channel_call(item.host, item.port, kv_transfer::to_json(item.request), *options.auth,
+                                         options.io_timeout, release_cancel_fd);  // errors ignored: fire and forget
   }
 }
 
 StatusOr<std::unique_ptr<KvTransferAgent>> KvTransferAgent::create(KvTransferOptions options) {
   OMNIBUS_RETURN_IF_ERROR(check_layout(options.layout));
   if (options.io_timeout.count() <= 0) return Status::invalid_argument("io_timeout must be positive");
+  if (options.auth == nullptr) return Status::invalid_argument("the KV transfer needs the deployment's secret");
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   OMNIBUS_ASSIGN_OR_RETURN(impl->ucx, kv_transfer::UcxContext::create(impl->options.layout.base,
@@ -181,12 +255,16 @@ StatusOr<std::unique_ptr<KvTransferAgent>> KvTransferAgent::create(KvTransferOpt
   OMNIBUS_ASSIGN_OR_RETURN(
       impl->server, kv_transfer::SideChannelServer::start(impl->options.listen_host, impl->options.port,
                                                           impl->options.io_timeout,
+                                                          {impl->options.auth.get(), &impl->options.peers},
                                                           [raw](const json& request) { return raw->handle(request); }));
   impl->release_cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->release_cancel_fd < 0) return Status::unavailable("eventfd: {}", std::strerror(errno));
   impl->release_thread = std::thread([raw] { raw->release_loop(); });
-  impl->puller = std::make_unique<kv_transfer::UcxPuller>(impl->ucx.get(), impl->options.layout.bytes,
-                                                          impl->options.io_timeout);
+  impl->transport = std::make_unique<kv_transfer::UcxTransport>(
+      impl->ucx.get(), impl->options.layout.bytes, impl->options.io_timeout,
+      [raw](const std::string& token, const std::vector<kv_transfer::FetchRange>& ranges) {
+        return raw->authorize(token, ranges);
+      });
   return std::unique_ptr<KvTransferAgent>(new KvTransferAgent(std::move(impl)));
 }
 
@@ -204,7 +282,7 @@ KvTransferAgent::~KvTransferAgent() {
   OMNIBUS_CHECK(::write(d.release_cancel_fd, &one, sizeof(one)) == sizeof(one));
   d.release_thread.join();
   ::close(d.release_cancel_fd);
-  d.puller.reset();  // pending pulls: done(kCancelled); endpoints and rkeys gone
+  d.transport.reset();  // pending pulls: done(kCancelled); endpoints gone
   d.ucx.reset();     // mem unmap, worker, context
 }
 
@@ -217,12 +295,15 @@ void KvTransferAgent::offer(KvOffer offer) {
   OMNIBUS_CHECK(offer.blocks.size() == offer.keys.size());
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::string id = offer.id;
-  OMNIBUS_CHECK(impl_->offers.emplace(std::move(id), std::move(offer)).second);
+  Impl::Offered o;
+  o.blocks.insert(offer.blocks.begin(), offer.blocks.end());
+  o.offer = std::move(offer);
+  OMNIBUS_CHECK(impl_->offers.emplace(std::move(id), std::move(o)).second);
 }
 
 void KvTransferAgent::withdraw(const std::string& id) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->offers.erase(id);
+  impl_->erase_offer(id);
 }
 
 StatusOr<KvClaim> KvTransferAgent::claim(const std::string& host, int port, const std::string& id,
@@ -235,7 +316,12 @@ StatusOr<KvClaim> KvTransferAgent::claim(const std::string& host, int port, cons
     ++(d.stats.*counter);
   };
   ClaimRequest request{id, blocks, keys, d.options.layout.compat};
-  auto reply = kv_transfer::side_channel_call(host, port, kv_transfer::to_json(request), d.options.io_timeout);
+  auto reply =
+      kv_transfer::side_channel_call(host, port, kv_transfer::to_json(request), *d.options.auth, d.options.io_timeout);
+  if (!reply.is_ok() && reply.status().code() == StatusCode::kPermissionDenied) {
+    count(&KvTransferStats::claims_failed);
+    return reply.status();
+  }
   if (!reply.is_ok()) {
     count(&KvTransferStats::claims_failed);
     return Status::unavailable("claim of '{}' from {}: {}", id, name, reply.status().message());
@@ -259,25 +345,22 @@ StatusOr<KvClaim> KvTransferAgent::claim(const std::string& host, int port, cons
   auto peer = std::make_shared<RemotePeer>();
   peer->name = name;
   peer->worker_address = std::move(parsed->worker_address);
-  peer->rkey = std::move(parsed->rkey);
-  peer->base = parsed->base;
   peer->bytes = parsed->layout.bytes;
   {
     std::lock_guard<std::mutex> lock(d.mu);
     auto& cached = d.peers[name];
-    // The same owner keeps its entry; a restarted one (new worker address or
-    // rkey) replaces it, and the progress thread then replaces the endpoint.
-    if (cached == nullptr || cached->worker_address != peer->worker_address || cached->rkey != peer->rkey ||
-        cached->base != peer->base || cached->bytes != peer->bytes) {
+    // The same owner keeps its entry; a restarted one (new worker address)
+    // replaces it, and the progress thread then replaces the endpoint.
+    if (cached == nullptr || cached->worker_address != peer->worker_address || cached->bytes != peer->bytes) {
       cached = std::move(peer);
     }
     ++d.stats.claims_ok;
   }
-  return KvClaim{std::move(parsed->layout)};
+  return KvClaim{std::move(parsed->layout), std::move(parsed->token)};
 }
 
-void KvTransferAgent::pull(const std::string& host, int port, std::vector<KvSegment> segments,
-                           std::function<void(Status)> done) {
+void KvTransferAgent::pull(const std::string& host, int port, const std::string& token,
+                           std::vector<KvSegment> segments, std::function<void(Status)> done) {
   Impl& d = *impl_;
   std::shared_ptr<const RemotePeer> peer;
   {
@@ -285,7 +368,8 @@ void KvTransferAgent::pull(const std::string& host, int port, std::vector<KvSegm
     auto it = d.peers.find(peer_name(host, port));
     if (it != d.peers.end()) peer = it->second;
   }
-  d.puller->pull(std::move(peer), std::move(segments), [&d, done = std::move(done)](Status status, uint64_t bytes) {
+  d.transport->pull(std::move(peer), token, std::move(segments), [&d, done = std::move(done)](Status status,
+                                                                                            uint64_t bytes) {
     {
       std::lock_guard<std::mutex> lock(d.mu);
       if (status.is_ok()) {
@@ -309,8 +393,15 @@ void KvTransferAgent::release(const std::string& host, int port, const std::stri
 }
 
 KvTransferStats KvTransferAgent::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  KvTransferStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    s = impl_->stats;
+  }
+  const kv_transfer::SideChannelRefusals r = impl_->server->refusals();
+  s.not_a_peer = r.not_a_peer;
+  s.unauthenticated = r.unauthenticated;
+  return s;
 }
 
 }  // namespace omnibus

@@ -1,36 +1,39 @@
 // KvTransferAgent: moves KV-cache bytes between omnibus workers over UCX
-// (disaggregated prefill and decode, docs/disaggregation.md).
+// (disaggregated prefill and decode, docs/disaggregation.md; who may use what:
+// docs/security.md).
 //
-// Each worker registers one memory region (its KV pool, KvStorage) with UCX
-// once and serves a small TCP side channel on --kv-transfer-port:
+// Each worker serves a small TCP side channel on --kv-transfer-port, open
+// only to the hosts of its peer list and to messages sealed with the
+// deployment's secret (side_channel.h, transfer_auth.h):
 //
 //   decode worker                              prefill worker (owner)
-//   claim(host, port, id, blocks, keys) ---->  checks id against its offers:
-//                                  <----       ok + its region layout, worker
-//                                              address and rkey (cached per peer)
-//   pull(segments) : ucp_get_nbx of each (remote_offset -> local_offset, bytes)
-//                    straight from the owner's registered region (one-sided;
-//                    the owner's CPU is not involved)
+//   claim(host, port, id, blocks, keys) ---->  checks id against its offers
+//                                              (each offer is claimed once):
+//                                  <----       ok + its region layout, its UCX
+//                                              worker address, a fresh token
+//   pull(token, segments): one fetch active message ---->  the owner checks
+//                    that the token is the claim's and every byte range lies
+//                    inside the offered blocks, then sends those bytes
+//                    <---- one data message per range, copied into the pool
 //   release(id, n_blocks) ---------------->    on_release(id): the owner unpins
 //
 // A prefill worker offer()s a transfer when it pins a finished prompt's
 // blocks; `id` is unguessable (kv_transfer_params.remote_request_id) and a
 // claim must name exactly the offered blocks and keys, so forged or stale
 // kv_transfer_params are refused before anything is read (HTTP 400).
-// withdraw() (the owner's --kv-transfer-timeout) makes later claims fail.
+// withdraw() (the owner's --kv-transfer-timeout) makes later claims and
+// fetches fail. No memory is exposed to UCX peers: the owner sends what a
+// fetch may read and nothing else (ucx_transport.h).
 //
 // Transports are UCX's choice (UCX_TLS). Endpoints use
-// UCP_ERR_HANDLING_MODE_PEER so that a dead owner fails the gets instead of
-// hanging them; UCX 1.13 then excludes its shared-memory transports (posix,
-// sysv, self: "no peer failure handler"; cma has no active messages), so the
-// default is tcp even on one host, and gets are emulated with active messages
-// the owner's progress thread answers (about 0.5 GB/s on loopback). cma is
-// therefore never used and ptrace restrictions do not matter; UCX_TLS is not
-// touched. A pull that is still outstanding after io_timeout is aborted.
+// UCP_ERR_HANDLING_MODE_PEER so that a dead owner fails the pulls instead of
+// hanging them; UCX 1.13 then excludes its shared-memory transports, so the
+// default is tcp even on one host. A pull still outstanding after io_timeout
+// is aborted.
 //
 // Errors: kUnavailable (peer or UCX unreachable, timeouts), kInvalidArgument
-// (refused claims, bad segments), kCancelled (the agent is being destroyed):
-// codes added to util/status.h for this module.
+// (refused claims, bad segments), kPermissionDenied (the peer does not share
+// the secret), kCancelled (the agent is being destroyed).
 //
 // Thread-safety: every public method may be called from any thread. UCX is
 // driven by the agent's own thread only; pull() hands a job to it and
@@ -45,6 +48,8 @@
 #include <string>
 #include <vector>
 
+#include "kv_transfer/peer_list.h"
+#include "kv_transfer/transfer_auth.h"
 #include "util/status.h"
 
 namespace omnibus {
@@ -71,12 +76,17 @@ struct KvOffer {
   std::string id;                // unguessable, [A-Za-z0-9_-], <= 128 chars
   std::vector<int32_t> blocks;   // block ids in the owner's pool, prompt order
   std::vector<uint64_t> keys;    // their prefix-cache keys (hash chain), same length
+  // kivi2: the last blocks' fp16 window rows, a fetch may read them too.
+  int64_t window_offset = -1;    // in the region; -1: none
+  uint64_t window_bytes = 0;
 };
 
 // What a successful claim returns: the owner's layout (base = nullptr: a
-// remote address space; offsets are relative to its region).
+// remote address space; offsets are relative to its region) and the token
+// its pull presents.
 struct KvClaim {
   KvRegionLayout remote;
+  std::string token;
 };
 
 // One byte range to read: remote region offset -> local region offset.
@@ -87,6 +97,8 @@ struct KvSegment {
 };
 
 struct KvTransferOptions {
+  std::shared_ptr<const kv_transfer::TransferAuth> auth;  // required: the deployment's secret
+  kv_transfer::PeerList peers;          // who may connect to the side channel
   std::string listen_host = "0.0.0.0";  // side channel bind address
   int port = 0;                         // 0: an ephemeral port (see port())
   std::string engine_id;                // this worker's id (kv_transfer_params.remote_engine_id)
@@ -103,6 +115,9 @@ struct KvTransferStats {
   uint64_t bytes_pulled = 0;
   uint64_t releases_received = 0;  // owner side
   uint64_t blocks_served = 0;      // owner side: n_blocks reported by releases
+  uint64_t fetches_refused = 0;    // owner side: a token or range outside a live claim
+  uint64_t not_a_peer = 0;         // owner side: side-channel connections from unlisted hosts
+  uint64_t unauthenticated = 0;    // owner side: side-channel messages without a valid seal
 };
 
 class KvTransferAgent {
@@ -129,17 +144,20 @@ class KvTransferAgent {
   // --- decode side ---
   // Asks the owner at (host, port) whether offer `id` holds exactly `blocks`
   // with `keys` and a compatible layout. Blocks the caller for one round trip.
-  //   kInvalidArgument: the owner refused (unknown id, other blocks or keys,
-  //                     incompatible layout): the request was forged or stale;
-  //   kUnavailable:     the owner could not be reached in io_timeout.
+  //   kInvalidArgument:  the owner refused (unknown or already claimed id,
+  //                      other blocks or keys, incompatible layout): the
+  //                      request was forged, replayed or stale;
+  //   kPermissionDenied: the owner does not share our secret;
+  //   kUnavailable:      the owner could not be reached in io_timeout.
   StatusOr<KvClaim> claim(const std::string& host, int port, const std::string& id,
                           const std::vector<int32_t>& blocks, const std::vector<uint64_t>& keys);
   // Reads every segment from the owner's region into this agent's region, off
   // the calling thread; `done` is called exactly once (agent thread) with OK
   // or the error, after the last byte landed or the last get was cancelled.
-  // REQUIRES: a successful claim of (host, port) earlier; segments inside
-  // both regions (checked: kInvalidArgument through done).
-  void pull(const std::string& host, int port, std::vector<KvSegment> segments,
+  // REQUIRES: a successful claim of (host, port) earlier, whose token this
+  // is; segments inside both regions (checked: kInvalidArgument through done)
+  // and inside the claimed offer (the owner checks: kInvalidArgument).
+  void pull(const std::string& host, int port, const std::string& token, std::vector<KvSegment> segments,
             std::function<void(Status)> done);
   // Tells the owner it may unpin offer `id` (n_blocks read). Fire and forget:
   // a dead owner is ignored (its timeout unpins).

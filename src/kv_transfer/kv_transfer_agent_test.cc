@@ -1,7 +1,10 @@
 // KvTransferAgent end to end: two agents in one process, each with its own
-// page-aligned region of random bytes, talking over 127.0.0.1. Every test runs
-// twice: with UCX's default transports and with UCX_TLS=tcp (UCX reads the
-// environment when an agent calls ucp_config_read).
+// page-aligned region of random bytes, talking over 127.0.0.1 with one shared
+// secret. Every test runs twice: with UCX's default transports and with
+// UCX_TLS=tcp (UCX reads the environment when an agent calls ucp_config_read).
+// Least privilege (docs/security.md): a claim reads only its offer's blocks,
+// once claimed an offer cannot be claimed again, and the side channel answers
+// only listed peers with the secret.
 #include "kv_transfer/kv_transfer_agent.h"
 
 #include <ucp/api/ucp.h>
@@ -37,6 +40,19 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+
+const char kSecret[] = "test-secret-0123456789abcdef";
+
+std::shared_ptr<const kv_transfer::TransferAuth> test_auth(const char* secret = kSecret) {
+  return std::make_shared<const kv_transfer::TransferAuth>(kv_transfer::TransferAuth::create(secret).value());
+}
+
+kv_transfer::PeerList peers(const char* spec = "127.0.0.1") { return kv_transfer::PeerList::parse(spec).value(); }
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // An anonymous mapping filled with bytes from `seed`.
 class Region {
@@ -116,11 +132,11 @@ std::vector<char> expected_after(const std::vector<char>& local_before, const ch
   return out;
 }
 
-// Runs pull() and waits for done.
-Status pull_and_wait(KvTransferAgent& agent, int port, std::vector<KvSegment> segments) {
+// Runs pull() with the claim's token and waits for done.
+Status pull_and_wait(KvTransferAgent& agent, int port, const std::string& token, std::vector<KvSegment> segments) {
   std::promise<Status> done;
   auto future = done.get_future();
-  agent.pull("127.0.0.1", port, std::move(segments), [&done](Status s) { done.set_value(std::move(s)); });
+  agent.pull("127.0.0.1", port, token, std::move(segments), [&done](Status s) { done.set_value(std::move(s)); });
   EXPECT_EQ(future.wait_for(30s), std::future_status::ready) << "pull never completed";
   return future.get();
 }
@@ -143,8 +159,11 @@ class KvTransferTest : public ::testing::TestWithParam<const char*> {
                                               const std::string& engine_id,
                                               std::function<void(const std::string&, int32_t)> on_release = {},
                                               std::chrono::milliseconds io_timeout = 5000ms,
-                                              const std::string& compat = "model-a/f16/bs16", int port = 0) {
+                                              const std::string& compat = "model-a/f16/bs16", int port = 0,
+                                              const char* secret = kSecret, const char* peer_spec = "127.0.0.1") {
     KvTransferOptions o;
+    o.auth = test_auth(secret);
+    o.peers = peers(peer_spec);
     o.listen_host = "127.0.0.1";
     o.port = port;
     o.engine_id = engine_id;
@@ -196,7 +215,7 @@ TEST_P(KvTransferTest, OfferClaimPullRelease) {
   auto segments = block_segments(remote, local_layout, blocks, {4, 0, 6, 1});
   auto want = expected_after(local_region.snapshot(), owner_region.data(), segments);
   auto owner_before = owner_region.snapshot();
-  Status s = pull_and_wait(*local, owner->port(), segments);
+  Status s = pull_and_wait(*local, owner->port(), claim->token, segments);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_TRUE(std::memcmp(local_region.data(), want.data(), want.size()) == 0) << "local region differs";
   EXPECT_TRUE(std::memcmp(owner_region.data(), owner_before.data(), owner_before.size()) == 0);
@@ -244,6 +263,7 @@ TEST_P(KvTransferTest, ClaimRefusedUnlessExactlyOffered) {
   refused(*local, "a", blocks, {11, 22, 34}, "keys differ at position 2");
   refused(*other_compat, "a", blocks, keys, "compat");
   ASSERT_TRUE(local->claim("127.0.0.1", port, "a", blocks, keys).is_ok());
+  refused(*local, "a", blocks, keys, "claimed already");  // a replayed kv_transfer_params
 
   owner->withdraw("a");
   refused(*local, "a", blocks, keys, "no offer 'a'");
@@ -253,7 +273,7 @@ TEST_P(KvTransferTest, ClaimRefusedUnlessExactlyOffered) {
   ASSERT_EQ(released.get_future().wait_for(10s), std::future_status::ready);
   refused(*local, "b", blocks, keys, "no offer 'b'");
 
-  EXPECT_EQ(local->stats().claims_refused, 6u);
+  EXPECT_EQ(local->stats().claims_refused, 7u);
   EXPECT_EQ(local->stats().claims_ok, 2u);
   EXPECT_EQ(other_compat->stats().claims_refused, 1u);
 }
@@ -286,11 +306,12 @@ TEST_P(KvTransferTest, UnreachableOwnerAndOutOfRangeSegments) {
   EXPECT_EQ(local->stats().claims_failed, 1u);
 
   // Never claimed: refused.
-  Status s = pull_and_wait(*local, owner->port(), {{0, 0, 16}});
+  Status s = pull_and_wait(*local, owner->port(), std::string(16, 'x'), {{0, 0, 16}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
 
   owner->offer({"x", {1}, {1}});
-  ASSERT_TRUE(local->claim("127.0.0.1", owner->port(), "x", {1}, {1}).is_ok());
+  auto claim = local->claim("127.0.0.1", owner->port(), "x", {1}, {1});
+  ASSERT_TRUE(claim.is_ok());
   auto before = local_region.snapshot();
   uint64_t ob = owner_region.bytes(), lb = local_region.bytes();
   std::vector<std::vector<KvSegment>> bad = {
@@ -301,14 +322,17 @@ TEST_P(KvTransferTest, UnreachableOwnerAndOutOfRangeSegments) {
       {{0, 8, ~0ull - 4}},                     // bytes wrap
   };
   for (auto& segments : bad) {
-    s = pull_and_wait(*local, owner->port(), segments);
+    s = pull_and_wait(*local, owner->port(), claim->token, segments);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   }
   EXPECT_TRUE(std::memcmp(local_region.data(), before.data(), before.size()) == 0) << "a refused pull wrote";
-  // The last byte of both regions is reachable.
-  s = pull_and_wait(*local, owner->port(), {{ob - 8, lb - 8, 8}, {0, 0, 0}});
+  // The last byte of the local region is reachable (block 1's last V byte of
+  // the last layer lands there).
+  KvRegionLayout remote = claim->remote;
+  const uint64_t last_v = remote.v_offset[kLayers - 1] + kVBlock;  // block 1's V of the last layer
+  s = pull_and_wait(*local, owner->port(), claim->token, {{last_v, lb - kVBlock, kVBlock}, {0, 0, 0}});
   EXPECT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_EQ(std::memcmp(local_region.data() + lb - 8, owner_region.data() + ob - 8, 8), 0);
+  EXPECT_EQ(std::memcmp(local_region.data() + lb - kVBlock, owner_region.data() + last_v, kVBlock), 0);
   EXPECT_EQ(local->stats().pulls_failed, 6u);
 }
 
@@ -326,17 +350,18 @@ TEST_P(KvTransferTest, OwnerGoneFailsThePullAndTheRequesterRecovers) {
     auto c = local->claim("127.0.0.1", owner->port(), "x", {3}, {3});
     ASSERT_TRUE(c.is_ok()) << c.status().to_string();
     // A first pull connects the endpoint.
-    ASSERT_TRUE(pull_and_wait(*local, owner->port(), block_segments(c->remote, local_layout, {3}, {0})).is_ok());
+    ASSERT_TRUE(
+        pull_and_wait(*local, owner->port(), c->token, block_segments(c->remote, local_layout, {3}, {0})).is_ok());
     port = owner->port();
     KvRegionLayout remote = c->remote;
     owner.reset();
     owner_region->unmap();  // nothing left to read, whichever transport
-    Status s = pull_and_wait(*local, port, block_segments(remote, local_layout, {3}, {0}));
+    Status s = pull_and_wait(*local, port, c->token, block_segments(remote, local_layout, {3}, {0}));
     EXPECT_FALSE(s.is_ok());
     EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
   }
-  // The owner restarts on the same port: a new worker address and rkey
-  // replace the cached ones.
+  // The owner restarts on the same port: a new worker address replaces the
+  // cached one.
   Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 9);
   auto owner = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p2", {}, 5000ms, "model-a/f16/bs16", port);
   ASSERT_TRUE(owner);
@@ -346,7 +371,7 @@ TEST_P(KvTransferTest, OwnerGoneFailsThePullAndTheRequesterRecovers) {
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
   auto segments = block_segments(c->remote, local_layout, {5, 6}, {2, 3});
   auto want = expected_after(local_region.snapshot(), owner_region.data(), segments);
-  Status s = pull_and_wait(*local, owner->port(), segments);
+  Status s = pull_and_wait(*local, owner->port(), c->token, segments);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(std::memcmp(local_region.data(), want.data(), want.size()), 0);
 }
@@ -367,6 +392,8 @@ KvRegionLayout big_layout(const Region& r) {
 
 std::unique_ptr<KvTransferAgent> make_big_agent(const Region& r) {
   KvTransferOptions o;
+  o.auth = test_auth();
+  o.peers = peers();
   o.listen_host = "127.0.0.1";
   o.layout = big_layout(r);
   auto a = KvTransferAgent::create(std::move(o));
@@ -380,16 +407,20 @@ TEST_P(KvTransferTest, Pull64MiB) {
   auto owner = make_big_agent(owner_region);
   auto local = make_big_agent(local_region);
   ASSERT_TRUE(owner && local);
-  owner->offer({"big", {0}, {0}});
-  ASSERT_TRUE(local->claim("127.0.0.1", owner->port(), "big", {0}, {0}).is_ok());
-  ASSERT_TRUE(pull_and_wait(*local, owner->port(), {{0, 0, 4096}}).is_ok());  // endpoint, wireup
+  std::vector<int32_t> all(64);
+  std::vector<uint64_t> keys(64);
+  for (int32_t b = 0; b < 64; ++b) all[size_t(b)] = b, keys[size_t(b)] = uint64_t(b);
+  owner->offer({"big", all, keys});
+  auto c = local->claim("127.0.0.1", owner->port(), "big", all, keys);
+  ASSERT_TRUE(c.is_ok());
+  ASSERT_TRUE(pull_and_wait(*local, owner->port(), c->token, {{0, 0, 1 << 20}}).is_ok());  // endpoint, wireup
   std::vector<KvSegment> segments;
   for (uint64_t b = 0; b < 64; ++b) segments.push_back({b << 20, (63 - b) << 20, 1 << 20});
   auto t0 = std::chrono::steady_clock::now();
-  Status s = pull_and_wait(*local, owner->port(), segments);
+  Status s = pull_and_wait(*local, owner->port(), c->token, segments);
   auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  std::printf("[ UCX_TLS=%s ] 64 MiB in 64 gets: %.1f ms (%.2f GB/s)\n", GetParam(), ms,
+  std::printf("[ UCX_TLS=%s ] 64 MiB in 64 ranges: %.1f ms (%.2f GB/s)\n", GetParam(), ms,
               (64 << 20) / ms / 1e6);
   for (uint64_t b = 0; b < 64; ++b) {
     ASSERT_EQ(std::memcmp(local_region.data() + ((63 - b) << 20), owner_region.data() + (b << 20), 1 << 20), 0)
@@ -403,11 +434,15 @@ TEST_P(KvTransferTest, DestroyingTheRequesterMidPullCallsDoneOnce) {
   auto owner = make_big_agent(owner_region);
   auto local = make_big_agent(local_region);
   ASSERT_TRUE(owner && local);
-  owner->offer({"big", {0}, {0}});
-  ASSERT_TRUE(local->claim("127.0.0.1", owner->port(), "big", {0}, {0}).is_ok());
+  std::vector<int32_t> all(64);
+  std::vector<uint64_t> keys(64);
+  for (int32_t b = 0; b < 64; ++b) all[size_t(b)] = b, keys[size_t(b)] = uint64_t(b);
+  owner->offer({"big", all, keys});
+  auto c = local->claim("127.0.0.1", owner->port(), "big", all, keys);
+  ASSERT_TRUE(c.is_ok());
   std::atomic<int> calls{0};
   std::atomic<int> code{-1};
-  local->pull("127.0.0.1", owner->port(), {{0, 0, 64 << 20}}, [&](Status st) {
+  local->pull("127.0.0.1", owner->port(), c->token, {{0, 0, 64 << 20}}, [&](Status st) {
     code = static_cast<int>(st.code());
     ++calls;
   });
@@ -445,11 +480,29 @@ std::string read_all(int fd) {
   }
 }
 
-std::string frame(const std::string& body) {
+std::string raw_frame(const std::string& body) {
   uint32_t len = htonl(static_cast<uint32_t>(body.size()));
   std::string out(reinterpret_cast<const char*>(&len), 4);
   out.append(body);
   return out;
+}
+
+// A frame sealed with `secret` (what a peer with the secret sends).
+std::string frame(const std::string& body, const char* secret = kSecret) {
+  json inner = json::parse(body, nullptr, false);
+  if (inner.is_discarded()) {  // not JSON: seal the raw text by hand
+    const std::string ts = std::to_string(now_ms());
+    return raw_frame(json{{"msg", body}, {"ts", now_ms()}, {"mac", test_auth(secret)->mac_hex(ts + "\n" + body)}}
+                         .dump());
+  }
+  return raw_frame(kv_transfer::seal(*test_auth(secret), inner, now_ms()).dump());
+}
+
+// A reply's message (unsealed with kSecret), or null.
+json unsealed(const json& reply) {
+  if (!reply.is_object()) return nullptr;
+  auto m = kv_transfer::unseal(*test_auth(), reply, now_ms());
+  return m.is_ok() ? *m : json(nullptr);
 }
 
 // Sends raw bytes, half-closes, returns the reply's JSON (null: no reply).
@@ -482,13 +535,28 @@ TEST_P(KvTransferTest, MalformedSideChannelInput) {
   ASSERT_EQ(write(stalled, "\0\0\0\x10{", 5), 5);
 
   auto is_error = [](const json& j) { return j.is_object() && j.value("ok", true) == false && j["error"].is_string(); };
+  auto sealed_error = [&](const json& j) { return is_error(unsealed(j)); };
   EXPECT_TRUE(is_error(send_raw(port, "\xff\xff\xff\xff garbage")));   // length > 16 MiB
   EXPECT_TRUE(is_error(send_raw(port, std::string("\0\0\0\0", 4))));   // empty frame
   EXPECT_TRUE(send_raw(port, std::string("\0\0\0\x64{\"typ", 9)).is_null());  // truncated: closed
   EXPECT_TRUE(send_raw(port, "\0\0").is_null());                         // truncated length
-  EXPECT_TRUE(is_error(send_raw(port, frame("hello"))));
-  EXPECT_TRUE(is_error(send_raw(port, frame("[1,2,3]"))));
-  EXPECT_TRUE(is_error(send_raw(port, frame("{\"ok\":\"\xff\xfe\"}"))));  // invalid UTF-8
+  EXPECT_TRUE(is_error(send_raw(port, raw_frame("hello"))));
+  EXPECT_TRUE(is_error(send_raw(port, raw_frame("[1,2,3]"))));
+  EXPECT_TRUE(is_error(send_raw(port, raw_frame("{\"ok\":\"\xff\xfe\"}"))));  // invalid UTF-8
+  EXPECT_TRUE(sealed_error(send_raw(port, frame("hello"))));                      // sealed, but not JSON
+  EXPECT_TRUE(sealed_error(send_raw(port, frame("[1,2,3]"))));
+  // Unsealed, sealed with another secret, tampered with, or stale: the
+  // server says only "unauthenticated", unsealed, and acts on nothing.
+  const std::string good = R"({"type":"claim","id":"x","blocks":[1,2],"keys":["a","14"],"compat":"model-a/f16/bs16"})";
+  const json unauth = {{"ok", false}, {"error", "unauthenticated"}};
+  EXPECT_EQ(send_raw(port, raw_frame(good)), unauth);
+  EXPECT_EQ(send_raw(port, frame(good, "another-secret-0123456789")), unauth);
+  json tampered = json::parse(frame(good).substr(4));
+  tampered["msg"] = R"({"type":"claim","id":"x","blocks":[1,3],"keys":["a","14"],"compat":"model-a/f16/bs16"})";
+  EXPECT_EQ(send_raw(port, raw_frame(tampered.dump())), unauth);
+  json stale = kv_transfer::seal(*test_auth(), json::parse(good), now_ms() - 120'000);
+  EXPECT_EQ(send_raw(port, raw_frame(stale.dump())), unauth);
+  EXPECT_GE(owner->stats().unauthenticated, 4u);
   const char* bad[] = {
       R"({})",
       R"({"type":7})",
@@ -508,15 +576,20 @@ TEST_P(KvTransferTest, MalformedSideChannelInput) {
       R"({"type":"release","id":"x","n_blocks":"2"})",
       R"({"type":"release","id":["x"],"n_blocks":2})",
   };
-  for (const char* body : bad) EXPECT_TRUE(is_error(send_raw(port, frame(body)))) << body;
+  for (const char* body : bad) EXPECT_TRUE(sealed_error(send_raw(port, frame(body)))) << body;
   EXPECT_FALSE(released);
 
-  // A correct claim, written by hand (keys as hex strings), then through the agent.
-  json ok = send_raw(port, frame(R"({"type":"claim","id":"x","blocks":[1,2],"keys":["a","14"],"compat":"model-a/f16/bs16"})"));
+  // A correct claim, written by hand (keys as hex strings), then as numbers
+  // for a second offer, then through the agent: each offer once.
+  json ok = unsealed(send_raw(port, frame(good)));
   EXPECT_EQ(ok.value("ok", false), true) << ok.dump();
-  ok = send_raw(port, frame(R"({"type":"claim","id":"x","blocks":[1,2],"keys":[10,20],"compat":"model-a/f16/bs16"})"));
+  owner->offer({"y", {1, 2}, {10, 20}});
+  ok = unsealed(send_raw(port, frame(R"({"type":"claim","id":"y","blocks":[1,2],"keys":[10,20],"compat":"model-a/f16/bs16"})")));
   EXPECT_EQ(ok.value("ok", false), true) << ok.dump();  // keys as numbers
   auto c = local->claim("127.0.0.1", port, "x", {1, 2}, {10, 20});
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().to_string();  // claimed already
+  owner->offer({"z", {1, 2}, {10, 20}});
+  c = local->claim("127.0.0.1", port, "z", {1, 2}, {10, 20});
   EXPECT_TRUE(c.is_ok()) << c.status().to_string();
   close(stalled);
 }
@@ -550,7 +623,7 @@ TEST_P(KvTransferTest, ConcurrentClaimsAndPulls) {
           return;
         }
         // Each thread writes its own local block t.
-        Status s = pull_and_wait(*local, owner->port(), block_segments(remote, local_layout, {b}, {t}));
+        Status s = pull_and_wait(*local, owner->port(), c->token, block_segments(remote, local_layout, {b}, {t}));
         if (!s.is_ok()) {
           ADD_FAILURE() << s.to_string();
           ++failures;
@@ -580,6 +653,11 @@ TEST(KvTransferCreateTest, RefusesABadLayoutAndATakenPort) {
   Region r(1 << 20, 1);
   KvTransferOptions o;
   o.listen_host = "127.0.0.1";
+  auto no_secret = KvTransferAgent::create(o);
+  ASSERT_FALSE(no_secret.is_ok());
+  EXPECT_EQ(no_secret.status().code(), StatusCode::kInvalidArgument);
+  o.auth = test_auth();
+  o.peers = peers();
   o.layout.base = r.data();
   o.layout.bytes = r.bytes();
   o.layout.n_blocks = 2;
@@ -602,9 +680,9 @@ TEST(KvTransferCreateTest, RefusesABadLayoutAndATakenPort) {
 }
 
 // An owner whose UCX worker is never progressed (a hung process): its side
-// channel answers the claim, but no get is ever served. The pull must fail
-// at io_timeout (gets cancelled, endpoint force-closed), and the requester
-// must still be destroyable at once afterwards.
+// channel answers the claim, but no fetch is ever answered. The pull must
+// fail at io_timeout (endpoint force-closed), and the requester must still be
+// destroyable at once afterwards.
 TEST_P(KvTransferTest, StalledOwnerTimesOut) {
   Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 18);
   Region local_region(region_bytes(kLocalBlocks, kLocalStart), 19);
@@ -614,11 +692,11 @@ TEST_P(KvTransferTest, StalledOwnerTimesOut) {
   reply.layout = make_layout(owner_region, kOwnerBlocks, kOwnerStart, "model-a/f16/bs16");
   reply.layout.base = nullptr;
   reply.worker_address = (*ucx)->worker_address();
-  reply.rkey = (*ucx)->packed_rkey();
-  reply.base = (*ucx)->base();
-  auto server = kv_transfer::SideChannelServer::start("127.0.0.1", 0, 5000ms, [&](const json&) {
-    return kv_transfer::to_json(reply);
-  });
+  reply.token = std::string(kv_transfer::kFetchTokenBytes, 't');
+  auto auth = test_auth();
+  auto peer_list = peers();
+  auto server = kv_transfer::SideChannelServer::start("127.0.0.1", 0, 5000ms, {auth.get(), &peer_list},
+                                                      [&](const json&) { return kv_transfer::to_json(reply); });
   ASSERT_TRUE(server.is_ok()) << server.status().to_string();
   int port = (*server)->port();
 
@@ -629,7 +707,7 @@ TEST_P(KvTransferTest, StalledOwnerTimesOut) {
   KvRegionLayout local_layout = make_layout(local_region, kLocalBlocks, kLocalStart, "");
   auto before = local_region.snapshot();
   auto t0 = std::chrono::steady_clock::now();
-  Status s = pull_and_wait(*local, port, block_segments(c->remote, local_layout, {1, 2}, {0, 1}));
+  Status s = pull_and_wait(*local, port, c->token, block_segments(c->remote, local_layout, {1, 2}, {0, 1}));
   auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
   EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
@@ -638,6 +716,76 @@ TEST_P(KvTransferTest, StalledOwnerTimesOut) {
   EXPECT_EQ(std::memcmp(local_region.data(), before.data(), before.size()), 0);
   EXPECT_EQ(local->stats().pulls_failed, 1u);
   local.reset();
+}
+
+// Least privilege: a claim's token reads its own offer's blocks (K and V of
+// every layer, any run of them) and nothing else: not another offer's
+// blocks, not part of a block, not the bytes between pools, not after the
+// offer is released. Nothing is written on a refusal.
+TEST_P(KvTransferTest, AFetchReadsOnlyItsOffersBlocks) {
+  Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 20);
+  Region local_region(region_bytes(kLocalBlocks, kLocalStart), 21);
+  std::promise<void> released;
+  auto owner = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p",
+                          [&](const std::string&, int32_t) { released.set_value(); });
+  auto local = make_agent(local_region, kLocalBlocks, kLocalStart, "d");
+  ASSERT_TRUE(owner && local);
+  owner->offer({"mine", {2, 3}, {1, 2}});
+  owner->offer({"theirs", {5}, {9}});
+  auto mine = local->claim("127.0.0.1", owner->port(), "mine", {2, 3}, {1, 2});
+  auto theirs = local->claim("127.0.0.1", owner->port(), "theirs", {5}, {9});
+  ASSERT_TRUE(mine.is_ok() && theirs.is_ok());
+  const KvRegionLayout& r = mine->remote;
+  KvRegionLayout local_layout = make_layout(local_region, kLocalBlocks, kLocalStart, "");
+  auto before = local_region.snapshot();
+  const std::vector<std::vector<KvSegment>> refused = {
+      block_segments(r, local_layout, {5}, {0}),                  // another offer's block
+      block_segments(r, local_layout, {4}, {0}),                  // nobody's block
+      {{r.k_offset[0] + 2 * kKBlock, 0, kKBlock / 2}},           // half a block
+      {{r.k_offset[0] + 2 * kKBlock + 8, 0, kKBlock}},           // a block's bytes, shifted
+      {{r.k_offset[0] + 2 * kKBlock, 0, 3 * kKBlock}},           // a run into block 4
+      {{0, 0, kOwnerStart}},                                     // before the pools
+  };
+  for (const auto& segs : refused) {
+    Status st = pull_and_wait(*local, owner->port(), mine->token, segs);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("refused"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(std::memcmp(local_region.data(), before.data(), before.size()), 0) << "a refused fetch wrote";
+  EXPECT_EQ(owner->stats().fetches_refused, refused.size());
+  // Its own blocks, also as one run of two (both K pools of layer 1 at once).
+  EXPECT_TRUE(pull_and_wait(*local, owner->port(), mine->token, block_segments(r, local_layout, {2, 3}, {0, 1})).is_ok());
+  EXPECT_TRUE(pull_and_wait(*local, owner->port(), mine->token, {{r.k_offset[1] + 2 * kKBlock, 0, 2 * kKBlock}}).is_ok());
+  EXPECT_TRUE(pull_and_wait(*local, owner->port(), theirs->token, block_segments(r, local_layout, {5}, {2})).is_ok());
+  // Released: the token reads nothing any more.
+  local->release("127.0.0.1", owner->port(), "mine", 2);
+  ASSERT_EQ(released.get_future().wait_for(10s), std::future_status::ready);
+  Status st = pull_and_wait(*local, owner->port(), mine->token, block_segments(r, local_layout, {2}, {0}));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+}
+
+// Only listed peers reach the side channel; only holders of the secret are
+// answered; a claimer never trusts a reply sealed with another secret.
+TEST_P(KvTransferTest, SideChannelAnswersOnlyPeersWithTheSecret) {
+  Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 22);
+  Region local_region(region_bytes(kLocalBlocks, kLocalStart), 23);
+  auto unlisted = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p1", {}, 5000ms, "model-a/f16/bs16", 0,
+                             kSecret, "10.1.2.0/24");
+  auto owner = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p2");
+  auto stranger = make_agent(local_region, kLocalBlocks, kLocalStart, "d1", {}, 5000ms, "model-a/f16/bs16", 0,
+                             "not-the-deployment-secret");
+  auto local = make_agent(local_region, kLocalBlocks, kLocalStart, "d2");
+  ASSERT_TRUE(unlisted && owner && stranger && local);
+  unlisted->offer({"x", {1}, {1}});
+  owner->offer({"x", {1}, {1}});
+  auto c = local->claim("127.0.0.1", unlisted->port(), "x", {1}, {1});
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().to_string();  // closed unanswered
+  EXPECT_EQ(unlisted->stats().not_a_peer, 1u);
+  c = stranger->claim("127.0.0.1", owner->port(), "x", {1}, {1});
+  EXPECT_EQ(c.status().code(), StatusCode::kPermissionDenied) << c.status().to_string();
+  EXPECT_EQ(owner->stats().unauthenticated, 1u);
+  c = local->claim("127.0.0.1", owner->port(), "x", {1}, {1});  // the stranger consumed nothing
+  EXPECT_TRUE(c.is_ok()) << c.status().to_string();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, KvTransferTest, ::testing::Values("default", "tcp"),

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "kv_transfer/ucx_context.h"
+#include "util/check.h"
 
 namespace omnibus::kv_transfer {
 
@@ -100,11 +101,8 @@ json to_json(const ClaimReply& r) {
               {"k_block_bytes", l.k_block_bytes},
               {"v_block_bytes", l.v_block_bytes},
               {"compat", l.compat}};
-  return json{{"ok", true},
-              {"layout", layout},
-              {"worker_address", to_hex(r.worker_address)},
-              {"rkey", to_hex(r.rkey)},
-              {"base", r.base}};
+  return json{{"ok", true}, {"layout", layout}, {"worker_address", to_hex(r.worker_address)},
+              {"token", to_hex(r.token)}};
 }
 
 json to_json(const ReleaseRequest& r) {
@@ -153,12 +151,105 @@ StatusOr<ClaimReply> parse_claim_reply(const json& j) {
     return Status::invalid_argument("'k_offset' and 'v_offset' differ in length");
   }
   OMNIBUS_RETURN_IF_ERROR(get_hex_bytes(j, "worker_address", &r.worker_address));
-  OMNIBUS_RETURN_IF_ERROR(get_hex_bytes(j, "rkey", &r.rkey));
-  OMNIBUS_RETURN_IF_ERROR(get_u64(j, "base", &r.base));
-  if (r.worker_address.empty() || r.rkey.empty()) {
-    return Status::invalid_argument("empty worker address or rkey");
+  OMNIBUS_RETURN_IF_ERROR(get_hex_bytes(j, "token", &r.token));
+  if (r.worker_address.empty() || r.token.size() != kFetchTokenBytes) {
+    return Status::invalid_argument("an empty worker address, or a token of other than {} bytes", kFetchTokenBytes);
   }
-  if (r.base + l.bytes < r.base) return Status::invalid_argument("region wraps the address space");
+  return r;
+}
+
+json seal(const TransferAuth& auth, const json& message, int64_t now_ms) {
+  std::string text = message.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string mac = auth.mac_hex(fmt::format("{}\n{}", now_ms, text));
+  return json{{"msg", std::move(text)}, {"ts", now_ms}, {"mac", mac}};
+}
+
+StatusOr<json> unseal(const TransferAuth& auth, const json& envelope, int64_t now_ms) {
+  if (!envelope.is_object()) return Status::permission_denied("unauthenticated");
+  const json* msg = field(envelope, "msg");
+  const json* ts = field(envelope, "ts");
+  const json* mac = field(envelope, "mac");
+  if (msg == nullptr || !msg->is_string() || ts == nullptr || !ts->is_number_integer() || mac == nullptr ||
+      !mac->is_string()) {
+    return Status::permission_denied("unauthenticated");
+  }
+  const int64_t t = ts->get<int64_t>();
+  const std::string& text = msg->get_ref<const std::string&>();
+  if (!auth.verify_hex(fmt::format("{}\n{}", t, text), mac->get_ref<const std::string&>())) {
+    return Status::permission_denied("unauthenticated");
+  }
+  // Checked after the MAC, so the answer says nothing to whom lacks the secret.
+  if (t < now_ms - kMaxSealAgeMs || t > now_ms + kMaxSealAgeMs) {
+    return Status::permission_denied("stale message (sealed {} ms from now; clocks more than {} s apart?)",
+                                     t - now_ms, kMaxSealAgeMs / 1000);
+  }
+  json inner = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (inner.is_discarded() || !inner.is_object()) return Status::invalid_argument("the message is not a JSON object");
+  return inner;
+}
+
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// Little-endian reads that never go past the end.
+struct Reader {
+  std::string_view in;
+  bool u32(uint32_t& v) {
+    if (in.size() < 4) return false;
+    v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(in[size_t(i)])) << (8 * i);
+    in.remove_prefix(4);
+    return true;
+  }
+  bool u64(uint64_t& v) {
+    if (in.size() < 8) return false;
+    v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(in[size_t(i)])) << (8 * i);
+    in.remove_prefix(8);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::string encode_fetch(const FetchRequest& r) {
+  OMNIBUS_CHECK(r.token.size() == kFetchTokenBytes);
+  OMNIBUS_CHECK(r.ranges.size() <= kMaxFetchRanges);
+  std::string out;
+  out.reserve(8 + kFetchTokenBytes + 4 + 16 * r.ranges.size());
+  put_u64(out, r.fetch_id);
+  out += r.token;
+  put_u32(out, static_cast<uint32_t>(r.ranges.size()));
+  for (const FetchRange& g : r.ranges) {
+    put_u64(out, g.offset);
+    put_u64(out, g.bytes);
+  }
+  return out;
+}
+
+StatusOr<FetchRequest> parse_fetch(std::string_view bytes) {
+  Reader rd{bytes};
+  FetchRequest r;
+  if (!rd.u64(r.fetch_id) || rd.in.size() < kFetchTokenBytes) return Status::invalid_argument("truncated fetch");
+  r.token.assign(rd.in.substr(0, kFetchTokenBytes));
+  rd.in.remove_prefix(kFetchTokenBytes);
+  uint32_t n = 0;
+  if (!rd.u32(n)) return Status::invalid_argument("truncated fetch");
+  if (n > kMaxFetchRanges) return Status::invalid_argument("{} ranges, more than {}", n, kMaxFetchRanges);
+  if (rd.in.size() != size_t(n) * 16) {
+    return Status::invalid_argument("{} ranges need {} bytes, the fetch has {}", n, size_t(n) * 16, rd.in.size());
+  }
+  r.ranges.resize(n);
+  for (FetchRange& g : r.ranges) {
+    (void)rd.u64(g.offset);
+    (void)rd.u64(g.bytes);
+  }
   return r;
 }
 

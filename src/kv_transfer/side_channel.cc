@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kv_transfer/messages.h"
 #include "util/check.h"
 
 namespace omnibus::kv_transfer {
@@ -107,6 +108,11 @@ StatusOr<std::string> read_frame(int fd, Clock::time_point deadline, int cancel_
 
 json error_reply(const std::string& message) { return json{{"ok", false}, {"error", message}}; }
 
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 struct AddrInfo {
   addrinfo* list = nullptr;
   ~AddrInfo() {
@@ -128,7 +134,9 @@ Status resolve(const std::string& host, int port, bool passive, AddrInfo* out) {
 }  // namespace
 
 StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::start(
-    const std::string& host, int port, std::chrono::milliseconds io_timeout, SideChannelHandler handler) {
+    const std::string& host, int port, std::chrono::milliseconds io_timeout, SideChannelSecurity security,
+    SideChannelHandler handler) {
+  OMNIBUS_CHECK(security.auth != nullptr && security.peers != nullptr);
   if (port < 0 || port > 65535) return Status::invalid_argument("side channel port {} out of range", port);
   AddrInfo ai;
   OMNIBUS_RETURN_IF_ERROR(resolve(host, port, true, &ai));
@@ -155,12 +163,12 @@ StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::start(
     return Status::unavailable("eventfd: {}", errno_text(err));
   }
   return std::unique_ptr<SideChannelServer>(
-      new SideChannelServer(fd, stop_fd, bound_port, io_timeout, std::move(handler)));
+      new SideChannelServer(fd, stop_fd, bound_port, io_timeout, security, std::move(handler)));
 }
 
-SideChannelServer::SideChannelServer(int listen_fd, int stop_fd, int port,
-                                     std::chrono::milliseconds io_timeout, SideChannelHandler handler)
-    : listen_fd_(listen_fd), stop_fd_(stop_fd), port_(port), io_timeout_(io_timeout),
+SideChannelServer::SideChannelServer(int listen_fd, int stop_fd, int port, std::chrono::milliseconds io_timeout,
+                                     SideChannelSecurity security, SideChannelHandler handler)
+    : listen_fd_(listen_fd), stop_fd_(stop_fd), port_(port), io_timeout_(io_timeout), security_(security),
       handler_(std::move(handler)) {
   accept_thread_ = std::thread([this] { accept_loop(); });
 }
@@ -200,7 +208,9 @@ void SideChannelServer::accept_loop() {
       OMNIBUS_CHECK(false && "poll on the side channel's listening socket failed");
     }
     if (fds[1].revents & POLLIN) return;
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof(from);
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: the pending connection keeps the socket readable;
@@ -209,6 +219,11 @@ void SideChannelServer::accept_loop() {
         (void)poll(&stop, 1, 100);
       }
       continue;  // EAGAIN, ECONNABORTED...: nothing to serve now
+    }
+    if (!security_.peers->allows_address(reinterpret_cast<const sockaddr*>(&from))) {
+      refused_peer_.fetch_add(1, std::memory_order_relaxed);
+      ::close(fd);  // not a listed peer: not a byte is read or written
+      continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
     reap_finished();
@@ -235,23 +250,36 @@ void SideChannelServer::serve(int fd) {
     if (too_big) (void)write_frame(fd, error_reply(body.status().message()), deadline, stop_fd_);
     return;  // EOF, timeout, shutdown: nobody to answer
   }
-  json request = json::parse(*body, nullptr, /*allow_exceptions=*/false);
-  json reply;
-  if (request.is_discarded()) {
-    reply = error_reply("malformed JSON");
-  } else if (!request.is_object()) {
-    reply = error_reply("a request must be a JSON object");
-  } else {
-    try {
-      reply = handler_(request);
-    } catch (const std::exception& e) {  // a json accessor on a wrong type: the client's fault
-      reply = error_reply(std::string("bad request: ") + e.what());
-    }
+  json envelope = json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  if (envelope.is_discarded()) {
+    (void)write_frame(fd, error_reply("malformed JSON"), deadline, stop_fd_);
+    return;
   }
-  (void)write_frame(fd, reply, deadline, stop_fd_);
+  StatusOr<json> request = unseal(*security_.auth, envelope, unix_ms());
+  if (!request.is_ok()) {
+    if (request.status().code() == StatusCode::kPermissionDenied) {
+      refused_auth_.fetch_add(1, std::memory_order_relaxed);
+      (void)write_frame(fd, error_reply("unauthenticated"), deadline, stop_fd_);  // says nothing more
+      return;
+    }
+    (void)write_frame(fd, seal(*security_.auth, error_reply(request.status().message()), unix_ms()), deadline,
+                      stop_fd_);
+    return;
+  }
+  json reply;
+  try {
+    reply = handler_(*request);
+  } catch (const std::exception& e) {  // a json accessor on a wrong type: the client's fault
+    reply = error_reply(std::string("bad request: ") + e.what());
+  }
+  (void)write_frame(fd, seal(*security_.auth, reply, unix_ms()), deadline, stop_fd_);
 }
 
-StatusOr<json> side_channel_call(const std::string& host, int port, const json& request,
+SideChannelRefusals SideChannelServer::refusals() const {
+  return {refused_peer_.load(std::memory_order_relaxed), refused_auth_.load(std::memory_order_relaxed)};
+}
+
+StatusOr<json> side_channel_call(const std::string& host, int port, const json& request, const TransferAuth& auth,
                                  std::chrono::milliseconds timeout, int cancel_fd) {
   auto deadline = Clock::now() + timeout;
   if (port <= 0 || port > 65535) return Status::unavailable("port {} out of range", port);
@@ -292,15 +320,22 @@ StatusOr<json> side_channel_call(const std::string& host, int port, const json& 
       if (s.code() == StatusCode::kCancelled) return s;
       return Status::unavailable("side channel {}:{}: {}", host, port, s.message());
     };
-    Status sent = write_frame(fd, request, deadline, cancel_fd);
+    Status sent = write_frame(fd, seal(auth, request, unix_ms()), deadline, cancel_fd);
     if (!sent.is_ok()) return annotate(sent);
     bool too_big = false;
     auto body = read_frame(fd, deadline, cancel_fd, &too_big);
     if (!body.is_ok()) return annotate(body.status());
-    json reply = json::parse(*body, nullptr, false);
-    if (reply.is_discarded() || !reply.is_object()) {
+    json envelope = json::parse(*body, nullptr, false);
+    if (envelope.is_discarded() || !envelope.is_object()) {
       return Status::unavailable("side channel {}:{}: the reply is not a JSON object", host, port);
     }
+    StatusOr<json> reply = unseal(auth, envelope, unix_ms());
+    if (!reply.is_ok() && reply.status().code() == StatusCode::kPermissionDenied) {
+      return Status::permission_denied("side channel {}:{}: the reply is not sealed with this deployment's "
+                                       "secret (does the peer run with the same --kv-transfer-secret?)",
+                                       host, port);
+    }
+    if (!reply.is_ok()) return Status::unavailable("side channel {}:{}: {}", host, port, reply.status().message());
     return reply;
   }
   return last;

@@ -35,6 +35,7 @@ StatusOr<std::string> from_hex(const std::string& hex) {
 StatusOr<std::unique_ptr<UcxContext>> UcxContext::create(void* base, uint64_t bytes) {
   std::unique_ptr<UcxContext> u(new UcxContext());
   u->base_ = base;
+  u->bytes_ = bytes;
   auto fail = [](const char* what, ucs_status_t s) {
     return Status::unavailable("UCX {}: {}", what, ucs_status_string(s));
   };
@@ -44,7 +45,7 @@ StatusOr<std::unique_ptr<UcxContext>> UcxContext::create(void* base, uint64_t by
   if (s != UCS_OK) return fail("ucp_config_read", s);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;  // never RMA: see the header
   s = ucp_init(&params, config, &u->context_);
   ucp_config_release(config);
   if (s != UCS_OK) return fail("ucp_init", s);
@@ -54,20 +55,6 @@ StatusOr<std::unique_ptr<UcxContext>> UcxContext::create(void* base, uint64_t by
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   s = ucp_worker_create(u->context_, &wp, &u->worker_);
   if (s != UCS_OK) return fail("ucp_worker_create", s);
-
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = base;
-  mp.length = bytes;
-  s = ucp_mem_map(u->context_, &mp, &u->memh_);
-  if (s != UCS_OK) return fail("ucp_mem_map", s);
-
-  void* rkey_buf = nullptr;
-  size_t rkey_size = 0;
-  s = ucp_rkey_pack(u->context_, u->memh_, &rkey_buf, &rkey_size);
-  if (s != UCS_OK) return fail("ucp_rkey_pack", s);
-  u->rkey_.assign(static_cast<const char*>(rkey_buf), rkey_size);
-  ucp_rkey_buffer_release(rkey_buf);
 
   ucp_address_t* address = nullptr;
   size_t address_size = 0;
@@ -82,7 +69,6 @@ StatusOr<std::unique_ptr<UcxContext>> UcxContext::create(void* base, uint64_t by
 }
 
 UcxContext::~UcxContext() {
-  if (memh_ != nullptr) OMNIBUS_CHECK(ucp_mem_unmap(context_, memh_) == UCS_OK);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);  // closes event_fd_ too
   if (context_ != nullptr) ucp_cleanup(context_);
 }

@@ -1,12 +1,15 @@
 // UcxContext: the UCX objects one KvTransferAgent owns, created and destroyed
 // in the order UCX requires.
 //
-// create(): ucp_init (RMA + WAKEUP), one worker in UCS_THREAD_MODE_SINGLE,
-// ucp_mem_map of [base, base + bytes) (existing memory: registered, never
-// allocated), its packed rkey and the worker's address (both copied into
-// byte strings to send to peers), the worker's wakeup fd. The destructor
-// unmaps the region, destroys the worker and cleans up the context; every
-// endpoint and rkey of this worker must be gone before that.
+// create(): ucp_init with active messages and wakeup only, one worker in
+// UCS_THREAD_MODE_SINGLE, the worker's address (copied into a byte string to
+// send to peers) and its wakeup fd. No RMA feature and no memory mapping:
+// UCX then installs no put/get handlers, so no peer can read or write this
+// process's memory (it would otherwise reach any address, not only a mapped
+// region: UCX's emulated RMA over tcp checks none). The region [base, base +
+// bytes) is only remembered for the transport's own copies. The destructor
+// destroys the worker and cleans up the context; every endpoint of this
+// worker must be gone before that.
 //
 // Thread-safety: none. The worker (worker()) must be used by one thread at a
 // time: KvTransferAgent hands it to its progress thread after create() and
@@ -39,18 +42,17 @@ class UcxContext {
   ucp_worker_h worker() const { return worker_; }
   int event_fd() const { return event_fd_; }                 // for ucp_worker_arm + poll
   const std::string& worker_address() const { return address_; }
-  const std::string& packed_rkey() const { return rkey_; }
   uint64_t base() const { return reinterpret_cast<uint64_t>(base_); }
+  uint64_t bytes() const { return bytes_; }
 
  private:
   UcxContext() = default;
   void* base_ = nullptr;
+  uint64_t bytes_ = 0;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  ucp_mem_h memh_ = nullptr;
   int event_fd_ = -1;
   std::string address_;
-  std::string rkey_;
 };
 
 }  // namespace omnibus::kv_transfer

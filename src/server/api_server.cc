@@ -146,6 +146,12 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
                                                           path, req.content_type),
                                          "invalid_request_error", "", "unsupported_media_type"});
   }
+  if (path.rfind("/v1/engine/", 0) == 0 && config_.api_key.empty() && !config_.enable_debug_endpoints) {
+    return respond_error(*sink, ApiError::not_found(fmt::format("{} is a debug endpoint: start the server with "
+                                                                "--api-key (then it needs the key) or "
+                                                                "--enable-debug-endpoints",
+                                                                path)));
+  }
   if (path == "/v1/engine/state") return sink->respond(200, kJson, engine_state());
   if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
 
@@ -194,6 +200,9 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   ApiResult<GenerationSpec> spec =
       endpoint == Endpoint::kChat ? parse_chat_request(*body, limits) : parse_completion_request(*body, limits);
   if (!spec.ok()) return respond_error(*sink, spec.error());
+  if (!config_.prefix_cache_salt_header.empty()) {  // the gateway's tenant first: see ApiConfig
+    spec->base.cache_salt = req.header(config_.prefix_cache_salt_header) + '\x1f' + spec->base.cache_salt;
+  }
   if (!spec->model.empty() && spec->model != config_.served_model_name) {
     return respond_error(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves "
                                                                 "'{}')", spec->model, config_.served_model_name),
@@ -304,9 +313,11 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
                                                  kv_params->value("do_remote_prefill", false) == true);
     if (asks) {
       return respond_error(*sink, ApiError::invalid("kv_transfer_params",
-                                                    "this worker does not transfer KV blocks (its KV transfer "
-                                                    "service is off; its start-up log says why: no UCX "
-                                                    "transport, or sliding-window KV with --kv-role both)",
+                                                    "this worker does not transfer KV blocks: start it with "
+                                                    "--kv-role prefill or decode (or --kv-transfer), "
+                                                    "--kv-transfer-secret-file and --kv-transfer-peers "
+                                                    "(docs/security.md); if it was, its start-up log says why "
+                                                    "the service is off",
                                                     "kv_transfer_disabled"));
     }
   }
@@ -331,7 +342,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
 
   std::shared_ptr<KvImport> kv_import;
   if (kv_ask == KvTransferService::Ask::kRemotePrefill) {
-    ApiResult<std::shared_ptr<KvImport>> im = backend_.kv_transfer->prepare_import(*kv_params, prompts[0].ids);
+    ApiResult<std::shared_ptr<KvImport>> im =
+        backend_.kv_transfer->prepare_import(*kv_params, prompts[0].ids, spec->base.cache_salt);
     if (!im.ok()) return respond_error(*sink, im.error());
     kv_import = *im;
   }

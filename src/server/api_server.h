@@ -55,6 +55,14 @@ struct ApiConfig {
   int32_t max_logprobs = 20;              // logprobs, top_logprobs, prompt_logprobs (--max-logprobs)
   int32_t max_n = 16;                     // n and best_of (--max-n)
   int64_t max_logprob_entries = 1000000;  // response_bounds.h (--max-logprob-entries; 0 = no bound)
+  // Tenant isolation (docs/security.md): the header a gateway sets to the
+  // tenant (--prefix-cache-salt-header, lower case; "" = none). When set, a
+  // request's prefix-cache salt is that header's value, then the body's
+  // cache_salt: no body field can reach another tenant's blocks.
+  std::string prefix_cache_salt_header;
+  // /v1/engine/* (the engine's state and every cached block hash): without
+  // --api-key they answer 404 unless this is set (--enable-debug-endpoints).
+  bool enable_debug_endpoints = false;
 };
 
 // What the API needs once the model is loaded. The pointers must outlive the ApiServer.

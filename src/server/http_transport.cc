@@ -225,6 +225,11 @@ class Session : public std::enable_shared_from_this<Session> {
     r.target = std::string(req.target());
     r.authorization = std::string(req[http::field::authorization]);
     r.content_type = std::string(req[http::field::content_type]);
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+      r.headers.emplace_back(std::move(name), std::string(field.value()));
+    }
     r.body = std::move(req.body());
     begin_response();
     auto sink = std::make_shared<SessionSink>(shared_from_this(), serial_);

@@ -20,7 +20,16 @@ struct HttpRequest {
   std::string target;         // path plus query, e.g. "/v1/models"
   std::string authorization;  // the Authorization header, "" when absent
   std::string content_type;   // the Content-Type header, "" when absent
+  std::vector<std::pair<std::string, std::string>> headers;  // every header; names lower-cased
   std::string body;
+
+  // The first header named `lower_name` (lower case), "" when absent.
+  std::string header(const std::string& lower_name) const {
+    for (const auto& [n, v] : headers) {
+      if (n == lower_name) return v;
+    }
+    return {};
+  }
 };
 
 // Extra response headers (name, value), e.g. {"Allow", "GET, HEAD"} on a 405.

@@ -124,9 +124,15 @@ StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(Engine& e
   if (!engine.info().prefix_caching) {
     return Status::invalid_argument("--kv-role needs prefix caching (drop --no-prefix-caching)");
   }
+  if (options.auth == nullptr) {
+    return Status::invalid_argument("KV transfer needs the deployment's secret: --kv-transfer-secret-file FILE (or "
+                                    "--kv-transfer-secret), the same on every prefill and decode worker");
+  }
   const std::string compat = make_compat(options.model_fingerprint, kv_dtype, engine.info().block_size);
   std::unique_ptr<KvTransferService> s(new KvTransferService(engine, std::move(options), compat));
   KvTransferOptions ao;
+  ao.auth = s->options_.auth;
+  ao.peers = s->options_.peers;
   ao.listen_host = s->options_.listen_host;
   ao.port = s->options_.port;
   ao.engine_id = random_id();
@@ -211,6 +217,8 @@ json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
   o.id = id;
   o.blocks = pinned.blocks;
   o.keys = pinned.keys;
+  o.window_offset = pinned.window_offset;
+  o.window_bytes = pinned.window_bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     offers_[id] = Offer{pinned.pin_id, int32_t(pinned.blocks.size()), Clock::now() + options_.timeout};
@@ -234,7 +242,24 @@ json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
   if (pinned.window_offset >= 0) {  // kivi2: the fp16 window rows of the last blocks
     p["omnibus"]["window"] = {{"offset", pinned.window_offset}, {"bytes", pinned.window_bytes}};
   }
+  p["omnibus"]["mac"] = offer_mac(p);
   return p;
+}
+
+// What an offer's signature covers: every field a decode worker acts on, as
+// one canonical JSON text (nlohmann sorts object keys), so that a router may
+// re-serialize the object but no field can be changed, added or dropped.
+std::string KvTransferService::offer_mac(const json& params) const {
+  json signed_part = json::object();
+  for (const char* k : {"remote_engine_id", "remote_request_id", "remote_block_ids", "remote_host", "remote_port"}) {
+    auto it = params.find(k);
+    signed_part[k] = it == params.end() ? json() : *it;
+  }
+  auto om = params.find("omnibus");
+  json o = om != params.end() && om->is_object() ? *om : json::object();
+  o.erase("mac");
+  signed_part["omnibus"] = std::move(o);
+  return options_.auth->mac_hex("omnibus-offer\n" + signed_part.dump(-1, ' ', true));
 }
 
 void KvTransferService::drop(const KvPinned& pinned) {
@@ -288,7 +313,23 @@ void KvTransferService::expire_loop() {
 }
 
 ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const json& params,
-                                                                       const std::vector<int32_t>& prompt) {
+                                                                       const std::vector<int32_t>& prompt,
+                                                                       const std::string& cache_salt) {
+  // The signature first: nothing a client wrote is acted on, or connected to.
+  {
+    auto om = params.find("omnibus");
+    const json* mac = om != params.end() && om->is_object() && om->contains("mac") ? &(*om)["mac"] : nullptr;
+    if (mac == nullptr || !mac->is_string() ||
+        !kv_transfer::constant_time_equal(offer_mac(params), mac->get_ref<const std::string&>())) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++forged_;
+      return ApiError::invalid(kParam,
+                               "kv_transfer_params are not signed by a prefill worker of this deployment "
+                               "(omnibus.mac is missing or wrong: forged, altered, or a worker with another "
+                               "--kv-transfer-secret)",
+                               "kv_transfer_unauthenticated");
+    }
+  }
   const auto str = [&](const char* name, std::string& out) -> bool {
     auto it = params.find(name);
     if (it == params.end() || !it->is_string()) return false;
@@ -302,6 +343,14 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
   }
   if (!str("remote_host", host) || host.empty() || host.size() > 255) {
     return bad("remote_host", "must be a non-empty host name or address");
+  }
+  if (!options_.peers.allows_host(host)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++not_a_peer_;
+    return ApiError::invalid(std::string(kParam) + ".remote_host",
+                             fmt::format("{}.remote_host '{}' is not in this worker's --kv-transfer-peers ('{}')",
+                                         kParam, host, options_.peers.spec()),
+                             "kv_transfer_peer_not_allowed");
   }
   auto port_it = params.find("remote_port");
   if (port_it == params.end() || !port_it->is_number_integer() || port_it->get<int64_t>() < 1 ||
@@ -356,7 +405,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     return bad("remote_block_ids", fmt::format("names {} blocks of {} tokens, more than this prompt of {} tokens has "
                                                "before its last token", n, bs, prompt.size()));
   }
-  uint64_t parent = PrefixCache::kRootKey;
+  uint64_t parent = PrefixCache::root_key(cache_salt);
   for (int32_t i = 0; i < n; ++i) {
     parent = PrefixCache::chain_key(std::span<const int32_t>(prompt.data() + size_t(i) * size_t(bs), size_t(bs)),
                                     parent);
@@ -410,6 +459,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     return std::shared_ptr<KvImport>();
   }
   const KvRegionLayout remote = claim->remote;
+  const std::string token = claim->token;
   if (remote.k_offset.size() != region_.k_offset.size() || remote.k_block_bytes != region_.k_block_bytes ||
       remote.v_block_bytes != region_.v_block_bytes) {
     agent_->release(host, port, id, 0);
@@ -431,7 +481,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
   im->n_blocks = n;
   const KvRegionInfo local = region_;
   KvTransferService* self = this;
-  im->fetch = [self, local, remote, remote_blocks, host, port, window_offset, window_bytes](
+  im->fetch = [self, local, remote, remote_blocks, host, port, token, window_offset, window_bytes](
                    int32_t first, std::vector<int32_t> dst, int64_t window_dst, std::function<void(bool)> done) {
     std::vector<KvSegment> segs;
     for (size_t l = 0; l < local.k_offset.size(); ++l) {
@@ -460,7 +510,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     uint64_t bytes = 0;
     for (const KvSegment& s : segs) bytes += s.bytes;
     const int32_t n_blocks = int32_t(dst.size());
-    self->agent_->pull(host, port, std::move(segs), [self, t0, bytes, n_blocks, done](Status st) {
+    self->agent_->pull(host, port, token, std::move(segs), [self, t0, bytes, n_blocks, done](Status st) {
       {
         std::lock_guard<std::mutex> lock(self->mu_);
         if (st.is_ok()) {
@@ -520,6 +570,19 @@ std::string KvTransferService::metrics_text(const std::string& labels, const Eng
   out += fmt::format("omnibus:kv_transfer_refused_total{{{}}} {}\n", labels, refused_);
   header("omnibus:kv_transfer_pull_failures_total", "counter", "Pulls that failed part-way (then computed here).");
   out += fmt::format("omnibus:kv_transfer_pull_failures_total{{{}}} {}\n", labels, pull_failures_);
+  const KvTransferStats a = agent_->stats();
+  header("omnibus:kv_transfer_rejected_total", "counter",
+         "What the KV-transfer plane turned away: kv_transfer_params without a valid signature (unsigned), naming "
+         "a remote_host outside --kv-transfer-peers (peer), side-channel connections from unlisted hosts "
+         "(connection), side-channel messages without a valid seal (seal), fetches outside a live claim (fetch).");
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"unsigned\"}} {}\n", labels, forged_);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"peer\"}} {}\n", labels, not_a_peer_);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"connection\"}} {}\n", labels, a.not_a_peer);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"seal\"}} {}\n", labels, a.unauthenticated);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"fetch\"}} {}\n", labels, a.fetches_refused);
+  header("omnibus:kv_transfer_pins_refused_total", "counter",
+         "Prefills for a remote decode answered without an offer: --kv-transfer-max-pinned blocks were pinned.");
+  out += fmt::format("omnibus:kv_transfer_pins_refused_total{{{}}} {}\n", labels, st.kv_pins_refused);
   return out;
 }
 

@@ -2,6 +2,15 @@
 // (docs/disaggregation.md). It speaks vLLM's `kv_transfer_params` protocol,
 // the one vllm-router's --vllm-pd-disaggregation mode drives:
 //
+// Off unless asked for: a default server (--kv-role both without
+// --kv-transfer) has no service and refuses kv_transfer_params (400). Who may
+// use what (docs/security.md): only hosts in --kv-transfer-peers reach the
+// side channel, and only with the deployment's secret; every offer is signed
+// ("omnibus.mac", HMAC-SHA256 over the fields a decode worker acts on), and a
+// decode worker checks the signature and that remote_host is a listed peer
+// before it connects anywhere; UCX peers can read only the blocks of an offer
+// they claimed (kv_transfer/ucx_transport.h).
+//
 //   prefill worker: a request with kv_transfer_params.do_remote_decode = true
 //     runs with its prompt blocks pinned (Request::pin_prompt_blocks); its
 //     response carries kv_transfer_params for the decode worker (offer()):
@@ -11,9 +20,11 @@
 //     fingerprint, KV dtype, block size), the prompt length, and for kivi2
 //     "window": {offset, bytes} of the last blocks' fp16 window rows in its
 //     KV region (KvPinned::window_offset; kv/kv_storage.h transfer slots),
-//     which a decode worker pulls with the blocks. The blocks stay
+//     which a decode worker pulls with the blocks, and "mac". The blocks stay
 //     pinned until the decode worker releases them or --kv-transfer-timeout
-//     passes.
+//     passes; at most --kv-transfer-max-pinned blocks are pinned at once
+//     (EngineConfig::max_pinned_blocks), beyond which a request is answered
+//     without kv_transfer_params.
 //   decode worker: a request with kv_transfer_params.do_remote_prefill = true
 //     is checked (prepare_import(): types, ranges, compatibility, the hash
 //     chain against its own tokenization of the prompt — any mismatch is a
@@ -56,6 +67,8 @@ const char* kv_role_name(KvRole r);
 
 struct KvTransferServiceOptions {
   KvRole role = KvRole::kBoth;
+  std::shared_ptr<const kv_transfer::TransferAuth> auth;  // required
+  kv_transfer::PeerList peers;     // --kv-transfer-peers
   std::string host = "127.0.0.1";  // advertised in remote_host (--kv-transfer-host)
   std::string listen_host = "0.0.0.0";
   int port = 0;                    // --kv-transfer-port (0: ephemeral)
@@ -98,17 +111,21 @@ class KvTransferService {
   // Prefill side: the response will not be delivered (client gone): unpin now.
   void drop(const KvPinned& pinned);
 
-  // Decode side: checks `params` against the tokenized prompt and claims the
-  // blocks. A null import (and OK) when there is nothing to fetch or the
-  // prefill worker is unreachable (the prompt is then computed here).
+  // Decode side: checks `params` (signature first, then remote_host against
+  // the peers, then the rest) against the tokenized prompt and its cache
+  // salt, and claims the blocks. A null import (and OK) when there is nothing
+  // to fetch or the prefill worker is unreachable (the prompt is then
+  // computed here). Any failed check is a 400 and nothing connects.
   ApiResult<std::shared_ptr<KvImport>> prepare_import(const nlohmann::json& params,
-                                                      const std::vector<int32_t>& prompt);
+                                                      const std::vector<int32_t>& prompt,
+                                                      const std::string& cache_salt);
 
   // Prometheus lines (HELP/TYPE included) of the transfer metrics.
   std::string metrics_text(const std::string& labels, const EngineStats& stats) const;
 
  private:
   KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat);
+  std::string offer_mac(const nlohmann::json& params) const;
   void on_release(const std::string& id, int32_t n_blocks);
   void expire_loop();  // the timeout thread
 
@@ -132,6 +149,7 @@ class KvTransferService {
   uint64_t blocks_pulled_ = 0, bytes_pulled_ = 0, blocks_local_ = 0;
   uint64_t blocks_served_ = 0, bytes_served_ = 0;
   uint64_t offers_total_ = 0, timeouts_ = 0, fallbacks_ = 0, refused_ = 0, pull_failures_ = 0;
+  uint64_t forged_ = 0, not_a_peer_ = 0;  // decode side: bad signature, remote_host not listed
   Histogram pull_seconds_;
   std::thread expirer_;
 };

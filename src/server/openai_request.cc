@@ -136,6 +136,12 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
   }
   std::string user;
   f.get_string("user", user);
+  // vLLM's cache_salt: requests share prefix-cache blocks only with requests
+  // of the same salt (engine/request.h).
+  f.get_string("cache_salt", r.cache_salt);
+  if (r.cache_salt.size() > 1024) {
+    f.fail(ApiError::invalid("cache_salt", "'cache_salt' must be a string of at most 1024 bytes"));
+  }
 }
 
 // min_tokens <= max_tokens, once both are known.

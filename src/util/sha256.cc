@@ -66,7 +66,7 @@ void Sha256::update(std::string_view bytes) {
   buf_len_ = n;
 }
 
-std::string Sha256::hex_digest() {
+std::array<uint8_t, 32> Sha256::digest() {
   const uint64_t bits = total_len_ * 8;
   const uint8_t one = 0x80, zero = 0;
   update(std::string_view(reinterpret_cast<const char*>(&one), 1));
@@ -74,10 +74,19 @@ std::string Sha256::hex_digest() {
   uint8_t len_be[8];
   for (int i = 0; i < 8; ++i) len_be[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
   update(std::string_view(reinterpret_cast<const char*>(len_be), 8));
+  std::array<uint8_t, 32> out;
+  for (size_t i = 0; i < 8; ++i) {
+    for (size_t b = 0; b < 4; ++b) out[4 * i + b] = static_cast<uint8_t>(h_[i] >> (24 - 8 * b));
+  }
+  return out;
+}
+
+std::string Sha256::hex_digest() {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
-  for (uint32_t word : h_) {
-    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(word >> shift) & 0xF]);
+  for (uint8_t byte : digest()) {
+    out.push_back(kHex[byte >> 4]);
+    out.push_back(kHex[byte & 0xF]);
   }
   return out;
 }

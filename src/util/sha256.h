@@ -1,5 +1,6 @@
 // SHA-256 (FIPS 180-4), for checking that a data file is the one a golden
-// file or a download was made from. Not constant-time; not for secrets.
+// file or a download was made from, and under HMAC (kv_transfer/transfer_auth.h).
+// Its running time depends only on the input's length, not on its bytes.
 //
 // Thread-safety: a Sha256 belongs to one thread; the free functions are pure.
 #pragma once
@@ -16,6 +17,8 @@ class Sha256 {
  public:
   Sha256();
   void update(std::string_view bytes);
+  // The 32-byte digest. REQUIRES: called once, last (or hex_digest()).
+  std::array<uint8_t, 32> digest();
   // The digest as 64 lowercase hex digits. REQUIRES: called once, last.
   std::string hex_digest();
 

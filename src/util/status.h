@@ -28,6 +28,7 @@ enum class StatusCode {
   kInternal,          // a bug; should never reach a user
   kUnavailable,       // a peer or service cannot be reached (now): retry may work
   kCancelled,         // the operation was abandoned (its owner shut down)
+  kPermissionDenied,  // the caller is not allowed to (no or a wrong credential)
 };
 
 const char* status_code_name(StatusCode code);
@@ -69,6 +70,10 @@ class [[nodiscard]] Status {
   template <typename... Args>
   static Status unavailable(fmt::format_string<Args...> f, Args&&... args) {
     return Status(StatusCode::kUnavailable, fmt::format(f, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  static Status permission_denied(fmt::format_string<Args...> f, Args&&... args) {
+    return Status(StatusCode::kPermissionDenied, fmt::format(f, std::forward<Args>(args)...));
   }
   template <typename... Args>
   static Status cancelled(fmt::format_string<Args...> f, Args&&... args) {
