@@ -15,7 +15,9 @@ namespace {
 
 constexpr int32_t kBlock = 4;
 
-TokenView view(const std::vector<int32_t>& t) { return TokenView{t, {}}; }
+TokenView view(const std::vector<int32_t>& t, uint64_t root = PrefixCache::kRootKey) {
+  return TokenView{t, {}, root};
+}
 
 // A sequence as the engine drives one: look up the cache, attach the match,
 // allocate the rest, "compute" everything and register the full blocks.
@@ -25,10 +27,10 @@ struct SeqRun {
   std::vector<int32_t> table;
 };
 
-SeqRun run(KvCacheManager& m, const std::vector<int32_t>& tokens) {
+SeqRun run(KvCacheManager& m, const std::vector<int32_t>& tokens, uint64_t root = PrefixCache::kRootKey) {
   std::vector<uint64_t> keys;
   PrefixMatch match;
-  m.match_prefix(view(tokens), (int32_t(tokens.size()) - 1) / kBlock, keys, match);
+  m.match_prefix(view(tokens, root), (int32_t(tokens.size()) - 1) / kBlock, keys, match);
   SeqRun r;
   r.n_matched = match.n_blocks();
   r.seq = m.add_seq();
@@ -36,7 +38,7 @@ SeqRun run(KvCacheManager& m, const std::vector<int32_t>& tokens) {
   std::vector<BlockCopy> copies;
   EXPECT_TRUE(m.allocate_slots(r.seq, int32_t(tokens.size()) - m.n_tokens(r.seq), copies));
   EXPECT_TRUE(copies.empty());
-  m.cache_full_blocks(r.seq, view(tokens), int32_t(tokens.size()), keys);
+  m.cache_full_blocks(r.seq, view(tokens, root), int32_t(tokens.size()), keys);
   r.table.assign(m.block_table(r.seq).begin(), m.block_table(r.seq).end());
   m.check_integrity();
   return r;
@@ -185,6 +187,28 @@ TEST(PrefixCache, ForcedCollisionsNeverReturnAWrongBlock) {
         for (int32_t j = 0; j < (i + 1) * kBlock; ++j) ASSERT_EQ(t[size_t(j)], p[size_t(j)]);
       }
       if (k % 3 == 0) m.free(r.seq);
+    }
+  }
+}
+
+// cache_salt: tenants with different salts never share a block, even when
+// every key collides (the root is checked, not only hashed in); one tenant's
+// repeats still hit.
+TEST(PrefixCache, SaltsSeparateTenants) {
+  EXPECT_EQ(PrefixCache::root_key(""), PrefixCache::kRootKey);
+  EXPECT_NE(PrefixCache::root_key("a"), PrefixCache::kRootKey);
+  EXPECT_NE(PrefixCache::root_key("a"), PrefixCache::root_key("b"));
+  for (uint64_t mask : {~uint64_t(0), uint64_t(0)}) {
+    KvCacheManager m(256, kBlock, true);
+    m.set_key_mask_for_testing(mask);
+    const uint64_t ra = PrefixCache::root_key("tenant-a"), rb = PrefixCache::root_key("tenant-b");
+    const std::vector<int32_t> secret = concat(iota_tokens(12, 0), {99});
+    const SeqRun a = run(m, secret, ra);
+    EXPECT_EQ(a.n_matched, 0);
+    EXPECT_EQ(run(m, secret, rb).n_matched, 0) << "mask " << mask << ": tenant b saw tenant a's blocks";
+    EXPECT_EQ(run(m, secret).n_matched, 0) << "mask " << mask << ": an unsalted request saw them";
+    if (mask != 0) {
+      EXPECT_EQ(run(m, secret, ra).n_matched, 3) << "tenant a's own repeat hits";
     }
   }
 }

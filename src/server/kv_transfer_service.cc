@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "kv/prefix_cache.h"
+#include "kv_transfer/offer_params.h"
 #include "util/check.h"
 
 namespace omnibus::server {
@@ -22,41 +23,11 @@ using nlohmann::json;
 
 const char* kParam = "kv_transfer_params";
 
-std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
-
-bool parse_hex64(const json& j, uint64_t& out) {
-  if (!j.is_string()) return false;
-  const std::string& s = j.get_ref<const std::string&>();
-  if (s.size() != 16) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    v = (v << 4) | uint64_t(d);
-  }
-  out = v;
-  return true;
-}
-
 std::string random_id() {
   std::random_device rd;
   std::string id = "omnibus-";
   for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", uint32_t(rd()));
   return id;
-}
-
-bool valid_id(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  for (char c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
-  }
-  return true;
 }
 
 // The compatibility string: what must be equal for blocks to mean the same
@@ -79,12 +50,15 @@ std::map<std::string, std::string> split_compat(const std::string& s) {
   return out;
 }
 
-ApiError bad(const std::string& field, const std::string& what) {
+ApiError kv_params_error(const std::string& field, const std::string& what) {
   return ApiError::invalid(std::string(kParam) + "." + field, fmt::format("{}.{} {}", kParam, field, what),
                            "invalid_kv_transfer_params");
 }
 
 }  // namespace
+
+using kv_transfer::ImportParams;
+using kv_transfer::offer_signed_text;
 
 const char* kv_role_name(KvRole r) {
   switch (r) {
@@ -116,7 +90,7 @@ StatusOr<std::string> model_fingerprint(const std::string& gguf_path) {
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   ::close(fd);
-  return hex64(h);
+  return kv_transfer::hex64(h);
 }
 
 StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(Engine& engine, const std::string& kv_dtype,
@@ -177,7 +151,7 @@ void KvTransferService::detach_engine() {
 
 ApiResult<KvTransferService::Ask> KvTransferService::classify(const json* params) const {
   if (params == nullptr || params->is_null()) return Ask::kNone;
-  if (!params->is_object()) return bad("", "must be an object or null");
+  if (!params->is_object()) return kv_params_error("", "must be an object or null");
   const auto flag = [&](const char* name, bool& out) -> bool {
     auto it = params->find(name);
     if (it == params->end() || it->is_null()) {
@@ -189,20 +163,20 @@ ApiResult<KvTransferService::Ask> KvTransferService::classify(const json* params
     return true;
   };
   bool remote_decode = false, remote_prefill = false;
-  if (!flag("do_remote_decode", remote_decode)) return bad("do_remote_decode", "must be a boolean");
-  if (!flag("do_remote_prefill", remote_prefill)) return bad("do_remote_prefill", "must be a boolean");
+  if (!flag("do_remote_decode", remote_decode)) return kv_params_error("do_remote_decode", "must be a boolean");
+  if (!flag("do_remote_prefill", remote_prefill)) return kv_params_error("do_remote_prefill", "must be a boolean");
   if (remote_decode && remote_prefill) {
-    return bad("do_remote_prefill", "and do_remote_decode cannot both be true");
+    return kv_params_error("do_remote_prefill", "and do_remote_decode cannot both be true");
   }
   if (remote_decode) {
     if (options_.role == KvRole::kDecode) {
-      return bad("do_remote_decode", "asks for a prefill, but this worker runs with --kv-role decode");
+      return kv_params_error("do_remote_decode", "asks for a prefill, but this worker runs with --kv-role decode");
     }
     return Ask::kRemoteDecode;
   }
   if (remote_prefill) {
     if (options_.role == KvRole::kPrefill) {
-      return bad("do_remote_prefill", "asks for a decode, but this worker runs with --kv-role prefill");
+      return kv_params_error("do_remote_prefill", "asks for a decode, but this worker runs with --kv-role prefill");
     }
     return Ask::kRemotePrefill;
   }
@@ -212,7 +186,7 @@ ApiResult<KvTransferService::Ask> KvTransferService::classify(const json* params
 json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
   const std::string id = random_id();
   json hashes = json::array();
-  for (uint64_t k : pinned.keys) hashes.push_back(hex64(k));
+  for (uint64_t k : pinned.keys) hashes.push_back(kv_transfer::hex64(k));
   KvOffer o;
   o.id = id;
   o.blocks = pinned.blocks;
@@ -242,24 +216,8 @@ json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
   if (pinned.window_offset >= 0) {  // kivi2: the fp16 window rows of the last blocks
     p["omnibus"]["window"] = {{"offset", pinned.window_offset}, {"bytes", pinned.window_bytes}};
   }
-  p["omnibus"]["mac"] = offer_mac(p);
+  p["omnibus"]["mac"] = options_.auth->mac_hex(offer_signed_text(p));
   return p;
-}
-
-// What an offer's signature covers: every field a decode worker acts on, as
-// one canonical JSON text (nlohmann sorts object keys), so that a router may
-// re-serialize the object but no field can be changed, added or dropped.
-std::string KvTransferService::offer_mac(const json& params) const {
-  json signed_part = json::object();
-  for (const char* k : {"remote_engine_id", "remote_request_id", "remote_block_ids", "remote_host", "remote_port"}) {
-    auto it = params.find(k);
-    signed_part[k] = it == params.end() ? json() : *it;
-  }
-  auto om = params.find("omnibus");
-  json o = om != params.end() && om->is_object() ? *om : json::object();
-  o.erase("mac");
-  signed_part["omnibus"] = std::move(o);
-  return options_.auth->mac_hex("omnibus-offer\n" + signed_part.dump(-1, ' ', true));
 }
 
 void KvTransferService::drop(const KvPinned& pinned) {
@@ -312,71 +270,31 @@ void KvTransferService::expire_loop() {
   }
 }
 
-ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const json& params,
-                                                                       const std::vector<int32_t>& prompt,
-                                                                       const std::string& cache_salt) {
-  // The signature first: nothing a client wrote is acted on, or connected to.
-  {
+std::optional<ApiError> KvTransferService::check_offer(const json& params, const ImportParams* p) {
+  if (p == nullptr) {  // the signature first: nothing a client wrote is acted on, or connected to
     auto om = params.find("omnibus");
     const json* mac = om != params.end() && om->is_object() && om->contains("mac") ? &(*om)["mac"] : nullptr;
-    if (mac == nullptr || !mac->is_string() ||
-        !kv_transfer::constant_time_equal(offer_mac(params), mac->get_ref<const std::string&>())) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++forged_;
-      return ApiError::invalid(kParam,
-                               "kv_transfer_params are not signed by a prefill worker of this deployment "
-                               "(omnibus.mac is missing or wrong: forged, altered, or a worker with another "
-                               "--kv-transfer-secret)",
-                               "kv_transfer_unauthenticated");
+    if (mac != nullptr && mac->is_string() &&
+        options_.auth->verify_hex(offer_signed_text(params), mac->get_ref<const std::string&>())) {
+      return std::nullopt;
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++forged_;
+    return ApiError::invalid(kParam,
+                             "kv_transfer_params are not signed by a prefill worker of this deployment (omnibus.mac "
+                             "is missing or wrong: forged, altered, or a worker with another --kv-transfer-secret)",
+                             "kv_transfer_unauthenticated");
   }
-  const auto str = [&](const char* name, std::string& out) -> bool {
-    auto it = params.find(name);
-    if (it == params.end() || !it->is_string()) return false;
-    out = it->get<std::string>();
-    return true;
-  };
-  std::string engine_id, id, host;
-  if (!str("remote_engine_id", engine_id)) return bad("remote_engine_id", "must be a string");
-  if (!str("remote_request_id", id) || !valid_id(id)) {
-    return bad("remote_request_id", "must be a string of at most 128 letters, digits, '-' or '_'");
-  }
-  if (!str("remote_host", host) || host.empty() || host.size() > 255) {
-    return bad("remote_host", "must be a non-empty host name or address");
-  }
-  if (!options_.peers.allows_host(host)) {
+  if (!options_.peers.allows_host(p->host)) {
     std::lock_guard<std::mutex> lock(mu_);
     ++not_a_peer_;
     return ApiError::invalid(std::string(kParam) + ".remote_host",
                              fmt::format("{}.remote_host '{}' is not in this worker's --kv-transfer-peers ('{}')",
-                                         kParam, host, options_.peers.spec()),
+                                         kParam, p->host, options_.peers.spec()),
                              "kv_transfer_peer_not_allowed");
   }
-  auto port_it = params.find("remote_port");
-  if (port_it == params.end() || !port_it->is_number_integer() || port_it->get<int64_t>() < 1 ||
-      port_it->get<int64_t>() > 65535) {
-    return bad("remote_port", "must be an integer port in [1, 65535]");
-  }
-  const int port = int(port_it->get<int64_t>());
-  auto ids_it = params.find("remote_block_ids");
-  if (ids_it == params.end() || !ids_it->is_array()) return bad("remote_block_ids", "must be an array of block ids");
-  std::vector<int32_t> remote_blocks;
-  for (const json& b : *ids_it) {
-    if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= (int64_t(1) << 30)) {
-      return bad("remote_block_ids", "must hold non-negative integer block ids");
-    }
-    remote_blocks.push_back(int32_t(b.get<int64_t>()));
-  }
-  auto om_it = params.find("omnibus");
-  if (om_it == params.end() || !om_it->is_object()) {
-    return bad("omnibus", "is missing: the prefill worker is not an omnibus worker with --kv-role prefill or both");
-  }
-  const json& om = *om_it;
-  auto compat_it = om.find("compat");
-  if (compat_it == om.end() || !compat_it->is_string()) return bad("omnibus.compat", "must be a string");
-  const std::string remote_compat = compat_it->get<std::string>();
-  if (remote_compat != compat_) {
-    const auto mine = split_compat(compat_), theirs = split_compat(remote_compat);
+  if (p->compat != compat_) {
+    const auto mine = split_compat(compat_), theirs = split_compat(p->compat);
     std::string diff;
     for (const auto& [k, v] : mine) {
       auto t = theirs.find(k);
@@ -385,56 +303,62 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     }
     return ApiError::invalid(std::string(kParam),
                              "the prefill worker's KV cache is incompatible with this worker's (" +
-                                 (diff.empty() ? remote_compat : diff) + ")",
+                                 (diff.empty() ? p->compat : diff) + ")",
                              "kv_transfer_incompatible");
   }
-  auto hashes_it = om.find("block_hashes");
-  if (hashes_it == om.end() || !hashes_it->is_array() || hashes_it->size() != remote_blocks.size()) {
-    return bad("omnibus.block_hashes", "must be an array of hex keys, one per remote block");
+  if (p->window_offset >= 0 && region_.window_bytes == 0) {
+    return kv_params_error("omnibus.window", "is given, but this KV format has no fp16 window");
   }
-  std::vector<uint64_t> keys;
-  for (const json& h : *hashes_it) {
-    uint64_t k;
-    if (!parse_hex64(h, k)) return bad("omnibus.block_hashes", "must hold 16-digit lowercase hex keys");
-    keys.push_back(k);
+  if (p->window_offset >= 0 && p->window_bytes != region_.window_bytes) {
+    return kv_params_error("omnibus.window", fmt::format("bytes must be {} (this worker's window rows), not {}",
+                                                         region_.window_bytes, p->window_bytes));
   }
-  // The blocks must be this prompt's: the chain of its own tokens.
-  const int32_t n = int32_t(remote_blocks.size());
+  return std::nullopt;
+}
+
+// The blocks must be this prompt's: the chain of its own tokens from its
+// cache salt's root.
+std::optional<ApiError> KvTransferService::check_chain(const ImportParams& p, const std::vector<int32_t>& prompt,
+                                                       const std::string& cache_salt) const {
+  const int32_t n = int32_t(p.blocks.size());
   const int32_t bs = block_size_;
   if (int64_t(n) * bs > int64_t(prompt.size()) - 1) {
-    return bad("remote_block_ids", fmt::format("names {} blocks of {} tokens, more than this prompt of {} tokens has "
-                                               "before its last token", n, bs, prompt.size()));
+    return kv_params_error("remote_block_ids", fmt::format("names {} blocks of {} tokens, more than this prompt of {} "
+                                                           "tokens has before its last token", n, bs, prompt.size()));
   }
   uint64_t parent = PrefixCache::root_key(cache_salt);
   for (int32_t i = 0; i < n; ++i) {
     parent = PrefixCache::chain_key(std::span<const int32_t>(prompt.data() + size_t(i) * size_t(bs), size_t(bs)),
                                     parent);
-    if (parent != keys[size_t(i)]) {
-      return bad("omnibus.block_hashes", fmt::format("do not match this request's prompt (block {} differs): the "
-                                                     "prefill worker computed another prompt", i));
+    if (parent != p.keys[size_t(i)]) {
+      return kv_params_error("omnibus.block_hashes", fmt::format("do not match this request's prompt (block {} "
+                                                                 "differs): the prefill worker computed another "
+                                                                 "prompt", i));
     }
   }
-  // kivi2 with a window: where the prefill worker exported the last blocks'
-  // fp16 window rows. Checked for its shape here, against the remote region
-  // after the claim. Without it the blocks cannot be used (a hit ending
-  // after them would be cut back): compute the prompt here.
-  int64_t window_offset = -1;
-  uint64_t window_bytes = 0;
-  if (auto w_it = om.find("window"); w_it != om.end() && !w_it->is_null()) {
-    if (region_.window_bytes == 0) return bad("omnibus.window", "is given, but this KV format has no fp16 window");
-    const auto off = w_it->is_object() ? w_it->find("offset") : w_it->end();
-    const auto len = w_it->is_object() ? w_it->find("bytes") : w_it->end();
-    if (!w_it->is_object() || off == w_it->end() || len == w_it->end() || !off->is_number_integer() ||
-        !len->is_number_integer() || off->get<int64_t>() < 0 || len->get<int64_t>() < 0) {
-      return bad("omnibus.window", "must be an object with non-negative integers offset and bytes");
-    }
-    window_offset = off->get<int64_t>();
-    window_bytes = uint64_t(len->get<int64_t>());
-    if (window_bytes != region_.window_bytes) {
-      return bad("omnibus.window", fmt::format("bytes must be {} (this worker's window rows), not {}",
-                                               region_.window_bytes, window_bytes));
-    }
+  return std::nullopt;
+}
+
+ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const json& params,
+                                                                       const std::vector<int32_t>& prompt,
+                                                                       const std::string& cache_salt) {
+  if (std::optional<ApiError> e = check_offer(params, nullptr)) return *e;
+  std::string bad_field;
+  StatusOr<ImportParams> parsed = kv_transfer::parse_offer_params(params, &bad_field);
+  if (!parsed.is_ok()) {
+    return ApiError::invalid(std::string(kParam) + "." + bad_field, parsed.status().message(),
+                             "invalid_kv_transfer_params");
   }
+  const ImportParams& p = *parsed;
+  if (std::optional<ApiError> e = check_offer(params, &p)) return *e;
+  if (std::optional<ApiError> e = check_chain(p, prompt, cache_salt)) return *e;
+  const std::string& host = p.host;
+  const std::string& id = p.request_id;
+  const int port = p.port;
+  const std::vector<int32_t>& remote_blocks = p.blocks;
+  const int32_t n = int32_t(remote_blocks.size());
+  const int64_t window_offset = p.window_offset;
+  const uint64_t window_bytes = p.window_bytes;
   const bool no_window = region_.window_bytes > 0 && window_offset < 0;
   if (n == 0 || no_window) {
     agent_->release(host, port, id, 0);
@@ -444,7 +368,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     }
     return std::shared_ptr<KvImport>();
   }
-  StatusOr<KvClaim> claim = agent_->claim(host, port, id, remote_blocks, keys);
+  StatusOr<KvClaim> claim = agent_->claim(host, port, id, remote_blocks, p.keys);
   if (!claim.is_ok()) {
     if (claim.status().code() == StatusCode::kInvalidArgument) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -469,12 +393,12 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
   for (int32_t b : remote_blocks) {
     if (b >= remote.n_blocks) {
       agent_->release(host, port, id, 0);
-      return bad("remote_block_ids", "names a block outside the prefill worker's pool");
+      return kv_params_error("remote_block_ids", "names a block outside the prefill worker's pool");
     }
   }
   if (window_offset >= 0 && (uint64_t(window_offset) > remote.bytes || window_bytes > remote.bytes - uint64_t(window_offset))) {
     agent_->release(host, port, id, 0);
-    return bad("omnibus.window", "lies outside the prefill worker's KV region");
+    return kv_params_error("omnibus.window", "lies outside the prefill worker's KV region");
   }
 
   auto im = std::make_shared<KvImport>();

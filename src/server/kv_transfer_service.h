@@ -49,6 +49,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +59,7 @@
 #include "engine/engine.h"
 #include "kv_transfer/kv_transfer_agent.h"
 #include "server/api_error.h"
+#include "kv_transfer/offer_params.h"
 #include "server/metrics.h"
 
 namespace omnibus::server {
@@ -125,7 +127,10 @@ class KvTransferService {
 
  private:
   KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat);
-  std::string offer_mac(const nlohmann::json& params) const;
+  // nullptr: the signature; else the peers, compatibility and window shape.
+  std::optional<ApiError> check_offer(const nlohmann::json& params, const kv_transfer::ImportParams* parsed);
+  std::optional<ApiError> check_chain(const kv_transfer::ImportParams& p, const std::vector<int32_t>& prompt,
+                                      const std::string& cache_salt) const;
   void on_release(const std::string& id, int32_t n_blocks);
   void expire_loop();  // the timeout thread
 

@@ -122,7 +122,8 @@ def start_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def server(start_server):
     """The shared default server: SmolLM2, room for 256+ concurrent short streams."""
-    return start_server("--max-num-seqs", "256", "--kv-cache-memory", "256MiB", "--max-model-len", "2048")
+    return start_server("--max-num-seqs", "256", "--kv-cache-memory", "256MiB", "--max-model-len", "2048",
+                        "--enable-debug-endpoints")
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@
 
 Each prefill worker runs
     omnibus serve ... --kv-role prefill --kv-transfer-host 127.0.0.1 --kv-transfer-port P
-and each decode worker the same with `--kv-role decode` (a free port each);
+                      --kv-transfer-secret-file LOG_DIR/kv-secret --kv-transfer-peers 127.0.0.1
+and each decode worker the same with `--kv-role decode` (a free port each; the
+secret, written once per cluster with mode 600, is shared by all workers);
 the router is
     vllm-router --vllm-pd-disaggregation --prefill URL [--prefill URL ...] --decode URL [--decode URL ...]
                 --prefill-policy round_robin --decode-policy round_robin + router_harness's health flags.
@@ -39,7 +41,12 @@ dropped without either. OMNIBUS_BIN, OMNIBUS_MODELS_DIR, VLLM_ROUTER_BIN as
 for router_harness.
 """
 import functools
+import hashlib
+import hmac
+import json
+import os
 import pathlib
+import secrets
 import subprocess
 import tempfile
 import time
@@ -61,6 +68,28 @@ def _serve_help(binary):
 def kv_transfer_supported(binary=None):
     """True when `omnibus serve` has the --kv-role flag (the KV transfer between workers)."""
     return "--kv-role" in _serve_help(binary or omnibus_bin())
+
+
+def kv_security_args(log_dir, peers="127.0.0.1"):
+    """--kv-transfer-secret-file (a fresh 600 file in log_dir, kept if present) and --kv-transfer-peers."""
+    path = pathlib.Path(log_dir) / "kv-secret"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+    return ["--kv-transfer-secret-file", str(path), "--kv-transfer-peers", peers]
+
+
+def sign_offer(params, secret):
+    """params with omnibus.mac made as a prefill worker holding `secret` (bytes) makes it
+    (server/kv_transfer_params.h, offer_signed_text): for tests that alter a field on purpose, to reach
+    the decode worker's checks behind the signature."""
+    part = {k: params.get(k) for k in ("remote_engine_id", "remote_request_id", "remote_block_ids",
+                                       "remote_host", "remote_port")}
+    part["omnibus"] = {k: v for k, v in params["omnibus"].items() if k != "mac"}
+    text = "omnibus-offer\n" + json.dumps(part, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    mac = hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()
+    return dict(params, omnibus=dict(params["omnibus"], mac=mac))
 
 
 class PdRouter(Router):
@@ -91,8 +120,9 @@ class PdCluster:
 
     def __init__(self, n_prefill=1, n_decode=1, prefill_args=(), decode_args=(), threads=1, kv_transfer=True,
                  netns=None, log_dir=None, model=None, policy="round_robin", router_args=(),
-                 kv_host="127.0.0.1"):
+                 kv_host="127.0.0.1", kv_peers=None):
         self._tmp = None
+        self.kv_peers = kv_peers or kv_host
         if log_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="omnibus-pd-cluster-")
             log_dir = self._tmp
@@ -114,7 +144,8 @@ class PdCluster:
         port = None
         if self.kv_flags:
             port = free_port()
-            args += ["--kv-role", role, "--kv-transfer-host", kv_host, "--kv-transfer-port", str(port)]
+            args += ["--kv-role", role, "--kv-transfer-host", kv_host, "--kv-transfer-port", str(port),
+                     *kv_security_args(self.log_dir, peers=self.kv_peers)]
         r = Replica(name, self.log_dir, args, threads, netns=netns, model=self.model)
         self._kv_ports[name] = port
         return r
@@ -126,6 +157,10 @@ class PdCluster:
     @property
     def replicas(self):
         return [*self.prefill, *self.decode]
+
+    def kv_secret(self):
+        """The workers' shared secret (bytes), as they read it."""
+        return (self.log_dir / "kv-secret").read_text().strip().encode()
 
     def kv_port(self, replica):
         """The --kv-transfer-port given to `replica` (None when no KV flags were passed)."""

@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from pd_harness import PdCluster, kv_transfer_supported
+from pd_harness import PdCluster, kv_security_args, kv_transfer_supported, sign_offer
 from router_harness import Replica, free_port, parse_metrics, router_bin
 
 WORKER_ARGS = ["--kv-cache-memory", "96MiB", "--max-model-len", "2048", "--served-model-name", "m"]
@@ -143,10 +143,12 @@ def check_kivi2_window(c):
     assert window["bytes"] > 0 and window["offset"] > 0, good
     for name, w in {"wrong size": dict(window, bytes=window["bytes"] + 1), "negative": dict(window, offset=-1),
                     "not an object": 5}.items():
-        r = decode(c, prompt, dict(good, omnibus=dict(good["omnibus"], window=w)))
+        # Signed again (as a prefill worker with a bug would): the decode worker's own checks refuse it.
+        r = decode(c, prompt, sign_offer(dict(good, omnibus=dict(good["omnibus"], window=w)), c.kv_secret()))
         assert r.status_code == 400 and "omnibus.window" in r.text, (name, r.status_code, r.text)
     fallbacks = metric(c.decode[0], "omnibus:kv_transfer_fallbacks_total")
-    no_window = dict(good, omnibus={k: v for k, v in good["omnibus"].items() if k != "window"})
+    no_window = sign_offer(dict(good, omnibus={k: v for k, v in good["omnibus"].items() if k != "window"}),
+                           c.kv_secret())
     assert decode(c, prompt, no_window).status_code == 200
     assert metric(c.decode[0], "omnibus:kv_transfer_fallbacks_total") == fallbacks + 1
     wait_metric(c.prefill[0], "omnibus:kv_transfer_pinned_blocks", 0)  # released, not pulled
@@ -215,8 +217,20 @@ def test_forged_params_get_400_and_leave_the_pool_alone(pd):
         r = decode(pd, prompt, params)
         assert r.status_code == 400, (name, r.status_code, r.text)
         assert "kv_transfer_params" in r.text, (name, r.text)
-        if name == "incompatible":
-            assert "kv_dtype: prefill worker q8, this worker f16" in r.text, r.text
+        if name not in ("not omnibus", "flag type"):  # what a decode worker acts on is signed by the prefill worker
+            assert "not signed by a prefill worker of this deployment" in r.text, (name, r.text)
+    # Signed again (a prefill worker of the deployment with a bug, or a stolen secret): the decode
+    # worker's own checks behind the signature still refuse each of these.
+    behind = {
+        "other prompt's hashes": ("do not match this request's prompt",
+                                  dict(good, omnibus=other["omnibus"], remote_block_ids=other["remote_block_ids"])),
+        "unknown id": ("refused the transfer", dict(good, remote_request_id="omnibus-" + "0" * 32)),
+        "incompatible": ("kv_dtype: prefill worker q8, this worker f16", cases["incompatible"]),
+        "wrong type": ("remote_block_ids", cases["wrong type"]),
+    }
+    for name, (needle, params) in behind.items():
+        r = decode(pd, prompt, sign_offer(params, pd.kv_secret()))
+        assert r.status_code == 400 and needle in r.text, (name, r.status_code, r.text)
     assert metric(pd.decode[0], "omnibus:kv_cache_blocks_used") == used_before == 0
     # The genuine params still work after all that, once.
     r = decode(pd, prompt, good)
@@ -319,7 +333,8 @@ def test_workers_in_separate_network_namespaces(routed_netns_pair, tmp_path, mon
     roles = []
     for i, role in enumerate(["prefill", "decode"]):
         r = Replica(role, tmp_path, WORKER_ARGS + ["--kv-role", role, "--kv-transfer-host", hosts[i],
-                                                   "--kv-transfer-port", str(free_port())],
+                                                   "--kv-transfer-port", str(free_port()),
+                                                   *kv_security_args(tmp_path, peers=",".join(hosts))],
                     host=hosts[i], netns=nss[i])
         roles.append(r.start())
     from pd_harness import PdRouter

@@ -25,7 +25,7 @@ def serve(tmp_path):
     servers = []
 
     def start(*args):
-        s = Server(list(args) + ["--kv-cache-memory", "64MiB", "--max-model-len", "2048"],
+        s = Server(list(args) + ["--kv-cache-memory", "64MiB", "--max-model-len", "2048", "--enable-debug-endpoints"],
                    tmp_path / f"serve{len(servers)}.log")
         servers.append(s)
         s.wait_ready()

@@ -61,9 +61,8 @@ def test_server_info_describes_engine_and_kv_pool(server):
         assert kv["dtype"] == "f16" and kv["prefix_caching"] is True
         assert info["model_path"].endswith(".gguf")
         assert info["isa"] in ("scalar", "avx2", "avx-vnni", "avx512")  # kernels/cpu_features.h
-        # --kv-role both (the default) serves either side of a KV transfer.
-        assert info["kv_transfer"]["kv_role"] == "both"
-        assert 0 < info["kv_transfer"]["port"] < 65536 and info["kv_transfer"]["pinned_blocks"] == 0
+        # A default server (--kv-role both, no --kv-transfer) has no KV transfer (docs/security.md).
+        assert info["kv_transfer"] is None
 
 
 def test_model_info(server):

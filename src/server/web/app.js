@@ -133,9 +133,26 @@ async function send(text) {
   div.classList.add("done");
 }
 
+// Without --api-key the engine's state is a debug endpoint (off unless
+// --enable-debug-endpoints): then the page shows health and model only.
+async function pollBasics() {
+  const h = await fetch("/health");
+  $("health").textContent = h.ok ? "ready" : "loading";
+  $("health").className = "health " + (h.ok ? "ok" : "bad");
+  if (h.ok && !modelName) {
+    const m = await (await fetch("/v1/models", { headers: headers() })).json();
+    if (m.data && m.data.length) {
+      modelName = m.data[0].id;
+      $("model-name").textContent = modelName;
+    }
+  }
+  $("state-updated").textContent = "engine state: --enable-debug-endpoints or --api-key";
+}
+
 async function pollState() {
   try {
     const r = await fetch("/v1/engine/state", { headers: headers() });
+    if (r.status === 404) return await pollBasics();
     const s = await r.json();
     if (!r.ok) throw new Error((s.error && s.error.message) || r.statusText);
     $("health").textContent = s.state;
