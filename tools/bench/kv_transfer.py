@@ -29,6 +29,7 @@ import httpx
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+from pd_harness import kv_security_args  # noqa: E402
 from router_harness import Replica, free_port  # noqa: E402
 
 WORDS = ("river stone lantern quiet orbit maple signal harbor velvet ember canyon meadow copper "
@@ -77,6 +78,7 @@ def prompt_of(tokenize_url, n_tokens, seed):
 
 def run_dtype(model, dtype, n_tokens, repeats, log_dir):
     args = ["--kv-cache-memory", "256MiB", "--max-model-len", str(max(2048, n_tokens + 64)), "--kv-cache-dtype", dtype]
+    args += kv_security_args(log_dir)
     p = Replica("prefill", log_dir, args + ["--kv-role", "prefill", "--kv-transfer-port", str(free_port())],
                 model=model).start()
     d = Replica("decode", log_dir, args + ["--kv-role", "decode", "--kv-transfer-port", str(free_port())],
