@@ -55,6 +55,31 @@ ApiError kv_params_error(const std::string& field, const std::string& what) {
                            "invalid_kv_transfer_params");
 }
 
+// K and V of every layer of remote block remote_blocks[i] -> local block
+// dst[i]; runs consecutive on both sides move as one range.
+std::vector<KvSegment> block_segments(const KvRegionInfo& local, const KvRegionLayout& remote,
+                                      std::span<const int32_t> remote_blocks, const std::vector<int32_t>& dst) {
+  std::vector<KvSegment> segs;
+  for (size_t l = 0; l < local.k_offset.size(); ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint64_t rb = kv == 0 ? remote.k_block_bytes : remote.v_block_bytes;
+      const uint64_t ro = kv == 0 ? remote.k_offset[l] : remote.v_offset[l];
+      const uint64_t lo = kv == 0 ? local.k_offset[l] : local.v_offset[l];
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const uint64_t r = ro + uint64_t(remote_blocks[i]) * rb;
+        const uint64_t d = lo + uint64_t(dst[i]) * rb;
+        if (!segs.empty() && segs.back().remote_offset + segs.back().bytes == r &&
+            segs.back().local_offset + segs.back().bytes == d) {
+          segs.back().bytes += rb;
+        } else {
+          segs.push_back(KvSegment{r, d, rb});
+        }
+      }
+    }
+  }
+  return segs;
+}
+
 }  // namespace
 
 using kv_transfer::ImportParams;
@@ -355,11 +380,8 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
   const std::string& host = p.host;
   const std::string& id = p.request_id;
   const int port = p.port;
-  const std::vector<int32_t>& remote_blocks = p.blocks;
-  const int32_t n = int32_t(remote_blocks.size());
-  const int64_t window_offset = p.window_offset;
-  const uint64_t window_bytes = p.window_bytes;
-  const bool no_window = region_.window_bytes > 0 && window_offset < 0;
+  const int32_t n = int32_t(p.blocks.size());
+  const bool no_window = region_.window_bytes > 0 && p.window_offset < 0;
   if (n == 0 || no_window) {
     agent_->release(host, port, id, 0);
     if (n > 0) {
@@ -368,7 +390,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     }
     return std::shared_ptr<KvImport>();
   }
-  StatusOr<KvClaim> claim = agent_->claim(host, port, id, remote_blocks, p.keys);
+  StatusOr<KvClaim> claim = agent_->claim(host, port, id, p.blocks, p.keys);
   if (!claim.is_ok()) {
     if (claim.status().code() == StatusCode::kInvalidArgument) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -382,8 +404,21 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
     ++fallbacks_;
     return std::shared_ptr<KvImport>();
   }
-  const KvRegionLayout remote = claim->remote;
-  const std::string token = claim->token;
+  return make_import(p, std::move(claim).value());
+}
+
+// After the claim: the owner's layout checked against ours, then the import
+// whose fetch pulls the claimed blocks into the pool.
+ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const ImportParams& p, KvClaim claim) {
+  const std::string& host = p.host;
+  const std::string& id = p.request_id;
+  const int port = p.port;
+  const std::vector<int32_t>& remote_blocks = p.blocks;
+  const int32_t n = int32_t(remote_blocks.size());
+  const int64_t window_offset = p.window_offset;
+  const uint64_t window_bytes = p.window_bytes;
+  const KvRegionLayout remote = std::move(claim.remote);
+  const std::string token = std::move(claim.token);
   if (remote.k_offset.size() != region_.k_offset.size() || remote.k_block_bytes != region_.k_block_bytes ||
       remote.v_block_bytes != region_.v_block_bytes) {
     agent_->release(host, port, id, 0);
@@ -407,25 +442,7 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
   KvTransferService* self = this;
   im->fetch = [self, local, remote, remote_blocks, host, port, token, window_offset, window_bytes](
                    int32_t first, std::vector<int32_t> dst, int64_t window_dst, std::function<void(bool)> done) {
-    std::vector<KvSegment> segs;
-    for (size_t l = 0; l < local.k_offset.size(); ++l) {
-      for (int kv = 0; kv < 2; ++kv) {
-        const uint64_t rb = kv == 0 ? remote.k_block_bytes : remote.v_block_bytes;
-        const uint64_t ro = kv == 0 ? remote.k_offset[l] : remote.v_offset[l];
-        const uint64_t lo = kv == 0 ? local.k_offset[l] : local.v_offset[l];
-        for (size_t i = 0; i < dst.size(); ++i) {
-          const uint64_t r = ro + uint64_t(remote_blocks[size_t(first) + i]) * rb;
-          const uint64_t d = lo + uint64_t(dst[i]) * rb;
-          // Runs consecutive on both sides move as one get.
-          if (!segs.empty() && segs.back().remote_offset + segs.back().bytes == r &&
-              segs.back().local_offset + segs.back().bytes == d) {
-            segs.back().bytes += rb;
-          } else {
-            segs.push_back(KvSegment{r, d, rb});
-          }
-        }
-      }
-    }
+    std::vector<KvSegment> segs = block_segments(local, remote, std::span(remote_blocks).subspan(size_t(first)), dst);
     if (window_dst >= 0) {  // the engine claimed a transfer slot: the window rows go there
       OMNIBUS_CHECK(window_offset >= 0);
       segs.push_back(KvSegment{uint64_t(window_offset), uint64_t(window_dst), window_bytes});

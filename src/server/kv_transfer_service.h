@@ -129,6 +129,7 @@ class KvTransferService {
   KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat);
   // nullptr: the signature; else the peers, compatibility and window shape.
   std::optional<ApiError> check_offer(const nlohmann::json& params, const kv_transfer::ImportParams* parsed);
+  ApiResult<std::shared_ptr<KvImport>> make_import(const kv_transfer::ImportParams& p, KvClaim claim);
   std::optional<ApiError> check_chain(const kv_transfer::ImportParams& p, const std::vector<int32_t>& prompt,
                                       const std::string& cache_salt) const;
   void on_release(const std::string& id, int32_t n_blocks);
