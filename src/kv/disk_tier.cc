@@ -34,6 +34,14 @@ int write_full(int fd, const uint8_t* b, size_t n) {
   return 0;
 }
 
+// A new, empty regular file at `path`, open for writing; -1 with errno set.
+// Whatever had the name goes first: O_EXCL | O_NOFOLLOW never opens an
+// existing FIFO (whose open would wait for a reader), device or symlink.
+int create_new_file(const std::string& path) {
+  ::unlink(path.c_str());
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+}
+
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -119,9 +127,15 @@ bool DiskTier::open_dir() {
     return false;
   }
   const std::string lock_path = ns_dir_ + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0644);
   if (lock_fd_ < 0) {
     log("disabled: cannot open {}: {}", lock_path, std::strerror(errno));
+    return false;
+  }
+  if (struct stat st; ::fstat(lock_fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    log("disabled: {} is not a regular file", lock_path);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
     return false;
   }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -133,7 +147,7 @@ bool DiskTier::open_dir() {
   // A probe write: a read-only or full file system disables the tier now,
   // not at the first eviction.
   const std::string probe = ns_dir_ + "/probe.tmp";
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = create_new_file(probe);
   int err = fd < 0 ? errno : 0;
   if (fd >= 0) {
     const std::vector<uint8_t> bytes(header_bytes_, 0);
@@ -260,6 +274,7 @@ void DiskTier::count_bad_locked(DiskBlockCheck c) {
       stats_.skipped_truncated++;
       break;
     case DiskBlockCheck::kForeign:
+    case DiskBlockCheck::kNotRegular:  // not ours either
       stats_.skipped_foreign++;
       break;
     case DiskBlockCheck::kMismatch:
@@ -331,7 +346,7 @@ int DiskTier::write_file(const DiskBlock& b, uint64_t* file_bytes) {
   const std::vector<uint8_t> header = encode_disk_block_header(h);
   OMNIBUS_CHECK(header.size() == header_bytes_);
   const std::string tmp = temp_path(b.key);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = create_new_file(tmp);
   if (fd < 0) return errno;
   int err = write_full(fd, header.data(), header.size());
   if (err == 0 && config_.hooks.mid_write) config_.hooks.mid_write(b.key);

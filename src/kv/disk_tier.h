@@ -18,7 +18,9 @@
 // headers of the .kvb files (checksum of the header verified; the payload's is
 // verified on every load), LRU-ordered by file mtime. A corrupt or truncated
 // file of ours is deleted; a foreign one (another namespace or version, e.g. a
-// file copied in) is left alone and not indexed. Each is counted and logged.
+// file copied in) is left alone and not indexed, and so is anything that is
+// not a regular file (a FIFO, device or symlink: never opened blocking, never
+// read; disk_block_file.h). Each is counted and logged.
 // Over max_bytes, the least recently used files are deleted (also at start-up,
 // after the limit shrank). A load hit moves the block to the front and touches
 // the file's mtime, so the order survives a restart.
@@ -131,7 +133,7 @@ struct DiskTierStats {
   uint64_t write_errors = 0;        // writes that failed (before a retry)
   uint64_t skipped_corrupt = 0;     // files found bad: bad magic, checksum, fields
   uint64_t skipped_truncated = 0;   // files shorter than their header says
-  uint64_t skipped_foreign = 0;     // another namespace / version in our directory
+  uint64_t skipped_foreign = 0;     // another namespace / version, or not a regular file
   uint64_t mismatches = 0;          // a key whose file holds other tokens or parent
   uint64_t temp_files_removed = 0;  // writes a kill cut short, found at start-up
   uint64_t evictions = 0;           // files deleted to stay under max_bytes
