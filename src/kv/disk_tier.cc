@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,7 +114,7 @@ DiskTier::DiskTier(DiskTierConfig config)
   writes_enabled_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    evict_locked(0);  // the limit may have shrunk since the last run
+    evict_locked(0, config_.max_bytes);  // the limit may have shrunk since the last run
   }
   writer_ = std::thread([this] { writer_loop(); });
   reader_ = std::thread([this] { reader_loop(); });
@@ -256,8 +257,8 @@ void DiskTier::index_erase_locked(uint64_t key) {
   stats_.entries = index_.size();
 }
 
-void DiskTier::evict_locked(uint64_t incoming) {
-  while (!lru_.empty() && stats_.bytes_on_disk + incoming > config_.max_bytes) {
+void DiskTier::evict_locked(uint64_t incoming, uint64_t limit) {
+  while (!lru_.empty() && stats_.bytes_on_disk + incoming > limit) {
     const uint64_t key = lru_.back();
     ::unlink(block_path(key).c_str());
     index_erase_locked(key);
@@ -361,15 +362,39 @@ int DiskTier::write_file(const DiskBlock& b, uint64_t* file_bytes) {
   return 0;
 }
 
+uint64_t DiskTier::fs_free_bytes() const {
+  if (config_.hooks.free_bytes) return config_.hooks.free_bytes();
+  struct statvfs fs;
+  if (::statvfs(ns_dir_.c_str(), &fs) != 0) return UINT64_MAX;
+  return uint64_t(fs.f_bavail) * fs.f_frsize;
+}
+
 void DiskTier::write_one(DiskBlock b) {
   const uint64_t need = header_bytes_ + config_.ns.block_bytes;
+  const uint64_t free_bytes = fs_free_bytes();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!writes_enabled_ || need > config_.max_bytes) {
       stats_.write_drops++;
       return;
     }
-    evict_locked(need);
+    // What the file system lets us hold: our files plus its free space, less
+    // one block left free for everyone else.
+    const uint64_t room = free_bytes > UINT64_MAX - stats_.bytes_on_disk
+                              ? UINT64_MAX
+                              : stats_.bytes_on_disk + free_bytes;
+    const uint64_t limit = std::min(config_.max_bytes, room > need ? room - need : 0);
+    const bool full = limit < need;
+    if (full != fs_full_) {
+      fs_full_ = full;
+      if (full) log("writes paused: the file system has no room for a block ({} bytes free)", free_bytes);
+      if (!full) log("writes resumed: the file system has room again");
+    }
+    if (full) {
+      stats_.write_drops++;
+      return;
+    }
+    evict_locked(need, limit);
   }
   uint64_t bytes = 0;
   int err = write_file(b, &bytes);
@@ -530,7 +555,7 @@ DiskTierStats DiskTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   DiskTierStats s = stats_;
   s.enabled = enabled_;
-  s.writes_enabled = enabled_ && writes_enabled_;
+  s.writes_enabled = enabled_ && writes_enabled_ && !fs_full_;
   return s;
 }
 

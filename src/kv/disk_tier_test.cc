@@ -635,6 +635,61 @@ TEST_F(DiskTierTest, DiskFullForGoodDegradesToNoWrites) {
   EXPECT_EQ(s.entries, 0u);
 }
 
+// Issue 34: on a file system that others had filled, every write failed with
+// ENOSPC, evicted the block before it and was retried: write errors on every
+// write, one block kept, and writes_enabled still true. Now the writer asks
+// the file system first: with no room for a block, writes pause (no write
+// attempted, writes_enabled false) and resume when room is back.
+TEST_F(DiskTierTest, AFullFileSystemPausesWritesUntilThereIsRoom) {
+  const auto chain = make_chain(3);
+  std::atomic<uint64_t> free_bytes{kFileBytes + kFileBytes / 2};  // one block is kept free
+  DiskTierConfig c = config();
+  c.hooks.free_bytes = [&] { return free_bytes.load(); };
+  DiskTier tier(c);
+  store_all(tier, {chain[0]});
+  DiskTierStats s = tier.stats();
+  EXPECT_FALSE(s.writes_enabled);
+  EXPECT_TRUE(s.enabled);
+  EXPECT_EQ(s.write_errors, 0u);  // nothing was attempted
+  EXPECT_EQ(s.write_drops, 1u);
+  EXPECT_EQ(s.entries, 0u);
+
+  free_bytes = 10 * kFileBytes;  // the disk was cleaned up
+  store_all(tier, {chain[1]});
+  s = tier.stats();
+  EXPECT_TRUE(s.writes_enabled);
+  EXPECT_EQ(s.write_errors, 0u);
+  EXPECT_TRUE(tier.contains(chain[1].key));
+  tier.check_integrity();
+}
+
+// A file system smaller than max_bytes: the tier keeps what fits (less one
+// block left free) by evicting its LRU files before writing, never by a
+// failed write.
+TEST_F(DiskTierTest, AFileSystemSmallerThanTheLimitEvictsInsteadOfFailing) {
+  const auto chain = make_chain(6);
+  DiskTierConfig c = config(100 * kFileBytes);
+  const uint64_t capacity = 3 * kFileBytes;  // what the "file system" holds
+  c.hooks.free_bytes = [&] {
+    uint64_t used = 0;
+    for (const auto& e : fs::directory_iterator(ns_dir())) {
+      if (e.path().extension() == ".kvb") used += e.file_size();
+    }
+    return used < capacity ? capacity - used : 0;
+  };
+  DiskTier tier(c);
+  store_all(tier, chain);
+  const DiskTierStats s = tier.stats();
+  EXPECT_TRUE(s.writes_enabled);
+  EXPECT_EQ(s.write_errors, 0u);
+  EXPECT_EQ(s.blocks_written, 6u);
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_EQ(s.evictions, 4u);
+  EXPECT_TRUE(tier.contains(chain[5].key));
+  EXPECT_TRUE(tier.contains(chain[4].key));
+  tier.check_integrity();
+}
+
 TEST_F(DiskTierTest, FullQueueDropsAndNeverBlocks) {
   const auto chain = make_chain(5);
   std::promise<void> entered;

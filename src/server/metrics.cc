@@ -167,7 +167,8 @@ std::string ServerMetrics::render(const EngineStats& st,
     gauge("omnibus:kv_disk_enabled",
           "1 when the prefix cache's disk tier (--kv-offload-dir) works.", d.enabled ? 1.0 : 0.0);
     gauge("omnibus:kv_disk_writes_enabled",
-          "1 while the disk tier writes (0 after a write failure).", d.writes_enabled ? 1.0 : 0.0);
+          "1 while the disk tier writes (0 while the file system has no room for a block, and after a "
+          "write error).", d.writes_enabled ? 1.0 : 0.0);
     counter("omnibus:kv_disk_hit_blocks_total",
             "KV blocks loaded from the disk tier into the pool.", st.kv_disk_hit_blocks);
     counter("omnibus:kv_disk_loads_total",
