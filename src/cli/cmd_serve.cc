@@ -59,6 +59,8 @@ struct ServeOptions {
   std::string served_model_name;  // "": the -m argument
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
+  double http_header_timeout_s = 30;  // TransportConfig::header_timeout
+  double http_body_timeout_s = 60;    // TransportConfig::body_timeout
   int64_t max_waiting = 1024;
   int32_t max_logprobs = 20;
   int32_t max_n = 16;
@@ -259,6 +261,9 @@ int run_serve(const ServeOptions& o) {
   api_cfg.enable_debug_endpoints = o.enable_debug_endpoints;
   auto api = std::make_unique<server::ApiServer>(api_cfg);
   server::TransportConfig tcfg{o.host, o.port, o.http_threads, o.max_body_bytes};
+  tcfg.header_timeout = std::chrono::milliseconds(int64_t(o.http_header_timeout_s * 1000));
+  tcfg.body_timeout = std::chrono::milliseconds(int64_t(o.http_body_timeout_s * 1000));
+  tcfg.on_read_timeout = [a = api.get()](server::HttpReadPhase p) { a->count_read_timeout(p); };
   StatusOr<std::unique_ptr<server::HttpTransport>> transport = server::HttpTransport::create(
       tcfg, [a = api.get()](server::HttpRequest req, std::shared_ptr<server::ResponseSink> sink) {
         a->handle(std::move(req), std::move(sink));
@@ -405,6 +410,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body; larger ones get 413")
       ->capture_default_str()->check(CLI::Range(int64_t(1024), int64_t(1) << 32));
+  cmd->add_option("--http-header-timeout", o->http_header_timeout_s,
+                  "Seconds a connection has to send a request's line and headers (from its opening or its last "
+                  "response); slower ones are closed and counted in omnibus:http_read_timeouts_total")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--http-body-timeout", o->http_body_timeout_s,
+                  "Seconds a request's body has to arrive after its headers; slower ones are closed and counted")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--max-waiting", o->max_waiting,
                   "Most requests accepted but not yet started; beyond it requests get 503 (0 = no bound)")
       ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 30));

@@ -33,7 +33,7 @@ namespace omnibus {
 // One completion (one of the request's n sequences), as the API reports it.
 struct Completion {
   std::string text;           // without the stop string or the EOG / stop token
-  std::string finish_reason;  // the API's: "stop", "length" or "abort"
+  std::string finish_reason;  // the API's: "stop", "length", "grammar_dead_end" or "abort"
   std::string stopped_by;     // for people: "end of generation token", "stop token",
                               // "stop string", "length" or "abort"
   int32_t n_tokens = 0;       // tokens generated up to its end (usage.completion_tokens)

@@ -202,7 +202,7 @@ struct EngineStats {
   // Structured output (Request::grammar): the time each constrained token
   // spent waiting for and applying its mask, as a histogram with the upper
   // bounds kMaskBounds (+Inf last); rejections: sequences ended because the
-  // grammar allowed no token (finish reason stop).
+  // grammar allowed no token (finish reason grammar_dead_end).
   static constexpr std::array<double, 10> kMaskBounds = {1e-5, 5e-5,   1e-4, 2.5e-4, 5e-4,
                                                          1e-3, 2.5e-3, 5e-3, 1e-2,   5e-2};
   std::array<uint64_t, kMaskBounds.size() + 1> structured_mask_buckets{};  // not cumulative

@@ -181,7 +181,8 @@ TEST(EngineGrammar, AGrammarTheVocabularyCannotSpellEndsTheSequence) {
   auto s = (*engine)->submit(constrained(masker("root ::= \"Q\"\n"), 5));  // no token has a 'Q'
   ASSERT_TRUE(s.is_ok());
   const SeqResult r = collect(**s)[0];
-  EXPECT_EQ(r.finish, FinishReason::kStop);
+  // Issue 34: this was kStop, though "stop" promises an output that matches.
+  EXPECT_EQ(r.finish, FinishReason::kGrammarDeadEnd);
   EXPECT_EQ(r.tokens.size(), 1u);  // the rejected token, which the server does not print
   // The stats are published after the step that pushed the event: wait for them.
   const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(30));

@@ -106,19 +106,23 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
   const bool stop_token = std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), t.id) !=
                           req.stop_token_ids.end();
   // Constrained: an end token means the grammar ended (it is only allowed
-  // where it may), whatever ignore_eos says; a token the grammar rejects
-  // (only when it allowed none) ends the sequence without being printed.
+  // where it may), whatever ignore_eos says. A token the grammar rejects
+  // (only drawn when it allowed none: the matcher cannot continue) ends the
+  // sequence without being printed: "stop" where the output so far is a whole
+  // sentence of the grammar, else kGrammarDeadEnd (never "stop" for an output
+  // that does not match).
   bool grammar_end = false;
+  bool dead_end = false;
   if (seq.matcher) {
     seq.next_mask.reset();
-    if (is_eog[size_t(t.id)]) {
-      grammar_end = true;
-    } else if (!req.grammar->accept_token(*seq.matcher, t.id)) {
-      grammar_end = true;
-      ++local.structured_rejections;
-    }
+    const bool accepted = req.grammar->accept_token(*seq.matcher, t.id);  // an end token: can_end()
+    if (!accepted) ++local.structured_rejections;
+    grammar_end = is_eog[size_t(t.id)] || !accepted;
+    dead_end = grammar_end && !seq.matcher->can_end();
   }
-  if ((!req.ignore_eos && is_eog[size_t(t.id)]) || stop_token || grammar_end) {
+  if (dead_end) {
+    finish(seq, FinishReason::kGrammarDeadEnd, e);
+  } else if ((!req.ignore_eos && is_eog[size_t(t.id)]) || stop_token || grammar_end) {
     finish(seq, FinishReason::kStop, e);
   } else if (int32_t(seq.output.size()) >= req.max_tokens) {
     finish(seq, FinishReason::kLength, e);

@@ -99,8 +99,13 @@ struct Request {
   std::shared_ptr<const grammar::TokenMasker> grammar;
 };
 
-enum class FinishReason { kNone, kStop, kLength, kAbort };
-const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "abort"
+// kGrammarDeadEnd: structured output (Request::grammar) the matcher could not
+// continue (no token of the vocabulary continues the grammar, or the matcher
+// exceeded its bounds); the output does NOT match the format. kStop with a
+// grammar means the output is complete and matches.
+enum class FinishReason { kNone, kStop, kLength, kAbort, kGrammarDeadEnd };
+// "", "stop", "length", "abort", "grammar_dead_end"
+const char* finish_reason_name(FinishReason r);
 
 // The logprob of one prompt token given the tokens before it.
 struct PromptLogprob {
@@ -119,7 +124,8 @@ struct EngineEvent {
   std::vector<std::pair<int32_t, float>> top_logprobs;  // [sampling.n_logprobs]
   // kNone while the sequence goes on. kStop: `token` is the EOG or stop token
   // that ended it (the server does not print it); kLength: max_tokens reached;
-  // kAbort: aborted (token == -1).
+  // kAbort: aborted (token == -1); kGrammarDeadEnd: `token` is the one the
+  // grammar rejected (not printed either).
   FinishReason finish = FinishReason::kNone;
   bool final = false;  // the request's last event: every sequence has finished
 

@@ -10,6 +10,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kAbort: return "abort";
+    case FinishReason::kGrammarDeadEnd: return "grammar_dead_end";
   }
   return "";
 }

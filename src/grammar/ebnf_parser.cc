@@ -11,6 +11,7 @@
 #include "grammar/grammar.h"
 #include "grammar/grammar_analysis.h"
 #include "grammar/grammar_automaton.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/utf8_ranges.h"
 #include "util/check.h"
 
@@ -155,8 +156,23 @@ StatusOr<std::shared_ptr<const Grammar>> Parser::run() {
   if (lr >= 0) {
     return error(rule_pos_[lr], "rule '" + g_.rules[lr].name + "' is left-recursive");
   }
+  const std::vector<bool> productive = productive_rules(g_);
+  if (!productive[g_.root]) {
+    return Status::invalid_argument(
+        "the grammar matches no text: rule 'root' never reaches a literal or class (rules that only "
+        "refer to each other, such as a JSON Schema $ref cycle with nothing else)");
+  }
+  prune_unproductive(&g_, productive);
   auto g = std::make_shared<Grammar>(std::move(g_));
   g->automaton = std::make_shared<detail::Automaton>(*g);
+  // The start state is where every output begins: a grammar whose start
+  // exceeds the matcher's bounds could never produce a byte.
+  if (GrammarMatcher(g).failed()) {
+    return Status::invalid_argument(
+        "the grammar is too ambiguous: its start has more than {} alternatives open at once (the "
+        "matcher's limit); factor common prefixes out of the alternatives",
+        GrammarMatcher::kMaxStacks);
+  }
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 

@@ -57,7 +57,10 @@ TEST(EbnfParser, Repetitions) {
 }
 
 TEST(EbnfParser, BoundedRepetitionIsLinear) {
-  auto g = parse_ebnf("root ::= ((\"ab\"{0,1000}){0,1000}){0,1000}");
+  // Nested nullable repetitions: linear in size, but their start is so
+  // ambiguous that no matcher could hold it: refused, quickly.
+  EXPECT_NE(parse_error("root ::= ((\"ab\"{0,1000}){0,1000}){0,1000}").find("too ambiguous"), std::string::npos);
+  auto g = parse_ebnf("root ::= (\"a\" (\"b\" \"c\"{0,1000}){0,1000}){0,1000}");
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   size_t n = 0;
   for (const Rule& r : (*g)->rules) {
@@ -104,6 +107,45 @@ TEST(EbnfParser, LeftRecursion) {
   // right recursion and epsilon loops are fine
   EXPECT_EQ(parse_error("root ::= \"a\" root | \"\""), "OK");
   EXPECT_EQ(parse_error("root ::= (\"a\"?)* \"b\""), "OK");
+}
+
+// Issue 34: a grammar that matches nothing used to compile, and its output
+// ended at once, empty, with finish_reason "stop".
+TEST(EbnfParser, AGrammarThatMatchesNoTextIsRefused) {
+  const std::string none = "the grammar matches no text";
+  EXPECT_EQ(parse_error("root ::= root").rfind(none, 0), 0u);
+  EXPECT_EQ(parse_error("root ::= a\na ::= b\nb ::= a").rfind(none, 0), 0u);
+  EXPECT_EQ(parse_error("root ::= \"x\" root").rfind(none, 0), 0u);  // no way out
+  EXPECT_EQ(parse_error("root ::= \"{\" a \"}\"\na ::= \"[\" a \"]\"").rfind(none, 0), 0u);
+  // A cycle beside a way out is fine.
+  EXPECT_EQ(parse_error("root ::= root | \"a\""), "OK");
+  EXPECT_EQ(parse_error("root ::= \"x\" root | \"\""), "OK");
+}
+
+// An alternative that can never finish is dropped: the matcher does not
+// accept a byte that leads into it (before, "a" was accepted and the output
+// was stuck there).
+TEST(EbnfParser, AlternativesThatCannotFinishAreDropped) {
+  auto g = parse_ebnf("root ::= \"a\" dead | \"b\"\ndead ::= \"c\" dead");
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  GrammarMatcher m(*g);
+  EXPECT_FALSE(m.accept_byte('a'));
+  EXPECT_EQ(m.next_bytes().count(), 1u);
+  EXPECT_TRUE(m.accept_byte('b'));
+  EXPECT_TRUE(m.is_complete());
+}
+
+// A start with more parse stacks than the matcher holds could never produce
+// a byte: refused at compile time, naming the limit.
+TEST(EbnfParser, AStartBeyondTheMatchersBoundsIsRefused) {
+  auto alternation = [](int n) {
+    std::string text = "root ::= \"x0\"";
+    for (int i = 1; i < n; ++i) text += " | \"x" + std::to_string(i) + "\"";
+    return text;
+  };
+  EXPECT_EQ(parse_error(alternation(4000)), "OK");
+  const std::string e = parse_error(alternation(5000));
+  EXPECT_NE(e.find("more than 4096 alternatives"), std::string::npos) << e;
 }
 
 TEST(EbnfParser, Limits) {

@@ -23,7 +23,11 @@
 // parse_ebnf rejects, with kInvalidArgument naming the line and column:
 // syntax errors, undefined or duplicate rules, a missing root, left recursion
 // (direct or indirect, also through nullable prefixes), and sizes beyond
-// GrammarLimits. A reference in the LAST position of a sequence that loops
+// GrammarLimits; and, naming the cause: a root that derives no text (rules
+// that only refer to each other), and a start state beyond the matcher's
+// bounds (more than GrammarMatcher::kMaxStacks stacks). Alternatives that can
+// never finish (they use a rule that derives no text) are dropped, so every
+// prefix a matcher accepts can be completed (grammar_analysis.h). A reference in the LAST position of a sequence that loops
 // back to its own rule through nullable elements (`(x?)*` gives
 // r ::= x? r | "") is an epsilon loop, not left recursion: it is accepted, as
 // the matcher never pushes a frame for a last-position reference.

@@ -111,4 +111,63 @@ int32_t find_left_recursion(const Grammar& g, const std::vector<bool>& nullable)
   return -1;
 }
 
+std::vector<bool> productive_rules(const Grammar& g) {
+  const size_t n = g.rules.size();
+  std::vector<bool> productive(n, false);
+  // Per alternative: how many of its rule references are not yet known
+  // productive; users[r] lists the alternative once per reference to r.
+  // Alternatives with an empty byte set can never be productive: skipped.
+  std::vector<int32_t> alt_rule;
+  std::vector<int32_t> pending;
+  std::vector<std::vector<int32_t>> users(n);
+  std::vector<int32_t> work;
+  for (size_t r = 0; r < n; ++r) {
+    for (const auto& alt : g.rules[r].alternatives) {
+      bool dead = false;
+      int32_t refs = 0;
+      for (const Element& e : alt) {
+        if (e.kind == Element::Kind::kBytes) {
+          dead |= e.bytes.none();
+        } else {
+          ++refs;
+        }
+      }
+      if (dead) continue;
+      const int32_t id = static_cast<int32_t>(alt_rule.size());
+      alt_rule.push_back(static_cast<int32_t>(r));
+      pending.push_back(refs);
+      for (const Element& e : alt) {
+        if (e.kind == Element::Kind::kRule) users[e.rule].push_back(id);
+      }
+      if (refs == 0 && !productive[r]) {
+        productive[r] = true;
+        work.push_back(static_cast<int32_t>(r));
+      }
+    }
+  }
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    for (int32_t id : users[r]) {
+      if (--pending[id] == 0 && !productive[alt_rule[id]]) {
+        productive[alt_rule[id]] = true;
+        work.push_back(alt_rule[id]);
+      }
+    }
+  }
+  return productive;
+}
+
+void prune_unproductive(Grammar* g, const std::vector<bool>& productive) {
+  auto dead = [&](const std::vector<Element>& alt) {
+    return std::any_of(alt.begin(), alt.end(), [&](const Element& e) {
+      return e.kind == Element::Kind::kBytes ? e.bytes.none() : !productive[e.rule];
+    });
+  };
+  for (Rule& rule : g->rules) {
+    auto& alts = rule.alternatives;
+    alts.erase(std::remove_if(alts.begin(), alts.end(), dead), alts.end());
+  }
+}
+
 }  // namespace omnibus::grammar

@@ -22,6 +22,7 @@
 
 #include "grammar/ebnf_text.h"
 #include "grammar/json_schema_rules.h"
+#include "grammar/literal_set.h"
 #include "grammar/regex_parser.h"
 
 namespace omnibus::grammar {
@@ -248,12 +249,7 @@ class Converter {
     if (schema.contains("enum")) {
       const Json& e = schema["enum"];
       if (!e.is_array() || e.empty()) return bad(ptr + "/enum", "must be a non-empty array");
-      std::string out;
-      for (size_t i = 0; i < e.size(); ++i) {
-        OMNIBUS_ASSIGN_OR_RETURN(std::string lit, const_literal(e[i], ptr + "/enum"));
-        out += (i ? " | " : "") + lit;
-      }
-      return out;
+      return enum_body(e, name, ptr + "/enum");
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!schema.contains(key)) continue;
@@ -317,6 +313,29 @@ class Converter {
     } catch (const std::exception& e) {
       return bad(ptr, e.what());
     }
+  }
+
+  // The values' JSON texts as one prefix-factored set (grammar/literal_set.h):
+  // thousands of values stay within the matcher's bounds.
+  StatusOr<std::string> enum_body(const Json& values, const std::string& name, const std::string& ptr) {
+    std::vector<std::string> texts;
+    texts.reserve(values.size());
+    for (const Json& v : values) {
+      try {
+        texts.push_back(v.dump());
+      } catch (const std::exception& e) {
+        return bad(ptr, e.what());
+      }
+    }
+    std::vector<std::string> helpers;
+    LiteralSetEbnf set = literal_set_ebnf(texts, [&](size_t) {
+      helpers.push_back(reserve(name + "-enum"));
+      return helpers.back();
+    });
+    for (size_t i = 0; i < helpers.size(); ++i) {
+      OMNIBUS_RETURN_IF_ERROR(set_rule(helpers[i], std::move(set.rules[i])));
+    }
+    return std::move(set.body);
   }
 
   StatusOr<std::string> visit_typed(const Json& schema, const std::string& type,

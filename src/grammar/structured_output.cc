@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "grammar/json_schema.h"
+#include "grammar/literal_set.h"
 #include "grammar/regex.h"
 #include "util/check.h"
 
@@ -25,12 +26,12 @@ StatusOr<std::string> to_ebnf(const StructuredOutput& so) {
       return regex_to_ebnf(so.text);
     case StructuredOutput::Kind::kChoice: {
       if (so.choices.empty()) return Status::invalid_argument("the list of choices is empty");
-      std::string out = "root ::= ";
-      for (size_t i = 0; i < so.choices.size(); ++i) {
-        if (i > 0) out += " | ";
-        out += ebnf_literal(so.choices[i]);
+      const LiteralSetEbnf set =
+          literal_set_ebnf(so.choices, [](size_t i) { return fmt::format("choice-{}", i); });
+      std::string out = "root ::= " + set.body + "\n";
+      for (size_t i = 0; i < set.rules.size(); ++i) {
+        out += fmt::format("choice-{} ::= {}\n", i, set.rules[i]);
       }
-      out += "\n";
       return out;
     }
     case StructuredOutput::Kind::kGrammar:

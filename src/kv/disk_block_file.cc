@@ -56,10 +56,16 @@ struct Fd {
 // Opens and checks the header; leaves the file open in *fd for the payload.
 DiskBlockCheck open_and_check_header(const std::string& path, const DiskTierNamespace& ns, Fd* fd,
                                      DiskBlockHeader* h) {
-  fd->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd->fd < 0) return errno == ENOENT ? DiskBlockCheck::kMissing : DiskBlockCheck::kIo;
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // (forever, at start-up). O_NOFOLLOW: a symlink is not one of our files.
+  fd->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd->fd < 0) {
+    if (errno == ENOENT) return DiskBlockCheck::kMissing;
+    return errno == ELOOP ? DiskBlockCheck::kNotRegular : DiskBlockCheck::kIo;
+  }
   struct stat st;
   if (::fstat(fd->fd, &st) != 0) return DiskBlockCheck::kIo;
+  if (!S_ISREG(st.st_mode)) return DiskBlockCheck::kNotRegular;
   const uint64_t file_bytes = uint64_t(st.st_size);
 
   uint8_t fixed[kDiskBlockFixedHeader];
@@ -157,6 +163,8 @@ const char* disk_block_check_name(DiskBlockCheck c) {
       return "foreign";
     case DiskBlockCheck::kMismatch:
       return "mismatch";
+    case DiskBlockCheck::kNotRegular:
+      return "not a regular file";
     case DiskBlockCheck::kIo:
       return "io error";
   }

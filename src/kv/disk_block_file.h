@@ -88,11 +88,16 @@ enum class DiskBlockCheck : uint8_t {
   kForeign,    // a valid file of another namespace or format version
   kMismatch,   // a valid file of this namespace, but other tokens or parent
   kIo,         // the OS refused (open, read): neither loaded nor blamed on the file
+  kNotRegular, // not a regular file (a FIFO, device, socket, directory or symlink):
+               // never read from, left alone
 };
 const char* disk_block_check_name(DiskBlockCheck c);
 
 // Reads and checks the header of `path` (not the payload): magic, version,
 // header checksum, namespace `ns`, and the file's size. Fills *h on kOk.
+// Both readers open with O_NONBLOCK | O_NOFOLLOW and accept only a regular
+// file (fstat of the opened descriptor): a FIFO or device named *.kvb can
+// neither block the caller nor be read.
 DiskBlockCheck read_disk_block_header(const std::string& path, const DiskTierNamespace& ns,
                                       DiskBlockHeader* h);
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +33,14 @@ int write_full(int fd, const uint8_t* b, size_t n) {
     done += size_t(w);
   }
   return 0;
+}
+
+// A new, empty regular file at `path`, open for writing; -1 with errno set.
+// Whatever had the name goes first: O_EXCL | O_NOFOLLOW never opens an
+// existing FIFO (whose open would wait for a reader), device or symlink.
+int create_new_file(const std::string& path) {
+  ::unlink(path.c_str());
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
@@ -105,7 +114,7 @@ DiskTier::DiskTier(DiskTierConfig config)
   writes_enabled_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    evict_locked(0);  // the limit may have shrunk since the last run
+    evict_locked(0, config_.max_bytes);  // the limit may have shrunk since the last run
   }
   writer_ = std::thread([this] { writer_loop(); });
   reader_ = std::thread([this] { reader_loop(); });
@@ -119,9 +128,15 @@ bool DiskTier::open_dir() {
     return false;
   }
   const std::string lock_path = ns_dir_ + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0644);
   if (lock_fd_ < 0) {
     log("disabled: cannot open {}: {}", lock_path, std::strerror(errno));
+    return false;
+  }
+  if (struct stat st; ::fstat(lock_fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    log("disabled: {} is not a regular file", lock_path);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
     return false;
   }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -133,7 +148,7 @@ bool DiskTier::open_dir() {
   // A probe write: a read-only or full file system disables the tier now,
   // not at the first eviction.
   const std::string probe = ns_dir_ + "/probe.tmp";
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = create_new_file(probe);
   int err = fd < 0 ? errno : 0;
   if (fd >= 0) {
     const std::vector<uint8_t> bytes(header_bytes_, 0);
@@ -242,8 +257,8 @@ void DiskTier::index_erase_locked(uint64_t key) {
   stats_.entries = index_.size();
 }
 
-void DiskTier::evict_locked(uint64_t incoming) {
-  while (!lru_.empty() && stats_.bytes_on_disk + incoming > config_.max_bytes) {
+void DiskTier::evict_locked(uint64_t incoming, uint64_t limit) {
+  while (!lru_.empty() && stats_.bytes_on_disk + incoming > limit) {
     const uint64_t key = lru_.back();
     ::unlink(block_path(key).c_str());
     index_erase_locked(key);
@@ -260,6 +275,7 @@ void DiskTier::count_bad_locked(DiskBlockCheck c) {
       stats_.skipped_truncated++;
       break;
     case DiskBlockCheck::kForeign:
+    case DiskBlockCheck::kNotRegular:  // not ours either
       stats_.skipped_foreign++;
       break;
     case DiskBlockCheck::kMismatch:
@@ -331,7 +347,7 @@ int DiskTier::write_file(const DiskBlock& b, uint64_t* file_bytes) {
   const std::vector<uint8_t> header = encode_disk_block_header(h);
   OMNIBUS_CHECK(header.size() == header_bytes_);
   const std::string tmp = temp_path(b.key);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = create_new_file(tmp);
   if (fd < 0) return errno;
   int err = write_full(fd, header.data(), header.size());
   if (err == 0 && config_.hooks.mid_write) config_.hooks.mid_write(b.key);
@@ -346,15 +362,39 @@ int DiskTier::write_file(const DiskBlock& b, uint64_t* file_bytes) {
   return 0;
 }
 
+uint64_t DiskTier::fs_free_bytes() const {
+  if (config_.hooks.free_bytes) return config_.hooks.free_bytes();
+  struct statvfs fs;
+  if (::statvfs(ns_dir_.c_str(), &fs) != 0) return UINT64_MAX;
+  return uint64_t(fs.f_bavail) * fs.f_frsize;
+}
+
 void DiskTier::write_one(DiskBlock b) {
   const uint64_t need = header_bytes_ + config_.ns.block_bytes;
+  const uint64_t free_bytes = fs_free_bytes();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!writes_enabled_ || need > config_.max_bytes) {
       stats_.write_drops++;
       return;
     }
-    evict_locked(need);
+    // What the file system lets us hold: our files plus its free space, less
+    // one block left free for everyone else.
+    const uint64_t room = free_bytes > UINT64_MAX - stats_.bytes_on_disk
+                              ? UINT64_MAX
+                              : stats_.bytes_on_disk + free_bytes;
+    const uint64_t limit = std::min(config_.max_bytes, room > need ? room - need : 0);
+    const bool full = limit < need;
+    if (full != fs_full_) {
+      fs_full_ = full;
+      if (full) log("writes paused: the file system has no room for a block ({} bytes free)", free_bytes);
+      if (!full) log("writes resumed: the file system has room again");
+    }
+    if (full) {
+      stats_.write_drops++;
+      return;
+    }
+    evict_locked(need, limit);
   }
   uint64_t bytes = 0;
   int err = write_file(b, &bytes);
@@ -515,7 +555,7 @@ DiskTierStats DiskTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   DiskTierStats s = stats_;
   s.enabled = enabled_;
-  s.writes_enabled = enabled_ && writes_enabled_;
+  s.writes_enabled = enabled_ && writes_enabled_ && !fs_full_;
   return s;
 }
 

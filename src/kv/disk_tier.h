@@ -18,7 +18,9 @@
 // headers of the .kvb files (checksum of the header verified; the payload's is
 // verified on every load), LRU-ordered by file mtime. A corrupt or truncated
 // file of ours is deleted; a foreign one (another namespace or version, e.g. a
-// file copied in) is left alone and not indexed. Each is counted and logged.
+// file copied in) is left alone and not indexed, and so is anything that is
+// not a regular file (a FIFO, device or symlink: never opened blocking, never
+// read; disk_block_file.h). Each is counted and logged.
 // Over max_bytes, the least recently used files are deleted (also at start-up,
 // after the limit shrank). A load hit moves the block to the front and touches
 // the file's mtime, so the order survives a restart.
@@ -45,10 +47,18 @@
 //    file, EROFS, EACCES, ENOSPC at the probe write), or a namespace already
 //    locked by another tier: enabled() == false from the start, with a log
 //    line; store() and lookups are no-ops / misses.
-//  - A write failing mid-run with ENOSPC: evict our least recently used files
-//    to make room for one block and retry once; if that fails too, or any
-//    other write error: writes are disabled for the rest of the run (queued
-//    blocks are dropped), loads of what is on disk go on. Logged once.
+//  - The file system may hold less than max_bytes (it is smaller, or others
+//    fill it): before each write the writer asks it (statvfs) how much is
+//    free, and keeps our files within their bytes plus that free space, less
+//    one block left free; it evicts LRU files to stay there instead of
+//    failing. With no room for even one block, writes pause (the block is
+//    dropped, writes_enabled reads false, logged once) and resume by
+//    themselves at the first write that finds room again (logged).
+//  - A write failing with ENOSPC all the same (someone filled the disk since
+//    the check): evict our least recently used files to make room for one
+//    block and retry once; if that fails too, or any other write error:
+//    writes are disabled for the rest of the run (queued blocks are dropped),
+//    loads of what is on disk go on. Logged once.
 //
 // Thread-safety: every public method may be called from any thread. Internals:
 // one mutex guards the index, the queues and the stats; file I/O runs outside
@@ -82,6 +92,9 @@ namespace omnibus {
 struct DiskTierTestHooks {
   // Before writing block `key`: an errno to fail the write with (0: write).
   std::function<int(uint64_t key)> write_errno;
+  // The file system's free bytes for the tier (default: statvfs of the
+  // directory, f_bavail * f_frsize; unknown: no bound).
+  std::function<uint64_t()> free_bytes;
   // After the header of block `key` is in its temp file, before the payload
   // (a test may block here, or be killed here: a write cut short).
   std::function<void(uint64_t key)> mid_write;
@@ -121,7 +134,8 @@ struct DiskTierStats {
   static constexpr std::array<double, 8> kLatencyBounds = {0.0005, 0.001, 0.002, 0.005,
                                                            0.01,   0.02,  0.05,  0.1};
   bool enabled = false;         // the tier works at all
-  bool writes_enabled = false;  // false after a write failure (loads go on)
+  bool writes_enabled = false;  // false while the file system has no room for a block, and
+                                // for good after a write failure (loads go on)
   uint64_t hits = 0;            // blocks loaded and verified
   uint64_t misses = 0;          // blocks asked for and not loaded (incl. after a chain break)
   uint64_t blocks_written = 0;
@@ -131,7 +145,7 @@ struct DiskTierStats {
   uint64_t write_errors = 0;        // writes that failed (before a retry)
   uint64_t skipped_corrupt = 0;     // files found bad: bad magic, checksum, fields
   uint64_t skipped_truncated = 0;   // files shorter than their header says
-  uint64_t skipped_foreign = 0;     // another namespace / version in our directory
+  uint64_t skipped_foreign = 0;     // another namespace / version, or not a regular file
   uint64_t mismatches = 0;          // a key whose file holds other tokens or parent
   uint64_t temp_files_removed = 0;  // writes a kill cut short, found at start-up
   uint64_t evictions = 0;           // files deleted to stay under max_bytes
@@ -239,8 +253,10 @@ class DiskTier {
   // REQUIRES: mu_ held. Insert / refresh / remove an index entry.
   void index_insert_locked(uint64_t key, uint64_t bytes);
   void index_erase_locked(uint64_t key);
-  // REQUIRES: mu_ held. Deletes LRU files until bytes_on_disk + incoming <= max_bytes.
-  void evict_locked(uint64_t incoming);
+  // REQUIRES: mu_ held. Deletes LRU files until bytes_on_disk + incoming <= limit.
+  void evict_locked(uint64_t incoming, uint64_t limit);
+  // The file system's free bytes (hooks.free_bytes, else statvfs); no lock.
+  uint64_t fs_free_bytes() const;
   void count_bad_locked(DiskBlockCheck c);
   template <class... Args>
   void log(fmt::format_string<Args...> f, Args&&... args) const;
@@ -259,6 +275,7 @@ class DiskTier {
   // Guarded by mu_.
   bool stopping_ = false;
   bool writes_enabled_ = false;
+  bool fs_full_ = false;  // the last write found no room for a block: paused
   uint64_t n_queued_ = 0;  // blocks ever queued
   uint64_t n_done_ = 0;    // of those, written or dropped by the writer
   std::deque<DiskBlock> write_queue_;

@@ -111,6 +111,8 @@ class ApiServer {
 
   // REQUIRES: the response is completed through `sink`, now or later.
   void handle(HttpRequest req, std::shared_ptr<ResponseSink> sink);
+  // For TransportConfig::on_read_timeout: counted in /metrics. Any thread.
+  void count_read_timeout(HttpReadPhase phase) { metrics_.count_read_timeout(phase); }
 
  private:
   enum class State { kLoading, kReady, kDraining };

@@ -84,7 +84,10 @@ ChoiceOutput::ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops,
 ChoiceDelta ChoiceOutput::on_event(const EngineEvent& e) {
   ChoiceDelta d;
   if (finished()) return d;
-  if (e.token >= 0 && e.finish != FinishReason::kStop) {
+  // The token that ended a sequence by kStop (EOG, stop token) or
+  // kGrammarDeadEnd (the grammar rejected it) is not text.
+  const bool ending_token = e.finish == FinishReason::kStop || e.finish == FinishReason::kGrammarDeadEnd;
+  if (e.token >= 0 && !ending_token) {
     n_tokens_ = e.n_output_tokens;
     if (want_logprobs_) {
       d.logprobs.push_back(TokenLogprob{e.token, true, e.logprob, e.top_logprobs, piece_bytes_, 0});

@@ -27,7 +27,6 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr size_t kMaxBufferedWhileResponding = 1 << 20;
 constexpr uint32_t kMaxHeaderBytes = 64 * 1024;  // the request line and headers; beyond: 431
 // After a response this large is over, its buffers are freed and the heap's
@@ -190,14 +189,36 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   bool current(uint64_t serial) const { return !closed_ && in_response_ && serial == serial_; }
 
+  // The request in two reads, each under its own deadline (TransportConfig):
+  // the line and headers, then the body.
   void do_read() {
     if (closed_) return;
     parser_.emplace();
     parser_->body_limit(uint64_t(config_.max_body_bytes));
     parser_->header_limit(kMaxHeaderBytes);
-    stream_.expires_after(kIdleTimeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+    stream_.expires_after(config_.header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      // Bytes of a request arrived (parsed, or buffered awaiting the header's
+      // end): a slow client. None: an idle keep-alive connection.
+      const bool partial = parser_->got_some() || buffer_.size() > 0;
+      return timed_out(partial ? std::optional(HttpReadPhase::kHeader) : std::nullopt);
+    }
+    if (ec || parser_->is_done()) return on_read(ec);
+    stream_.expires_after(config_.body_timeout);
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code e, size_t) {
+      if (e == beast::error::timeout) return self->timed_out(HttpReadPhase::kBody);
+      self->on_read(e);
+    });
+  }
+
+  void timed_out(std::optional<HttpReadPhase> phase) {
+    if (phase && config_.on_read_timeout) config_.on_read_timeout(*phase);
+    close();
   }
 
   void on_read(beast::error_code ec) {

@@ -3,7 +3,8 @@
 // connection waiting for tokens holds no thread. Each connection is a strand:
 //
 //   read request (body over the limit -> 413, header block over 64 KiB -> 431,
-//   other malformed requests -> 400) -> handler(HttpRequest, sink)
+//   other malformed requests -> 400; header or body not in time -> closed)
+//     -> handler(HttpRequest, sink)
 //     plain:      sink.respond -> write -> next request (keep-alive)
 //     streaming:  sink.begin_stream -> write* (chunked, coalesced) -> end_stream
 //   while a response is pending, a read watches the socket: EOF or an error
@@ -37,6 +38,16 @@ struct TransportConfig {
   int port = 8080;                      // 0: any free port (see port())
   int threads = 2;                      // I/O threads
   int64_t max_body_bytes = 8 << 20;     // larger bodies get 413
+  // Read timeouts, against clients that hold connections by sending slowly
+  // (slowloris): a request's line and headers must have arrived header_timeout
+  // after the read began (the connection's opening, or the end of its
+  // previous response), its body body_timeout after the headers; else the
+  // connection is closed, without an answer, and on_read_timeout(phase) runs
+  // (on an I/O thread). An idle keep-alive connection (no byte of a next
+  // request) is closed after header_timeout too, but is not a timeout.
+  std::chrono::milliseconds header_timeout{30000};
+  std::chrono::milliseconds body_timeout{60000};
+  std::function<void(HttpReadPhase)> on_read_timeout = nullptr;
 };
 
 class HttpTransport {

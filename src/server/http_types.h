@@ -35,6 +35,10 @@ struct HttpRequest {
 // Extra response headers (name, value), e.g. {"Allow", "GET, HEAD"} on a 405.
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
+// Which part of a request a connection was reading when its read timeout
+// (TransportConfig) closed it.
+enum class HttpReadPhase { kHeader, kBody };
+
 class ResponseSink {
  public:
   virtual ~ResponseSink() = default;

@@ -10,8 +10,9 @@
 //               omnibus:generation_tokens_total, omnibus:engine_steps_total,
 //               omnibus:request_success_total{finished_reason},
 //               omnibus:kv_events_published_total, omnibus:kv_events_dropped_total,
-//               omnibus:structured_rejections_total
-//               (only with --kv-events-endpoint; counted in events)
+//               omnibus:structured_rejections_total,
+//               omnibus:http_read_timeouts_total{phase="header"|"body"}
+//               (kv_events_*: only with --kv-events-endpoint; counted in events)
 //   histograms  omnibus:time_to_first_token_seconds, omnibus:time_per_output_token_seconds,
 //               omnibus:e2e_request_latency_seconds, omnibus:request_queue_time_seconds,
 //               omnibus:structured_mask_seconds (engine-side, from EngineStats)
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/http_types.h"
 
 namespace omnibus::server {
 
@@ -61,8 +63,12 @@ class ServerMetrics {
   void observe_queue_time(double seconds);
   void add_prompt_tokens(int64_t n);
   void add_generation_tokens(int64_t n);
-  // One finished sequence: reason "stop", "length" or "abort".
+  // One finished sequence: reason "stop", "length", "grammar_dead_end" or
+  // "abort" (anything else counts as "abort").
   void count_finished(const std::string& reason);
+  // A connection closed because its request's header or body did not arrive
+  // in time (HttpTransport's read timeouts).
+  void count_read_timeout(HttpReadPhase phase);
 
   // The whole exposition, engine gauges first; the KV-event counters when given.
   std::string render(const EngineStats& stats, const std::optional<KvEventsCounts>& kv_events = std::nullopt) const;
@@ -80,6 +86,8 @@ class ServerMetrics {
   uint64_t prompt_tokens_ = 0;           // guarded by mu_
   uint64_t generation_tokens_ = 0;       // guarded by mu_
   uint64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;  // guarded by mu_
+  uint64_t finished_grammar_dead_end_ = 0;                                 // guarded by mu_
+  uint64_t header_timeouts_ = 0, body_timeouts_ = 0;                       // guarded by mu_
 };
 
 // A Prometheus label value with \, " and newline escaped.

@@ -58,6 +58,22 @@ TEST(ServerMetrics, RendersEngineGaugesCountersAndHistograms) {
   EXPECT_EQ(m.generation_tokens(), 5u);
 }
 
+// Issue 34: a grammar dead end was a "stop"; slow connections were not counted.
+TEST(ServerMetrics, GrammarDeadEndsAndReadTimeoutsAreCounted) {
+  ServerMetrics m("x");
+  m.count_finished("grammar_dead_end");
+  m.count_finished("stop");
+  m.count_read_timeout(HttpReadPhase::kHeader);
+  m.count_read_timeout(HttpReadPhase::kHeader);
+  m.count_read_timeout(HttpReadPhase::kBody);
+  const std::string t = m.render(EngineStats{});
+  EXPECT_NE(t.find("finished_reason=\"grammar_dead_end\"} 1\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("finished_reason=\"stop\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("finished_reason=\"abort\"} 0\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:http_read_timeouts_total{model_name=\"x\",phase=\"header\"} 2\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:http_read_timeouts_total{model_name=\"x\",phase=\"body\"} 1\n"), std::string::npos);
+}
+
 TEST(ServerMetrics, KvEventCountersOnlyWhenPublishing) {
   ServerMetrics m("x");
   EXPECT_EQ(m.render(EngineStats{}).find("kv_events"), std::string::npos);

@@ -131,6 +131,9 @@ std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg,
   if (auto id = msg.find("tool_call_id"); id != msg.end() && !id->is_null()) {
     if (!id->is_string()) return bad(where + ".tool_call_id", "must be a string");
     out.tool_call_id = id->get<std::string>();
+  } else if (out.role == "tool") {
+    // As OpenAI: a tool result says which call it answers.
+    return bad(where + ".tool_call_id", "is required in a message with role 'tool'");
   }
   auto calls = msg.find("tool_calls");
   if (calls == msg.end() || calls->is_null()) return std::nullopt;
@@ -160,6 +163,9 @@ std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg,
       call.arguments = "{}";
     } else if (args->is_string()) {
       call.arguments = args->get<std::string>();  // JSON text, as OpenAI sends it
+      if (!nlohmann::json::accept(call.arguments)) {
+        return bad(w + ".function.arguments", "must be JSON text (it does not parse)");
+      }
     } else if (args->is_object()) {
       call.arguments = args->dump();
     } else {

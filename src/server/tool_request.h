@@ -59,7 +59,9 @@ std::optional<ApiError> parse_tools(const nlohmann::json& body, ToolsSpec& out);
 
 // Reads a chat message's tool_calls, tool_call_id and name into `out`;
 // `where` is the message's path ("messages[3]"). Arguments given as a JSON
-// object (not OpenAI's JSON text) are accepted and dumped.
+// object (not OpenAI's JSON text) are accepted and dumped; JSON text that
+// does not parse is refused, and so is a role "tool" message without a
+// tool_call_id (as OpenAI does).
 // REQUIRES: msg.is_object().
 std::optional<ApiError> parse_message_tool_fields(const nlohmann::json& msg,
                                                   const std::string& where, ChatMessage& out);

@@ -148,5 +148,30 @@ TEST(ToolRequest, MessageErrorsNameTheFieldPath) {
   invalid(R"([{"role": "tool"}])", "messages[0].content");
 }
 
+// Issue 34: both were accepted (and reached the chat template).
+TEST(ToolRequest, ToolResultsNeedACallIdAndArgumentsMustParse) {
+  auto invalid = [](const std::string& messages, const std::string& param) {
+    SCOPED_TRACE(messages);
+    ApiResult<GenerationSpec> r = chat_messages(messages);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().status, 400);
+    EXPECT_EQ(r.error().param, param) << r.error().message;
+  };
+  invalid(R"([{"role": "user", "content": "x"}, {"role": "tool", "content": "22 C"}])",
+          "messages[1].tool_call_id");
+  invalid(R"([{"role": "tool", "content": "22 C", "tool_call_id": null}])", "messages[0].tool_call_id");
+  invalid(R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{\"city\": "}}]}])",
+          "messages[0].tool_calls[0].function.arguments");
+  invalid(R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "not json"}}]}])",
+          "messages[0].tool_calls[0].function.arguments");
+  // Still fine: JSON text, an object, or no arguments at all.
+  for (const char* args : {R"("arguments": "{\"city\": \"Paris\"}")", R"("arguments": {"city": "Paris"})", R"("x": 1)"}) {
+    ApiResult<GenerationSpec> r = chat_messages(
+        std::string(R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", )") + args +
+        R"(}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}])");
+    EXPECT_TRUE(r.ok()) << args << ": " << r.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace omnibus::server
