@@ -14,8 +14,9 @@ test: setup
 setup:
 	scripts/setup.sh
 
+# Only what serving needs (the tests are built by `make test`).
 build:
-	scripts/build.sh release
+	scripts/build.sh release --target omnibus
 
 clean:
 	rm -rf build build-asan build-tsan build-debug build-fuzz

@@ -5,9 +5,8 @@
 // be kInvalidArgument or kPermissionDenied. Build and run with scripts/run_fuzz.sh.
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "kv_transfer/messages.h"
 #include "kv_transfer/transfer_auth.h"
@@ -26,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   auto fetch = parse_fetch(bytes);
   if (!expected(fetch.status())) __builtin_trap();
-  if (fetch.is_ok() && parse_fetch(encode_fetch(*fetch)).value().ranges.size() != fetch->ranges.size()) {
+  if (fetch.is_ok() &&
+      parse_fetch(encode_fetch(*fetch)).value().ranges.size() != fetch->ranges.size()) {
     __builtin_trap();  // round trip
   }
   nlohmann::json j = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);

@@ -4,9 +4,8 @@
 // kInvalidArgument naming the field. Build and run with scripts/run_fuzz.sh.
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "kv_transfer/offer_params.h"
 
@@ -16,8 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (j.is_discarded() || !j.is_object()) return 0;
   std::string field;
   auto p = omnibus::kv_transfer::parse_offer_params(j, &field);
-  if (!p.is_ok() && (p.status().code() != omnibus::StatusCode::kInvalidArgument || field.empty())) __builtin_trap();
-  if (p.is_ok() && (p->blocks.size() != p->keys.size() || p->port < 1 || p->port > 65535)) __builtin_trap();
+  if (!p.is_ok() && (p.status().code() != omnibus::StatusCode::kInvalidArgument || field.empty()))
+    __builtin_trap();
+  if (p.is_ok() && (p->blocks.size() != p->keys.size() || p->port < 1 || p->port > 65535))
+    __builtin_trap();
   (void)omnibus::kv_transfer::offer_signed_text(j);
   return 0;
 }

@@ -1,8 +1,8 @@
 #include "kv_transfer/offer_params.h"
 
-#include <cctype>
-
 #include <fmt/format.h>
+
+#include <cctype>
 
 namespace omnibus::kv_transfer {
 
@@ -64,7 +64,8 @@ Status parse_window(const json& om, ImportParams& p, const Refusal& kv_params_er
   const auto len = w->is_object() ? w->find("bytes") : w->end();
   if (!w->is_object() || off == w->end() || len == w->end() || !off->is_number_integer() ||
       !len->is_number_integer() || off->get<int64_t>() < 0 || len->get<int64_t>() < 0) {
-    return kv_params_error("omnibus.window", "must be an object with non-negative integers offset and bytes");
+    return kv_params_error("omnibus.window",
+                           "must be an object with non-negative integers offset and bytes");
   }
   p.window_offset = off->get<int64_t>();
   p.window_bytes = uint64_t(len->get<int64_t>());
@@ -78,20 +79,24 @@ std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 StatusOr<ImportParams> parse_offer_params(const json& params, std::string* bad_field) {
   const Refusal kv_params_error{bad_field};
   ImportParams p;
-  if (!get_string(params, "remote_engine_id", p.engine_id)) return kv_params_error("remote_engine_id", "must be a string");
+  if (!get_string(params, "remote_engine_id", p.engine_id))
+    return kv_params_error("remote_engine_id", "must be a string");
   if (!get_string(params, "remote_request_id", p.request_id) || !valid_id(p.request_id)) {
-    return kv_params_error("remote_request_id", "must be a string of at most 128 letters, digits, '-' or '_'");
+    return kv_params_error("remote_request_id",
+                           "must be a string of at most 128 letters, digits, '-' or '_'");
   }
   if (!get_string(params, "remote_host", p.host) || p.host.empty() || p.host.size() > 255) {
     return kv_params_error("remote_host", "must be a non-empty host name or address");
   }
   auto port = params.find("remote_port");
-  if (port == params.end() || !port->is_number_integer() || port->get<int64_t>() < 1 || port->get<int64_t>() > 65535) {
+  if (port == params.end() || !port->is_number_integer() || port->get<int64_t>() < 1 ||
+      port->get<int64_t>() > 65535) {
     return kv_params_error("remote_port", "must be an integer port in [1, 65535]");
   }
   p.port = int(port->get<int64_t>());
   auto ids = params.find("remote_block_ids");
-  if (ids == params.end() || !ids->is_array()) return kv_params_error("remote_block_ids", "must be an array of block ids");
+  if (ids == params.end() || !ids->is_array())
+    return kv_params_error("remote_block_ids", "must be an array of block ids");
   for (const json& b : *ids) {
     if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() >= (int64_t(1) << 30)) {
       return kv_params_error("remote_block_ids", "must hold non-negative integer block ids");
@@ -100,16 +105,20 @@ StatusOr<ImportParams> parse_offer_params(const json& params, std::string* bad_f
   }
   auto om = params.find("omnibus");
   if (om == params.end() || !om->is_object()) {
-    return kv_params_error("omnibus", "is missing: the prefill worker is not an omnibus worker with KV transfer on");
+    return kv_params_error(
+        "omnibus", "is missing: the prefill worker is not an omnibus worker with KV transfer on");
   }
-  if (!get_string(*om, "compat", p.compat)) return kv_params_error("omnibus.compat", "must be a string");
+  if (!get_string(*om, "compat", p.compat))
+    return kv_params_error("omnibus.compat", "must be a string");
   auto hashes = om->find("block_hashes");
   if (hashes == om->end() || !hashes->is_array() || hashes->size() != p.blocks.size()) {
-    return kv_params_error("omnibus.block_hashes", "must be an array of hex keys, one per remote block");
+    return kv_params_error("omnibus.block_hashes",
+                           "must be an array of hex keys, one per remote block");
   }
   for (const json& h : *hashes) {
     uint64_t k;
-    if (!parse_hex64(h, k)) return kv_params_error("omnibus.block_hashes", "must hold 16-digit lowercase hex keys");
+    if (!parse_hex64(h, k))
+      return kv_params_error("omnibus.block_hashes", "must hold 16-digit lowercase hex keys");
     p.keys.push_back(k);
   }
   OMNIBUS_RETURN_IF_ERROR(parse_window(*om, p, kv_params_error));
@@ -118,7 +127,8 @@ StatusOr<ImportParams> parse_offer_params(const json& params, std::string* bad_f
 
 std::string offer_signed_text(const json& params) {
   json part = json::object();
-  for (const char* k : {"remote_engine_id", "remote_request_id", "remote_block_ids", "remote_host", "remote_port"}) {
+  for (const char* k : {"remote_engine_id", "remote_request_id", "remote_block_ids", "remote_host",
+                        "remote_port"}) {
     auto it = params.find(k);
     part[k] = it == params.end() ? json() : *it;
   }
@@ -126,7 +136,8 @@ std::string offer_signed_text(const json& params) {
   json o = om != params.end() && om->is_object() ? *om : json::object();
   o.erase("mac");
   part["omnibus"] = std::move(o);
-  return "omnibus-offer\n" + part.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
+  return "omnibus-offer\n" +
+         part.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
 }
 
 }  // namespace omnibus::kv_transfer

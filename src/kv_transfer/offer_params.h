@@ -8,10 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "util/status.h"
 
@@ -19,9 +18,9 @@ namespace omnibus::kv_transfer {
 
 struct ImportParams {
   std::string engine_id;
-  std::string request_id;  // [A-Za-z0-9_-], <= 128
-  std::string host;        // <= 255 bytes
-  int port = 0;            // [1, 65535]
+  std::string request_id;       // [A-Za-z0-9_-], <= 128
+  std::string host;             // <= 255 bytes
+  int port = 0;                 // [1, 65535]
   std::vector<int32_t> blocks;  // the prefill worker's block ids, < 2^30
   std::vector<uint64_t> keys;   // omnibus.block_hashes, one per block
   std::string compat;           // omnibus.compat
@@ -32,7 +31,8 @@ struct ImportParams {
 // kInvalidArgument for a wrong type or range: the message reads
 // "kv_transfer_params.<field> <what>" and *bad_field (if given) is the field
 // ("remote_port", "omnibus.window", ...). REQUIRES: an object.
-StatusOr<ImportParams> parse_offer_params(const nlohmann::json& params, std::string* bad_field = nullptr);
+StatusOr<ImportParams> parse_offer_params(const nlohmann::json& params,
+                                          std::string* bad_field = nullptr);
 
 // What "omnibus.mac" signs: every field a decode worker acts on, as one
 // canonical JSON text (keys sorted, ASCII), so that a router may re-serialize

@@ -62,8 +62,10 @@ StatusOr<PeerList> PeerList::parse(std::string_view spec) {
       const std::string addr = entry.substr(0, slash), bits = entry.substr(slash + 1);
       char* rest = nullptr;
       const long prefix = std::strtol(bits.c_str(), &rest, 10);
-      if (!parse_literal(addr, net) || bits.empty() || *rest != '\0' || prefix < 0 || prefix > net.prefix) {
-        return Status::invalid_argument("--kv-transfer-peers: '{}' is not a network (address/prefix bits)", entry);
+      if (!parse_literal(addr, net) || bits.empty() || *rest != '\0' || prefix < 0 ||
+          prefix > net.prefix) {
+        return Status::invalid_argument(
+            "--kv-transfer-peers: '{}' is not a network (address/prefix bits)", entry);
       }
       net.prefix = int(prefix);
       list.nets_.push_back(net);
@@ -77,17 +79,21 @@ StatusOr<PeerList> PeerList::parse(std::string_view spec) {
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
     if (getaddrinfo(entry.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-      return Status::invalid_argument("--kv-transfer-peers: '{}' is not an address, a network or a host name that "
-                                      "resolves",
-                                      entry);
+      return Status::invalid_argument(
+          "--kv-transfer-peers: '{}' is not an address, a network or a host name that "
+          "resolves",
+          entry);
     }
     for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
       char text[INET6_ADDRSTRLEN] = {0};
       const void* src = a->ai_family == AF_INET
-                            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)
-                            : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+                            ? static_cast<const void*>(
+                                  &reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)
+                            : static_cast<const void*>(
+                                  &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
       Net resolved;
-      if (inet_ntop(a->ai_family, src, text, sizeof(text)) != nullptr && parse_literal(text, resolved)) {
+      if (inet_ntop(a->ai_family, src, text, sizeof(text)) != nullptr &&
+          parse_literal(text, resolved)) {
         list.nets_.push_back(resolved);
       }
     }
@@ -125,7 +131,8 @@ bool PeerList::allows_address(const sockaddr* addr) const {
   if (addr->sa_family == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof(text));
   } else if (addr->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text, sizeof(text));
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text,
+              sizeof(text));
   } else {
     return false;
   }

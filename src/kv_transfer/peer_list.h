@@ -41,9 +41,9 @@ class PeerList {
 
  private:
   struct Net {
-    int family = 0;                  // AF_INET or AF_INET6
+    int family = 0;                   // AF_INET or AF_INET6
     std::array<uint8_t, 16> bytes{};  // network order; 4 used for AF_INET
-    int prefix = 0;                  // bits that must match
+    int prefix = 0;                   // bits that must match
   };
   bool allows(const Net& candidate) const;
 

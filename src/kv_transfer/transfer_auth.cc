@@ -33,7 +33,8 @@ std::array<uint8_t, 32> hmac_sha256(std::string_view key, std::string_view messa
   const std::array<uint8_t, 32> inner_digest = inner.digest();
   Sha256 outer;
   outer.update(std::string_view(opad.data(), kBlock));
-  outer.update(std::string_view(reinterpret_cast<const char*>(inner_digest.data()), inner_digest.size()));
+  outer.update(
+      std::string_view(reinterpret_cast<const char*>(inner_digest.data()), inner_digest.size()));
   return outer.digest();
 }
 
@@ -46,22 +47,26 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 StatusOr<TransferAuth> TransferAuth::create(std::string_view secret) {
   if (secret.size() < kMinSecretBytes) {
-    return Status::invalid_argument("the KV-transfer secret has {} bytes; it needs at least {} (e.g. `openssl rand "
-                                    "-hex 32`)",
-                                    secret.size(), kMinSecretBytes);
+    return Status::invalid_argument(
+        "the KV-transfer secret has {} bytes; it needs at least {} (e.g. `openssl rand "
+        "-hex 32`)",
+        secret.size(), kMinSecretBytes);
   }
   return TransferAuth(std::string(secret));
 }
 
 StatusOr<TransferAuth> TransferAuth::from_file(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    return Status::not_found("cannot read the KV-transfer secret file {}: {}", path, std::strerror(errno));
+    return Status::not_found("cannot read the KV-transfer secret file {}: {}", path,
+                             std::strerror(errno));
   }
-  if (!S_ISREG(st.st_mode)) return Status::invalid_argument("the KV-transfer secret file {} is not a file", path);
+  if (!S_ISREG(st.st_mode))
+    return Status::invalid_argument("the KV-transfer secret file {} is not a file", path);
   if ((st.st_mode & 077) != 0) {
-    return Status::invalid_argument("the KV-transfer secret file {} may be read by others (mode {:o}); chmod 600 it",
-                                    path, st.st_mode & 0777);
+    return Status::invalid_argument(
+        "the KV-transfer secret file {} may be read by others (mode {:o}); chmod 600 it", path,
+        st.st_mode & 0777);
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -70,7 +75,8 @@ StatusOr<TransferAuth> TransferAuth::from_file(const std::string& path) {
   std::string s = ss.str();
   const size_t b = s.find_first_not_of(" \t\r\n");
   const size_t e = s.find_last_not_of(" \t\r\n");
-  return create(b == std::string::npos ? std::string_view() : std::string_view(s).substr(b, e - b + 1));
+  return create(b == std::string::npos ? std::string_view()
+                                       : std::string_view(s).substr(b, e - b + 1));
 }
 
 std::string TransferAuth::mac_hex(std::string_view message) const {

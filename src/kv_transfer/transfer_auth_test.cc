@@ -3,17 +3,16 @@
 // peer list, and the fetch message parser facing bytes from the network.
 #include "kv_transfer/transfer_auth.h"
 
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
-#include <string>
-
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "kv_transfer/messages.h"
 #include "kv_transfer/peer_list.h"
@@ -33,7 +32,8 @@ TEST(Hmac, Rfc4231Vectors) {
   EXPECT_EQ(hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   // A key longer than the block is hashed first (test case 6).
-  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'),
+                            "Test Using Larger Than Block-Size Key - Hash Key First")),
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
@@ -51,7 +51,8 @@ TEST(TransferAuth, SecretRules) {
   std::ofstream(path) << "  0123456789abcdef\n";
   chmod(path.c_str(), 0644);
   auto open = TransferAuth::from_file(path);
-  EXPECT_EQ(open.status().code(), StatusCode::kInvalidArgument) << "a world-readable secret file is refused";
+  EXPECT_EQ(open.status().code(), StatusCode::kInvalidArgument)
+      << "a world-readable secret file is refused";
   EXPECT_NE(open.status().message().find("chmod 600"), std::string::npos);
   chmod(path.c_str(), 0600);
   auto from_file = TransferAuth::from_file(path);
@@ -79,11 +80,15 @@ TEST(Seal, RoundTripAndEveryWayToFail) {
   t = env;
   t["msg"] = R"({"id":"y","type":"claim"})";
   EXPECT_EQ(unseal(a, t, now).status().code(), StatusCode::kPermissionDenied);
-  for (const char* bad : {R"([])", R"({})", R"({"msg":1,"ts":1,"mac":"x"})", R"({"msg":"{}","ts":"1","mac":"x"})"}) {
-    EXPECT_EQ(unseal(a, nlohmann::json::parse(bad), now).status().code(), StatusCode::kPermissionDenied) << bad;
+  for (const char* bad :
+       {R"([])", R"({})", R"({"msg":1,"ts":1,"mac":"x"})", R"({"msg":"{}","ts":"1","mac":"x"})"}) {
+    EXPECT_EQ(unseal(a, nlohmann::json::parse(bad), now).status().code(),
+              StatusCode::kPermissionDenied)
+        << bad;
   }
   // Sealed but not an object inside: the peer has the secret, so it is told.
-  nlohmann::json arr = {{"msg", "[1]"}, {"ts", now}, {"mac", a.mac_hex(std::to_string(now) + "\n[1]")}};
+  nlohmann::json arr = {
+      {"msg", "[1]"}, {"ts", now}, {"mac", a.mac_hex(std::to_string(now) + "\n[1]")}};
   EXPECT_EQ(unseal(a, arr, now).status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -117,13 +122,15 @@ TEST(PeerList, AddressesNetworksAndNames) {
   sockaddr_in6 mapped{};
   mapped.sin6_family = AF_INET6;
   inet_pton(AF_INET6, "::ffff:127.0.0.1", &mapped.sin6_addr);
-  EXPECT_TRUE(p->allows_address(reinterpret_cast<sockaddr*>(&mapped))) << "IPv4-mapped counts as IPv4";
+  EXPECT_TRUE(p->allows_address(reinterpret_cast<sockaddr*>(&mapped)))
+      << "IPv4-mapped counts as IPv4";
 
   auto odd = PeerList::parse("10.0.0.0/12");  // a prefix that is not a byte multiple
   ASSERT_TRUE(odd.is_ok());
   EXPECT_TRUE(odd->allows_host("10.15.255.255"));
   EXPECT_FALSE(odd->allows_host("10.16.0.0"));
-  for (const char* bad : {"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/x", "::/129", "no such host.invalid"}) {
+  for (const char* bad :
+       {"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/x", "::/129", "no such host.invalid"}) {
     EXPECT_EQ(PeerList::parse(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }

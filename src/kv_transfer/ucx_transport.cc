@@ -44,13 +44,15 @@ struct Op {
   uint64_t bytes = 0;
   Clock::time_point deadline;
 
-  bool complete() const { return send_request == nullptr && (!error.is_ok() || aborted || n_received == segments.size()); }
+  bool complete() const {
+    return send_request == nullptr && (!error.is_ok() || aborted || n_received == segments.size());
+  }
 };
 
 // One data message the owner is sending; freed when UCX is done with it.
 struct Send {
   DataHeader header;
-  std::string text;        // a refusal's reason
+  std::string text;          // a refusal's reason
   int* in_flight = nullptr;  // State::sends_in_flight
 };
 
@@ -61,7 +63,9 @@ struct Closing {
 
 void on_ep_error(void* arg, ucp_ep_h, ucs_status_t) { static_cast<Endpoint*>(arg)->failed = true; }
 
-bool outside(uint64_t offset, uint64_t bytes, uint64_t region) { return offset > region || bytes > region - offset; }
+bool outside(uint64_t offset, uint64_t bytes, uint64_t region) {
+  return offset > region || bytes > region - offset;
+}
 
 void on_data_sent(void* request, ucs_status_t, void* user_data) {
   auto* s = static_cast<Send*>(user_data);
@@ -103,15 +107,19 @@ struct UcxTransport::State {
   static ucs_status_t on_fetch(void* arg, const void*, size_t, void* data, size_t length,
                                const ucp_am_recv_param_t* param) {
     auto* st = static_cast<State*>(arg);
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 || param->reply_ep == nullptr) return UCS_OK;
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) return UCS_ERR_UNSUPPORTED;  // fetches are small
-    st->fetches.push_back({param->reply_ep, parse_fetch(std::string_view(static_cast<const char*>(data), length))});
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 || param->reply_ep == nullptr)
+      return UCS_OK;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0)
+      return UCS_ERR_UNSUPPORTED;  // fetches are small
+    st->fetches.push_back(
+        {param->reply_ep, parse_fetch(std::string_view(static_cast<const char*>(data), length))});
     return UCS_OK;
   }
 
   void send_data(ucp_ep_h ep, std::unique_ptr<Send> s, const void* buffer, size_t bytes) {
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    p.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
     p.cb.send = on_data_sent;
     s->in_flight = &sends_in_flight;
@@ -130,7 +138,8 @@ struct UcxTransport::State {
   }
 
   void answer(PendingFetch& f) {
-    Status ok = f.fetch.is_ok() ? self->authorize_(f.fetch->token, f.fetch->ranges) : f.fetch.status();
+    Status ok =
+        f.fetch.is_ok() ? self->authorize_(f.fetch->token, f.fetch->ranges) : f.fetch.status();
     const uint64_t id = f.fetch.is_ok() ? f.fetch->fetch_id : 0;
     if (ok.is_ok()) {
       for (const FetchRange& g : f.fetch->ranges) {
@@ -158,10 +167,11 @@ struct UcxTransport::State {
 
   // --- decode side ---
 
-  static ucs_status_t on_data(void* arg, const void* header, size_t header_length, void* data, size_t length,
-                              const ucp_am_recv_param_t* param) {
+  static ucs_status_t on_data(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param) {
     auto* st = static_cast<State*>(arg);
-    if (header_length != sizeof(DataHeader) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    if (header_length != sizeof(DataHeader) ||
+        (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
       return (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? UCS_ERR_UNSUPPORTED : UCS_OK;
     }
     DataHeader h;
@@ -170,12 +180,15 @@ struct UcxTransport::State {
     Op& op = *it->second;
     if (h.status != 0) {
       if (op.error.is_ok()) {
-        op.error = Status::invalid_argument("{}", std::string(static_cast<const char*>(data), std::min<size_t>(length, 512)));
+        op.error = Status::invalid_argument(
+            "{}", std::string(static_cast<const char*>(data), std::min<size_t>(length, 512)));
       }
       return UCS_OK;
     }
-    if (h.range >= op.segments.size() || op.received[h.range] || length != op.segments[h.range].bytes) {
-      if (op.error.is_ok()) op.error = Status::unavailable("the owner sent data the pull did not ask for");
+    if (h.range >= op.segments.size() || op.received[h.range] ||
+        length != op.segments[h.range].bytes) {
+      if (op.error.is_ok())
+        op.error = Status::unavailable("the owner sent data the pull did not ask for");
       return UCS_OK;
     }
     auto* local = reinterpret_cast<char*>(st->self->ucx_->base());
@@ -224,7 +237,8 @@ struct UcxTransport::State {
   StatusOr<Endpoint*> endpoint(const std::shared_ptr<const RemotePeer>& peer) {
     auto it = endpoints.find(peer->name);
     if (it != endpoints.end()) {
-      if (!it->second->failed && it->second->peer->worker_address == peer->worker_address) return it->second.get();
+      if (!it->second->failed && it->second->peer->worker_address == peer->worker_address)
+        return it->second.get();
       drop(peer->name);  // dead, or the owner restarted
     }
     auto e = std::make_unique<Endpoint>();
@@ -237,7 +251,8 @@ struct UcxTransport::State {
     p.err_handler.cb = on_ep_error;
     p.err_handler.arg = e.get();
     ucs_status_t s = ucp_ep_create(worker, &p, &e->ep);
-    if (s != UCS_OK) return Status::unavailable("ucp_ep_create to {}: {}", peer->name, ucs_status_string(s));
+    if (s != UCS_OK)
+      return Status::unavailable("ucp_ep_create to {}: {}", peer->name, ucs_status_string(s));
     Endpoint* raw = e.get();
     endpoints.emplace(peer->name, std::move(e));
     return raw;
@@ -251,18 +266,23 @@ struct UcxTransport::State {
   }
 
   Status check(const Job& job) const {
-    if (job.peer == nullptr) return Status::invalid_argument("pull from a peer that was not claimed");
-    if (job.token.size() != kFetchTokenBytes) return Status::invalid_argument("pull without the claim's token");
-    if (job.segments.size() > kMaxFetchRanges) return Status::invalid_argument("{} segments", job.segments.size());
+    if (job.peer == nullptr)
+      return Status::invalid_argument("pull from a peer that was not claimed");
+    if (job.token.size() != kFetchTokenBytes)
+      return Status::invalid_argument("pull without the claim's token");
+    if (job.segments.size() > kMaxFetchRanges)
+      return Status::invalid_argument("{} segments", job.segments.size());
     for (size_t i = 0; i < job.segments.size(); ++i) {
       const KvSegment& s = job.segments[i];
       if (outside(s.remote_offset, s.bytes, job.peer->bytes)) {
-        return Status::invalid_argument("segment {}: remote [{}, +{}) outside {}'s region of {} bytes", i,
-                                        s.remote_offset, s.bytes, job.peer->name, job.peer->bytes);
+        return Status::invalid_argument(
+            "segment {}: remote [{}, +{}) outside {}'s region of {} bytes", i, s.remote_offset,
+            s.bytes, job.peer->name, job.peer->bytes);
       }
       if (outside(s.local_offset, s.bytes, self->local_bytes_)) {
-        return Status::invalid_argument("segment {}: local [{}, +{}) outside the region of {} bytes", i,
-                                        s.local_offset, s.bytes, self->local_bytes_);
+        return Status::invalid_argument(
+            "segment {}: local [{}, +{}) outside the region of {} bytes", i, s.local_offset,
+            s.bytes, self->local_bytes_);
       }
     }
     return Status::ok();
@@ -295,13 +315,16 @@ struct UcxTransport::State {
     op.fetch = encode_fetch(f);
     by_fetch_id[op.fetch_id] = &op;
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    p.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
     p.cb.send = on_fetch_sent;
     p.user_data = &op;
-    void* r = ucp_am_send_nbx(op.endpoint->ep, kFetchAm, nullptr, 0, op.fetch.data(), op.fetch.size(), &p);
+    void* r = ucp_am_send_nbx(op.endpoint->ep, kFetchAm, nullptr, 0, op.fetch.data(),
+                              op.fetch.size(), &p);
     if (UCS_PTR_IS_ERR(r)) {
-      op.error = Status::unavailable("ucp_am_send_nbx to {}: {}", job.peer->name, ucs_status_string(UCS_PTR_STATUS(r)));
+      op.error = Status::unavailable("ucp_am_send_nbx to {}: {}", job.peer->name,
+                                     ucs_status_string(UCS_PTR_STATUS(r)));
     } else if (r != nullptr) {
       op.send_request = r;
     }
@@ -346,14 +369,16 @@ struct UcxTransport::State {
         continue;
       }
       if (!op.aborted && now >= op.deadline) {
-        op.error = Status::unavailable("pull timed out after {} ms with {} of {} ranges received",
-                                       self->io_timeout_.count(), op.n_received, op.segments.size());
+        op.error =
+            Status::unavailable("pull timed out after {} ms with {} of {} ranges received",
+                                self->io_timeout_.count(), op.n_received, op.segments.size());
         abort(op);
       } else if (op.aborted && now >= op.deadline + self->io_timeout_) {
         // Cancelled and force-closed an io_timeout ago and UCX still holds the
         // fetch's send (it should not): fail the pull rather than hang its
         // caller, and leave the Op to UCX's late callback.
-        std::fprintf(stderr, "omnibus: kv_transfer: a fetch's send never completed after a force close\n");
+        std::fprintf(stderr,
+                     "omnibus: kv_transfer: a fetch's send never completed after a force close\n");
         if (op.endpoint != nullptr) --op.endpoint->active_ops;
         op.done(op.error.is_ok() ? Status::unavailable("pull aborted") : op.error, 0);
         (void)it->release();
@@ -406,18 +431,23 @@ struct UcxTransport::State {
       (void)poll(&fd, 1, 1);
     }
     if (sends_in_flight > 0) {
-      std::fprintf(stderr, "omnibus: kv_transfer: %d data sends still pending at shutdown\n", sends_in_flight);
+      std::fprintf(stderr, "omnibus: kv_transfer: %d data sends still pending at shutdown\n",
+                   sends_in_flight);
     }
     if (!closing.empty()) {
-      std::fprintf(stderr, "omnibus: kv_transfer: %zu endpoint closes still pending at shutdown\n", closing.size());
+      std::fprintf(stderr, "omnibus: kv_transfer: %zu endpoint closes still pending at shutdown\n",
+                   closing.size());
       for (auto& c : closing) (void)c.endpoint.release();  // UCX may still call back into them
     }
   }
 };
 
-UcxTransport::UcxTransport(UcxContext* ucx, uint64_t local_bytes, std::chrono::milliseconds io_timeout,
-                           FetchAuthorizer authorize)
-    : ucx_(ucx), local_bytes_(local_bytes), io_timeout_(io_timeout), authorize_(std::move(authorize)),
+UcxTransport::UcxTransport(UcxContext* ucx, uint64_t local_bytes,
+                           std::chrono::milliseconds io_timeout, FetchAuthorizer authorize)
+    : ucx_(ucx),
+      local_bytes_(local_bytes),
+      io_timeout_(io_timeout),
+      authorize_(std::move(authorize)),
       job_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   OMNIBUS_CHECK(job_fd_ >= 0);
   thread_ = std::thread([this] { run(); });
@@ -434,8 +464,8 @@ UcxTransport::~UcxTransport() {
   ::close(job_fd_);
 }
 
-void UcxTransport::pull(std::shared_ptr<const RemotePeer> peer, std::string token, std::vector<KvSegment> segments,
-                        PullDone done) {
+void UcxTransport::pull(std::shared_ptr<const RemotePeer> peer, std::string token,
+                        std::vector<KvSegment> segments, PullDone done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     OMNIBUS_CHECK(!stopping_);
@@ -449,8 +479,8 @@ void UcxTransport::run() {
   State st{this, ucx_->worker(), {}, {}, {}, 1, {}, {}, 0, false};
   for (unsigned id : {kFetchAm, kDataAm}) {
     ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                    UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
     hp.id = id;
     hp.cb = id == kFetchAm ? &State::on_fetch : &State::on_data;
     hp.arg = &st;
@@ -469,7 +499,8 @@ void UcxTransport::run() {
       stop = stopping_;
     }
     if (stop) {
-      for (Job& job : jobs) job.done(Status::cancelled("the KV transfer agent is shutting down"), 0);
+      for (Job& job : jobs)
+        job.done(Status::cancelled("the KV transfer agent is shutting down"), 0);
       break;
     }
     for (Job& job : jobs) st.start(std::move(job));

@@ -60,7 +60,8 @@ struct RemotePeer {
 
 using PullDone = std::function<void(Status status, uint64_t bytes)>;
 // Owner side: may a fetch with this token read these ranges of our region?
-using FetchAuthorizer = std::function<Status(const std::string& token, const std::vector<FetchRange>& ranges)>;
+using FetchAuthorizer =
+    std::function<Status(const std::string& token, const std::vector<FetchRange>& ranges)>;
 
 class UcxTransport {
  public:
@@ -72,8 +73,8 @@ class UcxTransport {
 
   // peer: null fails the pull (no claim) with kInvalidArgument. token: the
   // claim's (kFetchTokenBytes).
-  void pull(std::shared_ptr<const RemotePeer> peer, std::string token, std::vector<KvSegment> segments,
-            PullDone done);
+  void pull(std::shared_ptr<const RemotePeer> peer, std::string token,
+            std::vector<KvSegment> segments, PullDone done);
 
   struct State;  // the progress thread's own (endpoints, pulls, sends)
 
