@@ -53,7 +53,8 @@ struct Op {
 struct Send {
   DataHeader header;
   std::string text;          // a refusal's reason
-  int* in_flight = nullptr;  // State::sends_in_flight
+  // State::sends_in_flight, shared: a late completion after the thread ended must not touch it.
+  std::shared_ptr<int> in_flight;
 };
 
 struct Closing {
@@ -77,6 +78,7 @@ void on_data_sent(void* request, ucs_status_t, void* user_data) {
 }  // namespace
 
 struct UcxTransport::State {
+  State(UcxTransport* s, ucp_worker_h w) : self(s), worker(w) {}
   UcxTransport* self;
   ucp_worker_h worker;
   std::unordered_map<std::string, std::unique_ptr<Endpoint>> endpoints;
@@ -89,7 +91,8 @@ struct UcxTransport::State {
     StatusOr<FetchRequest> fetch;
   };
   std::vector<PendingFetch> fetches;  // owner side: received, answered after progress()
-  int sends_in_flight = 0;
+  std::shared_ptr<int> in_flight = std::make_shared<int>(0);  // data sends UCX still holds
+  int sends_in_flight() const { return *in_flight; }
   bool stopping = false;
 
   // Progresses UCX and answers the fetches it delivered (at once: the
@@ -122,7 +125,7 @@ struct UcxTransport::State {
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
     p.cb.send = on_data_sent;
-    s->in_flight = &sends_in_flight;
+    s->in_flight = in_flight;
     Send* raw = s.release();
     if (buffer == nullptr) {
       buffer = raw->text.data();
@@ -131,7 +134,7 @@ struct UcxTransport::State {
     p.user_data = raw;
     void* r = ucp_am_send_nbx(ep, kDataAm, &raw->header, sizeof(raw->header), buffer, bytes, &p);
     if (UCS_PTR_IS_PTR(r)) {
-      ++sends_in_flight;
+      ++*in_flight;
     } else {
       delete raw;  // done at once (or failed: the peer's pull times out)
     }
@@ -391,7 +394,7 @@ struct UcxTransport::State {
   }
 
   void wait() {
-    int timeout = ops.empty() && closing.empty() && sends_in_flight == 0 ? -1 : 1;
+    int timeout = ops.empty() && closing.empty() && sends_in_flight() == 0 ? -1 : 1;
     ucs_status_t s = ucp_worker_arm(worker);
     if (s == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress again
     if (s != UCS_OK) timeout = 1;
@@ -426,13 +429,13 @@ struct UcxTransport::State {
       }
       fetches.clear();  // no more answers
       reap_closing();
-      if ((closing.empty() && sends_in_flight == 0) || Clock::now() >= deadline) break;
+      if ((closing.empty() && sends_in_flight() == 0) || Clock::now() >= deadline) break;
       pollfd fd{self->ucx_->event_fd(), POLLIN, 0};
       (void)poll(&fd, 1, 1);
     }
-    if (sends_in_flight > 0) {
+    if (sends_in_flight() > 0) {
       std::fprintf(stderr, "omnibus: kv_transfer: %d data sends still pending at shutdown\n",
-                   sends_in_flight);
+                   sends_in_flight());
     }
     if (!closing.empty()) {
       std::fprintf(stderr, "omnibus: kv_transfer: %zu endpoint closes still pending at shutdown\n",
@@ -476,7 +479,7 @@ void UcxTransport::pull(std::shared_ptr<const RemotePeer> peer, std::string toke
 }
 
 void UcxTransport::run() {
-  State st{this, ucx_->worker(), {}, {}, {}, 1, {}, {}, 0, false};
+  State st(this, ucx_->worker());
   for (unsigned id : {kFetchAm, kDataAm}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
