@@ -112,7 +112,11 @@ def test_pd_outputs_equal_one_server(model, kv_dtype, tmp_path):
         want = run(single.url, reqs)
     finally:
         single.stop()
-    with PdCluster(prefill_args=args, decode_args=args, log_dir=tmp_path, model=model) as c:
+    # Eight requests at a time pin ~80 blocks of this small pool, past the default bound of 25%
+    # (--kv-transfer-max-pinned, test_security.py), beyond which prompts are computed on the decode
+    # worker; here every prompt is to move.
+    prefill_args = args + ["--kv-transfer-max-pinned", "100%"]
+    with PdCluster(prefill_args=prefill_args, decode_args=args, log_dir=tmp_path, model=model) as c:
         got = run(c.url, reqs)
         for i, (g, w) in enumerate(zip(got, want)):
             assert g == w, f"request {i} ({reqs[i]}): PD {g!r} != single {w!r}\n{c.logs()}"
