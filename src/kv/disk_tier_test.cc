@@ -13,108 +13,13 @@
 #include <future>
 #include <iterator>
 
+#include "kv/disk_tier_testing.h"
 #include "kv/prefix_cache.h"
 
 namespace omnibus {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr int32_t kBlockSize = 4;
-constexpr uint64_t kBlockBytes = 256;
-constexpr uint64_t kFileBytes = kDiskBlockFixedHeader + 4 * kBlockSize + 16 + kBlockBytes;  // 368
-
-DiskTierNamespace test_ns() {
-  DiskTierNamespace ns;
-  ns.model_fingerprint = 0x1234;
-  ns.format = KvFormat::kF16;
-  ns.block_size = kBlockSize;
-  ns.n_layers = 2;
-  ns.n_kv_heads = 2;
-  ns.head_dim = 8;
-  ns.block_bytes = kBlockBytes;
-  return ns;
-}
-
-// Block i of a chain: tokens 100 * i + {0..3}, payload bytes derived from the key.
-std::vector<DiskBlock> make_chain(int n, int first_token = 0) {
-  std::vector<DiskBlock> chain;
-  uint64_t parent = PrefixCache::kRootKey;
-  for (int i = 0; i < n; i++) {
-    DiskBlock b;
-    for (int t = 0; t < kBlockSize; t++) b.tokens.push_back(first_token + 100 * i + t);
-    b.parent = parent;
-    b.key = PrefixCache::chain_key(b.tokens, parent);
-    b.payload.resize(kBlockBytes);
-    for (size_t j = 0; j < kBlockBytes; j++) b.payload[j] = uint8_t((b.key >> (j % 8 * 8)) + j);
-    parent = b.key;
-    chain.push_back(b);
-  }
-  return chain;
-}
-
-DiskLoadItem item_of(const DiskBlock& b) { return DiskLoadItem{b.key, b.parent, b.tokens}; }
-std::vector<DiskLoadItem> items_of(const std::vector<DiskBlock>& chain) {
-  std::vector<DiskLoadItem> items;
-  for (const DiskBlock& b : chain) items.push_back(item_of(b));
-  return items;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-}
-void flip_byte(const std::string& path, size_t offset) {
-  std::string b = read_bytes(path);
-  ASSERT_LT(offset, b.size());
-  b[offset] = char(b[offset] ^ 0x40);
-  write_bytes(path, b);
-}
-void set_mtime(const std::string& path, time_t seconds) {
-  const struct timespec ts[2] = {{seconds, 0}, {seconds, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), ts, 0), 0);
-}
-
-class DiskTierTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = fs::temp_directory_path() / "omnibus_disk_tier_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  DiskTierConfig config(uint64_t max_bytes = 1 << 20) const {
-    DiskTierConfig c;
-    c.dir = dir_;
-    c.max_bytes = max_bytes;
-    c.ns = test_ns();
-    c.log = false;
-    return c;
-  }
-  std::string ns_dir(const DiskTierNamespace& ns = test_ns()) const {
-    return dir_ + "/" + ns.dir_name();
-  }
-  std::string path_of(uint64_t key, const DiskTierNamespace& ns = test_ns()) const {
-    return fmt::format("{}/{:016x}.kvb", ns_dir(ns), key);
-  }
-  // Stores the blocks and waits until they are on disk.
-  static void store_all(DiskTier& tier, const std::vector<DiskBlock>& blocks) {
-    for (const DiskBlock& b : blocks) ASSERT_TRUE(tier.store(b));
-    tier.flush();
-  }
-  static std::vector<uint8_t> load_sync(DiskTier& tier, const DiskBlock& b, bool* hit) {
-    std::vector<uint8_t> dst(kBlockBytes);
-    *hit = tier.load(item_of(b), dst);
-    return dst;
-  }
-
-  std::string dir_;
-};
+using namespace disk_tier_testing;  // NOLINT: the fixture and helpers
 
 TEST_F(DiskTierTest, RoundTrip) {
   DiskTier tier(config());
@@ -546,59 +451,6 @@ TEST_F(DiskTierTest, WriteErrorDisablesWritesLoadsGoOn) {
   }
 }
 
-// Issue 34: a FIFO named *.kvb hung start-up forever (open() waited for a
-// writer). Only regular files are read: a FIFO, a symlink (even to a valid
-// block) and a directory with our names are skipped, left alone and counted
-// as foreign; the real blocks beside them still load.
-TEST_F(DiskTierTest, OnlyRegularFilesAreRead) {
-  const auto chain = make_chain(2);
-  {
-    DiskTier tier(config());
-    store_all(tier, {chain[0]});
-  }
-  fs::create_directories(ns_dir());
-  const std::string fifo = path_of(0x1111);
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  const std::string link = path_of(chain[1].key);
-  fs::create_symlink(path_of(chain[0].key), link);
-  fs::create_directory(path_of(0x2222));
-  ASSERT_EQ(::mkfifo((ns_dir() + "/probe.tmp").c_str(), 0644), 0);  // the probe write's name
-  ASSERT_EQ(::mkfifo((ns_dir() + "/0000000000003333.tmp").c_str(), 0644), 0);
-
-  DiskTier tier(config());  // returns: nothing blocks
-  ASSERT_TRUE(tier.enabled());
-  DiskTierStats s = tier.stats();
-  EXPECT_TRUE(s.writes_enabled);
-  EXPECT_EQ(s.skipped_foreign, 3u);
-  EXPECT_EQ(s.entries, 1u);
-  EXPECT_TRUE(fs::is_fifo(fifo));
-  EXPECT_TRUE(fs::is_symlink(link));
-  EXPECT_FALSE(fs::exists(ns_dir() + "/0000000000003333.tmp"));
-  bool hit = false;
-  EXPECT_EQ(load_sync(tier, chain[0], &hit), chain[0].payload);
-  EXPECT_TRUE(hit);
-
-  // An indexed block replaced by a FIFO behind the tier's back: a miss, at once.
-  ASSERT_EQ(::unlink(path_of(chain[0].key).c_str()), 0);
-  ASSERT_EQ(::mkfifo(path_of(chain[0].key).c_str(), 0644), 0);
-  load_sync(tier, chain[0], &hit);
-  EXPECT_FALSE(hit);
-  EXPECT_FALSE(tier.contains(chain[0].key));
-  EXPECT_EQ(tier.stats().skipped_foreign, 4u);
-  tier.check_integrity();
-}
-
-// A FIFO where the next write's temp file goes would block the writer thread
-// forever: the temp file is always created anew.
-TEST_F(DiskTierTest, AFifoAtATempNameDoesNotBlockWrites) {
-  const auto chain = make_chain(1);
-  DiskTier tier(config());
-  ASSERT_EQ(::mkfifo(fmt::format("{}/{:016x}.tmp", ns_dir(), chain[0].key).c_str(), 0644), 0);
-  store_all(tier, chain);
-  EXPECT_TRUE(tier.contains(chain[0].key));
-  EXPECT_TRUE(fs::is_regular_file(path_of(chain[0].key)));
-}
-
 TEST_F(DiskTierTest, DiskFullEvictsOurOldestAndRetriesOnce) {
   const auto chain = make_chain(3);
   std::atomic<int> enospc_left{1};
@@ -633,61 +485,6 @@ TEST_F(DiskTierTest, DiskFullForGoodDegradesToNoWrites) {
   EXPECT_EQ(s.write_errors, 2u);  // the write and its retry
   EXPECT_EQ(s.evictions, 1u);     // chain[0] made room for the retry
   EXPECT_EQ(s.entries, 0u);
-}
-
-// Issue 34: on a file system that others had filled, every write failed with
-// ENOSPC, evicted the block before it and was retried: write errors on every
-// write, one block kept, and writes_enabled still true. Now the writer asks
-// the file system first: with no room for a block, writes pause (no write
-// attempted, writes_enabled false) and resume when room is back.
-TEST_F(DiskTierTest, AFullFileSystemPausesWritesUntilThereIsRoom) {
-  const auto chain = make_chain(3);
-  std::atomic<uint64_t> free_bytes{kFileBytes + kFileBytes / 2};  // one block is kept free
-  DiskTierConfig c = config();
-  c.hooks.free_bytes = [&] { return free_bytes.load(); };
-  DiskTier tier(c);
-  store_all(tier, {chain[0]});
-  DiskTierStats s = tier.stats();
-  EXPECT_FALSE(s.writes_enabled);
-  EXPECT_TRUE(s.enabled);
-  EXPECT_EQ(s.write_errors, 0u);  // nothing was attempted
-  EXPECT_EQ(s.write_drops, 1u);
-  EXPECT_EQ(s.entries, 0u);
-
-  free_bytes = 10 * kFileBytes;  // the disk was cleaned up
-  store_all(tier, {chain[1]});
-  s = tier.stats();
-  EXPECT_TRUE(s.writes_enabled);
-  EXPECT_EQ(s.write_errors, 0u);
-  EXPECT_TRUE(tier.contains(chain[1].key));
-  tier.check_integrity();
-}
-
-// A file system smaller than max_bytes: the tier keeps what fits (less one
-// block left free) by evicting its LRU files before writing, never by a
-// failed write.
-TEST_F(DiskTierTest, AFileSystemSmallerThanTheLimitEvictsInsteadOfFailing) {
-  const auto chain = make_chain(6);
-  DiskTierConfig c = config(100 * kFileBytes);
-  const uint64_t capacity = 3 * kFileBytes;  // what the "file system" holds
-  c.hooks.free_bytes = [&] {
-    uint64_t used = 0;
-    for (const auto& e : fs::directory_iterator(ns_dir())) {
-      if (e.path().extension() == ".kvb") used += e.file_size();
-    }
-    return used < capacity ? capacity - used : 0;
-  };
-  DiskTier tier(c);
-  store_all(tier, chain);
-  const DiskTierStats s = tier.stats();
-  EXPECT_TRUE(s.writes_enabled);
-  EXPECT_EQ(s.write_errors, 0u);
-  EXPECT_EQ(s.blocks_written, 6u);
-  EXPECT_EQ(s.entries, 2u);
-  EXPECT_EQ(s.evictions, 4u);
-  EXPECT_TRUE(tier.contains(chain[5].key));
-  EXPECT_TRUE(tier.contains(chain[4].key));
-  tier.check_integrity();
 }
 
 TEST_F(DiskTierTest, FullQueueDropsAndNeverBlocks) {
