@@ -26,7 +26,7 @@
 
 namespace omnibus::kv_transfer {
 
-// Bytes <-> lowercase hex (the side channel's encoding of addresses and rkeys).
+// Bytes <-> lowercase hex (the side channel's encoding of worker addresses and tokens).
 std::string to_hex(const std::string& bytes);
 // kInvalidArgument on odd length or a non-hex digit.
 StatusOr<std::string> from_hex(const std::string& hex);
