@@ -14,7 +14,7 @@ step() { printf '\n=== %s (at %d min %02d s) ===\n' "$*" $((SECONDS / 60)) $((SE
 step "release build"
 scripts/build.sh release
 step "release tests"
-(cd build && ctest --output-on-failure -j "$(nproc)")
+(cd build && ctest --output-on-failure -j "$(nproc)" --output-junit ctest-junit.xml)
 
 step "ASan/UBSan build (test binaries)"
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh asan
@@ -63,6 +63,9 @@ fi
 
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   step "Python tests"
-  OMNIBUS_BIN=$PWD/build/omnibus .venv/bin/python -m pytest -q --durations=15 tests/python
+  OMNIBUS_BIN=$PWD/build/omnibus .venv/bin/python -m pytest -q -rs --durations=15 \
+    --junitxml=build/pytest-junit.xml tests/python
 fi
+step "skipped tests against tests/skips_allowed.txt"
+.venv/bin/python scripts/check_skips.py build/ctest-junit.xml build/pytest-junit.xml
 step "all tests passed"

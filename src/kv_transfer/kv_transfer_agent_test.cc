@@ -131,13 +131,14 @@ TEST_P(KvTransferTest, UnreachableOwnerAndOutOfRangeSegments) {
   Region owner_region(region_bytes(kOwnerBlocks, kOwnerStart), 5);
   Region local_region(region_bytes(kLocalBlocks, kLocalStart), 6);
   auto owner = make_agent(owner_region, kOwnerBlocks, kOwnerStart, "p");
-  auto local = make_agent(local_region, kLocalBlocks, kLocalStart, "d");
+  // An io_timeout far beyond the test's own limit: the refused connect must
+  // be reported by the refusal itself, not by waiting the timeout out.
+  auto local = make_agent(local_region, kLocalBlocks, kLocalStart, "d", {}, 3600s);
   ASSERT_TRUE(owner && local);
 
-  auto t0 = std::chrono::steady_clock::now();
   auto c = local->claim("127.0.0.1", dead_port(), "x", {1}, {1});
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("refused"), std::string::npos) << c.status().to_string();
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().to_string();
   EXPECT_EQ(local->stats().claims_failed, 1u);
 
@@ -415,14 +416,10 @@ TEST_P(KvTransferTest, StalledOwnerTimesOut) {
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
   KvRegionLayout local_layout = make_layout(local_region, kLocalBlocks, kLocalStart, "");
   auto before = local_region.snapshot();
-  auto t0 = std::chrono::steady_clock::now();
   Status s = pull_and_wait(*local, port, c->token,
                            block_segments(c->remote, local_layout, {1, 2}, {0, 1}));
-  auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
-  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
-  EXPECT_GE(took, 300ms);
-  EXPECT_LT(took, 5s);
+  EXPECT_NE(s.message().find("timed out after 300 ms"), std::string::npos) << s.message();
   EXPECT_EQ(std::memcmp(local_region.data(), before.data(), before.size()), 0);
   EXPECT_EQ(local->stats().pulls_failed, 1u);
   local.reset();
