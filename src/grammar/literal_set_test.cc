@@ -68,7 +68,8 @@ TEST(LiteralSet, FiveThousandChoicesWork) {
   ASSERT_TRUE(ebnf.is_ok());
   const testing::Acceptor a(*ebnf);
   ASSERT_TRUE(a.ok());
-  for (const char* s : {"item-0", "item-4999", "item-123", "item-50"}) EXPECT_TRUE(a.accepts(s)) << s;
+  for (const char* s : {"item-0", "item-4999", "item-123", "item-50"})
+    EXPECT_TRUE(a.accepts(s)) << s;
   EXPECT_FALSE(a.accepts("item-5000"));
   EXPECT_FALSE(a.accepts("item-"));
 }
@@ -88,20 +89,22 @@ TEST(LiteralSet, FiveThousandIntegerEnumValuesWork) {
 // {"$ref": "#"} and an a <-> b cycle compile to rules that only refer to each
 // other: refused when the grammar is parsed (they used to give "" with "stop").
 TEST(LiteralSet, SchemaRefCyclesWithNoTextAreRefused) {
-  for (const char* schema :
-       {R"({"$ref": "#"})",
-        R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})",
-        R"({"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]})"}) {
+  for (
+      const char* schema :
+      {R"({"$ref": "#"})",
+       R"({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})",
+       R"({"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]})"}) {
     SCOPED_TRACE(schema);
     StatusOr<std::string> ebnf = json_schema_to_ebnf(schema);
     ASSERT_TRUE(ebnf.is_ok()) << ebnf.status().to_string();
     auto g = parse_ebnf(*ebnf);
     ASSERT_FALSE(g.is_ok());
-    EXPECT_NE(g.status().message().find("matches no text"), std::string::npos) << g.status().message();
+    EXPECT_NE(g.status().message().find("matches no text"), std::string::npos)
+        << g.status().message();
   }
   // Recursion with a way out still works.
-  StatusOr<std::string> ok = json_schema_to_ebnf(
-      R"({"type": "object", "properties": {"x": {"$ref": "#"}}})");
+  StatusOr<std::string> ok =
+      json_schema_to_ebnf(R"({"type": "object", "properties": {"x": {"$ref": "#"}}})");
   ASSERT_TRUE(ok.is_ok());
   const testing::Acceptor a(*ok);
   EXPECT_TRUE(a.accepts(R"({"x":{"x":{}}})"));

@@ -369,32 +369,32 @@ uint64_t DiskTier::fs_free_bytes() const {
   return uint64_t(fs.f_bavail) * fs.f_frsize;
 }
 
+bool DiskTier::make_room_locked(uint64_t need, uint64_t free_bytes) {
+  // What the file system lets us hold: our files plus its free space, less
+  // one block left free for everyone else.
+  const uint64_t room = free_bytes > UINT64_MAX - stats_.bytes_on_disk
+                            ? UINT64_MAX
+                            : stats_.bytes_on_disk + free_bytes;
+  const uint64_t limit = std::min(config_.max_bytes, room > need ? room - need : 0);
+  const bool full = limit < need;
+  if (full != fs_full_) {
+    fs_full_ = full;
+    if (full) log("writes paused: the file system has no room for a block ({} bytes free)", free_bytes);
+    if (!full) log("writes resumed: the file system has room again");
+  }
+  if (!full) evict_locked(need, limit);
+  return !full;
+}
+
 void DiskTier::write_one(DiskBlock b) {
   const uint64_t need = header_bytes_ + config_.ns.block_bytes;
-  const uint64_t free_bytes = fs_free_bytes();
+  const uint64_t free_bytes = fs_free_bytes();  // a syscall: outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!writes_enabled_ || need > config_.max_bytes) {
+    if (!writes_enabled_ || need > config_.max_bytes || !make_room_locked(need, free_bytes)) {
       stats_.write_drops++;
       return;
     }
-    // What the file system lets us hold: our files plus its free space, less
-    // one block left free for everyone else.
-    const uint64_t room = free_bytes > UINT64_MAX - stats_.bytes_on_disk
-                              ? UINT64_MAX
-                              : stats_.bytes_on_disk + free_bytes;
-    const uint64_t limit = std::min(config_.max_bytes, room > need ? room - need : 0);
-    const bool full = limit < need;
-    if (full != fs_full_) {
-      fs_full_ = full;
-      if (full) log("writes paused: the file system has no room for a block ({} bytes free)", free_bytes);
-      if (!full) log("writes resumed: the file system has room again");
-    }
-    if (full) {
-      stats_.write_drops++;
-      return;
-    }
-    evict_locked(need, limit);
   }
   uint64_t bytes = 0;
   int err = write_file(b, &bytes);

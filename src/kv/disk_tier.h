@@ -257,6 +257,10 @@ class DiskTier {
   void evict_locked(uint64_t incoming, uint64_t limit);
   // The file system's free bytes (hooks.free_bytes, else statvfs); no lock.
   uint64_t fs_free_bytes() const;
+  // REQUIRES: mu_ held. Evicts LRU files so that `need` more bytes stay
+  // within max_bytes and the file system's room; false (and fs_full_, logged
+  // on each change) when not even one block fits.
+  bool make_room_locked(uint64_t need, uint64_t free_bytes);
   void count_bad_locked(DiskBlockCheck c);
   template <class... Args>
   void log(fmt::format_string<Args...> f, Args&&... args) const;

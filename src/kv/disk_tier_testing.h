@@ -22,10 +22,10 @@ namespace omnibus::disk_tier_testing {
 
 namespace fs = std::filesystem;
 
-
 inline constexpr int32_t kBlockSize = 4;
 inline constexpr uint64_t kBlockBytes = 256;
-inline constexpr uint64_t kFileBytes = kDiskBlockFixedHeader + 4 * kBlockSize + 16 + kBlockBytes;  // 368
+inline constexpr uint64_t kFileBytes =
+    kDiskBlockFixedHeader + 4 * kBlockSize + 16 + kBlockBytes;  // 368
 
 inline DiskTierNamespace test_ns() {
   DiskTierNamespace ns;

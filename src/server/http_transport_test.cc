@@ -8,12 +8,11 @@
 #include "server/http_transport.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -96,13 +95,15 @@ class Timeouts : public ::testing::Test {
 };
 
 TEST_F(Timeouts, AnUnfinishedHeaderClosesTheConnection) {
-  EXPECT_EQ(send_and_wait_close(connect_client(), "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: "), "");
+  EXPECT_EQ(send_and_wait_close(connect_client(), "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: "),
+            "");
   EXPECT_EQ(phases(1), std::vector<HttpReadPhase>{HttpReadPhase::kHeader});
 }
 
 TEST_F(Timeouts, AnUnfinishedBodyClosesTheConnection) {
-  EXPECT_EQ(send_and_wait_close(connect_client(),
-                                "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\""),
+  EXPECT_EQ(send_and_wait_close(
+                connect_client(),
+                "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\""),
             "");
   EXPECT_EQ(phases(1), std::vector<HttpReadPhase>{HttpReadPhase::kBody});
 }
@@ -111,7 +112,8 @@ TEST_F(Timeouts, AnIdleConnectionIsClosedButNotCounted) {
   EXPECT_EQ(send_and_wait_close(connect_client(), ""), "");
   // One I/O thread runs the callbacks in order: when a later slow body is
   // counted, the idle connection's close was handled before it, uncounted.
-  EXPECT_EQ(send_and_wait_close(connect_client(), "POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n{"), "");
+  EXPECT_EQ(send_and_wait_close(connect_client(), "POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n{"),
+            "");
   EXPECT_EQ(phases(1), std::vector<HttpReadPhase>{HttpReadPhase::kBody});
 }
 
