@@ -31,6 +31,10 @@ TEST_F(DiskTierTest, RoundTrip) {
   EXPECT_TRUE(tier.contains(chain[1].key));
   EXPECT_FALSE(tier.contains(42));
   EXPECT_EQ(fs::file_size(path_of(chain[0].key)), kFileBytes);
+  // Other users can neither read other tenants' KV nor plant blocks (docs/security.md).
+  EXPECT_EQ(fs::status(ns_dir()).permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(path_of(chain[0].key)).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
 
   std::promise<void> called;
   auto load = tier.request_load(items_of(chain), [&] { called.set_value(); });
