@@ -52,12 +52,6 @@ static_assert(LayoutQ4_K::kTail + 160 == LayoutQ4_K::kSuper && LayoutQ5_K::kTail
 size_t used_bytes_q4_K(int64_t nsb) { return size_t(nsb) * LayoutQ4_K::kSuper; }
 size_t used_bytes_q5_K(int64_t nsb) { return size_t(nsb) * LayoutQ5_K::kSuper; }
 
-// The 4-bit quant of element e (0..255) of a Q4_K / Q5_K super-block's qs.
-inline uint8_t k4_nibble(const uint8_t* qs, int e) {
-  const uint8_t byte = qs[32 * (e / 64) + e % 32];
-  return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
-}
-
 // Packs the shared tail of super-block sb of 8 rows (scales, mins, d, dmin;
 // blk[r]: a BlockQ4_K or BlockQ5_K, which share these fields' layout).
 template <class L, class Block>
@@ -93,8 +87,11 @@ void pack_k4(const WeightView& w, int64_t g, uint8_t* out) {
     for (int r = 0; r < kGroupRows; ++r) {
       blk[r] = reinterpret_cast<const Block*>(rows.row[r] + size_t(sb) * rows.step[r]);
       for (int j = 0; j < 8; ++j) {
+        // sub-block j: the low (j even) or high nibbles of chunk j / 2
+        const uint8_t* chunk = blk[r]->qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
         for (int k = 0; k < 16; ++k) {
-          q41[r][j][k] = uint8_t(k4_nibble(blk[r]->qs, 32 * j + k) | k4_nibble(blk[r]->qs, 32 * j + 16 + k) << 4);
+          q41[r][j][k] = uint8_t(((chunk[k] >> shift) & 0x0F) | ((chunk[16 + k] >> shift) & 0x0F) << 4);
         }
         if constexpr (L::kFifth) {
           uint32_t bits = 0;
