@@ -15,7 +15,7 @@
 //                                     (these three: matmul_packed_q4_0_q5_avx2.cc)
 //   Q8_0: per pair of blocks, 544 bytes: qs[8][8 rows][4 bytes] of each (bytes
 //         4i..4i+3 = elements), half d[8] of each    (matmul_packed_q8_0_avx2.cc)
-//   Q4_K: per super-block (256), 1248 bytes; Q5_K: 1504; Q6_K: 1936
+//   Q4_K: per super-block (256), 1184 bytes; Q5_K: 1440; Q6_K: 1680
 //                                                    (matmul_packed_kquants_avx2.cc)
 // Groups follow each other, so a run of groups is one linear stream.
 //
@@ -139,14 +139,27 @@ inline int32_t load_i32(const void* p) {
 inline __m256i bcast32(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
 
 #ifndef OMNIBUS_PACKED_PREFETCH
-#define OMNIBUS_PACKED_PREFETCH 1024
+#define OMNIBUS_PACKED_PREFETCH 8192
 #endif
 // Software prefetch distance (bytes ahead of the quants being read); the
 // packed matrix is one linear stream, so this also covers the next group.
+// A decode token reads each weight once, so the distance must cover the DRAM
+// latency at the rate one core consumes (~25 GB/s x ~150 ns in a VM: ~4 KB):
+// on an EPYC Zen 5 (avx512 tier, 1 thread, kernels_microbench Stream_*/1/1)
+// 1024 bytes left Q6_K at 8-12 GiB/s and Q4_K at 13-16, 8192 gave 16-24 and
+// 15-22 (CPU time per call -45% and -25%); 16384 was no better.
 inline constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
 
 inline void prefetch(const uint8_t* p) {
   if constexpr (kPrefetch > 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
+}
+
+// prefetch() of every cache line of [p, p + Bytes): a kernel that consumes
+// Bytes per step calls it once per step, so no line of its stream is missed
+// (a missed line is a demand miss the loop waits for).
+template <size_t Bytes>
+inline void prefetch_span(const uint8_t* p) {
+  for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off);
 }
 
 #ifndef OMNIBUS_PACKED_BARRIER
@@ -247,26 +260,29 @@ inline __m256i sum_i32(__m256i s) {
 #endif
 }
 
-// The exact int32 of a step sum times its row's scale; sc_pairs holds each
-// lane's scale twice, as two equal int16 (the packed K-quant layouts).
-inline __m256i sum_scaled(__m256i s, __m256i sc_pairs) {
+// One sub-block's scales of a group's 8 rows (8 bytes, one per row: u8 for
+// Q4_K / Q5_K, i8 for Q6_K) in the form sum_scaled takes: vnni one int32 per
+// lane, avx2 the scale twice, as an int16 pair (for madd).
+inline __m256i row_scales(__m256i s32) {
 #if OMNIBUS_PACKED_VNNI
-  return _mm256_mullo_epi32(s, _mm256_srai_epi32(sc_pairs, 16));
+  return s32;
 #else
-  return _mm256_madd_epi16(s, sc_pairs);
+  return _mm256_blend_epi16(s32, _mm256_slli_epi32(s32, 16), 0xAA);
 #endif
 }
+inline __m256i load_scales_u8(const uint8_t* p) {
+  return row_scales(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256i load_scales_i8(const uint8_t* p) {
+  return row_scales(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
 
-// sum_scaled of u0 x a0 + ... + u3 x a3 (Q6_K: |pair| <= 2 * 63 * 127, so
-// avx2 scales two int16 sums; vnni one int32).
-inline __m256i scaled_steps4(__m256i u0, __m256i a0, __m256i u1, __m256i a1, __m256i u2, __m256i a2, __m256i u3,
-                             __m256i a3, __m256i sc_pairs) {
-  const __m256i zero = _mm256_setzero_si256();
+// The exact int32 of a step sum times its row's scale (sc from load_scales_*).
+inline __m256i sum_scaled(__m256i s, __m256i sc) {
 #if OMNIBUS_PACKED_VNNI
-  return sum_scaled(step_add(step_add(zero, u0, a0, u1, a1), u2, a2, u3, a3), sc_pairs);
+  return _mm256_mullo_epi32(s, sc);
 #else
-  return _mm256_add_epi32(sum_scaled(step_add(zero, u0, a0, u1, a1), sc_pairs),
-                          sum_scaled(step_add(zero, u2, a2, u3, a3), sc_pairs));
+  return _mm256_madd_epi16(s, sc);
 #endif
 }
 
@@ -396,14 +412,13 @@ inline __m512 join_halfs(const void* p0, const void* p1) {
 }
 inline __m512i bcast32_512(const void* p) { return _mm512_set1_epi32(load_i32(p)); }
 
-// The K-quant scales of two groups (16 bytes each: every row's int8 scale
-// twice) as one int32 per lane: the int16 (sc | sc << 8) shifted down.
-inline __m512i join_scales(const void* p0, const void* p1) {
-  return _mm512_srai_epi32(_mm512_cvtepi16_epi32(_mm256_set_m128i(load128(p1), load128(p0))), 8);
-}
-// 16 signed bytes of each group widened to 32 int16.
-inline __m512i join_i8_i16(const void* p0, const void* p1) {
-  return _mm512_cvtepi8_epi16(_mm256_set_m128i(load128(p1), load128(p0)));
+// The K-quant scales of one sub-block of two groups (8 signed bytes each: one
+// per row) as one int32 per lane.
+inline __m512i join_scales8(const void* p0, const void* p1) {
+  int64_t s0, s1;
+  std::memcpy(&s0, p0, 8);
+  std::memcpy(&s1, p1, 8);
+  return _mm512_cvtepi8_epi32(_mm_set_epi64x(s1, s0));
 }
 
 // s + u0 x a0 + u1 x a1 (int32 per lane).

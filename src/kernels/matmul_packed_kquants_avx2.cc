@@ -1,20 +1,23 @@
 // Packed K-quants (matmul_packed_internal.h), per 256-element super-block,
 // with Q8_K activations (ActBlockK):
-//   Q4_K, 1248 bytes: for each sub-block j (32 elements), qs[4][8 rows][4
+//   Q4_K, 1184 bytes: for each sub-block j (32 elements), qs[4][8 rows][4
 //         bytes] laid out as a Q4_1 block (low nibbles elements 32j+4i..,
 //         high nibbles 32j+16+4i..; re-nibbled at load, so both halves of a
-//         load share the sub-block's scale), then sc[8][8 rows][2] (the 6-bit
-//         scale, twice: an int16 pair after widening), mn[4][8 rows][2] (mins
-//         of sub-blocks 2k, 2k+1), half d[8], half dmin[8].
-//   Q5_K, 1504 bytes: for each sub-block j, qs as Q4_K's then hb[8 rows][4
+//         load share the sub-block's scale), then sc[8][8 rows] (the 6-bit
+//         scales), mn[4][8 rows][2] (mins of sub-blocks 2k, 2k+1), half d[8],
+//         half dmin[8].
+//   Q5_K, 1440 bytes: for each sub-block j, qs as Q4_K's then hb[8 rows][4
 //         bytes] (its fifth bits, laid out as a Q5_0 block's), then sc, mn,
 //         d, dmin as Q4_K. Quants u = nibble | fifth bit << 4 in [0, 31].
-//   Q6_K, 1936 bytes: ql[32][8 rows][4 bytes] (byte k of ql[w]: low nibble
-//         the low 4 bits of element 8w+k, high nibble those of 8w+4+k),
-//         qh[16][8 rows][4 bytes] (byte k of qh[s]: bits 2m, 2m+1 the top 2
-//         bits of element 16s+4m+k), sc[16][8 rows][2] (the int8 scale of
-//         sub-block s, twice), scp[8][8 rows][2] (scales of sub-blocks 2k,
-//         2k+1), half d[8]. Quants are unsigned (q in [0, 63], value q - 32).
+//   Q6_K, 1680 bytes (as many as the 8 rows' blocks in the file):
+//         ql[32][8 rows][4 bytes] (byte k of ql[w]: low nibble the low 4 bits
+//         of element 8w+k, high nibble those of 8w+4+k), qh[16][8 rows][4
+//         bytes] (byte k of qh[s]: bits 2m, 2m+1 the top 2 bits of element
+//         16s+4m+k), sc[16][8 rows] (the int8 scale of sub-block s), half
+//         d[8]. Quants are unsigned (q in [0, 63], value q - 32).
+// The scales take one byte per row and sub-block (they took two, and Q6_K a
+// second copy in pairs, before): decode reads every byte of a group once per
+// token, so layout bytes beyond the file's are time at the bandwidth limit.
 #include "kernels/matmul_packed_internal.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_ref.h"
@@ -28,32 +31,26 @@ namespace {
 // sub-block j, then the shared tail sc, mn, d, dmin.
 struct LayoutQ4_K {
   static constexpr bool kFifth = false;
-  static constexpr size_t kSuper = 1248, kSub = 128, kTail = 8 * kSub;
+  static constexpr size_t kSuper = 1184, kSub = 128, kTail = 8 * kSub;
   static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
-  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 16 * size_t(j); }
-  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 128 + 16 * size_t(k); }
-  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 192; }
-  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 208; }
+  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 8 * size_t(j); }
+  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 64 + 16 * size_t(k); }
+  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 128; }
+  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 144; }
 };
 struct LayoutQ5_K {
   static constexpr bool kFifth = true;
-  static constexpr size_t kSuper = 1504, kSub = 160, kTail = 8 * kSub;
+  static constexpr size_t kSuper = 1440, kSub = 160, kTail = 8 * kSub;
   static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
   static size_t hb(int64_t sb, int j) { return qs(sb, j) + 128; }
-  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 16 * size_t(j); }
-  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 128 + 16 * size_t(k); }
-  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 192; }
-  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 208; }
+  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 8 * size_t(j); }
+  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 64 + 16 * size_t(k); }
+  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 128; }
+  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 144; }
 };
-static_assert(LayoutQ4_K::kTail + 224 == LayoutQ4_K::kSuper && LayoutQ5_K::kTail + 224 == LayoutQ5_K::kSuper);
+static_assert(LayoutQ4_K::kTail + 160 == LayoutQ4_K::kSuper && LayoutQ5_K::kTail + 160 == LayoutQ5_K::kSuper);
 size_t used_bytes_q4_K(int64_t nsb) { return size_t(nsb) * LayoutQ4_K::kSuper; }
 size_t used_bytes_q5_K(int64_t nsb) { return size_t(nsb) * LayoutQ5_K::kSuper; }
-
-// The 4-bit quant of element e (0..255) of a Q4_K / Q5_K super-block's qs.
-inline uint8_t k4_nibble(const uint8_t* qs, int e) {
-  const uint8_t byte = qs[32 * (e / 64) + e % 32];
-  return uint8_t(e % 64 < 32 ? byte & 0x0F : byte >> 4);
-}
 
 // Packs the shared tail of super-block sb of 8 rows (scales, mins, d, dmin;
 // blk[r]: a BlockQ4_K or BlockQ5_K, which share these fields' layout).
@@ -64,7 +61,7 @@ void pack_k4_tail(const Block* const blk[kGroupRows], int64_t sb, uint8_t* out) 
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
       get_scale_min_k4(j, blk[r]->scales, &sc, &m);
-      out[L::sc(sb, j) + 2 * r] = out[L::sc(sb, j) + 2 * r + 1] = sc;
+      out[L::sc(sb, j) + r] = sc;
       out[L::mn(sb, j / 2) + 2 * r + j % 2] = m;
     }
     d[r] = blk[r]->d;
@@ -90,8 +87,11 @@ void pack_k4(const WeightView& w, int64_t g, uint8_t* out) {
     for (int r = 0; r < kGroupRows; ++r) {
       blk[r] = reinterpret_cast<const Block*>(rows.row[r] + size_t(sb) * rows.step[r]);
       for (int j = 0; j < 8; ++j) {
+        // sub-block j: the low (j even) or high nibbles of chunk j / 2
+        const uint8_t* chunk = blk[r]->qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
         for (int k = 0; k < 16; ++k) {
-          q41[r][j][k] = uint8_t(k4_nibble(blk[r]->qs, 32 * j + k) | k4_nibble(blk[r]->qs, 32 * j + 16 + k) << 4);
+          q41[r][j][k] = uint8_t(((chunk[k] >> shift) & 0x0F) | ((chunk[16 + k] >> shift) & 0x0F) << 4);
         }
         if constexpr (L::kFifth) {
           uint32_t bits = 0;
@@ -151,7 +151,7 @@ inline void k4_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, cons
 // compiler sees a maybe-uninitialized read across the non-unrolled loop).
 template <class L, int T>
 inline void k4_scale(const uint8_t* group, int64_t sb, int j, const __m256i s16[T], __m256i isum[T]) {
-  const __m256i scv = _mm256_cvtepu8_epi16(load128(group + L::sc(sb, j)));
+  const __m256i scv = load_scales_u8(group + L::sc(sb, j));
   for (int t = 0; t < T; ++t) {
     const __m256i w = sum_scaled(s16[t], scv);
     isum[t] = _mm256_add_epi32(isum[t], w);
@@ -172,7 +172,8 @@ void kernel_k4(const uint8_t* group, int64_t nsb, const void* act_v, float* y, i
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
       const uint8_t* q = group + L::qs(sb, j);
-      for (size_t l = 0; l < L::kSub / 64; ++l) prefetch(q + 64 * l);
+      // this sub-block's share of the super-block (tail included)
+      prefetch_span<L::kSuper / 8>(group + size_t(sb) * L::kSuper + size_t(j) * (L::kSuper / 8));
       const int8_t* aq[T];
       for (int t = 0; t < T; ++t) aq[t] = a.qs[t] + 32 * j;
       if constexpr (L::kFifth) {
@@ -266,12 +267,11 @@ void kernel_k4_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8_t
 
 // ------------------------------------------------------------------- Q6_K
 
-constexpr size_t kSuper6 = 1936;
+constexpr size_t kSuper6 = 1680;
 inline size_t ql6(int64_t sb, int w) { return size_t(sb) * kSuper6 + 32 * size_t(w); }
 inline size_t qh6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1024 + 32 * size_t(s); }
-inline size_t sc6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1536 + 16 * size_t(s); }
-inline size_t scp6(int64_t sb, int k) { return size_t(sb) * kSuper6 + 1792 + 16 * size_t(k); }
-inline size_t d6(int64_t sb) { return size_t(sb) * kSuper6 + 1920; }
+inline size_t sc6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1536 + 8 * size_t(s); }
+inline size_t d6(int64_t sb) { return size_t(sb) * kSuper6 + 1664; }
 size_t used_bytes_q6_K(int64_t nsb) { return size_t(nsb) * kSuper6; }
 
 void pack_q6_K(const WeightView& w, int64_t g, uint8_t* out) {
@@ -296,8 +296,7 @@ void pack_q6_K(const WeightView& w, int64_t g, uint8_t* out) {
           for (int m = 0; m < 4; ++m) byte |= uint8_t((u(16 * sub + 4 * m + k) >> 4) << (2 * m));
           out[qh6(sb, sub) + 4 * r + k] = byte;
         }
-        out[sc6(sb, sub) + 2 * r] = out[sc6(sb, sub) + 2 * r + 1] = uint8_t(blk->scales[sub]);
-        out[scp6(sb, sub / 2) + 2 * r + sub % 2] = uint8_t(blk->scales[sub]);
+        out[sc6(sb, sub) + r] = uint8_t(blk->scales[sub]);
       }
       d[r] = blk->d;
     }
@@ -306,13 +305,14 @@ void pack_q6_K(const WeightView& w, int64_t g, uint8_t* out) {
 }
 
 // Per output, over super-blocks in order (acc = 0):
-//   isum = exact int32 sum_s sc_s * sum_{k in sub-block s} (q[k] - 32) * a[k]
-//        = sum_s sc_s * sum q[k] a[k] - 32 * sum_s sc_s * bsum_s
+//   isum = exact int32 sum_s sc_s * (sum_{k in sub-block s} q[k] * a[k] - 32 * bsum_s)
 //   acc  = fma(d * d_a, float(isum), acc)
 // (quant_avx2's vec_dot_q6_K). Unpacked vector v of a super-block holds
-// elements 4v..4v+3 of the 8 rows; sub-block s is vectors 4s..4s+3. Two
-// vectors' maddubs add up in int16 (|pair| <= 2 * 63 * 127, two <= 32004)
-// before the sub-block's scale is applied by madd.
+// elements 4v..4v+3 of the 8 rows; sub-block s is vectors 4s..4s+3. vnni
+// starts each sub-block's vpdpbusd chain at -32 * bsum_s; avx2 adds two
+// vectors' maddubs in int16 (|pair| <= 2 * 63 * 127, two <= 32004) before
+// the sub-block's scale is applied by madd, and keeps the -32 terms apart
+// (corr) until the super-block's end.
 
 // The top two bits of unpacked vector 4s + M, as bits 4-5 of each byte
 // (16-bit shifts: what crosses a byte boundary never reaches bits 4-5).
@@ -332,19 +332,35 @@ inline void q6_K_vectors(const uint8_t* group, int64_t sb, int s, __m256i qh, __
   *v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(wq, 4), m4), q6_top_bits<2 * M + 1>(qh));
 }
 
-// isum -= 32 * sum_s sc_s * bsum_s, for T tokens.
+// Sub-block s of one token: v[0..3] its unsigned quant vectors, aq the
+// token's 16 activations of it, bsum their sum, sc its scales
+// (load_scales_i8). isum += sc * (sum v x aq - 32 bsum) (avx2: the -32 term
+// goes to corr, see q6_K_finish).
+inline void q6_K_sub_block(const __m256i v[4], const int8_t* aq, int16_t bsum, __m256i sc, __m256i& isum,
+                           __m256i& corr) {
+#if OMNIBUS_PACKED_VNNI
+  __m256i p = _mm256_set1_epi32(-32 * int32_t(bsum));
+  p = step_add(step_add(p, v[0], bcast32(aq), v[1], bcast32(aq + 4)), v[2], bcast32(aq + 8), v[3], bcast32(aq + 12));
+  isum = _mm256_add_epi32(isum, sum_scaled(p, sc));
+  (void)corr;
+#else
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i lo = sum_scaled(step_add(zero, v[0], bcast32(aq), v[1], bcast32(aq + 4)), sc);
+  const __m256i hi = sum_scaled(step_add(zero, v[2], bcast32(aq + 8), v[3], bcast32(aq + 12)), sc);
+  isum = _mm256_add_epi32(isum, _mm256_add_epi32(lo, hi));
+  corr = _mm256_add_epi32(corr, _mm256_madd_epi16(sc, _mm256_set1_epi32(uint16_t(bsum))));  // sc * bsum
+#endif
+}
+
+// The end of a super-block for T tokens: acc = fma(d * d_a, float(isum - 32 corr), acc).
 template <int T>
-inline void q6_K_offset(const uint8_t* group, int64_t sb, const ActBlockK& a, __m256i isum[T]) {
-  __m256i corr[T];
-  for (int t = 0; t < T; ++t) corr[t] = _mm256_setzero_si256();
-  for (int k = 0; k < 8; ++k) {
-    const __m256i scp = _mm256_cvtepi8_epi16(load128(group + scp6(sb, k)));
-    for (int t = 0; t < T; ++t) {
-      const __m256i c = _mm256_madd_epi16(scp, bcast32(&a.bsums[t][2 * k]));
-      corr[t] = _mm256_add_epi32(corr[t], c);
-    }
+inline void q6_K_finish(const uint8_t* group, int64_t sb, const ActBlockK& a, const __m256i isum[T],
+                        const __m256i corr[T], __m256 acc[T]) {
+  const __m256 d = _mm256_cvtph_ps(load128(group + d6(sb)));
+  for (int t = 0; t < T; ++t) {
+    const __m256i total = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(total), acc[t]);
   }
-  for (int t = 0; t < T; ++t) isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
 }
 
 // One packed group x T tokens (quants merged per token tile: the decode path).
@@ -356,27 +372,18 @@ void kernel_q6_K(const uint8_t* group, int64_t nsb, const void* act_v, float* y,
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const ActBlockK& a = act[sb];
-    __m256i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    __m256i isum[T], corr[T];
+    for (int t = 0; t < T; ++t) isum[t] = corr[t] = _mm256_setzero_si256();
     for (int s = 0; s < 16; ++s) {
-      if (s % 2 == 0) prefetch(group + ql6(sb, 2 * s));
+      prefetch_span<kSuper6 / 16>(group + size_t(sb) * kSuper6 + size_t(s) * (kSuper6 / 16));
       const __m256i qh = load256(group + qh6(sb, s));
-      const __m256i scv = _mm256_cvtepi8_epi16(load128(group + sc6(sb, s)));
+      const __m256i sc = load_scales_i8(group + sc6(sb, s));
       __m256i v[4];
       q6_K_vectors<0>(group, sb, s, qh, &v[0], &v[1]);
       q6_K_vectors<1>(group, sb, s, qh, &v[2], &v[3]);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* aq = a.qs[t] + 16 * s;
-        const __m256i w = scaled_steps4(v[0], bcast32(aq), v[1], bcast32(aq + 4), v[2], bcast32(aq + 8), v[3],
-                                        bcast32(aq + 12), scv);
-        isum[t] = _mm256_add_epi32(isum[t], w);
-      }
+      for (int t = 0; t < T; ++t) q6_K_sub_block(v, a.qs[t] + 16 * s, a.bsums[t][s], sc, isum[t], corr[t]);
     }
-    q6_K_offset<T>(group, sb, a, isum);
-    const __m256 d = _mm256_cvtph_ps(load128(group + d6(sb)));
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_broadcast_ss(&a.d[t])), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-    }
+    q6_K_finish<T>(group, sb, a, isum, corr, acc);
   }
   for (int t = 0; t < T; ++t) store_rows(y + t * y_stride, acc[t], n_rows);
 }
@@ -411,37 +418,23 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
     const ActBlockK& a = act[sb];
     const auto* x0 = reinterpret_cast<const __m256i*>(u0 + size_t(sb) * 2048);
     const auto* x1 = reinterpret_cast<const __m256i*>(u1 + size_t(sb) * 2048);
-    __m256i isum0[T], isum1[T];
-    for (int t = 0; t < T; ++t) isum0[t] = isum1[t] = _mm256_setzero_si256();
+    __m256i isum0[T], isum1[T], corr0[T], corr1[T];
+    for (int t = 0; t < T; ++t) isum0[t] = isum1[t] = corr0[t] = corr1[t] = _mm256_setzero_si256();
     for (int s = 0; s < 16; ++s) {
-      const __m256i sc0 = _mm256_cvtepi8_epi16(load128(group0 + sc6(sb, s)));
-      const __m256i sc1 = _mm256_cvtepi8_epi16(load128(group1 + sc6(sb, s)));
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {  // vectors 4s + 2h, 4s + 2h + 1
-        const __m256i a0 = _mm256_load_si256(x0 + 4 * s + 2 * h), b0 = _mm256_load_si256(x0 + 4 * s + 2 * h + 1);
-        const __m256i a1 = _mm256_load_si256(x1 + 4 * s + 2 * h), b1 = _mm256_load_si256(x1 + 4 * s + 2 * h + 1);
-        for (int t = 0; t < T; ++t) {
-          const int8_t* aq = a.qs[t] + 16 * s + 8 * h;
-          const __m256i al = bcast32(aq), ah = bcast32(aq + 4);
-          const __m256i zero = _mm256_setzero_si256();
-          const __m256i w0 = sum_scaled(step_add(zero, a0, al, b0, ah), sc0);
-          const __m256i w1 = sum_scaled(step_add(zero, a1, al, b1, ah), sc1);
-          isum0[t] = _mm256_add_epi32(isum0[t], w0);
-          isum1[t] = _mm256_add_epi32(isum1[t], w1);
-          keep_in_register(isum0[t]);
-          keep_in_register(isum1[t]);
-        }
+      const __m256i sc0 = load_scales_i8(group0 + sc6(sb, s));
+      const __m256i sc1 = load_scales_i8(group1 + sc6(sb, s));
+      __m256i v0[4], v1[4];
+      for (int m = 0; m < 4; ++m) v0[m] = _mm256_load_si256(x0 + 4 * s + m), v1[m] = _mm256_load_si256(x1 + 4 * s + m);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* aq = a.qs[t] + 16 * s;
+        q6_K_sub_block(v0, aq, a.bsums[t][s], sc0, isum0[t], corr0[t]);
+        q6_K_sub_block(v1, aq, a.bsums[t][s], sc1, isum1[t], corr1[t]);
+        keep_in_register(isum0[t]);
+        keep_in_register(isum1[t]);
       }
     }
-    q6_K_offset<T>(group0, sb, a, isum0);
-    q6_K_offset<T>(group1, sb, a, isum1);
-    const __m256 d0 = _mm256_cvtph_ps(load128(group0 + d6(sb)));
-    const __m256 d1 = _mm256_cvtph_ps(load128(group1 + d6(sb)));
-    for (int t = 0; t < T; ++t) {
-      const __m256 da = _mm256_broadcast_ss(&a.d[t]);
-      acc0[t] = _mm256_fmadd_ps(_mm256_mul_ps(d0, da), _mm256_cvtepi32_ps(isum0[t]), acc0[t]);
-      acc1[t] = _mm256_fmadd_ps(_mm256_mul_ps(d1, da), _mm256_cvtepi32_ps(isum1[t]), acc1[t]);
-    }
+    q6_K_finish<T>(group0, sb, a, isum0, corr0, acc0);
+    q6_K_finish<T>(group1, sb, a, isum1, corr1, acc1);
   }
   store_pair_rows<T>(y, y_stride, acc0, acc1, n_rows1);
 }
@@ -449,7 +442,8 @@ void kernel_q6_K_unpacked_pair(const uint8_t* u0, const uint8_t* u1, const uint8
 
 #if defined(__AVX512F__)
 // kernel_q6_K_unpacked_pair with both groups in 512-bit registers: per
-// sub-block one exact int32 sum times its scale, bitwise equal.
+// sub-block one exact int32 sum (its chain started at -32 * bsum_s) times its
+// scale, bitwise equal.
 template <int T>
 void kernel_q6_K_unpacked_pair512(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
                                   const uint8_t* group1, int64_t nsb, const void* act_v, float* y,
@@ -465,29 +459,20 @@ void kernel_q6_K_unpacked_pair512(const uint8_t* u0, const uint8_t* u1, const ui
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
     for (int s = 0; s < 16; ++s) {
-      const __m512i sc = join_scales(group0 + sc6(sb, s), group1 + sc6(sb, s));
+      const __m512i sc = join_scales8(group0 + sc6(sb, s), group1 + sc6(sb, s));
       __m512i v[4];
       for (int m = 0; m < 4; ++m) v[m] = join256(x0 + 32 * (4 * s + m), x1 + 32 * (4 * s + m));
       for (int t = 0; t < T; ++t) {
         const int8_t* aq = a.qs[t] + 16 * s;
-        __m512i p = step_add512(_mm512_setzero_si512(), v[0], bcast32_512(aq), v[1], bcast32_512(aq + 4));
+        __m512i p = step_add512(_mm512_set1_epi32(-32 * int32_t(a.bsums[t][s])), v[0], bcast32_512(aq), v[1],
+                                bcast32_512(aq + 4));
         p = step_add512(p, v[2], bcast32_512(aq + 8), v[3], bcast32_512(aq + 12));
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p, sc));
         keep_in_register(isum[t]);
       }
     }
-    // isum -= 32 * sum_s sc_s * bsum_s
-    __m512i corr[T];
-    for (int t = 0; t < T; ++t) corr[t] = _mm512_setzero_si512();
-    for (int k = 0; k < 8; ++k) {
-      const __m512i scp = join_i8_i16(group0 + scp6(sb, k), group1 + scp6(sb, k));
-      for (int t = 0; t < T; ++t) {
-        corr[t] = _mm512_add_epi32(corr[t], _mm512_madd_epi16(scp, bcast32_512(&a.bsums[t][2 * k])));
-      }
-    }
     const __m512 d = join_halfs(group0 + d6(sb), group1 + d6(sb));
     for (int t = 0; t < T; ++t) {
-      isum[t] = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a.d[t])), _mm512_cvtepi32_ps(isum[t]), acc[t]);
     }
   }

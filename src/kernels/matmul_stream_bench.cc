@@ -1,0 +1,125 @@
+// Micro-benchmarks of matmul at the shapes of the models people serve, whose
+// weights stream from DRAM at every step (unlike the in-cache shapes of
+// matmul_bench.cc): Llama 3.1 8B's gate/up (4096 -> 14336), down (14336 ->
+// 4096) and output head (4096 -> 128256), packed as the model loader packs
+// them, at 1..512 tokens and 1 and 2 threads.
+//
+//   kernels_microbench --benchmark_filter='Stream|ReadBandwidth'
+//   OMNIBUS_ISA=avx2 kernels_microbench --benchmark_filter='Stream_Q4_K.*/1/'
+//
+// Arguments: n_tok/threads (wall time). Counters:
+//   bytes_per_second  the matrix's bytes in the GGUF file per second: at one
+//                     token, compare with BM_ReadBandwidth of the same thread
+//                     count (the fraction docs/performance.md reports)
+//   packed_bytes/s    the bytes actually streamed (the packed layout, which is
+//                     larger than the file's for some types)
+//   GMAC/s            multiply-adds per second (at 64+ tokens: against the
+//                     int8 peak)
+// The weights are random quants (speed does not depend on their values). A
+// shape is packed into enough copies to fill 256 MiB, used in turn, so that
+// no iteration finds its matrix in the L3 cache (32 MiB on an EPYC Zen 5: a
+// 48 MB matrix read twice in a row is partly served from there); the copies
+// are made once and freed when the next shape starts.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant_test_util.h"
+#include "kernels/thread_pool.h"
+
+namespace omnibus {
+namespace {
+
+ThreadPool& stream_pool(int64_t n_threads) {
+  static ThreadPool one(1), two(2);
+  return n_threads == 1 ? one : two;
+}
+
+// The packed copies of the last shape asked for (one shape at a time: the
+// head alone is up to 1 GiB).
+struct StreamMatrix {
+  static constexpr size_t kMinBytes = size_t(256) << 20;
+  DType type{};
+  int64_t n_in = 0, n_out = 0;
+  size_t file_bytes = 0;
+  std::vector<std::vector<uint8_t>> raw;
+  std::vector<PackedWeight> packed;
+
+  static const StreamMatrix& get(DType type, int64_t n_in, int64_t n_out) {
+    static std::unique_ptr<StreamMatrix> m;
+    if (!m || m->type != type || m->n_in != n_in || m->n_out != n_out) {
+      m.reset();  // free the previous one first
+      m = std::make_unique<StreamMatrix>();
+      m->type = type;
+      m->n_in = n_in;
+      m->n_out = n_out;
+      std::mt19937 rng(7);
+      std::vector<uint8_t> raw = quant_testing::random_rows(type, n_out, n_in, rng);
+      m->file_bytes = raw.size();
+      const size_t n_copies = (kMinBytes + raw.size() - 1) / raw.size();
+      for (size_t c = 0; c < n_copies; ++c) {
+        m->raw.push_back(raw);  // the fallback of a type without a packed layout reads it
+        m->packed.push_back(pack_weight(WeightView{type, m->raw.back().data(), n_in, n_out}, &stream_pool(2)));
+        if (m->packed.back().is_packed()) std::vector<uint8_t>().swap(m->raw.back());
+      }
+    }
+    return *m;
+  }
+};
+
+void run_stream(benchmark::State& state, DType type, int64_t n_in, int64_t n_out) {
+  const int64_t n_tok = state.range(0);
+  const StreamMatrix& m = StreamMatrix::get(type, n_in, n_out);
+  std::mt19937 rng(8);
+  std::vector<float> x = quant_testing::random_floats(size_t(n_tok * n_in), rng);
+  std::vector<float> y(size_t(n_tok * n_out));
+  MatmulScratch scratch;
+  ThreadPool& pool = stream_pool(state.range(1));
+  size_t next = 0;
+  for (auto _ : state) {
+    matmul(m.packed[next], x.data(), n_tok, y.data(), pool, scratch);
+    next = (next + 1) % m.packed.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = double(state.iterations());
+  const double streamed = m.packed[0].is_packed() ? double(m.packed[0].size_bytes()) : double(m.file_bytes);
+  state.SetBytesProcessed(int64_t(double(m.file_bytes) * iters));
+  state.counters["packed_bytes/s"] =
+      benchmark::Counter(streamed * iters, benchmark::Counter::kIsRate, benchmark::Counter::OneK::kIs1024);
+  state.counters["GMAC/s"] =
+      benchmark::Counter(double(n_in) * double(n_out) * double(n_tok) * iters / 1e9, benchmark::Counter::kIsRate);
+}
+
+#define OMNIBUS_STREAM(type, n_in, n_out, tokens)                                                      \
+  void BM_Stream_##type##_##n_in##x##n_out(benchmark::State& s) { run_stream(s, DType::type, n_in, n_out); } \
+  BENCHMARK(BM_Stream_##type##_##n_in##x##n_out)                                                       \
+      ->ArgsProduct({tokens, {1, 2}})                                                                  \
+      ->UseRealTime()                                                                                  \
+      ->Unit(benchmark::kMillisecond)
+
+#define OMNIBUS_STREAM_TOKENS {1, 4, 16, 64, 512}
+#define OMNIBUS_HEAD_TOKENS {1, 4, 16, 64}
+// Each format at the three 8B shapes (n_in x n_out as the loader sees them).
+#define OMNIBUS_STREAM_TYPE(type)                                  \
+  OMNIBUS_STREAM(type, 4096, 14336, OMNIBUS_STREAM_TOKENS);        \
+  OMNIBUS_STREAM(type, 14336, 4096, OMNIBUS_STREAM_TOKENS);        \
+  OMNIBUS_STREAM(type, 4096, 128256, OMNIBUS_HEAD_TOKENS)
+
+OMNIBUS_STREAM_TYPE(Q4_K);
+OMNIBUS_STREAM_TYPE(Q6_K);
+OMNIBUS_STREAM_TYPE(Q8_0);
+OMNIBUS_STREAM_TYPE(Q4_0);
+OMNIBUS_STREAM_TYPE(Q5_K);
+OMNIBUS_STREAM_TYPE(Q4_1);
+OMNIBUS_STREAM_TYPE(Q5_0);
+OMNIBUS_STREAM_TYPE(F16);
+OMNIBUS_STREAM_TYPE(BF16);
+// Llama 3.2 1B's tied Q6_K head (2048 -> 128256), the largest matrix of its decode step.
+OMNIBUS_STREAM(Q6_K, 2048, 128256, OMNIBUS_HEAD_TOKENS);
+
+}  // namespace
+}  // namespace omnibus
