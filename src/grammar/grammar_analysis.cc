@@ -4,26 +4,35 @@
 
 namespace omnibus::grammar {
 
-std::vector<bool> nullable_rules(const Grammar& g) {
+namespace {
+
+// The least set of rules with an alternative that `counts` and whose every
+// rule reference is in the set (a worklist fixpoint). users[r] lists an
+// alternative once per reference to r; pending counts its references not yet
+// in the set.
+template <typename Counts>
+std::vector<bool> rules_closed_under(const Grammar& g, Counts counts) {
   const size_t n = g.rules.size();
-  std::vector<bool> nullable(n, false);
-  // For each alternative without bytes: how many rule references are not yet
-  // known nullable; users[r] lists (alternative id) once per occurrence of r.
+  std::vector<bool> in(n, false);
   std::vector<int32_t> alt_rule;
   std::vector<int32_t> pending;
   std::vector<std::vector<int32_t>> users(n);
   std::vector<int32_t> work;
   for (size_t r = 0; r < n; ++r) {
     for (const auto& alt : g.rules[r].alternatives) {
-      bool has_bytes = false;
-      for (const Element& e : alt) has_bytes |= e.kind == Element::Kind::kBytes;
-      if (has_bytes) continue;
+      if (!counts(alt)) continue;
       const int32_t id = static_cast<int32_t>(alt_rule.size());
       alt_rule.push_back(static_cast<int32_t>(r));
-      pending.push_back(static_cast<int32_t>(alt.size()));
-      for (const Element& e : alt) users[e.rule].push_back(id);
-      if (alt.empty() && !nullable[r]) {
-        nullable[r] = true;
+      int32_t refs = 0;
+      for (const Element& e : alt) {
+        if (e.kind == Element::Kind::kRule) {
+          users[e.rule].push_back(id);
+          ++refs;
+        }
+      }
+      pending.push_back(refs);
+      if (refs == 0 && !in[r]) {
+        in[r] = true;
         work.push_back(static_cast<int32_t>(r));
       }
     }
@@ -32,13 +41,22 @@ std::vector<bool> nullable_rules(const Grammar& g) {
     const int32_t r = work.back();
     work.pop_back();
     for (int32_t id : users[r]) {
-      if (--pending[id] == 0 && !nullable[alt_rule[id]]) {
-        nullable[alt_rule[id]] = true;
+      if (--pending[id] == 0 && !in[alt_rule[id]]) {
+        in[alt_rule[id]] = true;
         work.push_back(alt_rule[id]);
       }
     }
   }
-  return nullable;
+  return in;
+}
+
+}  // namespace
+
+// Nullable: an alternative of rule references only, each nullable.
+std::vector<bool> nullable_rules(const Grammar& g) {
+  return rules_closed_under(g, [](const auto& alt) {
+    return std::none_of(alt.begin(), alt.end(), [](const Element& e) { return e.kind == Element::Kind::kBytes; });
+  });
 }
 
 namespace {
@@ -111,51 +129,13 @@ int32_t find_left_recursion(const Grammar& g, const std::vector<bool>& nullable)
   return -1;
 }
 
+// Productive (derives some text): an alternative whose byte sets are all
+// non-empty and whose rule references are all productive.
 std::vector<bool> productive_rules(const Grammar& g) {
-  const size_t n = g.rules.size();
-  std::vector<bool> productive(n, false);
-  // Per alternative: how many of its rule references are not yet known
-  // productive; users[r] lists the alternative once per reference to r.
-  // Alternatives with an empty byte set can never be productive: skipped.
-  std::vector<int32_t> alt_rule;
-  std::vector<int32_t> pending;
-  std::vector<std::vector<int32_t>> users(n);
-  std::vector<int32_t> work;
-  for (size_t r = 0; r < n; ++r) {
-    for (const auto& alt : g.rules[r].alternatives) {
-      bool dead = false;
-      int32_t refs = 0;
-      for (const Element& e : alt) {
-        if (e.kind == Element::Kind::kBytes) {
-          dead |= e.bytes.none();
-        } else {
-          ++refs;
-        }
-      }
-      if (dead) continue;
-      const int32_t id = static_cast<int32_t>(alt_rule.size());
-      alt_rule.push_back(static_cast<int32_t>(r));
-      pending.push_back(refs);
-      for (const Element& e : alt) {
-        if (e.kind == Element::Kind::kRule) users[e.rule].push_back(id);
-      }
-      if (refs == 0 && !productive[r]) {
-        productive[r] = true;
-        work.push_back(static_cast<int32_t>(r));
-      }
-    }
-  }
-  while (!work.empty()) {
-    const int32_t r = work.back();
-    work.pop_back();
-    for (int32_t id : users[r]) {
-      if (--pending[id] == 0 && !productive[alt_rule[id]]) {
-        productive[alt_rule[id]] = true;
-        work.push_back(alt_rule[id]);
-      }
-    }
-  }
-  return productive;
+  return rules_closed_under(g, [](const auto& alt) {
+    return std::none_of(alt.begin(), alt.end(),
+                        [](const Element& e) { return e.kind == Element::Kind::kBytes && e.bytes.none(); });
+  });
 }
 
 void prune_unproductive(Grammar* g, const std::vector<bool>& productive) {

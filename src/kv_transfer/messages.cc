@@ -200,18 +200,12 @@ void put_u64(std::string& out, uint64_t v) {
 // Little-endian reads that never go past the end.
 struct Reader {
   std::string_view in;
-  bool u32(uint32_t& v) {
-    if (in.size() < 4) return false;
+  template <typename T>
+  bool read(T& v) {
+    if (in.size() < sizeof(T)) return false;
     v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(in[size_t(i)])) << (8 * i);
-    in.remove_prefix(4);
-    return true;
-  }
-  bool u64(uint64_t& v) {
-    if (in.size() < 8) return false;
-    v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(in[size_t(i)])) << (8 * i);
-    in.remove_prefix(8);
+    for (size_t i = 0; i < sizeof(T); ++i) v |= T(uint8_t(in[i])) << (8 * i);
+    in.remove_prefix(sizeof(T));
     return true;
   }
 };
@@ -236,19 +230,19 @@ std::string encode_fetch(const FetchRequest& r) {
 StatusOr<FetchRequest> parse_fetch(std::string_view bytes) {
   Reader rd{bytes};
   FetchRequest r;
-  if (!rd.u64(r.fetch_id) || rd.in.size() < kFetchTokenBytes) return Status::invalid_argument("truncated fetch");
+  if (!rd.read(r.fetch_id) || rd.in.size() < kFetchTokenBytes) return Status::invalid_argument("truncated fetch");
   r.token.assign(rd.in.substr(0, kFetchTokenBytes));
   rd.in.remove_prefix(kFetchTokenBytes);
   uint32_t n = 0;
-  if (!rd.u32(n)) return Status::invalid_argument("truncated fetch");
+  if (!rd.read(n)) return Status::invalid_argument("truncated fetch");
   if (n > kMaxFetchRanges) return Status::invalid_argument("{} ranges, more than {}", n, kMaxFetchRanges);
   if (rd.in.size() != size_t(n) * 16) {
     return Status::invalid_argument("{} ranges need {} bytes, the fetch has {}", n, size_t(n) * 16, rd.in.size());
   }
   r.ranges.resize(n);
   for (FetchRange& g : r.ranges) {
-    (void)rd.u64(g.offset);
-    (void)rd.u64(g.bytes);
+    (void)rd.read(g.offset);
+    (void)rd.read(g.bytes);
   }
   return r;
 }
