@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 debs=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libxxhash-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev clang libclang-rt-14-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libboost-dev clang clang-format libclang-rt-14-dev
       libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libucx-dev iproute2
       chromium chromium-driver)
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test omnibus has. Called by `make test` and by CI (.ci/run).
+#   0. formatting (scripts/check_format.sh: clang-format, .clang-format);
 #   1. release build (-Werror), all GoogleTest suites (unit + real-model tests);
 #   2. ASan/UBSan build, all suites;
 #   3. TSan build, the suites of the concurrent modules (kernels' thread pool, engine);
@@ -11,10 +12,12 @@ export OMNIBUS_MODELS_DIR=$PWD/models
 # Each step says how long the run has taken so far (CI keeps an eye on it).
 step() { printf '\n=== %s (at %d min %02d s) ===\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
+step "formatting"
+scripts/check_format.sh
 step "release build"
 scripts/build.sh release
 step "release tests"
-(cd build && ctest --output-on-failure -j "$(nproc)" --output-junit ctest-junit.xml)
+(cd build && ctest --output-on-failure --timeout 600 -j "$(nproc)" --output-junit ctest-junit.xml)
 
 step "ASan/UBSan build (test binaries)"
 OMNIBUS_CONFIGURE_ONLY=1 scripts/build.sh asan
@@ -23,7 +26,7 @@ mapfile -t asan_targets < <(grep -oE '^build [a-z0-9_]+_tests ' build-asan/build
 scripts/build.sh asan --target "${asan_targets[@]}"
 step "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-   ctest --output-on-failure -j "$(nproc)" -E "${OMNIBUS_ASAN_EXCLUDE:-^$}")
+   ctest --output-on-failure --timeout 600 -j "$(nproc)" -E "${OMNIBUS_ASAN_EXCLUDE:-^$}")
 
 step "TSan build (concurrent modules)"
 # kv_events_tests: the publisher's queue and sender thread. libzmq is not

@@ -33,10 +33,12 @@
 #include "cli/loaded_model.h"
 #include "engine/engine.h"
 #include "engine/grammar_vocab.h"
+#include "gguf/gguf_fingerprint.h"
 #include "grammar/structured_output.h"
 #include "kernels/cpu_features.h"
 #include "kv/kv_format.h"
 #include "kv_events/kv_event_publisher.h"
+#include "kv_transfer/offer_params.h"
 #include "server/api_server.h"
 #include "server/http_transport.h"
 #include "template/chat_template.h"
@@ -192,9 +194,10 @@ class SignalWaiter {
 };
 
 // The KV-transfer service the flags ask for (docs/disaggregation.md).
-StatusOr<std::unique_ptr<server::KvTransferService>> start_kv_transfer(const ServeOptions& o, server::KvRole role,
-                                                                        const std::string& model_path,
-                                                                        Engine& engine) {
+StatusOr<std::unique_ptr<server::KvTransferService>> start_kv_transfer(const ServeOptions& o,
+                                                                       server::KvRole role,
+                                                                       const GgufFile& model_file,
+                                                                       Engine& engine) {
   server::KvTransferServiceOptions ko;
   ko.role = role;
   if (o.kv_transfer_secret_file.empty() == o.kv_transfer_secret.empty()) {
@@ -217,9 +220,10 @@ StatusOr<std::unique_ptr<server::KvTransferService>> start_kv_transfer(const Ser
   ko.listen_host = o.kv_transfer_host.empty() ? o.host : o.kv_transfer_host;
   ko.port = o.kv_transfer_port;
   ko.timeout = std::chrono::seconds(int64_t(o.kv_transfer_timeout_s));
-  OMNIBUS_ASSIGN_OR_RETURN(ko.model_fingerprint, server::model_fingerprint(model_path));
-  return server::KvTransferService::create(engine, std::string(kv_format_name(engine.info().kv_format)),
-                                           std::move(ko));
+  ko.model_fingerprint =
+      kv_transfer::hex64(gguf_fingerprint(model_file));  // the disk tier's identity too
+  return server::KvTransferService::create(
+      engine, std::string(kv_format_name(engine.info().kv_format)), std::move(ko));
 }
 
 int run_serve(const ServeOptions& o) {
@@ -312,7 +316,8 @@ int run_serve(const ServeOptions& o) {
                               : o.kv_role == "decode" ? server::KvRole::kDecode
                                                       : server::KvRole::kBoth;
   if (kv_transfer_on) {
-    StatusOr<std::unique_ptr<server::KvTransferService>> svc = start_kv_transfer(o, role, m->path, **engine);
+    StatusOr<std::unique_ptr<server::KvTransferService>> svc =
+        start_kv_transfer(o, role, *m->file, **engine);
     if (!svc.is_ok()) return fail(svc.status());
     kv_transfer = std::move(*svc);
     backend.kv_transfer = kv_transfer.get();

@@ -16,7 +16,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_quant.h"
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 
 namespace omnibus {
 namespace {

@@ -16,6 +16,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/logprobs.h"
+#include "engine/request_validation.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -39,54 +40,10 @@ Engine::~Engine() {
 }
 
 StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
+  if (std::optional<RequestError> e = validate_request(req, info_.n_vocab, info_.max_model_len)) {
+    return Status::invalid_argument("{}", e->message);
+  }
   const int32_t n_vocab = info_.n_vocab;
-  if (req.prompt.empty()) return Status::invalid_argument("the prompt is empty");
-  for (int32_t t : req.prompt) {
-    if (t < 0 || t >= n_vocab) {
-      return Status::invalid_argument("prompt token id {} is outside the vocabulary [0, {})", t,
-                                      n_vocab);
-    }
-  }
-  for (int32_t t : req.stop_token_ids) {
-    if (t < 0 || t >= n_vocab) {
-      return Status::invalid_argument("stop token id {} is outside the vocabulary [0, {})", t,
-                                      n_vocab);
-    }
-  }
-  if (req.max_tokens < 1)
-    return Status::invalid_argument("max_tokens must be >= 1, got {}", req.max_tokens);
-  if (req.min_tokens < 0 || req.min_tokens > req.max_tokens) {
-    return Status::invalid_argument("min_tokens must be in [0, max_tokens = {}], got {}",
-                                    req.max_tokens, req.min_tokens);
-  }
-  if (req.n < 1 || req.n > 128)
-    return Status::invalid_argument("n must be in [1, 128], got {}", req.n);
-  if (req.grammar != nullptr && req.grammar->n_vocab() != n_vocab) {
-    return Status::invalid_argument("the grammar's vocabulary has {} tokens, the model {}",
-                                    req.grammar->n_vocab(), n_vocab);
-  }
-  if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20) {
-    return Status::invalid_argument("prompt_logprobs must be in [0, 20], got {}",
-                                    req.prompt_logprobs);
-  }
-  if (req.prompt_logits_sink && req.prompt_logprobs < 0) {
-    return Status::invalid_argument("a prompt logits sink needs prompt_logprobs >= 0");
-  }
-  OMNIBUS_RETURN_IF_ERROR(validate(req.sampling, n_vocab));
-  if (req.kv_import != nullptr) {
-    const KvImport& im = *req.kv_import;
-    if (im.n_blocks < 0 || !im.fetch || !im.finished) {
-      return Status::invalid_argument("kv_import needs n_blocks >= 0, fetch and finished");
-    }
-  }
-  const int64_t total = int64_t(req.prompt.size()) + req.max_tokens;
-  if (total > info_.max_model_len) {
-    return Status::invalid_argument(
-        "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the maximum context length of {} "
-        "tokens",
-        req.prompt.size(), req.max_tokens, total, info_.max_model_len);
-  }
-
   auto r = std::make_unique<RequestState>();
   r->req = std::move(req);
   for (int32_t i = 0; i < r->req.n; ++i) {
@@ -117,7 +74,7 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     for (auto& seq : r->seqs) seq->arrival = r->id;
     stream = std::make_shared<RequestStream>(r->id, r->req.n, Clock::now());
     r->stream = stream;
-    impl_->inbox.push_back(std::move(r));
+    impl_->inbox.emplace_back(SubmitMsg{std::move(r)});
     // Counted before the engine thread can see it, so wait_idle waits for it.
     std::lock_guard<std::mutex> stats_lock(impl_->stats_mu);
     ++impl_->n_submitted;
@@ -126,13 +83,7 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
   return stream;
 }
 
-void Engine::abort(uint64_t request_id) {
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->aborts.push_back(request_id);
-  }
-  impl_->cv.notify_one();
-}
+void Engine::abort(uint64_t request_id) { impl_->post(AbortMsg{request_id}); }
 
 EngineStats Engine::stats() const {
   EngineStats st;
@@ -170,24 +121,17 @@ std::optional<EngineStats> Engine::wait_for_step(uint64_t n,
   return wait_stats(s, timeout, [&s, n] { return s.stats.n_steps >= n; });
 }
 
+// drain -> dispatch -> step -> publish, until stop; then the same dispatch
+// drains what is left (Impl::dispatch's `stopping`).
 void Engine::run() {
   Impl& s = *impl_;
-  std::vector<std::unique_ptr<RequestState>> incoming;
-  std::vector<uint64_t> aborts;
-  std::vector<std::function<void()>> tasks;
+  std::vector<EngineMessage> messages;
   bool checked = false;
-  std::vector<uint64_t> unpins;
-  std::vector<std::pair<uint64_t, bool>> imports_done;
-  std::vector<uint64_t> disk_loads_done;
-  const auto has_input = [&s] {
-    return s.stop || !s.inbox.empty() || !s.aborts.empty() || !s.tasks.empty() ||
-           !s.unpins.empty() || !s.imports_done.empty() || !s.disk_loads_done.empty();
-  };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(s.mu);
-      if (!s.scheduler.has_work() && !has_input()) {
-        if (!checked && s.importing.empty() && s.disk_loading.empty()) {
+      if (!s.scheduler.has_work() && s.inbox.empty() && !s.stop) {
+        if (!checked && s.kv_loads.empty()) {
           // Idle: every block must be back in the pool, but for pinned prompts'.
           lock.unlock();
           s.kv.check_integrity();
@@ -200,30 +144,15 @@ void Engine::run() {
           checked = true;
           lock.lock();
         }
-        s.cv.wait(lock, has_input);
+        s.cv.wait(lock, [&s] { return s.stop || !s.inbox.empty(); });
       }
       if (s.stop) break;
-      incoming.swap(s.inbox);
-      aborts.swap(s.aborts);
-      tasks.swap(s.tasks);
-      unpins.swap(s.unpins);
-      imports_done.swap(s.imports_done);
-      disk_loads_done.swap(s.disk_loads_done);
+      messages.swap(s.inbox);
     }
-    for (const auto& [id, ok] : imports_done) s.end_import(id, ok);
-    imports_done.clear();
-    for (uint64_t id : disk_loads_done) s.end_disk_load(id);
-    disk_loads_done.clear();
-    for (uint64_t id : unpins) s.unpin(id);
-    unpins.clear();
-    for (auto& r : incoming) s.accept(std::move(r));
-    incoming.clear();
-    for (uint64_t id : aborts) s.abort_request(id);
-    aborts.clear();
-    for (auto& t : tasks) t();
-    if (!tasks.empty())
-      checked = false;  // a task may have changed the cache: check it again when idle
-    tasks.clear();
+    for (EngineMessage& m : messages) {
+      if (s.dispatch(m, /*stopping=*/false)) checked = false;  // a task may have changed the cache
+    }
+    messages.clear();
     if (s.scheduler.has_work()) {
       s.step();
       checked = false;
@@ -233,29 +162,20 @@ void Engine::run() {
   }
   // Shutting down: what was queued or running is aborted, so no consumer waits
   // forever; tasks still queued run (their callers are waiting on them).
-  // Fetches in flight write into the pool: wait until each has called done.
-  // Disk loads in flight call back into this engine: wait for them too (each
-  // is a bounded read of local files).
+  // Loads in flight write into the pool (fetches) or call back into this
+  // engine (disk loads, each a bounded read of local files): wait until each
+  // has called done; they then end failed.
   {
     std::unique_lock<std::mutex> lock(s.mu);
-    s.cv.wait(lock, [&s] { return s.imports_in_flight == 0 && s.disk_loads_in_flight == 0; });
-    incoming.swap(s.inbox);
-    tasks.swap(s.tasks);
-    imports_done.swap(s.imports_done);
-    disk_loads_done.swap(s.disk_loads_done);
+    s.cv.wait(lock, [&s] { return s.kv_loads_in_flight == 0; });
+    messages.swap(s.inbox);
     s.stopped = true;
   }
-  for (const auto& [id, ok] : imports_done) s.end_import(id, false);
-  for (uint64_t id : disk_loads_done) s.end_disk_load(id);
-  for (auto& r : incoming) {
-    r->req.kv_import.reset();  // nothing is fetched any more
-    s.accept(std::move(r));
-  }
+  for (EngineMessage& m : messages) s.dispatch(m, /*stopping=*/true);
   s.abort_all();
   std::vector<uint64_t> pin_ids;
   for (const auto& [id, pin] : s.pins) pin_ids.push_back(id);
   for (uint64_t id : pin_ids) s.unpin(id);
-  for (auto& t : tasks) t();
   s.publish_stats();
 }
 
@@ -266,23 +186,17 @@ bool Engine::run_on_engine_thread(std::function<void(Impl&)> task) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stopped) return false;
-    impl_->tasks.push_back([this, &task, &done] {
+    impl_->inbox.emplace_back(TaskMsg{[this, &task, &done] {
       task(*impl_);
       done.set_value();
-    });
+    }});
   }
   impl_->cv.notify_one();
   finished.wait();
   return true;
 }
 
-void Engine::unpin(uint64_t pin_id) {
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->unpins.push_back(pin_id);
-  }
-  impl_->cv.notify_one();
-}
+void Engine::unpin(uint64_t pin_id) { impl_->post(UnpinMsg{pin_id}); }
 
 KvRegionInfo Engine::kv_region() const {
   const KvStorage& st = impl_->kv.storage();
@@ -316,25 +230,46 @@ std::vector<uint64_t> Engine::cached_block_hashes() {
   return keys;
 }
 
+// One step: plan, forward, apply the outcome, sample.
 void Engine::Impl::step() {
   const StepPlan& plan = scheduler.schedule();
   if (disk != nullptr) spill_evicted();  // before copy_blocks and forward write into them
   if (plan.seqs.empty()) return;
-  // Waste at peak usage: the mean over the steps that hold the peak number of
-  // blocks (the first such step has just opened fresh blocks, the last has
-  // nearly filled them).
-  const int32_t used = kv.n_used_blocks();
-  if (used >= local.peak_kv_blocks_used) {
-    if (used > local.peak_kv_blocks_used) {
-      local.peak_kv_blocks_used = used;
-      peak_waste_sum = 0;
-      n_peak_steps = 0;
-    }
-    peak_waste_sum += kv.n_unfilled_slots() / (double(used) * double(config.block_size));
-    local.kv_waste_at_peak = peak_waste_sum / double(++n_peak_steps);
-  }
+  note_kv_waste();
   kv.copy_blocks(plan.copies);
+  build_batch(plan);
+  const std::span<const float> logits = model.forward(batch, kv.storage());
+  OMNIBUS_CHECK(int64_t(logits.size()) == batch.n_logit_rows() * n_vocab);
+  const Clock::time_point now = Clock::now();
+  ++local.n_steps;
+  local.n_tokens_processed += uint64_t(plan.n_tokens);
+  local.n_seqs_scheduled += plan.seqs.size();
+  score_prompts(plan, logits);  // before update_from_output advances the sequences
+  for (int32_t i : scheduler.update_from_output())
+    queue_sampling(*plan.seqs[size_t(i)].seq, last_rows[size_t(i)]);
+  sample_all(sample_jobs, now);
+  sample_jobs.clear();
+  for (uint64_t id : done_requests) requests.erase(id);
+  done_requests.clear();
+}
 
+// Waste at peak usage: the mean over the steps that hold the peak number of
+// blocks (the first such step has just opened fresh blocks, the last has
+// nearly filled them).
+void Engine::Impl::note_kv_waste() {
+  const int32_t used = kv.n_used_blocks();
+  if (used < local.peak_kv_blocks_used) return;
+  if (used > local.peak_kv_blocks_used) {
+    local.peak_kv_blocks_used = used;
+    peak_waste_sum = 0;
+    n_peak_steps = 0;
+  }
+  peak_waste_sum += kv.n_unfilled_slots() / (double(used) * double(config.block_size));
+  local.kv_waste_at_peak = peak_waste_sum / double(++n_peak_steps);
+}
+
+// The plan's tokens, positions and block tables into `batch`.
+void Engine::Impl::build_batch(const StepPlan& plan) {
   batch.clear();
   for (const ScheduledSeq& ss : plan.seqs) {
     Sequence& seq = *ss.seq;
@@ -356,56 +291,48 @@ void Engine::Impl::step() {
                           first + ss.n_tokens > int32_t(r.prompt_logprobs.size());
     batch.seqs.push_back(step_seq);
   }
-  const std::span<const float> logits = model.forward(batch, kv.storage());
-  OMNIBUS_CHECK(int64_t(logits.size()) == batch.n_logit_rows() * n_vocab);
-  const Clock::time_point now = Clock::now();
+}
 
-  ++local.n_steps;
-  local.n_tokens_processed += uint64_t(plan.n_tokens);
-  local.n_seqs_scheduled += plan.seqs.size();
-
+// Scores the prompt positions whose rows this step computed (prompt
+// logprobs, and the prompt logits sink), and notes each entry's last row in
+// last_rows.
+void Engine::Impl::score_prompts(const StepPlan& plan, std::span<const float> logits) {
+  last_rows.clear();
   int64_t row = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    Sequence& seq = *plan.seqs[i].seq;
+    const Sequence& seq = *plan.seqs[i].seq;
     const int32_t n = plan.seqs[i].n_tokens;
     const int32_t first = seq.num_computed_tokens;
-    seq.num_computed_tokens += n;
-    OMNIBUS_DCHECK(kv.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
-    // Blocks that just became full (K/V written) join the prefix cache; then
-    // the sliding-window groups let go of what no later token can see.
-    kv.commit(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
-    kv.slide(seq.kv_seq, seq.num_computed_tokens);
     RequestState& r = *seq.request;
-    const int64_t n_rows = batch.seqs[i].all_logits ? n : 1;
-    if (batch.seqs[i].all_logits) {
-      // Row j holds the logits at position first + j, which score token first + j + 1.
-      for (int32_t j = 0; j < n; ++j) {
-        const int32_t pos = first + j + 1;
-        if (pos != int32_t(r.prompt_logprobs.size()) + 1 || pos >= seq.num_prompt_tokens())
-          continue;
-        r.prompt_logprobs.push_back(token_logprob(logits.data() + (row + j) * n_vocab, n_vocab,
-                                                  seq.token_at(pos), r.req.prompt_logprobs));
-        if (r.req.prompt_logits_sink) {
-          r.req.prompt_logits_sink->consume(
-              pos - 1, logits.subspan(size_t((row + j) * n_vocab), size_t(n_vocab)));
-        }
+    const bool all_rows = batch.seqs[i].all_logits;
+    // Row j holds the logits at position first + j, which score token first + j + 1.
+    for (int32_t j = 0; all_rows && j < n; ++j) {
+      const int32_t pos = first + j + 1;
+      if (pos != int32_t(r.prompt_logprobs.size()) + 1 || pos >= seq.num_prompt_tokens()) continue;
+      r.prompt_logprobs.push_back(token_logprob(logits.data() + (row + j) * n_vocab, n_vocab,
+                                                seq.token_at(pos), r.req.prompt_logprobs));
+      if (r.req.prompt_logits_sink) {
+        r.req.prompt_logits_sink->consume(
+            pos - 1, logits.subspan(size_t((row + j) * n_vocab), size_t(n_vocab)));
       }
     }
-    const float* last = logits.data() + (row + n_rows - 1) * n_vocab;
-    row += n_rows;
-    if (seq.num_computed_tokens < seq.num_tokens()) continue;  // mid-prompt chunk
-    if (seq.index == 0 && !r.forked && r.req.n > 1) {
-      fork(r);
-      for (auto& s : r.seqs) sample_jobs.push_back({s.get(), last, {}});
-    } else {
-      r.forked = true;
-      sample_jobs.push_back({&seq, last, {}});
-    }
+    row += all_rows ? n : 1;
+    last_rows.push_back(logits.data() + (row - 1) * n_vocab);
   }
-  sample_all(sample_jobs, now);
-  sample_jobs.clear();
-  for (uint64_t id : done_requests) requests.erase(id);
-  done_requests.clear();
+}
+
+// `seq`'s next token is due from logits row `row`: the first time a request
+// with n > 1 gets there, its prompt is done and the other sequences fork
+// from it, all sampling from that row.
+void Engine::Impl::queue_sampling(Sequence& seq, const float* row) {
+  RequestState& r = *seq.request;
+  if (seq.index == 0 && !r.forked && r.req.n > 1) {
+    fork(r);
+    for (auto& s : r.seqs) sample_jobs.push_back({s.get(), row, {}});
+  } else {
+    r.forked = true;
+    sample_jobs.push_back({&seq, row, {}});
+  }
 }
 
 void Engine::Impl::publish_kv_events() {

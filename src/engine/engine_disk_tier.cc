@@ -1,15 +1,17 @@
 // The engine's side of the prefix cache's disk tier (docs/disk-tier.md):
-// loading a new request's prompt blocks from disk into the pool, and storing
-// finished requests' blocks and the pool's evicted blocks to disk.
+// loading a new request's prompt blocks from disk into the pool (its KvLoad,
+// run by engine_kv_load.cc), and storing finished requests' blocks and the
+// pool's evicted blocks to disk.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "engine/kv_load.h"
 #include "engine/sequence.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_block_io.h"
@@ -33,86 +35,74 @@ uint64_t parent_key(const Sequence& seq, std::span<const uint64_t> keys, int32_t
   return b == 0 ? seq.cache_root : keys[size_t(b - 1)];
 }
 
+// The disk tier's KvLoad (kv_load.h): the prompt's blocks after the pool's
+// prefix hit that are on disk, read on the tier's I/O thread and scattered
+// into the hold's blocks on the engine thread.
+class DiskKvLoad final : public KvLoad {
+ public:
+  DiskKvLoad(Engine::Impl& e, Sequence& seq) : e_(e), seq_(seq) {}
+
+  bool lookup(Plan& plan) override {
+    if (!e_.disk->enabled() || !seq_.may_use_cached_prefix) return false;
+    const int32_t bs = e_.config.block_size;
+    // The last prompt token is always computed (its logits are sampled).
+    const int32_t max_blocks = (seq_.num_tokens() - 1) / bs;
+    if (max_blocks <= 0) return false;
+    e_.kv.match_prefix(seq_.tokens(), max_blocks, seq_.block_keys, plan.match);
+    n_local_ = plan.match.n_blocks();
+    if (n_local_ == max_blocks) return false;
+    e_.kv.extend_keys(seq_.tokens(), max_blocks, seq_.block_keys);
+    const std::span<const uint64_t> keys(seq_.block_keys.data(), size_t(max_blocks));
+    n_disk_ = e_.disk->lookup(keys.subspan(size_t(n_local_)));
+    plan.n_blocks = n_local_ + n_disk_;
+    // Loading is optional (the request can compute the blocks): it never
+    // takes the pool below the scheduler's admission watermark.
+    plan.keep_free = e_.kv.n_blocks() / 100;
+    return n_disk_ > 0;
+  }
+
+  void abort() override {}
+
+  void start(std::vector<int32_t> dst, std::function<void(bool ok)> done) override {
+    OMNIBUS_CHECK(int32_t(dst.size()) == n_disk_);
+    const int32_t bs = e_.config.block_size;
+    const std::span<const uint64_t> keys(seq_.block_keys);
+    std::vector<DiskLoadItem> items(static_cast<size_t>(n_disk_));
+    for (int32_t i = 0; i < n_disk_; ++i) {
+      const int32_t b = n_local_ + i;
+      DiskLoadItem& it = items[size_t(i)];
+      it.key = keys[size_t(b)];
+      it.parent = parent_key(seq_, keys, b);
+      it.tokens = block_tokens(seq_, b, bs);
+    }
+    load_ = e_.disk->request_load(std::move(items), [done = std::move(done)] { done(true); });
+    ++e_.local.kv_disk_loads;
+  }
+
+  int32_t finish(bool ok, std::span<const int32_t> table) override {
+    OMNIBUS_CHECK(load_->done());
+    const int32_t n = ok ? std::min(load_->n_loaded(), n_disk_) : 0;
+    for (int32_t i = 0; i < n; ++i) {
+      scatter_kv_block(e_.kv.storage(), table[size_t(n_local_ + i)], load_->payload(i));
+    }
+    e_.local.kv_disk_hit_blocks += uint64_t(n);
+    e_.local.kv_disk_hit_tokens += uint64_t(n) * uint64_t(e_.config.block_size);
+    return n > 0 ? n_local_ + n : 0;
+  }
+
+ private:
+  Engine::Impl& e_;
+  Sequence& seq_;
+  int32_t n_local_ = 0;
+  int32_t n_disk_ = 0;
+  std::shared_ptr<const DiskLoad> load_;
+};
+
 }  // namespace
 
-// The disk tier's read path. The prompt's blocks after the pool's prefix hit
-// that are on disk are read on the tier's I/O thread into blocks reserved by
-// a holding sequence; the request waits outside the scheduler (others keep
-// running) until end_disk_load. False, changing nothing, when there is no
-// such block or the pool cannot spare the blocks: the request is scheduled
-// at once and computes what it lacks.
-bool Engine::Impl::start_disk_load(RequestState& r) {
-  Sequence& seq = *r.seqs[0];
-  if (disk == nullptr || !disk->enabled() || !seq.may_use_cached_prefix) return false;
-  const int32_t bs = config.block_size;
-  // The last prompt token is always computed (its logits are sampled).
-  const int32_t max_blocks = (seq.num_tokens() - 1) / bs;
-  if (max_blocks <= 0) return false;
-  PrefixMatch match;
-  kv.match_prefix(seq.tokens(), max_blocks, seq.block_keys, match);
-  const int32_t n_local = match.n_blocks();
-  if (n_local == max_blocks) return false;
-  kv.extend_keys(seq.tokens(), max_blocks, seq.block_keys);
-  const std::span<const uint64_t> keys(seq.block_keys.data(), size_t(max_blocks));
-  const int32_t n_disk = disk->lookup(keys.subspan(size_t(n_local)));
-  if (n_disk == 0) return false;
-  std::vector<BlockCopy> copies;
-  const int32_t hold =
-      kv.allocate_new(match, n_disk * bs, /*keep_free=*/kv.n_blocks() / 100, copies);
-  if (hold < 0) return false;
-  OMNIBUS_CHECK(copies.empty());  // a match ends on a full block: nothing is shared and open
-  spill_evicted();                // before the scatter overwrites what the hold took
-  std::vector<DiskLoadItem> items(static_cast<size_t>(n_disk));
-  for (int32_t i = 0; i < n_disk; ++i) {
-    const int32_t b = n_local + i;
-    DiskLoadItem& it = items[size_t(i)];
-    it.key = keys[size_t(b)];
-    it.parent = parent_key(seq, keys, b);
-    it.tokens = block_tokens(seq, b, bs);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ++disk_loads_in_flight;
-  }
-  const uint64_t id = r.id;
-  // on_done runs on the tier's I/O thread: hand the id over and wake the
-  // engine (notified under the lock: see start_import).
-  std::shared_ptr<const DiskLoad> load = disk->request_load(std::move(items), [this, id] {
-    std::lock_guard<std::mutex> lock(mu);
-    disk_loads_done.push_back(id);
-    --disk_loads_in_flight;
-    cv.notify_all();
-  });
-  disk_loading[id] = DiskLoadState{hold, n_local, n_disk, std::move(load)};
-  r.disk_loading = true;
-  ++local.kv_disk_loads;
-  return true;
-}
-
-// The load of request `id` is done: the blocks read join the prefix cache (as
-// if computed here), the hold lets go of them (they wait at the free list's
-// most recently used end), and the request is scheduled; its admission finds
-// them. Blocks that did not load are computed.
-void Engine::Impl::end_disk_load(uint64_t id) {
-  auto it = disk_loading.find(id);
-  OMNIBUS_CHECK(it != disk_loading.end());
-  const DiskLoadState st = std::move(it->second);
-  disk_loading.erase(it);
-  RequestState& r = *requests.at(id);
-  Sequence& seq = *r.seqs[0];
-  r.disk_loading = false;
-  OMNIBUS_CHECK(st.load->done());
-  const int32_t n = std::min(st.load->n_loaded(), st.n_disk);
-  const std::span<const int32_t> table = kv.block_table(st.hold);
-  for (int32_t i = 0; i < n; ++i) {
-    scatter_kv_block(kv.storage(), table[size_t(st.n_local + i)], st.load->payload(i));
-  }
-  if (n > 0) kv.commit(st.hold, seq.tokens(), (st.n_local + n) * config.block_size, seq.block_keys);
-  local.kv_disk_hit_blocks += uint64_t(n);
-  local.kv_disk_hit_tokens += uint64_t(n) * uint64_t(config.block_size);
-  kv.free(st.hold);
-  scheduler.add(&seq);
-  if (r.abort_after_import) abort_request(id);
+std::unique_ptr<KvLoad> Engine::Impl::make_disk_load(RequestState& r) {
+  if (disk == nullptr) return nullptr;
+  return std::make_unique<DiskKvLoad>(*this, *r.seqs[0]);
 }
 
 // Queues the full blocks of `seq` (its K/V written) that the disk tier does

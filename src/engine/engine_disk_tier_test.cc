@@ -18,7 +18,7 @@
 #include "engine/engine_test_util.h"
 #include "gguf/gguf_fingerprint.h"
 #include "kernels/thread_pool.h"
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 
 namespace omnibus {
 namespace {

@@ -4,10 +4,11 @@
 //
 //   engine.cc             the public Engine API, the loop (run), step, publish_*
 //   engine_create.cc      Engine::create: checks the config, sizes the pool, the tier
-//   engine_requests.cc    accept, fork, finish, abort_request, abort_all
+//   engine_requests.cc    dispatch (the inbox), accept, fork, finish, abort_request, abort_all
 //   engine_sampling.cc    sample_all, draw, emit: logits rows -> tokens -> events
-//   engine_disk_tier.cc   start/end_disk_load, store_finished, spill_evicted, store_block
-//   engine_kv_transfer.cc start/end_import, pin_prompt, export_window, unpin
+//   engine_kv_load.cc     start/end_kv_load: KV blocks from outside the pool (kv_load.h)
+//   engine_disk_tier.cc   the disk tier's KvLoad; store_finished, spill_evicted, store_block
+//   engine_kv_transfer.cc the prefill worker's KvLoad; pin_prompt, export_window, unpin
 //
 // Ownership: Engine owns its Impl (Engine::impl_). Engine::create builds it
 // before the engine thread starts; it is destroyed after that thread is
@@ -25,8 +26,9 @@
 //     after creation, or thread-safe: kv/kv_storage.h);
 //   - disk is thread-safe (Engine::stats reads its stats from any thread).
 // Fields "guarded by mu" are shared with client threads (submit, abort,
-// unpin, run_on_engine_thread) and with the completion callbacks of KV
-// imports and disk loads (on other threads); cv wakes the engine thread.
+// unpin, run_on_engine_thread) and with the completion callbacks of KV loads
+// (on other threads), all of which post an EngineMessage to `inbox`; cv
+// wakes the engine thread.
 // Fields "guarded by stats_mu" are read by stats, wait_idle, wait_for_step.
 #pragma once
 
@@ -39,10 +41,12 @@
 #include <span>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/grammar_masks.h"
+#include "engine/kv_load.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampler.h"
@@ -71,29 +75,36 @@ struct RequestState {
   int32_t n_finished = 0;
   std::vector<PromptLogprob> prompt_logprobs;  // positions 1 .. size()
   std::shared_ptr<const KvPinned> pinned;      // pin_prompt_blocks: set when sequence 0 finished
-  bool importing = false;                      // kv_import: blocks being fetched, not yet scheduled
-  bool abort_after_import = false;  // aborted while importing or loading: abort once it ended
-  bool disk_loading = false;  // prompt blocks being read from the disk tier, not yet scheduled
+  bool abort_when_loaded = false;  // aborted in kWaitingForKv: abort once its load ended
 };
 
-// A request's prompt blocks being read from the disk tier: `hold` is a
-// KvCache sequence holding the pool's prefix hit (n_local blocks) plus
-// n_disk blocks the payloads are scattered into when the load is done.
-struct DiskLoadState {
+// A request's prompt blocks being loaded from outside the pool (kv_load.h):
+// `hold` is a KvCache sequence holding the prefix hit plus the blocks being
+// written.
+struct KvLoadState {
   int32_t hold = -1;
-  int32_t n_local = 0;
-  int32_t n_disk = 0;
-  std::shared_ptr<const DiskLoad> load;
+  std::unique_ptr<KvLoad> load;
 };
 
-// A request's prompt blocks being fetched (KvImport): `hold` is a KvCache
-// sequence holding the local prefix hit plus the blocks being written.
-struct ImportState {
-  int32_t hold = -1;
-  int32_t n_local = 0;         // blocks already cached here
-  int32_t n_blocks = 0;        // blocks the request will start after
-  int32_t transfer_slot = -1;  // kivi2 window: where the rows land (KvStorage transfer slot)
+// The engine thread's inbox: what other threads hand it, in arrival order,
+// taken by Engine::Impl::dispatch.
+struct SubmitMsg {  // Engine::submit
+  std::unique_ptr<RequestState> request;
 };
+struct AbortMsg {  // Engine::abort
+  uint64_t request_id = 0;
+};
+struct UnpinMsg {  // Engine::unpin
+  uint64_t pin_id = 0;
+};
+struct TaskMsg {  // Engine::run_on_engine_thread
+  std::function<void()> run;
+};
+struct KvLoadDone {  // a KvLoad's done callback
+  uint64_t request_id = 0;
+  bool ok = false;
+};
+using EngineMessage = std::variant<SubmitMsg, AbortMsg, UnpinMsg, TaskMsg, KvLoadDone>;
 
 // A prompt pinned for a remote decode worker (Request::pin_prompt_blocks).
 struct Pin {
@@ -127,20 +138,29 @@ struct Engine::Impl {
     if (disk != nullptr) kv.set_eviction_sink(&evicted);
   }
 
-  void accept(std::unique_ptr<RequestState> r);
-  bool start_disk_load(RequestState& r);
-  void end_disk_load(uint64_t id);
+  // Takes one message; `stopping`: the loop has ended (shutdown drains the
+  // inbox through here: requests are taken without loads, loads end failed).
+  // True when it ran a task (which may have changed the cache).
+  bool dispatch(EngineMessage& m, bool stopping);
+  void post(EngineMessage m);  // from any thread: queue m and wake the engine
+  void accept(std::unique_ptr<RequestState> r, bool may_load);
+  bool start_kv_load(RequestState& r);
+  void end_kv_load(uint64_t id, bool ok);
+  std::unique_ptr<KvLoad> make_disk_load(RequestState& r);    // null: no disk tier
+  std::unique_ptr<KvLoad> make_import_load(RequestState& r);  // REQUIRES: r.req.kv_import
   void store_finished(Sequence& seq);
   void spill_evicted();
   bool store_block(DiskBlock b, int32_t block);
-  void start_import(RequestState& r);
-  void end_import(uint64_t id, bool ok);
   void pin_prompt(RequestState& r, Sequence& seq0);
   bool export_window(std::span<const int32_t> blocks, int32_t& slot);
   void unpin(uint64_t pin_id);
   void abort_request(uint64_t id);
   void abort_all();
   void step();
+  void note_kv_waste();
+  void build_batch(const StepPlan& plan);
+  void score_prompts(const StepPlan& plan, std::span<const float> logits);
+  void queue_sampling(Sequence& seq, const float* row);
   void fork(RequestState& r);
   // A sequence to sample this step from its logits row.
   struct SampleJob {
@@ -167,7 +187,7 @@ struct Engine::Impl {
 
   // Engine thread only.
   std::vector<PrefixCache::Evicted> evicted;  // the pool's evictions, not yet spilled to disk
-  std::unordered_map<uint64_t, DiskLoadState> disk_loading;  // by request id
+  std::unordered_map<uint64_t, KvLoadState> kv_loads;  // loads started, by request id
   KvEventRecorder kv_events;  // attached to the cache when config.on_kv_events is set
   const std::unique_ptr<KvCache> kv_cache;
   KvCache& kv;  // *kv_cache
@@ -175,12 +195,12 @@ struct Engine::Impl {
   std::vector<bool> is_eog;  // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
-  std::unordered_map<uint64_t, ImportState> importing;  // by request id
-  std::unordered_map<uint64_t, Pin> pins;               // by pin id
+  std::unordered_map<uint64_t, Pin> pins;  // by pin id
   uint64_t next_pin_id = 1;
   StepBatch batch;
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
+  std::vector<const float*> last_rows;      // this step's: each plan entry's last logits row
   GrammarMasks masks;                       // next-token masks of constrained sequences
   EngineStats local;                        // published to `stats` after each step
   double peak_waste_sum = 0;                // over the steps at peak KV usage
@@ -189,14 +209,8 @@ struct Engine::Impl {
   // Guarded by mu.
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::unique_ptr<RequestState>> inbox;
-  std::vector<uint64_t> aborts;
-  std::vector<std::function<void()>> tasks;  // run_on_engine_thread, in order
-  std::vector<uint64_t> unpins;
-  std::vector<std::pair<uint64_t, bool>> imports_done;  // (request id, ok) from KvImport::fetch
-  int64_t imports_in_flight = 0;          // fetches started whose done has not been called
-  std::vector<uint64_t> disk_loads_done;  // request ids whose DiskLoad is done
-  int64_t disk_loads_in_flight = 0;       // loads started whose on_done has not run
+  std::vector<EngineMessage> inbox;
+  int64_t kv_loads_in_flight = 0;  // KvLoads started whose done has not been called
   uint64_t next_id = 1;
   bool stop = false;
   bool stopped = false;  // the thread has taken its last tasks: no more are accepted

@@ -1,16 +1,17 @@
 // KV transfer between workers (disaggregated prefill/decode): importing a
-// request's prompt blocks fetched from a prefill worker (KvImport), and
-// pinning a finished prompt's blocks for a decode worker (KvPinned) until
-// unpin.
+// request's prompt blocks fetched from a prefill worker (KvImport, through
+// its KvLoad, run by engine_kv_load.cc), and pinning a finished prompt's
+// blocks for a decode worker (KvPinned) until unpin.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "engine/kv_load.h"
 #include "engine/request.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache.h"
@@ -20,111 +21,100 @@
 
 namespace omnibus {
 
-// Matches the prompt's importable blocks against the prefix cache and fetches
-// the rest into blocks reserved by a holding sequence; the request waits
-// outside the scheduler until end_import. When nothing needs fetching, or the
-// pool cannot spare the blocks, it is scheduled at once (computing what it
-// lacks itself).
-void Engine::Impl::start_import(RequestState& r) {
-  Sequence& seq = *r.seqs[0];
-  KvImport& im = *r.req.kv_import;
-  ++local.kv_imports;
-  // The last prompt token is always computed here (its logits are sampled).
-  const int32_t n_want = std::min(im.n_blocks, (seq.num_prompt_tokens() - 1) / config.block_size);
-  PrefixMatch match;
-  if (kv.prefix_caching()) kv.match_prefix(seq.tokens(), n_want, seq.block_keys, match);
-  // kivi2 with a window: the fetched blocks need their fp16 window rows too
-  // (else admission cuts the hit back), staged in a transfer slot; the
-  // source exported those of its last W blocks (pin_prompt). With them, any
-  // cached run is usable as it is: only the rows where the hit ends matter,
-  // and those come along. A run that reaches n_want but lacks them needs
-  // the rows alone (refetched blocks would only duplicate cached ones).
-  const int32_t w = kv.storage().geometry().residual_blocks();
-  int32_t transfer_slot = -1;
-  bool rows_only = false;
-  if (w > 0 && match.n_blocks() < n_want && n_want == im.n_blocks && n_want >= w) {
-    transfer_slot = kv.storage().claim_transfer_slot();
-    PrefixMatch raw;
-    if (transfer_slot >= 0)
-      kv.match_prefix(seq.tokens(), n_want, seq.block_keys, raw, /*need_window=*/false);
-    if (raw.n_blocks() > match.n_blocks()) match = std::move(raw);
-    rows_only = transfer_slot >= 0 && match.n_blocks() == n_want;
-  }
-  const int32_t n_local = match.n_blocks();
-  const bool short_of_rows = n_local < n_want || rows_only;
-  int32_t hold = -1;
-  if (short_of_rows && kv.prefix_caching() && (w == 0 || transfer_slot >= 0)) {
-    std::vector<BlockCopy> copies;
-    hold = kv.allocate_new(match, (n_want - n_local) * config.block_size, /*keep_free=*/0, copies);
-    OMNIBUS_CHECK(copies.empty());  // a match ends on a full block: nothing is shared and open
-  }
-  if (hold < 0) {
-    if (transfer_slot >= 0) kv.storage().release_transfer_slot(transfer_slot);
-    local.kv_import_blocks_local += uint64_t(n_local);
-    if (short_of_rows) ++local.kv_import_fallbacks;
-    im.finished(n_local, 0, short_of_rows);
-    scheduler.add(&seq);
-    return;
-  }
-  spill_evicted();  // before the fetch overwrites what the hold took
-  const std::span<const int32_t> table = kv.block_table(hold);
-  std::vector<int32_t> dst(table.begin() + n_local, table.end());
-  importing[r.id] = ImportState{hold, n_local, n_want, transfer_slot};
-  r.importing = true;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ++imports_in_flight;
-  }
-  const uint64_t id = r.id;
-  const int64_t window_dst =
-      transfer_slot >= 0 ? int64_t(kv.storage().transfer_slot_offset(transfer_slot)) : -1;
-  im.fetch(n_local, std::move(dst), window_dst, [this, id](bool ok) {
-    // Notified under the lock: once the engine sees the count drop it may be
-    // destroyed, so nothing here may touch it after the unlock.
-    std::lock_guard<std::mutex> lock(mu);
-    imports_done.emplace_back(id, ok);
-    --imports_in_flight;
-    cv.notify_all();
-  });
-}
+namespace {
 
-// The fetch of request `id` ended: on success its blocks join the prefix
-// cache (as if computed here), then the request is scheduled; its admission
-// finds them. The holding sequence lets go first: the blocks wait in the free
-// list's most recently freed end, which allocation reaches last.
-void Engine::Impl::end_import(uint64_t id, bool ok) {
-  auto it = importing.find(id);
-  OMNIBUS_CHECK(it != importing.end());
-  const ImportState im = it->second;
-  importing.erase(it);
-  RequestState& r = *requests.at(id);
-  Sequence& seq = *r.seqs[0];
-  r.importing = false;
-  const int32_t n_fetched = im.n_blocks - im.n_local;
-  if (ok && im.transfer_slot >= 0) {
-    // The window rows landed in the transfer slot: give them to the last W
-    // blocks before they join the prefix cache, so admission's match_prefix
-    // (usable_prefix) takes all n_blocks. Nothing claims residual slots
-    // between here and the request's admission but other imports' rows and
-    // steps' kv_store calls, exactly as for a local prefix-cache hit.
-    const std::span<const int32_t> table = kv.block_table(im.hold);
+// KV transfer's KvLoad (kv_load.h): the prompt's blocks a prefill worker
+// offered (KvImport), less those cached here, fetched into the hold's blocks.
+class ImportKvLoad final : public KvLoad {
+ public:
+  ImportKvLoad(Engine::Impl& e, Sequence& seq, KvImport& im) : e_(e), seq_(seq), im_(im) {}
+
+  bool lookup(Plan& plan) override {
+    KvCache& kv = e_.kv;
+    const int32_t bs = e_.config.block_size;
+    ++e_.local.kv_imports;
+    // The last prompt token is always computed here (its logits are sampled).
+    n_want_ = std::min(im_.n_blocks, (seq_.num_prompt_tokens() - 1) / bs);
+    if (kv.prefix_caching()) kv.match_prefix(seq_.tokens(), n_want_, seq_.block_keys, plan.match);
+    // kivi2 with a window: the fetched blocks need their fp16 window rows too
+    // (else admission cuts the hit back), staged in a transfer slot; the
+    // source exported those of its last W blocks (pin_prompt). With them, any
+    // cached run is usable as it is: only the rows where the hit ends matter,
+    // and those come along. A run that reaches n_want but lacks them needs
+    // the rows alone (refetched blocks would only duplicate cached ones).
     const int32_t w = kv.storage().geometry().residual_blocks();
-    ok = kv.storage().import_window_rows(table.subspan(size_t(im.n_blocks - w), size_t(w)),
-                                         im.transfer_slot);
+    bool rows_only = false;
+    if (w > 0 && plan.match.n_blocks() < n_want_ && n_want_ == im_.n_blocks && n_want_ >= w) {
+      transfer_slot_ = kv.storage().claim_transfer_slot();
+      PrefixMatch raw;
+      if (transfer_slot_ >= 0)
+        kv.match_prefix(seq_.tokens(), n_want_, seq_.block_keys, raw, /*need_window=*/false);
+      if (raw.n_blocks() > plan.match.n_blocks()) plan.match = std::move(raw);
+      rows_only = transfer_slot_ >= 0 && plan.match.n_blocks() == n_want_;
+    }
+    n_local_ = plan.match.n_blocks();
+    short_of_rows_ = n_local_ < n_want_ || rows_only;
+    plan.n_blocks = n_want_;
+    // No watermark: the request was sent here to start after these blocks.
+    plan.keep_free = 0;
+    if (short_of_rows_ && kv.prefix_caching() && (w == 0 || transfer_slot_ >= 0)) return true;
+    abort();  // nothing to fetch, or nowhere to put it
+    return false;
   }
-  if (im.transfer_slot >= 0) kv.storage().release_transfer_slot(im.transfer_slot);
-  if (ok) {
-    kv.commit(im.hold, seq.tokens(), im.n_blocks * config.block_size, seq.block_keys);
-    seq.num_imported_tokens = n_fetched * config.block_size;
-    local.kv_import_blocks_fetched += uint64_t(n_fetched);
-  } else {
-    ++local.kv_import_fallbacks;
+
+  // Served without a fetch: the prompt computes what it lacks.
+  void abort() override {
+    if (transfer_slot_ >= 0) e_.kv.storage().release_transfer_slot(transfer_slot_);
+    e_.local.kv_import_blocks_local += uint64_t(n_local_);
+    if (short_of_rows_) ++e_.local.kv_import_fallbacks;
+    im_.finished(n_local_, 0, short_of_rows_);
   }
-  local.kv_import_blocks_local += uint64_t(im.n_local);
-  kv.free(im.hold);
-  r.req.kv_import->finished(im.n_local, ok ? n_fetched : 0, !ok);
-  scheduler.add(&seq);
-  if (r.abort_after_import) abort_request(id);
+
+  void start(std::vector<int32_t> dst, std::function<void(bool ok)> done) override {
+    const int64_t window_dst =
+        transfer_slot_ >= 0 ? int64_t(e_.kv.storage().transfer_slot_offset(transfer_slot_)) : -1;
+    im_.fetch(n_local_, std::move(dst), window_dst, std::move(done));
+  }
+
+  int32_t finish(bool ok, std::span<const int32_t> table) override {
+    KvStorage& st = e_.kv.storage();
+    const int32_t n_fetched = n_want_ - n_local_;
+    if (ok && transfer_slot_ >= 0) {
+      // The window rows landed in the transfer slot: give them to the last W
+      // blocks before they join the prefix cache, so admission's match_prefix
+      // (usable_prefix) takes all n_blocks. Nothing claims residual slots
+      // between here and the request's admission but other imports' rows and
+      // steps' kv_store calls, exactly as for a local prefix-cache hit.
+      const int32_t w = st.geometry().residual_blocks();
+      ok = st.import_window_rows(table.subspan(size_t(n_want_ - w), size_t(w)), transfer_slot_);
+    }
+    if (transfer_slot_ >= 0) st.release_transfer_slot(transfer_slot_);
+    if (ok) {
+      seq_.num_imported_tokens = n_fetched * e_.config.block_size;
+      e_.local.kv_import_blocks_fetched += uint64_t(n_fetched);
+    } else {
+      ++e_.local.kv_import_fallbacks;
+    }
+    e_.local.kv_import_blocks_local += uint64_t(n_local_);
+    im_.finished(n_local_, ok ? n_fetched : 0, !ok);
+    return ok ? n_want_ : 0;
+  }
+
+ private:
+  Engine::Impl& e_;
+  Sequence& seq_;
+  KvImport& im_;
+  int32_t n_want_ = 0;          // blocks the request will start after
+  int32_t n_local_ = 0;         // blocks already cached here
+  int32_t transfer_slot_ = -1;  // kivi2 window: where the rows land (KvStorage transfer slot)
+  bool short_of_rows_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<KvLoad> Engine::Impl::make_import_load(RequestState& r) {
+  OMNIBUS_CHECK(r.req.kv_import != nullptr);
+  return std::make_unique<ImportKvLoad>(*this, *r.seqs[0], *r.req.kv_import);
 }
 
 // Keeps the prompt's full blocks but the one holding its last token (a
@@ -137,7 +127,6 @@ void Engine::Impl::pin_prompt(RequestState& r, Sequence& seq0) {
   pinned->pin_id = next_pin_id++;
   const std::span<const int32_t> table = kv.block_table(seq0.kv_seq);
   pinned->blocks.assign(table.begin(), table.begin() + n);
-  std::vector<uint64_t> keys;
   // --kv-transfer-max-pinned: beyond it the request is served without an
   // offer (the decode worker computes the prompt).
   int64_t pinned_blocks = 0;
@@ -146,15 +135,7 @@ void Engine::Impl::pin_prompt(RequestState& r, Sequence& seq0) {
     ++local.kv_pins_refused;
     return;
   }
-  uint64_t parent = seq0.cache_root;
-  const std::vector<int32_t>& prompt = r.req.prompt;
-  for (int32_t i = 0; i < n; ++i) {
-    parent = PrefixCache::chain_key(
-        std::span<const int32_t>(prompt.data() + size_t(i) * size_t(config.block_size),
-                                 size_t(config.block_size)),
-        parent);
-    pinned->keys.push_back(parent);
-  }
+  pinned->keys = PrefixCache::chain_keys(r.req.prompt, n, config.block_size, seq0.cache_root);
   Pin pin{-1, n, -1};
   if (!export_window(pinned->blocks, pin.transfer_slot)) {
     pin.n_blocks = 0;  // the decode worker computes the prompt itself

@@ -1,10 +1,14 @@
-// A request's life on the engine thread: taken in (accept: imported, loaded
-// from disk or scheduled), its sequences forked after the prompt, each
-// sequence finished, and requests aborted.
+// A request's life on the engine thread: the inbox's messages dispatched,
+// taken in (accept: its prompt blocks loaded from outside, or scheduled), its
+// sequences forked after the prompt, each sequence finished, and requests
+// aborted.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "engine/engine_impl.h"
@@ -13,15 +17,42 @@
 
 namespace omnibus {
 
-void Engine::Impl::accept(std::unique_ptr<RequestState> r) {
+void Engine::Impl::post(EngineMessage m) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    inbox.push_back(std::move(m));
+  }
+  cv.notify_one();
+}
+
+bool Engine::Impl::dispatch(EngineMessage& m, bool stopping) {
+  return std::visit(
+      [this, stopping](auto& msg) {
+        using T = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<T, SubmitMsg>) {
+          accept(std::move(msg.request), /*may_load=*/!stopping);
+        } else if constexpr (std::is_same_v<T, AbortMsg>) {
+          abort_request(msg.request_id);
+        } else if constexpr (std::is_same_v<T, UnpinMsg>) {
+          unpin(msg.pin_id);
+        } else if constexpr (std::is_same_v<T, TaskMsg>) {
+          msg.run();
+          return true;
+        } else {
+          static_assert(std::is_same_v<T, KvLoadDone>);
+          end_kv_load(msg.request_id, msg.ok && !stopping);
+        }
+        return false;
+      },
+      m);
+}
+
+void Engine::Impl::accept(std::unique_ptr<RequestState> r, bool may_load) {
   const uint64_t id = r->id;
   RequestState& state = *r;
   requests.emplace(id, std::move(r));
-  if (state.req.kv_import != nullptr) {
-    start_import(state);
-  } else if (!start_disk_load(state)) {
-    scheduler.add(state.seqs[0].get());
-  }
+  if (!may_load) state.req.kv_import.reset();  // nothing is fetched any more
+  if (!may_load || !start_kv_load(state)) scheduler.add(state.seqs[0].get());
 }
 
 void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event) {
@@ -29,7 +60,11 @@ void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event
   if (r.req.pin_prompt_blocks && seq.index == 0 && reason != FinishReason::kAbort)
     pin_prompt(r, seq);
   store_finished(seq);
-  scheduler.finish(&seq);
+  if (seq.index == 0 || r.forked) {
+    scheduler.finish(&seq);
+  } else {
+    seq.status = SeqStatus::kFinished;  // not forked yet: never the scheduler's, holds no blocks
+  }
   event.finish = reason;
   if (++r.n_finished == r.req.n) {
     event.final = true;
@@ -43,8 +78,8 @@ void Engine::Impl::abort_request(uint64_t id) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   RequestState& r = *it->second;
-  if (r.importing || r.disk_loading) {  // its blocks are being written: abort when that has ended
-    r.abort_after_import = true;
+  if (r.seqs[0]->status == SeqStatus::kWaitingForKv) {  // blocks being written: abort once loaded
+    r.abort_when_loaded = true;
     return;
   }
   const Clock::time_point now = Clock::now();

@@ -13,7 +13,7 @@
 #include "engine/engine_test_util.h"
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 
 namespace omnibus {
 namespace {

@@ -313,7 +313,7 @@ TEST(Engine, RejectsBadRequestsAtSubmit) {
   auto too_long = (*engine)->submit(make_request(std::vector<int32_t>(90, 1), 11, greedy()));
   ASSERT_FALSE(too_long.is_ok());
   EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(too_long.status().message().find("exceeds the maximum context length of 100"),
+  EXPECT_NE(too_long.status().message().find("maximum context length is 100 tokens"),
             std::string::npos)
       << too_long.status().message();
   EXPECT_TRUE((*engine)->submit(make_request(std::vector<int32_t>(90, 1), 10, greedy())).is_ok());
@@ -415,6 +415,31 @@ TEST(Engine, SampledLogprobsAreReported) {
     EXPECT_EQ(e.top_logprobs[0].first, e.token);  // greedy: the best is the one taken
     EXPECT_FLOAT_EQ(e.top_logprobs[0].second, e.logprob);
   }
+}
+
+// n > 1 aborted while sequence 0 still computes the prompt: the other
+// sequences, not forked yet, are not the scheduler's, and end aborted too.
+TEST(Engine, AbortBeforeTheForkEndsEverySequence) {
+  FakeModel model;
+  model.set_step_delay(std::chrono::milliseconds(2));
+  auto engine =
+      Engine::create(model, fake_config(model, 4096, /*budget=*/16));  // many prompt steps
+  ASSERT_TRUE(engine.is_ok());
+  Request req = make_request(std::vector<int32_t>(600, 5), 8, greedy());
+  req.n = 3;
+  auto stream = (*engine)->submit(req);
+  ASSERT_TRUE(stream.is_ok());
+  ASSERT_TRUE((*engine)->wait_for_step(2, std::chrono::seconds(30)).has_value());  // mid-prompt
+  (*engine)->abort((*stream)->id());
+  auto out = collect(**stream);
+  ASSERT_EQ(out.size(), 3u);
+  for (auto& [i, r] : out) {
+    EXPECT_EQ(r.finish, FinishReason::kAbort) << i;
+    EXPECT_TRUE(r.tokens.empty()) << i;
+  }
+  const std::optional<EngineStats> st = (*engine)->wait_idle(std::chrono::seconds(60));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->kv_blocks_used, 0);
 }
 
 TEST(Engine, ShutdownAbortsOutstandingRequests) {

@@ -17,7 +17,7 @@
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "model/sequence_runner_testing.h"
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 #include "util/testdata.h"
 
 namespace omnibus {
@@ -70,7 +70,7 @@ inline std::map<int32_t, SeqResult> collect(RequestStream& stream,
   }
 }
 
-// A model from the bytes of a GGUF file (a tiny_model.h one); null (with a
+// A model from the bytes of a GGUF file (a tiny_model_testing.h one); null (with a
 // test failure) if it does not load.
 inline std::unique_ptr<Model> load_gguf_bytes(const std::vector<uint8_t>& bytes,
                                               const char* name, ThreadPool& pool) {

@@ -43,7 +43,7 @@ void Scheduler::add_running(Sequence* seq) {
 void Scheduler::finish(Sequence* seq) {
   if (seq->status == SeqStatus::kRunning) {
     running_.erase(std::find(running_.begin(), running_.end(), seq));
-  } else if (seq->status == SeqStatus::kWaiting) {
+  } else if (seq->status == SeqStatus::kWaiting || seq->status == SeqStatus::kPreempted) {
     auto it = std::find(waiting_.begin(), waiting_.end(), seq);
     OMNIBUS_CHECK(it != waiting_.end());
     waiting_.erase(it);
@@ -69,7 +69,8 @@ void Scheduler::preempt(Sequence* seq) {
   kv_.free(seq->kv_seq);
   seq->kv_seq = -1;
   seq->num_computed_tokens = 0;
-  enqueue_waiting(seq);  // status kWaiting; removed from running_ after planning
+  enqueue_waiting(seq);  // removed from running_ after planning
+  seq->status = SeqStatus::kPreempted;
   ++plan_.n_preempted;
   ++n_preemptions_;
 }
@@ -122,8 +123,8 @@ void Scheduler::order_waiting() {
   const size_t n_ranked = std::min(order_.size(), kMaxRanked);
   struct Key {
     int32_t priority;
-    bool fresh;        // not aged: waits behind the aged ones
-    int64_t rank;      // aged: arrival; fresh: -(cached tokens)
+    bool fresh;    // not aged: waits behind the aged ones
+    int64_t rank;  // aged: arrival; fresh: -(cached tokens)
     uint64_t arrival;
     int32_t index;
     auto tie() const { return std::tie(priority, fresh, rank, arrival, index); }
@@ -149,7 +150,8 @@ void Scheduler::add_inflight(Sequence* seq) {
   const int32_t bs = kv_.block_size();
   const int32_t n_full = seq->num_tokens() / bs;
   kv_.extend_keys(seq->tokens(), n_full, seq->block_keys);
-  for (int32_t i = seq->num_computed_tokens / bs; i < n_full; ++i) inflight_.insert(seq->block_keys[size_t(i)]);
+  for (int32_t i = seq->num_computed_tokens / bs; i < n_full; ++i)
+    inflight_.insert(seq->block_keys[size_t(i)]);
 }
 
 bool Scheduler::next_block_inflight(const Sequence* seq) const {
@@ -245,6 +247,19 @@ const StepPlan& Scheduler::schedule() {
   return plan_;
 }
 
+const std::vector<int32_t>& Scheduler::update_from_output() {
+  to_sample_.clear();
+  for (size_t i = 0; i < plan_.seqs.size(); ++i) {
+    Sequence& seq = *plan_.seqs[i].seq;
+    seq.num_computed_tokens += plan_.seqs[i].n_tokens;
+    OMNIBUS_DCHECK(kv_.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
+    kv_.commit(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
+    kv_.slide(seq.kv_seq, seq.num_computed_tokens);
+    if (seq.num_computed_tokens == seq.num_tokens()) to_sample_.push_back(int32_t(i));
+  }
+  return to_sample_;
+}
+
 void Scheduler::top_up_prefills(int32_t watermark) {
   for (ScheduledSeq& e : plan_.seqs) {
     if (budget_ == 0) return;
@@ -253,7 +268,8 @@ void Scheduler::top_up_prefills(int32_t watermark) {
     const int32_t left = seq->num_tokens() - seq->num_computed_tokens - e.n_tokens;
     if (left <= 0) continue;
     // Never preempt, nor dip below the watermark, for a top-up.
-    const int32_t room = kv_.max_new_slots(seq->kv_seq, std::max(kv_.n_free_blocks() - watermark, 0));
+    const int32_t room =
+        kv_.max_new_slots(seq->kv_seq, std::max(kv_.n_free_blocks() - watermark, 0));
     const int32_t extra = std::min({left, budget_, room});
     if (extra <= 0 || !kv_.allocate_slots(seq->kv_seq, extra, plan_.copies)) continue;
     e.n_tokens += extra;

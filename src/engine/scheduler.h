@@ -32,21 +32,23 @@
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
 // reset to 0, and it waits to be recomputed. It may be the sequence itself.
 //
-// The scheduler's contract with the cache is four calls of KvCache
+// The scheduler's contract with the cache is six calls of KvCache
 // (kv/kv_cache.h; vLLM v1's get_computed_blocks / allocate_slots / free):
 //   match_prefix(tokens)          the cached blocks a waiting sequence can start after
 //   allocate_new(match, n, keep)  admission: a table, or -1 if fewer than
 //                                 `keep` blocks (the watermark) would stay free
 //   allocate_slots(seq, n)        a running sequence's next n slots; false -> preempt
 //   free(seq)                     finish or preemption
+//   commit(seq, tokens, n)        after the step: full blocks join the prefix cache
+//   slide(seq, n)                 after the step: sliding groups drop what no token sees
 // and reads block_size / n_blocks / prefix_caching / extend_keys (the keys of
 // blocks in flight, cache-aware) / n_tokens (a check). It counts prefix-cache
 // queries and hits (tokens) at admission.
 //
-// After schedule(), the caller applies plan.copies (KvCache::copy_blocks),
-// runs the model, then adds each entry's n_tokens to its sequence's
-// num_computed_tokens and commits them (KvCache::commit: full blocks join the
-// prefix cache). A request with n > 1 forks its sequence once the prompt is
+// A step, as the engine runs it: schedule(); the caller applies plan.copies
+// (KvCache::copy_blocks) and runs the model; update_from_output() applies the
+// step's outcome (advance, commit, slide) and says which sequences' last rows
+// are sampled. A request with n > 1 forks its sequence once the prompt is
 // computed (KvCache::fork) and hands the children to add_running().
 // finish() removes a sequence (stop, length, abort).
 //
@@ -100,6 +102,13 @@ class Scheduler {
 
   // Plans the next step. The plan stays valid until the next call.
   const StepPlan& schedule();
+  // After the forward pass of the plan: each entry's n_tokens join its
+  // sequence's num_computed_tokens, the blocks that became full join the
+  // prefix cache and the sliding groups let go of what no later token can
+  // see. Returns the indices into plan.seqs of the sequences whose next
+  // token is due (their last row is sampled); the rest are mid-prompt.
+  // REQUIRES: once per schedule().
+  const std::vector<int32_t>& update_from_output();
 
   int32_t n_running() const { return int32_t(running_.size()); }
   int32_t n_waiting() const { return int32_t(waiting_.size()); }
@@ -144,12 +153,13 @@ class Scheduler {
   const SchedulerConfig config_;
   KvCache& kv_;
 
-  std::vector<Sequence*> running_;  // admission order
-  std::vector<Sequence*> waiting_;  // sorted by (priority, arrival, index)
-  std::vector<Sequence*> order_;    // admission order of this step (cache-aware)
-  PrefixMatch match_;               // scratch
+  std::vector<Sequence*> running_;         // admission order
+  std::vector<Sequence*> waiting_;         // sorted by (priority, arrival, index)
+  std::vector<Sequence*> order_;           // admission order of this step (cache-aware)
+  PrefixMatch match_;                      // scratch
   std::unordered_set<uint64_t> inflight_;  // keys of blocks running sequences will fill
   StepPlan plan_;
+  std::vector<int32_t> to_sample_;  // update_from_output's answer
   int32_t budget_ = 0;
   int32_t n_long_partial_ = 0;  // this step: long prompts scheduled that stay unfinished
   uint64_t step_ = 0;

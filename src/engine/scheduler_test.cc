@@ -53,11 +53,16 @@ struct Harness {
       EXPECT_EQ(kv.n_tokens(s.seq->kv_seq), s.seq->num_computed_tokens + s.n_tokens);
     }
     kv.check_integrity();
-    for (const ScheduledSeq& s : plan.seqs) {
-      Sequence* seq = s.seq;
-      seq->num_computed_tokens += s.n_tokens;
-      kv.commit(seq->kv_seq, seq->tokens(), seq->num_computed_tokens, seq->block_keys);
-      if (seq->num_computed_tokens < seq->num_tokens()) continue;
+    std::vector<int32_t> before;
+    for (const ScheduledSeq& s : plan.seqs) before.push_back(s.seq->num_computed_tokens);
+    const std::vector<int32_t>& due = scheduler.update_from_output();
+    for (size_t i = 0, d = 0; i < plan.seqs.size(); ++i) {  // advanced; `due` are those done computing
+      Sequence* seq = plan.seqs[i].seq;
+      EXPECT_EQ(seq->num_computed_tokens, before[i] + plan.seqs[i].n_tokens);
+      const bool is_due = d < due.size() && due[d] == int32_t(i);
+      EXPECT_EQ(is_due, seq->num_computed_tokens == seq->num_tokens());
+      if (!is_due) continue;
+      ++d;
       seq->output.push_back(7);
       if (int32_t(seq->output.size()) >= max_tokens_of[size_t(seq->arrival)]) {
         scheduler.finish(seq);
@@ -155,11 +160,11 @@ TEST(Scheduler, PreemptsTheLatestAdmittedAndRecomputesIt) {
   int steps = 0;
   while (h.scheduler.has_work() && ++steps < 200) {
     const StepPlan& p = h.step();
-    if (p.n_preempted > 0 && c->status == SeqStatus::kWaiting) {
+    if (p.n_preempted > 0 && c->status == SeqStatus::kPreempted) {
       saw_c_preempted = true;
       EXPECT_EQ(c->num_computed_tokens, 0);
       EXPECT_EQ(c->kv_seq, -1);
-      EXPECT_NE(a->status, SeqStatus::kWaiting);  // the oldest is never the victim here
+      EXPECT_NE(a->status, SeqStatus::kPreempted);  // the oldest is never the victim here
     }
   }
   EXPECT_TRUE(saw_c_preempted);
@@ -180,7 +185,7 @@ TEST(Scheduler, PreemptsLowestPriorityFirst) {
   while (h.scheduler.has_work()) {
     h.step();
     for (Sequence* s : {urgent, relaxed, normal}) {
-      if (s->status == SeqStatus::kWaiting && s->output.size() > 0 &&
+      if (s->status == SeqStatus::kPreempted && s->output.size() > 0 &&
           (preempted.empty() || preempted.back() != s)) {
         preempted.push_back(s);
       }

@@ -41,16 +41,28 @@ namespace omnibus {
 
 struct RequestState;  // engine_impl.h: the request a sequence belongs to
 
-enum class SeqStatus { kWaiting, kRunning, kFinished };
+// A sequence's phase, and who moves it (scheduler.h, kv_load.h, engine_requests.cc):
+//
+//   submit ──> kWaiting ──admit──> kRunning ──finish──> kFinished
+//     │           ^   ^               │  ^
+//     │           │   └── kPreempted <┘  │ (blocks freed; recomputed on re-admission)
+//     │           │         └──admit─────┘
+//     └─ load ─> kWaitingForKv (sequence 0, blocks from disk or a prefill worker)
+//
+// Sequences 1..n-1 of a request stay kWaiting outside the queue until sequence
+// 0's prompt is done, then join kRunning by fork (Scheduler::add_running).
+// Any phase but kWaitingForKv may end in kFinished (an abort); an abort in
+// kWaitingForKv waits for the load to end.
+enum class SeqStatus { kWaiting, kWaitingForKv, kRunning, kPreempted, kFinished };
 
 struct Sequence {
   // Constant after construction.
   RequestState* request = nullptr;
-  int32_t index = 0;                           // which of the request's n completions
+  int32_t index = 0;                             // which of the request's n completions
   const std::vector<int32_t>* prompt = nullptr;  // shared by the request's sequences
-  int32_t priority = 0;                        // lower runs first
-  uint64_t arrival = 0;                        // submit order (FCFS)
-  bool may_use_cached_prefix = true;           // false: compute every token (prompt logprobs)
+  int32_t priority = 0;                          // lower runs first
+  uint64_t arrival = 0;                          // submit order (FCFS)
+  bool may_use_cached_prefix = true;             // false: compute every token (prompt logprobs)
 
   // Scheduler state.
   SeqStatus status = SeqStatus::kWaiting;
@@ -61,12 +73,12 @@ struct Sequence {
   uint64_t arrival_step = 0;    // scheduler step at which it first waited (aging)
   // When the sequence was first scheduled (end of its queue time); unset until then.
   std::chrono::steady_clock::time_point first_scheduled{};
-  int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache at
-                                  // its first admission (EngineEvent::n_cached_tokens)
+  int32_t num_cached_tokens = 0;     // prompt tokens served from the prefix cache at
+                                     // its first admission (EngineEvent::n_cached_tokens)
   std::vector<uint64_t> block_keys;  // prefix-cache keys of full blocks, memoized
   uint64_t cache_root = PrefixCache::kRootKey;  // seed of block_keys: Request::cache_salt's
-  int32_t num_imported_tokens = 0;   // prompt tokens fetched from a prefill worker
-                                     // (KvImport): not counted as cached
+  int32_t num_imported_tokens = 0;              // prompt tokens fetched from a prefill worker
+                                                // (KvImport): not counted as cached
 
   // Generation state.
   std::vector<int32_t> output;

@@ -1,22 +1,23 @@
 // Shared pieces of the packed AVX2 matmul (matmul_packed_avx2.h): load and
 // prefetch helpers, the packing transpose, the per-type kernel table (Ops),
 // and the int16 step loops that the 4/5-bit kernels share. Included only by
-// the matmul_packed_*_avx2.cc files (compiled with AVX2/FMA/F16C).
+// the matmul_packed_*.inc kernels, which their _avx2.cc, _vnni.cc and
+// _avx512.cc files compile once per tier.
 //
 // Group layouts (8 rows; every 256-bit load 32-byte aligned; qs[i][r] is 4
 // bytes of row r, so a broadcast 4-byte activation chunk meets 8 rows):
 //   Q4_1: per block b (32 elements), 160 bytes: qs[4][8 rows][4 bytes] (low
 //         nibbles elements 4i..4i+3, high nibbles 16+4i..16+4i+3), half d[8],
-//         half m[8]                                  (matmul_packed_q4_1_avx2.cc)
+//         half m[8]                                  (matmul_packed_q4_1.inc)
 //   Q4_0: per block, 144 bytes: qs as Q4_1, half d[8]
 //   Q5_0: per block, 176 bytes: qs as Q4_1, hb[8 rows][4 bytes] (fifth bits),
 //         half d[8]
 //   Q5_1: per block, 192 bytes: qs, hb as Q5_0, half d[8], half m[8]
-//                                     (these three: matmul_packed_q4_0_q5_avx2.cc)
+//                                     (these three: matmul_packed_q4_0_q5.inc)
 //   Q8_0: per pair of blocks, 544 bytes: qs[8][8 rows][4 bytes] of each (bytes
-//         4i..4i+3 = elements), half d[8] of each    (matmul_packed_q8_0_avx2.cc)
+//         4i..4i+3 = elements), half d[8] of each    (matmul_packed_q8_0.inc)
 //   Q4_K: per super-block (256), 1184 bytes; Q5_K: 1440; Q6_K: 1680
-//                                                    (matmul_packed_kquants_avx2.cc)
+//                                                    (matmul_packed_kquants.inc)
 // Groups follow each other, so a run of groups is one linear stream.
 //
 // "Unpacked" groups (many-token calls): the 4/5/6-bit quants split to one

@@ -1,4 +1,4 @@
-// matmul_packed_kquants_avx2.cc compiled for the avx-vnni tier (CMakeLists.txt gives
+// matmul_packed_kquants.inc compiled for the avx-vnni tier (CMakeLists.txt gives
 // this file that tier's flags; matmul_packed_internal.h, "tiers", puts the
 // kernels in its namespace).
-#include "kernels/matmul_packed_kquants_avx2.cc"  // NOLINT(bugprone-suspicious-include)
+#include "kernels/matmul_packed_kquants.inc"  // NOLINT(bugprone-suspicious-include)

@@ -6,16 +6,18 @@
 // and a block no table holds any more lets go of its residual slots. Nothing
 // is wired from outside.
 //
-// The scheduler's contract (engine/scheduler.h) is four calls, after vLLM
+// The scheduler's contract (engine/scheduler.h) is six calls, after vLLM
 // v1's KVCacheManager:
 //   match_prefix    the cached (computed) blocks a new sequence can start after
 //   allocate_new    a table for a new sequence: the match plus n new slots
 //   allocate_slots  n more slots for a running sequence (false: preempt)
 //   free            a finished or preempted sequence's blocks
+//   commit          after a step: register the blocks that became full into
+//                   the prefix cache (Scheduler::update_from_output)
+//   slide           after a step: sliding-window groups let go of what left
+//                   every window
 // The engine adds, per step: copy_blocks (the plan's copy-on-write),
-// block_table (the model batch), commit (register the blocks that became
-// full into the prefix cache), slide (sliding-window groups let go of what
-// left every window), and fork (parallel sampling, n > 1).
+// block_table (the model batch) and fork (parallel sampling, n > 1).
 //
 // Layer groups (kv/kv_layer_groups.h, sliding-window KV): every call covers
 // all groups; block_table(seq, g) is group g's table.

@@ -20,6 +20,18 @@ uint64_t PrefixCache::chain_key(std::span<const int32_t> block_tokens, uint64_t 
   return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size() * sizeof(int32_t), parent);
 }
 
+std::vector<uint64_t> PrefixCache::chain_keys(std::span<const int32_t> tokens, int32_t n_blocks,
+                                              int32_t block_size, uint64_t root) {
+  OMNIBUS_CHECK(int64_t(n_blocks) * block_size <= int64_t(tokens.size()));
+  std::vector<uint64_t> keys(static_cast<size_t>(n_blocks));
+  uint64_t parent = root;
+  for (int32_t i = 0; i < n_blocks; ++i) {
+    parent = chain_key(tokens.subspan(size_t(i) * size_t(block_size), size_t(block_size)), parent);
+    keys[size_t(i)] = parent;
+  }
+  return keys;
+}
+
 uint64_t PrefixCache::root_key(std::string_view cache_salt) {
   if (cache_salt.empty()) return kRootKey;
   // Domain-separated from block keys (which hash int32 tokens): a salt's

@@ -89,6 +89,12 @@ class PrefixCache {
   // (kRootKey for block 0), unmasked: what extend_keys computes, for callers
   // outside the engine (a decode worker checking kv_transfer_params).
   static uint64_t chain_key(std::span<const int32_t> block_tokens, uint64_t parent);
+  // The keys of the first n_blocks full blocks of `tokens` from `root`
+  // (root_key of the cache salt): a prompt's chain, as a prefill worker
+  // offers it and a decode worker checks it. REQUIRES: n_blocks * block_size
+  // <= tokens.size().
+  static std::vector<uint64_t> chain_keys(std::span<const int32_t> tokens, int32_t n_blocks,
+                                          int32_t block_size, uint64_t root);
 
   // The registered block holding block i of t (key `key`) as the successor of
   // `parent` (the block matched for i - 1, or the root), or -1.

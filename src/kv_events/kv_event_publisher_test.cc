@@ -226,9 +226,7 @@ TEST(KvEventPublisher, AStalledSubscriberNeverHoldsThePublisherUp) {
   for (auto& b : batches) {
     for (uint64_t k = 0; k < 500; ++k) b.push_back(KvBlockRemoved{{k}});
   }
-  const auto t0 = std::chrono::steady_clock::now();
   for (auto& b : batches) pub->publish(std::move(b));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "publish() waited";
   ASSERT_TRUE(pub->flush(60s)) << "the sender thread is stuck behind a stalled subscriber";
   const KvEventPublisherCounters c = pub->counters();
   EXPECT_EQ(c.published_batches + c.dropped_batches, before + kBatches);
@@ -249,10 +247,11 @@ TEST(KvEventPublisher, AFullQueueDropsCountsAndLeavesASeqGap) {
   sub.connect(pub->endpoint());
   const uint64_t first = join(*pub, sub) + 1;
   ASSERT_TRUE(pub->flush(2s));
+  // publish() never blocks: the sender thread is paused, so a publish() that
+  // waited for it or for room in the queue would never return here (ctest's
+  // timeout would fail the test); instead the extra batches are dropped.
   pub->set_paused_for_testing(true);
-  const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t k = 0; k < 10; ++k) pub->publish({KvBlockRemoved{{k}}, KvBlockRemoved{{k}}});
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   EXPECT_EQ(pub->counters().dropped_batches, 7u);
   EXPECT_EQ(pub->counters().dropped_events, 14u);
   pub->set_paused_for_testing(false);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -136,10 +137,24 @@ struct KvTransferAgent::Impl {
   int release_cancel_fd = -1;  // eventfd: aborts the round trip in flight at shutdown
   std::thread release_thread;
 
+  // claim_async's round trips, run in order by the claim thread; a job is
+  // called with cancelled = true (and must then only answer kCancelled) when
+  // the agent is destroyed before it ran.
+  std::mutex claim_mu;
+  std::condition_variable claim_cv;
+  std::deque<std::function<void(bool cancelled)>> claim_jobs;  // guarded by claim_mu
+  bool claim_stop = false;                                     // guarded by claim_mu
+  int claim_cancel_fd = -1;  // eventfd: aborts the round trip in flight at shutdown
+  std::thread claim_thread;
+
   // Destroyed first to last in reverse declaration order: see ~KvTransferAgent.
   std::unique_ptr<kv_transfer::UcxTransport> transport;
   std::unique_ptr<kv_transfer::SideChannelServer> server;
 
+  StatusOr<KvClaim> claim(const std::string& host, int port, const std::string& id,
+                          const std::vector<int32_t>& blocks, const std::vector<uint64_t>& keys,
+                          int cancel_fd);
+  void claim_loop();
   json handle(const json& request);
   json handle_claim(const json& request);
   json handle_release(const json& request);
@@ -260,6 +275,9 @@ StatusOr<std::unique_ptr<KvTransferAgent>> KvTransferAgent::create(KvTransferOpt
   impl->release_cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->release_cancel_fd < 0) return Status::unavailable("eventfd: {}", std::strerror(errno));
   impl->release_thread = std::thread([raw] { raw->release_loop(); });
+  impl->claim_cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->claim_cancel_fd < 0) return Status::unavailable("eventfd: {}", std::strerror(errno));
+  impl->claim_thread = std::thread([raw] { raw->claim_loop(); });
   impl->transport = std::make_unique<kv_transfer::UcxTransport>(
       impl->ucx.get(), impl->options.layout.bytes, impl->options.io_timeout,
       [raw](const std::string& token, const std::vector<kv_transfer::FetchRange>& ranges) {
@@ -282,6 +300,20 @@ KvTransferAgent::~KvTransferAgent() {
   OMNIBUS_CHECK(::write(d.release_cancel_fd, &one, sizeof(one)) == sizeof(one));
   d.release_thread.join();
   ::close(d.release_cancel_fd);
+  std::deque<std::function<void(bool)>> unclaimed;
+  {
+    std::lock_guard<std::mutex> lock(d.claim_mu);
+    d.claim_stop = true;
+  }
+  d.claim_cv.notify_all();
+  OMNIBUS_CHECK(::write(d.claim_cancel_fd, &one, sizeof(one)) == sizeof(one));
+  d.claim_thread.join();
+  ::close(d.claim_cancel_fd);
+  {
+    std::lock_guard<std::mutex> lock(d.claim_mu);
+    unclaimed.swap(d.claim_jobs);
+  }
+  for (auto& job : unclaimed) job(/*cancelled=*/true);
   d.transport.reset();  // pending pulls: done(kCancelled); endpoints gone
   d.ucx.reset();     // mem unmap, worker, context
 }
@@ -309,15 +341,57 @@ void KvTransferAgent::withdraw(const std::string& id) {
 StatusOr<KvClaim> KvTransferAgent::claim(const std::string& host, int port, const std::string& id,
                                          const std::vector<int32_t>& blocks,
                                          const std::vector<uint64_t>& keys) {
+  return impl_->claim(host, port, id, blocks, keys, /*cancel_fd=*/-1);
+}
+
+void KvTransferAgent::claim_async(std::string host, int port, std::string id,
+                                  std::vector<int32_t> blocks, std::vector<uint64_t> keys,
+                                  std::function<void(StatusOr<KvClaim>)> done) {
   Impl& d = *impl_;
+  std::function<void(bool)> job = [&d, host = std::move(host), port, id = std::move(id),
+                                   blocks = std::move(blocks), keys = std::move(keys),
+                                   done = std::move(done)](bool cancelled) {
+    if (cancelled) return done(Status::cancelled("the KV transfer agent is shutting down"));
+    done(d.claim(host, port, id, blocks, keys, d.claim_cancel_fd));
+  };
+  {
+    std::lock_guard<std::mutex> lock(d.claim_mu);
+    if (!d.claim_stop) {
+      d.claim_jobs.push_back(std::move(job));
+      job = {};
+    }
+  }
+  if (job) return job(/*cancelled=*/true);
+  d.claim_cv.notify_one();
+}
+
+void KvTransferAgent::Impl::claim_loop() {
+  for (;;) {
+    std::function<void(bool)> job;
+    {
+      std::unique_lock<std::mutex> lock(claim_mu);
+      claim_cv.wait(lock, [&] { return claim_stop || !claim_jobs.empty(); });
+      if (claim_stop) return;  // the destructor cancels what is left
+      job = std::move(claim_jobs.front());
+      claim_jobs.pop_front();
+    }
+    job(/*cancelled=*/false);
+  }
+}
+
+StatusOr<KvClaim> KvTransferAgent::Impl::claim(const std::string& host, int port,
+                                               const std::string& id,
+                                               const std::vector<int32_t>& blocks,
+                                               const std::vector<uint64_t>& keys, int cancel_fd) {
+  Impl& d = *this;
   std::string name = peer_name(host, port);
   auto count = [&](uint64_t KvTransferStats::*counter) {
     std::lock_guard<std::mutex> lock(d.mu);
     ++(d.stats.*counter);
   };
   ClaimRequest request{id, blocks, keys, d.options.layout.compat};
-  auto reply =
-      kv_transfer::side_channel_call(host, port, kv_transfer::to_json(request), *d.options.auth, d.options.io_timeout);
+  auto reply = kv_transfer::side_channel_call(host, port, kv_transfer::to_json(request),
+                                              *d.options.auth, d.options.io_timeout, cancel_fd);
   if (!reply.is_ok() && reply.status().code() == StatusCode::kPermissionDenied) {
     count(&KvTransferStats::claims_failed);
     return reply.status();

@@ -37,8 +37,8 @@
 //
 // Thread-safety: every public method may be called from any thread. UCX is
 // driven by the agent's own thread only; pull() hands a job to it and
-// returns. Callbacks (on_release, pull's done) run on agent threads and must
-// not block for long.
+// returns; claim_async() hands its round trip to the claim thread. Callbacks (on_release, pull's
+// done) run on agent threads and must not block for long.
 #pragma once
 
 #include <chrono>
@@ -73,11 +73,11 @@ struct KvRegionLayout {
 
 // One pinned prompt a prefill worker offers to a decode worker.
 struct KvOffer {
-  std::string id;                // unguessable, [A-Za-z0-9_-], <= 128 chars
-  std::vector<int32_t> blocks;   // block ids in the owner's pool, prompt order
-  std::vector<uint64_t> keys;    // their prefix-cache keys (hash chain), same length
+  std::string id;               // unguessable, [A-Za-z0-9_-], <= 128 chars
+  std::vector<int32_t> blocks;  // block ids in the owner's pool, prompt order
+  std::vector<uint64_t> keys;   // their prefix-cache keys (hash chain), same length
   // kivi2: the last blocks' fp16 window rows, a fetch may read them too.
-  int64_t window_offset = -1;    // in the region; -1: none
+  int64_t window_offset = -1;  // in the region; -1: none
   uint64_t window_bytes = 0;
 };
 
@@ -98,11 +98,11 @@ struct KvSegment {
 
 struct KvTransferOptions {
   std::shared_ptr<const kv_transfer::TransferAuth> auth;  // required: the deployment's secret
-  kv_transfer::PeerList peers;          // who may connect to the side channel
-  std::string listen_host = "0.0.0.0";  // side channel bind address
-  int port = 0;                         // 0: an ephemeral port (see port())
-  std::string engine_id;                // this worker's id (kv_transfer_params.remote_engine_id)
-  KvRegionLayout layout;                // this worker's region
+  kv_transfer::PeerList peers;                            // who may connect to the side channel
+  std::string listen_host = "0.0.0.0";                    // side channel bind address
+  int port = 0;                                           // 0: an ephemeral port (see port())
+  std::string engine_id;  // this worker's id (kv_transfer_params.remote_engine_id)
+  KvRegionLayout layout;  // this worker's region
   std::chrono::milliseconds io_timeout{5000};  // one side-channel round trip, one pull
   // Owner side: a decode worker is done with offer `id` (pulled, or gave up).
   // n_blocks: how many of its blocks it read. Called on an agent thread.
@@ -132,7 +132,7 @@ class KvTransferAgent {
   KvTransferAgent(const KvTransferAgent&) = delete;
   KvTransferAgent& operator=(const KvTransferAgent&) = delete;
 
-  int port() const;                    // the side channel's bound port
+  int port() const;  // the side channel's bound port
   const std::string& engine_id() const;
 
   // --- owner (prefill) side ---
@@ -151,14 +151,20 @@ class KvTransferAgent {
   //   kUnavailable:      the owner could not be reached in io_timeout.
   StatusOr<KvClaim> claim(const std::string& host, int port, const std::string& id,
                           const std::vector<int32_t>& blocks, const std::vector<uint64_t>& keys);
+  // claim() off the calling thread: the round trip runs on the agent's claim
+  // thread (one at a time, in order), and `done` runs there, exactly once,
+  // with claim()'s answer, or kCancelled when the agent is destroyed first.
+  // So an HTTP I/O thread never waits for a prefill worker.
+  void claim_async(std::string host, int port, std::string id, std::vector<int32_t> blocks,
+                   std::vector<uint64_t> keys, std::function<void(StatusOr<KvClaim>)> done);
   // Reads every segment from the owner's region into this agent's region, off
   // the calling thread; `done` is called exactly once (agent thread) with OK
   // or the error, after the last byte landed or the last get was cancelled.
   // REQUIRES: a successful claim of (host, port) earlier, whose token this
   // is; segments inside both regions (checked: kInvalidArgument through done)
   // and inside the claimed offer (the owner checks: kInvalidArgument).
-  void pull(const std::string& host, int port, const std::string& token, std::vector<KvSegment> segments,
-            std::function<void(Status)> done);
+  void pull(const std::string& host, int port, const std::string& token,
+            std::vector<KvSegment> segments, std::function<void(Status)> done);
   // Tells the owner it may unpin offer `id` (n_blocks read). Fire and forget:
   // a dead owner is ignored (its timeout unpins).
   void release(const std::string& host, int port, const std::string& id, int32_t n_blocks);

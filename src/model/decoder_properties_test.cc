@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "model/reference_testing.h"
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 #include "util/testdata.h"
 
 namespace omnibus {

@@ -121,4 +121,52 @@ StatusOr<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const GgufFile> fil
   return load_decoder_model<Gemma3Model>(std::move(file), config, pool, weights);
 }
 
+// Gemma 3 (as llama.cpp reads it): sliding-window attention on every layer
+// but each 6th when attention.sliding_window is set (the pattern may be
+// overridden by attention.sliding_window_pattern, a period or a per-layer
+// array), RoPE base rope.freq_base_swa (default 10000) on those layers, an
+// optional final logit soft-cap, and queries scaled by 1/sqrt(head_dim)
+// (query_pre_attn_scalar = head_dim), except the 62-layer 27B model, which
+// uses 1/sqrt(n_embd / n_head).
+Status read_gemma3_extras(const GgufFile& f, ModelConfig* c) {
+  const std::string& a = c->arch;
+  OMNIBUS_RETURN_IF_ERROR(
+      read_positive(f, a, "attention.sliding_window", &c->sliding_window, false));
+  if (c->sliding_window > 0) {
+    c->layer_is_swa.assign(size_t(c->n_layer), false);
+    const std::string key = a + ".attention.sliding_window_pattern";
+    if (const auto per_layer = f.get_int_array(key)) {
+      if (per_layer->size() != size_t(c->n_layer)) {
+        return Status::corrupt("{}: '{}' has {} entries for {} layers", f.path(), key,
+                               per_layer->size(), c->n_layer);
+      }
+      for (int il = 0; il < c->n_layer; ++il) c->layer_is_swa[size_t(il)] = (*per_layer)[size_t(il)] != 0;
+    } else {
+      int64_t period = 6;
+      if (f.find(key)) {
+        const auto v = f.get_int(key);
+        if (!v || *v < 0) return Status::unsupported("{}: cannot read '{}'", f.path(), key);
+        period = *v;
+      }
+      // period 0: every layer sliding; else layer il is global when il % period == period - 1.
+      for (int il = 0; il < c->n_layer; ++il) {
+        c->layer_is_swa[size_t(il)] = period == 0 || il % period < period - 1;
+      }
+    }
+  }
+  c->rope_freq_base_local = float(f.get_float(a + ".rope.freq_base_swa").value_or(10000.0));
+  c->final_logit_softcap = float(f.get_float(a + ".final_logit_softcapping").value_or(0.0));
+  if (c->final_logit_softcap < 0) {
+    return Status::corrupt("{}: negative final_logit_softcapping", f.path());
+  }
+  if (f.find(a + ".attn_logit_softcapping")) {
+    return Status::unsupported("{}: attention logit soft-capping (Gemma 2) is not supported",
+                               f.path());
+  }
+  c->attn_scale = c->n_layer == 62 ? 1.0f / std::sqrt(float(c->n_embd / c->n_head))
+                                   : 1.0f / std::sqrt(float(c->head_dim));
+  return Status::ok();
+}
+
+
 }  // namespace omnibus

@@ -28,6 +28,10 @@
 
 namespace omnibus {
 
+// Gemma 3's metadata beyond the common keys (sliding-window pattern, local
+// RoPE base, logit soft-cap, query scale): its row's read_extras.
+Status read_gemma3_extras(const GgufFile& f, ModelConfig* c);
+
 StatusOr<std::unique_ptr<Model>> load_gemma3(std::shared_ptr<const GgufFile> file,
                                              const ModelConfig& config, ThreadPool& pool,
                                              WeightLoader& weights);

@@ -1,6 +1,7 @@
-// The decoders of the Llama family, which share one forward pass and differ
-// in what they load (one file each: llama.cc, qwen2.cc, qwen3.cc,
-// qwen3moe.cc, phi3.cc; the shared pass is llama_family.cc):
+// The decoders of the Llama family, which share one forward pass
+// (llama_family.cc) and differ in what they load: their rows of the
+// architecture table (architectures.h: llama, qwen2, qwen3, qwen3moe, phi3)
+// give the RoPE mode and the LlamaFamilyOptions below.
 //
 //   x = embed(tokens)                                   // [n_tok, n_embd]
 //   for each layer:
@@ -39,22 +40,5 @@ StatusOr<std::unique_ptr<Model>> load_llama_family(std::shared_ptr<const GgufFil
                                                    const ModelConfig& config, ThreadPool& pool,
                                                    WeightLoader& weights,
                                                    const LlamaFamilyOptions& options);
-
-// One per architecture (general.architecture).
-StatusOr<std::unique_ptr<Model>> load_llama(std::shared_ptr<const GgufFile> file,
-                                            const ModelConfig& config, ThreadPool& pool,
-                                            WeightLoader& weights);
-StatusOr<std::unique_ptr<Model>> load_qwen2(std::shared_ptr<const GgufFile> file,
-                                            const ModelConfig& config, ThreadPool& pool,
-                                            WeightLoader& weights);
-StatusOr<std::unique_ptr<Model>> load_qwen3(std::shared_ptr<const GgufFile> file,
-                                            const ModelConfig& config, ThreadPool& pool,
-                                            WeightLoader& weights);
-StatusOr<std::unique_ptr<Model>> load_qwen3moe(std::shared_ptr<const GgufFile> file,
-                                               const ModelConfig& config, ThreadPool& pool,
-                                               WeightLoader& weights);
-StatusOr<std::unique_ptr<Model>> load_phi3(std::shared_ptr<const GgufFile> file,
-                                           const ModelConfig& config, ThreadPool& pool,
-                                           WeightLoader& weights);
 
 }  // namespace omnibus

@@ -19,7 +19,7 @@
 #include "model/model.h"
 #include "model/reference_testing.h"
 #include "model/sequence_runner_testing.h"
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 
 namespace omnibus {
 namespace {

@@ -1,12 +1,12 @@
 #include "model/model.h"
 
-#include <string_view>
 #include <utility>
 
 #include "gguf/gguf_file.h"
-#include "model/gemma3.h"
+#include "model/architectures.h"
 #include "model/llama_family.h"
 #include "model/weights.h"
+#include "util/check.h"
 
 namespace omnibus {
 
@@ -24,21 +24,11 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
                                             const LoadProgressFn& progress) {
   OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
   WeightLoader weights(*file, progress);
-  using Loader = StatusOr<std::unique_ptr<Model>> (*)(std::shared_ptr<const GgufFile>,
-                                                      const ModelConfig&, ThreadPool&,
-                                                      WeightLoader&);
-  static const std::pair<std::string_view, Loader> kLoaders[] = {
-      {"llama", load_llama}, {"gemma3", load_gemma3},     {"qwen2", load_qwen2},
-      {"qwen3", load_qwen3}, {"qwen3moe", load_qwen3moe}, {"phi3", load_phi3},
-  };
-  StatusOr<std::unique_ptr<Model>> model = Status::unsupported(
-      "{}: architecture '{}' is not implemented yet", file->path(), config.arch);
-  for (const auto& [arch, load] : kLoaders) {
-    if (arch == config.arch) {
-      model = load(file, config, pool, weights);
-      break;
-    }
-  }
+  const Architecture* row = find_architecture(config.arch);
+  OMNIBUS_CHECK(row != nullptr);  // read_model_config accepts only the table's
+  StatusOr<std::unique_ptr<Model>> model =
+      row->load != nullptr ? row->load(file, config, pool, weights)
+                           : load_llama_family(file, config, pool, weights, row->family);
   if (!model.is_ok()) return model.status();
   (*model)->keep_alive(weights.owned_vectors());
   weights.finish();

@@ -1,7 +1,7 @@
 // Model: a loaded transformer that turns one StepBatch into logits, reading
 // and writing K/V through the step's block tables. One implementation per
-// architecture (llama_family.h: llama.cc, qwen2.cc, qwen3.cc, qwen3moe.cc,
-// phi3.cc; gemma3.cc); the engine sees only this interface.
+// architecture (architectures.h: one row each; the forward passes are
+// llama_family.cc and gemma3.cc); the engine sees only this interface.
 //
 // Weights: matmul weights with a packed kernel on this CPU live on the heap in
 // matmul's packed layout, and their file pages are released after packing;

@@ -64,4 +64,10 @@ struct ModelConfig {
 // Reads and validates the config (positive sizes, heads dividing evenly, ...).
 StatusOr<ModelConfig> read_model_config(const GgufFile& file);
 
+// Reads metadata "<arch>.<suffix>" as an int in [1, 2^30] into *out; a
+// missing key is an error when `required`, else leaves *out as it is.
+// (For the architectures' read_extras, architectures.h.)
+Status read_positive(const GgufFile& f, const std::string& arch, const char* suffix, int* out,
+                     bool required = true);
+
 }  // namespace omnibus

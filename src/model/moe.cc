@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "gguf/gguf_file.h"
 #include "kernels/ops.h"
 #include "kernels/ops_parallel.h"
 #include "kernels/thread_pool.h"
@@ -134,5 +135,23 @@ void moe_feed_forward(const MoeWeights& m, const ModelConfig& c, const float* xn
     }
   }
 }
+
+// Mixture of experts: expert_count experts, expert_used_count of them per
+// token, each with expert_feed_forward_length hidden units (llama.cpp's
+// default when absent: feed_forward_length / expert_used_count).
+Status read_moe_config(const GgufFile& f, ModelConfig* c) {
+  const std::string& a = c->arch;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_count", &c->n_expert));
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_used_count", &c->n_expert_used));
+  if (c->n_expert_used > c->n_expert) {
+    return Status::corrupt("{}: expert_used_count {} > expert_count {}", f.path(),
+                           c->n_expert_used, c->n_expert);
+  }
+  c->n_ff_exp = c->n_ff / c->n_expert_used;
+  OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_feed_forward_length", &c->n_ff_exp, false));
+  if (c->n_ff_exp <= 0) return Status::corrupt("{}: expert feed-forward length is 0", f.path());
+  return Status::ok();
+}
+
 
 }  // namespace omnibus

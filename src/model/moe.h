@@ -40,6 +40,9 @@ struct MoeWeights {
 // Loads blk.<il>.ffn_gate_inp.weight and the three 3-D expert tensors
 // ffn_{gate,up,down}_exps.weight ([n_in, n_out, n_expert]), each expert
 // packed on its own.
+// The expert counts and sizes (qwen3moe's row's read_extras, architectures.h).
+Status read_moe_config(const GgufFile& f, ModelConfig* c);
+
 Status load_moe_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadPool* pool,
                         MoeWeights* out);
 

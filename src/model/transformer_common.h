@@ -3,7 +3,7 @@
 // forward pass makes on its step, the embedding row gather, the two halves of
 // a block (attention, gated feed-forward) and the final norm and vocabulary
 // projection of only the rows that produce logits. Each architecture file
-// (llama.cc, gemma3.cc) keeps only what is its own: extra weights, how the
+// (llama_family.cc, gemma3.cc) keeps only what is its own: extra weights, how the
 // halves join the residual stream, scalings and caps.
 //
 // Thread-safety: EmbeddingWeights is immutable after loading; the functions

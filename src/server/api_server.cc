@@ -28,14 +28,27 @@ void respond_method_not_allowed(ResponseSink& sink, const HttpRequest& req, cons
   sink.respond(e.status, kJson, e.to_json(), HttpHeaders{{"Allow", allow}});
 }
 
-ApiResult<nlohmann::json> parse_body(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON", "invalid_json");
-  if (!j.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
-  return j;
+}  // namespace
+
+void DisconnectRelay::disconnected() {
+  std::weak_ptr<Generation> g;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone_ = true;
+    g = gen_;
+  }
+  if (auto live = g.lock()) live->cancel();
 }
 
-}  // namespace
+void DisconnectRelay::attach(std::weak_ptr<Generation> gen) {
+  bool gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone = gone_;
+    gen_ = gen;
+  }
+  if (auto live = gen.lock(); live && gone) live->cancel();
+}
 
 ApiServer::ApiServer(ApiConfig config)
     : config_(std::move(config)),
@@ -43,7 +56,14 @@ ApiServer::ApiServer(ApiConfig config)
       pump_(std::make_unique<StreamPump>()),
       created_(int64_t(std::time(nullptr))) {}
 
-ApiServer::~ApiServer() { pump_.reset(); }
+ApiServer::~ApiServer() {
+  {
+    // A claim's completion launches a generation on the pump: let those in flight end first.
+    std::unique_lock<std::mutex> lock(claims_mu_);
+    claims_cv_.wait(lock, [this] { return claims_in_flight_ == 0; });
+  }
+  pump_.reset();
+}
 
 void ApiServer::set_backend(Backend backend) {
   backend_ = std::move(backend);
@@ -188,170 +208,55 @@ ApiResult<std::shared_ptr<const grammar::TokenMasker>> ApiServer::compile_struct
 
 void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
                                   const std::shared_ptr<ResponseSink>& sink) {
-  ApiResult<nlohmann::json> body = parse_body(req.body);
-  if (!body.ok()) return respond_error(*sink, body.error());
-  const Tokenizer& tok = *backend_.tokenizer;
-  Engine& engine = *backend_.engine;
-  const int32_t max_model_len = engine.info().max_model_len;
-  ParseLimits limits;
-  limits.n_vocab = tok.n_vocab();
-  limits.max_n = config_.max_n;
-  limits.max_logprobs = config_.max_logprobs;
-  ApiResult<GenerationSpec> spec =
-      endpoint == Endpoint::kChat ? parse_chat_request(*body, limits) : parse_completion_request(*body, limits);
-  if (!spec.ok()) return respond_error(*sink, spec.error());
-  if (!config_.prefix_cache_salt_header.empty()) {  // the gateway's tenant first: see ApiConfig
-    spec->base.cache_salt = req.header(config_.prefix_cache_salt_header) + '\x1f' + spec->base.cache_salt;
+  ApiResult<PreparedGeneration> prepared = prepare_generation(endpoint, req);
+  if (!prepared.ok()) return respond_error(*sink, prepared.error());
+  if (prepared->kv_ask != KvTransferService::Ask::kRemotePrefill) {
+    return launch_generation(std::move(*prepared), nullptr, sink);
   }
-  if (!spec->model.empty() && spec->model != config_.served_model_name) {
-    return respond_error(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves "
-                                                                "'{}')", spec->model, config_.served_model_name),
-                                                    "model_not_found"));
-  }
-  if (spec->structured.kind != grammar::StructuredOutput::Kind::kNone) {
-    ApiResult<std::shared_ptr<const grammar::TokenMasker>> g = compile_structured(*spec, req.body);
-    if (!g.ok()) return respond_error(*sink, g.error());
-    spec->base.grammar = *g;
-  }
-
-  // The tools' parameter schemas in the order they were written (the body
-  // was read with sorted keys): what the template shows and the grammar forces.
-  if (!spec->tools.functions.empty()) {
-    std::vector<std::string> pointers;
-    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
-      pointers.push_back(fmt::format("/tools/{}/function/parameters", i));
-      pointers.push_back(fmt::format("/tools/{}", i));
-    }
-    std::vector<std::string> ordered = ordered_schema_texts(req.body, pointers);
-    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
-      ToolFunction& f = spec->tools.functions[i];
-      if (!ordered[2 * i].empty()) f.parameters = std::move(ordered[2 * i]);
-      if (!ordered[2 * i + 1].empty()) f.tool_json = std::move(ordered[2 * i + 1]);
-    }
-  }
-  // tool_choice "required" or a named function: the grammar that forces a call
-  // (compiled into Request::grammar with the structured-output grammars).
-  if (spec->tools.choice == ToolChoice::kRequired || spec->tools.choice == ToolChoice::kNamed) {
-    if (spec->structured.kind != grammar::StructuredOutput::Kind::kNone) {
-      return respond_error(*sink, ApiError::invalid("tool_choice", fmt::format("a forced tool call (tool_choice) "
-                                                                               "and '{}' cannot both constrain the "
-                                                                               "output", spec->structured_field)));
-    }
-    StatusOr<std::string> g = tool_call_grammar(spec->tools, backend_.tool_parser);
-    if (!g.is_ok()) return respond_error(*sink, ApiError::invalid("tools", g.status().message()));
-    spec->tool_grammar = std::move(*g);
-    if (backend_.grammars == nullptr) {
-      return respond_error(*sink, ApiError::invalid("tool_choice", "this server cannot force tool calls"));
-    }
-    StatusOr<std::shared_ptr<const grammar::TokenMasker>> m = backend_.grammars->get(spec->tool_grammar);
-    if (!m.is_ok()) return respond_error(*sink, ApiError::invalid("tools", m.status().message()));
-    spec->base.grammar = std::move(m).value();
-  }
-
-  // Prompts -> token ids.
-  std::vector<PreparedPrompt> prompts;
-  const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
-  if (endpoint == Endpoint::kChat) {
-    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
-                                                         spec->tools.tool_jsons());
-    if (!text.is_ok()) {
-      return respond_error(*sink, ApiError::invalid("messages", "cannot apply the chat template: " +
-                                                                    text.status().message()));
-    }
-    prompts.push_back(PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
-  } else {
-    for (const PromptInput& in : spec->prompts) {
-      PreparedPrompt p;
-      if (in.is_text) {
-        p.ids = tok.encode(in.text, spec->add_special_tokens, /*parse_special=*/true);
-        p.echo_text = in.text;
-      } else {
-        p.ids = in.ids;
-        if (spec->echo) p.echo_text = tok.decode(in.ids);
-      }
-      prompts.push_back(std::move(p));
-    }
-  }
-  int32_t longest = 0;
-  for (const PreparedPrompt& p : prompts) {
-    if (p.ids.empty()) return respond_error(*sink, ApiError::invalid(param, "the prompt is empty after tokenization"));
-    longest = std::max(longest, int32_t(p.ids.size()));
-  }
-  if (!spec->max_tokens_set) spec->base.max_tokens = std::max(1, max_model_len - longest);
-  if (int64_t(longest) + spec->base.max_tokens > max_model_len) {
-    return respond_error(
-        *sink, ApiError::invalid(param,
-                                 fmt::format("this model's maximum context length is {} tokens, but {} tokens were "
-                                             "requested ({} in the prompt, {} for the completion); shorten the "
-                                             "prompt or lower max_tokens",
-                                             max_model_len, int64_t(longest) + spec->base.max_tokens, longest,
-                                             spec->base.max_tokens),
-                                 "context_length_exceeded"));
-  }
-  if (spec->base.min_tokens > spec->base.max_tokens) {
-    return respond_error(*sink, ApiError::invalid("min_tokens", "'min_tokens' must not exceed the tokens the context "
-                                                                "leaves for the completion"));
-  }
+  // A decode worker's remote prefill: claiming the blocks is a round trip to
+  // the prefill worker, which runs on the transfer agent's claim thread, not
+  // on this HTTP I/O thread; the generation starts from its completion.
+  auto g = std::make_shared<PreparedGeneration>(std::move(*prepared));
+  // A client gone while the claim is in flight cancels the generation once it exists.
+  auto relay = std::make_shared<DisconnectRelay>();
+  sink->on_disconnect([relay] { relay->disconnected(); });
   {
-    std::vector<int64_t> prompt_tokens;
-    for (const PreparedPrompt& p : prompts) prompt_tokens.push_back(int64_t(p.ids.size()));
-    if (std::optional<ApiError> e = check_response_bounds(*spec, prompt_tokens, config_.max_logprob_entries)) {
-      return respond_error(*sink, *e);
+    std::lock_guard<std::mutex> lock(claims_mu_);
+    ++claims_in_flight_;
+  }
+  auto on_claimed = [this, g, sink, relay](ApiResult<std::shared_ptr<KvImport>> im) {
+    if (!im.ok()) {
+      respond_error(*sink, im.error());
+    } else {
+      launch_generation(std::move(*g), *im, sink, relay);
     }
+    std::lock_guard<std::mutex> lock(
+        claims_mu_);  // notified under the lock: ~ApiServer waits on it
+    --claims_in_flight_;
+    claims_cv_.notify_all();
+  };
+  const std::vector<int32_t>& prompt = g->prompts[0].ids;
+  if (std::optional<ApiError> e = backend_.kv_transfer->start_import(
+          g->kv_params, prompt, g->spec.base.cache_salt, std::move(on_claimed))) {
+    respond_error(*sink, *e);
+    std::lock_guard<std::mutex> lock(claims_mu_);
+    --claims_in_flight_;
+    claims_cv_.notify_all();
   }
+}
 
-  // Disaggregated prefill/decode (kv_transfer_service.h).
-  const auto params_it = body->find("kv_transfer_params");
-  const nlohmann::json* kv_params = params_it == body->end() ? nullptr : &*params_it;
-  KvTransferService::Ask kv_ask = KvTransferService::Ask::kNone;
-  if (backend_.kv_transfer != nullptr) {
-    ApiResult<KvTransferService::Ask> ask = backend_.kv_transfer->classify(kv_params);
-    if (!ask.ok()) return respond_error(*sink, ask.error());
-    kv_ask = *ask;
-  } else if (kv_params != nullptr && !kv_params->is_null()) {
-    const bool asks = kv_params->is_object() && (kv_params->value("do_remote_decode", false) == true ||
-                                                 kv_params->value("do_remote_prefill", false) == true);
-    if (asks) {
-      return respond_error(*sink, ApiError::invalid("kv_transfer_params",
-                                                    "this worker does not transfer KV blocks: start it with "
-                                                    "--kv-role prefill or decode (or --kv-transfer), "
-                                                    "--kv-transfer-secret-file and --kv-transfer-peers "
-                                                    "(docs/security.md); if it was, its start-up log says why "
-                                                    "the service is off",
-                                                    "kv_transfer_disabled"));
-    }
-  }
-  if (kv_ask != KvTransferService::Ask::kNone && prompts.size() != 1) {
-    return respond_error(*sink, ApiError::invalid("kv_transfer_params", "kv_transfer_params needs a single prompt"));
-  }
-  if (kv_ask == KvTransferService::Ask::kRemoteDecode && spec->stream) {
-    return respond_error(*sink, ApiError::invalid("stream", "a prefill for a remote decode (kv_transfer_params."
-                                                            "do_remote_decode) answers with stream: false"));
-  }
-
-  if (state_.load() == State::kDraining) {
-    return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
-  }
-  const int64_t n_new = int64_t(prompts.size());
-  if (config_.max_waiting > 0 && counters_.n_pending.load() + n_new > config_.max_waiting) {
-    return respond_error(*sink, ApiError::unavailable(fmt::format("the server is overloaded: {} requests are waiting "
-                                                                  "(bound {}); retry later",
-                                                                  counters_.n_pending.load(), config_.max_waiting),
-                                                      "server_overloaded"));
-  }
-
-  std::shared_ptr<KvImport> kv_import;
-  if (kv_ask == KvTransferService::Ask::kRemotePrefill) {
-    ApiResult<std::shared_ptr<KvImport>> im =
-        backend_.kv_transfer->prepare_import(*kv_params, prompts[0].ids, spec->base.cache_salt);
-    if (!im.ok()) return respond_error(*sink, im.error());
-    kv_import = *im;
-  }
+// Submits a prepared generation (with the blocks to import, for a remote
+// prefill) and hands its streams to the pump. Any thread.
+void ApiServer::launch_generation(PreparedGeneration g, std::shared_ptr<KvImport> kv_import,
+                                  const std::shared_ptr<ResponseSink>& sink,
+                                  const std::shared_ptr<DisconnectRelay>& relay) {
+  Engine& engine = *backend_.engine;
+  const Tokenizer& tok = *backend_.tokenizer;
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const PreparedPrompt& p : prompts) {
-    Request r = spec->base;
+  for (const PreparedPrompt& p : g.prompts) {
+    Request r = g.spec.base;
     r.prompt = p.ids;
-    r.pin_prompt_blocks = kv_ask == KvTransferService::Ask::kRemoteDecode;
+    r.pin_prompt_blocks = g.kv_ask == KvTransferService::Ask::kRemoteDecode;
     r.kv_import = kv_import;
     StatusOr<std::shared_ptr<RequestStream>> s = engine.submit(std::move(r));
     if (!s.is_ok()) {
@@ -361,18 +266,26 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
     }
     streams.push_back(std::move(*s));
   }
-  counters_.n_pending.fetch_add(n_new);
+  counters_.n_pending.fetch_add(int64_t(streams.size()));
 
-  GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
-                        kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
-                        backend_.tool_parser};
+  GenerationContext ctx{
+      &engine,
+      &tok,
+      &metrics_,
+      &counters_,
+      config_.served_model_name,
+      g.kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
+      backend_.tool_parser};
   auto gen =
-      std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
+      std::make_shared<Generation>(std::move(ctx), std::move(g.spec), std::move(g.prompts), sink);
   std::weak_ptr<Generation> weak = gen;
-  sink->on_disconnect([weak] {
-    if (auto g = weak.lock()) g->cancel();
-  });
+  if (relay == nullptr) {  // in the route handler: the sink takes the callback now
+    sink->on_disconnect([weak] {
+      if (auto live = weak.lock()) live->cancel();
+    });
+  }
   gen->start(streams);
+  if (relay != nullptr) relay->attach(weak);
   {
     // After start(): abort_all (another thread) may use it from here on.
     std::lock_guard<std::mutex> lock(gens_mu_);
@@ -385,7 +298,7 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
 }
 
 ApiResult<std::string> ApiServer::tokenize(const std::string& body_text) const {
-  ApiResult<nlohmann::json> body = parse_body(body_text);
+  ApiResult<nlohmann::json> body = parse_json_body(body_text);
   if (!body.ok()) return body.error();
   JsonFields f(*body);
   std::string prompt;
@@ -403,7 +316,7 @@ ApiResult<std::string> ApiServer::tokenize(const std::string& body_text) const {
 }
 
 ApiResult<std::string> ApiServer::detokenize(const std::string& body_text) const {
-  ApiResult<nlohmann::json> body = parse_body(body_text);
+  ApiResult<nlohmann::json> body = parse_json_body(body_text);
   if (!body.ok()) return body.error();
   const int32_t n_vocab = backend_.tokenizer->n_vocab();
   auto it = body->find("tokens");

@@ -26,11 +26,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "model/model_config.h"
@@ -89,6 +92,28 @@ struct Backend {
   ToolParserKind tool_parser = ToolParserKind::kHermes;
 };
 
+// A generation request read and checked (generation_prepare.cc), ready to
+// submit: its spec, its tokenized prompts and what its kv_transfer_params ask.
+struct PreparedGeneration {
+  GenerationSpec spec;
+  std::vector<PreparedPrompt> prompts;
+  KvTransferService::Ask kv_ask = KvTransferService::Ask::kNone;
+  nlohmann::json kv_params;  // the request's kv_transfer_params (null when absent)
+};
+
+// The client's disconnect for a generation that starts after its route
+// handler returned (a remote prefill's claim): the sink's callback is set in
+// the handler and cancels the generation whenever it exists. Thread-safe.
+class DisconnectRelay {
+ public:
+  void disconnected();                         // the sink's on_disconnect
+  void attach(std::weak_ptr<Generation> gen);  // the generation started
+ private:
+  std::mutex mu_;
+  bool gone_ = false;              // guarded by mu_
+  std::weak_ptr<Generation> gen_;  // guarded by mu_
+};
+
 class ApiServer {
  public:
   explicit ApiServer(ApiConfig config);
@@ -117,9 +142,17 @@ class ApiServer {
  private:
   enum class State { kLoading, kReady, kDraining };
 
-  void handle_generation(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
-  ApiResult<std::shared_ptr<const grammar::TokenMasker>> compile_structured(GenerationSpec& spec,
-                                                                            const std::string& raw_body);
+  // POST /v1/completions and /v1/chat/completions: prepare, then launch
+  // (after the KV claim, on the transfer agent's claim thread, for a remote prefill).
+  void handle_generation(Endpoint endpoint, const HttpRequest& req,
+                         const std::shared_ptr<ResponseSink>& sink);
+  ApiResult<PreparedGeneration> prepare_generation(
+      Endpoint endpoint, const HttpRequest& req);  // generation_prepare.cc
+  void launch_generation(PreparedGeneration g, std::shared_ptr<KvImport> kv_import,
+                         const std::shared_ptr<ResponseSink>& sink,
+                         const std::shared_ptr<DisconnectRelay>& relay = nullptr);
+  ApiResult<std::shared_ptr<const grammar::TokenMasker>> compile_structured(
+      GenerationSpec& spec, const std::string& raw_body);
   ApiResult<std::string> tokenize(const std::string& body) const;
   ApiResult<std::string> detokenize(const std::string& body) const;
   std::string tokenizer_info() const;
@@ -140,6 +173,10 @@ class ApiServer {
   GenerationCounters counters_;
   std::unique_ptr<StreamPump> pump_;
   const int64_t created_;
+
+  std::mutex claims_mu_;
+  std::condition_variable claims_cv_;  // claims_in_flight_ dropped
+  int64_t claims_in_flight_ = 0;  // guarded by claims_mu_: remote prefills awaiting their claim
 
   std::mutex gens_mu_;
   std::vector<std::weak_ptr<Generation>> gens_;  // guarded by gens_mu_: for abort_all

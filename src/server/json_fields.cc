@@ -92,4 +92,12 @@ void JsonFields::get_string(const char* key, std::string& out) {
   }
 }
 
+ApiResult<nlohmann::json> parse_json_body(const std::string& body) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return ApiError::invalid("", "the request body is not valid JSON", "invalid_json");
+  if (!j.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
+  return j;
+}
+
 }  // namespace omnibus::server

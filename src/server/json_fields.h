@@ -54,4 +54,8 @@ class JsonFields {
 // A short name for a JSON value's type in error messages ("string", "integer", ...).
 const char* json_type_name(const nlohmann::json& v);
 
+// A request body as a JSON object, or the 400 to answer ("invalid_json", or
+// not an object).
+ApiResult<nlohmann::json> parse_json_body(const std::string& body);
+
 }  // namespace omnibus::server

@@ -1,15 +1,8 @@
 #include "server/kv_transfer_service.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <random>
-
 #include <fmt/format.h>
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+
+#include <random>
 
 #include "kv/prefix_cache.h"
 #include "kv_transfer/offer_params.h"
@@ -94,32 +87,8 @@ const char* kv_role_name(KvRole r) {
   return "?";
 }
 
-StatusOr<std::string> model_fingerprint(const std::string& gguf_path) {
-  const int fd = ::open(gguf_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::not_found("cannot open {}: {}", gguf_path, std::strerror(errno));
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  std::vector<char> buf(size_t(4) << 20);
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      XXH3_freeState(st);
-      ::close(fd);
-      return Status::internal("cannot read {}: {}", gguf_path, std::strerror(e));
-    }
-    if (n == 0) break;
-    XXH3_64bits_update(st, buf.data(), size_t(n));
-  }
-  const uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  ::close(fd);
-  return kv_transfer::hex64(h);
-}
-
-StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(Engine& engine, const std::string& kv_dtype,
-                                                                        KvTransferServiceOptions options) {
+StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(
+    Engine& engine, const std::string& kv_dtype, KvTransferServiceOptions options) {
   if (!engine.info().prefix_caching) {
     return Status::invalid_argument("--kv-role needs prefix caching (drop --no-prefix-caching)");
   }
@@ -351,46 +320,54 @@ std::optional<ApiError> KvTransferService::check_chain(const ImportParams& p, co
     return kv_params_error("remote_block_ids", fmt::format("names {} blocks of {} tokens, more than this prompt of {} "
                                                            "tokens has before its last token", n, bs, prompt.size()));
   }
-  uint64_t parent = PrefixCache::root_key(cache_salt);
+  const std::vector<uint64_t> keys =
+      PrefixCache::chain_keys(prompt, n, bs, PrefixCache::root_key(cache_salt));
   for (int32_t i = 0; i < n; ++i) {
-    parent = PrefixCache::chain_key(std::span<const int32_t>(prompt.data() + size_t(i) * size_t(bs), size_t(bs)),
-                                    parent);
-    if (parent != p.keys[size_t(i)]) {
-      return kv_params_error("omnibus.block_hashes", fmt::format("do not match this request's prompt (block {} "
-                                                                 "differs): the prefill worker computed another "
-                                                                 "prompt", i));
+    if (keys[size_t(i)] != p.keys[size_t(i)]) {
+      return kv_params_error("omnibus.block_hashes",
+                             fmt::format("do not match this request's prompt (block {} "
+                                         "differs): the prefill worker computed another "
+                                         "prompt",
+                                         i));
     }
   }
   return std::nullopt;
 }
 
-ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const json& params,
-                                                                       const std::vector<int32_t>& prompt,
-                                                                       const std::string& cache_salt) {
-  if (std::optional<ApiError> e = check_offer(params, nullptr)) return *e;
+std::optional<ApiError> KvTransferService::start_import(const json& params,
+                                                        const std::vector<int32_t>& prompt,
+                                                        const std::string& cache_salt,
+                                                        ImportDone done) {
+  if (std::optional<ApiError> e = check_offer(params, nullptr)) return e;
   std::string bad_field;
   StatusOr<ImportParams> parsed = kv_transfer::parse_offer_params(params, &bad_field);
   if (!parsed.is_ok()) {
     return ApiError::invalid(std::string(kParam) + "." + bad_field, parsed.status().message(),
                              "invalid_kv_transfer_params");
   }
-  const ImportParams& p = *parsed;
-  if (std::optional<ApiError> e = check_offer(params, &p)) return *e;
-  if (std::optional<ApiError> e = check_chain(p, prompt, cache_salt)) return *e;
-  const std::string& host = p.host;
-  const std::string& id = p.request_id;
-  const int port = p.port;
-  const int32_t n = int32_t(p.blocks.size());
-  const bool no_window = region_.window_bytes > 0 && p.window_offset < 0;
+  auto p = std::make_shared<const ImportParams>(std::move(parsed).value());
+  if (std::optional<ApiError> e = check_offer(params, p.get())) return e;
+  if (std::optional<ApiError> e = check_chain(*p, prompt, cache_salt)) return e;
+  const int32_t n = int32_t(p->blocks.size());
+  const bool no_window = region_.window_bytes > 0 && p->window_offset < 0;
   if (n == 0 || no_window) {
-    agent_->release(host, port, id, 0);
+    agent_->release(p->host, p->port, p->request_id, 0);
     if (n > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       ++fallbacks_;
     }
-    return std::shared_ptr<KvImport>();
+    done(std::shared_ptr<KvImport>());
+    return std::nullopt;
   }
-  StatusOr<KvClaim> claim = agent_->claim(host, port, id, p.blocks, p.keys);
+  agent_->claim_async(p->host, p->port, p->request_id, p->blocks, p->keys,
+                      [this, p, done = std::move(done)](StatusOr<KvClaim> claim) {
+                        done(claimed(*p, std::move(claim)));
+                      });
+  return std::nullopt;
+}
+
+ApiResult<std::shared_ptr<KvImport>> KvTransferService::claimed(const ImportParams& p,
+                                                                StatusOr<KvClaim> claim) {
   if (!claim.is_ok()) {
     if (claim.status().code() == StatusCode::kInvalidArgument) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -398,8 +375,9 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::prepare_import(const jso
       return ApiError::invalid(kParam, "the prefill worker refused the transfer: " + claim.status().message(),
                                "kv_transfer_refused");
     }
-    fmt::print(stderr, "kv transfer: prefill worker {}:{} unreachable ({}); computing the prompt here\n", host, port,
-               claim.status().message());
+    fmt::print(stderr,
+               "kv transfer: prefill worker {}:{} unreachable ({}); computing the prompt here\n",
+               p.host, p.port, claim.status().message());
     std::lock_guard<std::mutex> lock(mu_);
     ++fallbacks_;
     return std::shared_ptr<KvImport>();

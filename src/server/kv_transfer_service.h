@@ -46,6 +46,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,13 +76,9 @@ struct KvTransferServiceOptions {
   std::string listen_host = "0.0.0.0";
   int port = 0;                    // --kv-transfer-port (0: ephemeral)
   std::chrono::seconds timeout{120};  // --kv-transfer-timeout: unpin what was never pulled
-  std::string model_fingerprint;   // model_fingerprint() of the served GGUF
+  std::string model_fingerprint;      // hex of gguf_fingerprint() of the served GGUF
   std::chrono::milliseconds io_timeout{5000};
 };
-
-// A hash of the whole GGUF file (XXH3-64, hex): two workers move KV blocks
-// only when they serve the same bytes.
-StatusOr<std::string> model_fingerprint(const std::string& gguf_path);
 
 class KvTransferService {
  public:
@@ -115,12 +112,17 @@ class KvTransferService {
 
   // Decode side: checks `params` (signature first, then remote_host against
   // the peers, then the rest) against the tokenized prompt and its cache
-  // salt, and claims the blocks. A null import (and OK) when there is nothing
-  // to fetch or the prefill worker is unreachable (the prompt is then
-  // computed here). Any failed check is a 400 and nothing connects.
-  ApiResult<std::shared_ptr<KvImport>> prepare_import(const nlohmann::json& params,
-                                                      const std::vector<int32_t>& prompt,
-                                                      const std::string& cache_salt);
+  // salt, and claims the blocks. A failed check is returned (a 400; nothing
+  // connects and `done` is never called). Otherwise `done` is called exactly
+  // once with the import, or a null import when there is nothing to fetch or
+  // the prefill worker is unreachable (the prompt is then computed here), or
+  // the owner's refusal (a 400): on the calling thread when no claim is
+  // needed, else on the agent's claim thread after the round trip (up to
+  // --kv-transfer-timeout), so the caller (an HTTP I/O thread) never waits.
+  using ImportDone = std::function<void(ApiResult<std::shared_ptr<KvImport>>)>;
+  std::optional<ApiError> start_import(const nlohmann::json& params,
+                                       const std::vector<int32_t>& prompt,
+                                       const std::string& cache_salt, ImportDone done);
 
   // Prometheus lines (HELP/TYPE included) of the transfer metrics.
   std::string metrics_text(const std::string& labels, const EngineStats& stats) const;
@@ -128,9 +130,15 @@ class KvTransferService {
  private:
   KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat);
   // nullptr: the signature; else the peers, compatibility and window shape.
-  std::optional<ApiError> check_offer(const nlohmann::json& params, const kv_transfer::ImportParams* parsed);
-  ApiResult<std::shared_ptr<KvImport>> make_import(const kv_transfer::ImportParams& p, KvClaim claim);
-  std::optional<ApiError> check_chain(const kv_transfer::ImportParams& p, const std::vector<int32_t>& prompt,
+  std::optional<ApiError> check_offer(const nlohmann::json& params,
+                                      const kv_transfer::ImportParams* parsed);
+  ApiResult<std::shared_ptr<KvImport>> make_import(const kv_transfer::ImportParams& p,
+                                                   KvClaim claim);
+  // The claim's answer -> the import (or null, or the refusal).
+  ApiResult<std::shared_ptr<KvImport>> claimed(const kv_transfer::ImportParams& p,
+                                               StatusOr<KvClaim> claim);
+  std::optional<ApiError> check_chain(const kv_transfer::ImportParams& p,
+                                      const std::vector<int32_t>& prompt,
                                       const std::string& cache_salt) const;
   void on_release(const std::string& id, int32_t n_blocks);
   void expire_loop();  // the timeout thread

@@ -11,6 +11,10 @@ import re
 import uuid
 
 import jsonschema
+import httpx
+import openai
+import pytest
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ["smollm2-135m", "gemma3-270m"]
@@ -103,3 +107,99 @@ def schema_errors(schema, text):
         return f"{text!r} does not validate: " + "; ".join(
             f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:3])
     return None
+
+
+# --- request spellings ----------------------------------------------------------------------------------------------
+
+def constraint(kind, spelling, value, strict=False):
+    """The request fields that ask for `value` (a schema, pattern, choice list or GBNF) in one spelling."""
+    if kind == "json_schema":
+        return {
+            "response_format": {"response_format": {"type": "json_schema",
+                                                    "json_schema": {"name": "case", "schema": value,
+                                                                    "strict": strict}}},
+            "structured_outputs": {"structured_outputs": {"json": value}},
+            "guided": {"guided_json": value},
+            "llama": {"json_schema": value},
+        }[spelling]
+    if kind == "json_object":
+        return {"response_format": {"type": "json_object"}}
+    if kind == "regex":
+        return {"structured_outputs": {"structured_outputs": {"regex": value}},
+                "guided": {"guided_regex": value}}[spelling]
+    if kind == "choice":
+        return {"structured_outputs": {"structured_outputs": {"choice": value}},
+                "guided": {"guided_choice": value}}[spelling]
+    if kind == "grammar":
+        return {"structured_outputs": {"structured_outputs": {"grammar": value}},
+                "guided": {"guided_grammar": value},
+                "llama": {"grammar": value}}[spelling]
+    raise ValueError(kind)
+
+
+SPELLINGS = {
+    "json_schema": ["response_format", "structured_outputs", "guided", "llama"],
+    "json_object": ["response_format"],
+    "regex": ["structured_outputs", "guided"],
+    "choice": ["structured_outputs", "guided"],
+    "grammar": ["structured_outputs", "guided", "llama"],
+}
+ENDPOINTS = ["chat", "completions"]
+
+
+def instruction(kind, value):
+    if kind == "json_schema":
+        return f"Write one JSON value that follows this JSON Schema.\nSchema: {json.dumps(value)}"
+    if kind == "json_object":
+        return value  # the prompt itself
+    if kind == "regex":
+        return f"Write a string that matches the regular expression {value}"
+    if kind == "choice":
+        return f"Answer with one of: {', '.join(value)}. Which one do you like?"
+    return f"Write a text that follows this grammar:\n{value}"
+
+
+def request(model, endpoint, kind, spelling, value, seed, max_tokens, strict=False, **extra):
+    """(path, body) of one constrained request, sampled at temperature 1 with `seed`."""
+    text = instruction(kind, value)
+    body = {"model": model, "temperature": 1.0, "seed": seed, "max_tokens": max_tokens}
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+        path = "/v1/chat/completions"
+    else:
+        body["prompt"] = text + "\nAnswer: "
+        path = "/v1/completions"
+    body.update(constraint(kind, spelling, value, strict))
+    body.update(extra)
+    return path, body
+
+
+def output_text(path, choice):
+    if path.endswith("/chat/completions"):
+        msg = choice["message"]
+        assert not msg.get("tool_calls"), msg
+        return msg["content"] if msg["content"] is not None else ""
+    return choice["text"]
+
+
+def post_all(base_url, items, workers=32):
+    """POSTs every (path, body) with `workers` in flight; the httpx.Responses in order."""
+    limits = httpx.Limits(max_connections=workers + 4, max_keepalive_connections=workers + 4)
+    with httpx.Client(base_url=base_url, timeout=600, limits=limits) as c:
+        with ThreadPoolExecutor(workers) as ex:
+            return list(ex.map(lambda it: c.post(it[0], json=it[1]), items))
+
+
+# --- fixtures --------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=MODELS)
+def srv(request, start_server):
+    name = request.param
+    if not model_present(name):
+        pytest.skip(f"models/{name}.gguf not found")
+    return start_server(*SERVER_ARGS, model=name), name
+
+
+@pytest.fixture
+def client(srv):
+    return openai.OpenAI(base_url=srv[0].base_url + "/v1", api_key="unused", max_retries=0, timeout=300)

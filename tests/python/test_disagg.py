@@ -59,17 +59,28 @@ def workload(n=64, tenants=8):
     return reqs
 
 
+def logprob_entries(lp):
+    """A completion choice's logprobs as exact values: each token with its logprob and top-2."""
+    if lp is None:
+        return []
+    return [(t, lp_, tuple(sorted(top.items())) if top else ())
+            for t, lp_, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs or [None] * len(lp.tokens))]
+
+
 def run(url, reqs, workers=8):
+    """Each request's (text, prompt tokens, logprobs): the logprobs are compared exactly too, so a KV
+    block that moved with one bit changed shows even where the sampled text does not."""
     cl = client(url)
 
     def one(item):
         body, stream = item
-        kw = dict(body, model="m")
+        kw = dict(body, model="m", logprobs=2)
         if not stream:
             r = cl.completions.create(**kw)
-            return r.choices[0].text, r.usage.prompt_tokens
+            return r.choices[0].text, r.usage.prompt_tokens, logprob_entries(r.choices[0].logprobs)
         chunks = list(cl.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
-        return "".join(c.choices[0].text for c in chunks if c.choices), chunks[-1].usage.prompt_tokens
+        lps = [e for c in chunks if c.choices for e in logprob_entries(c.choices[0].logprobs)]
+        return ("".join(c.choices[0].text for c in chunks if c.choices), chunks[-1].usage.prompt_tokens, lps)
 
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
         return list(ex.map(one, reqs))
@@ -123,7 +134,7 @@ def test_pd_outputs_equal_one_server(model, kv_dtype, tmp_path):
         blocks = pulled_blocks(c.decode[0])
         # Every request's prompt blocks were pulled or found in the decode worker's own cache.
         assert blocks["pulled"] > 0, (blocks, c.logs())
-        assert blocks["pulled"] + blocks["local"] >= sum((p - 1) // 16 for _, p in want), blocks
+        assert blocks["pulled"] + blocks["local"] >= sum((p - 1) // 16 for _, p, _ in want), blocks
         # The shared prefixes are found in the decode worker's own cache after their first pull: for kivi2
         # too, whose fp16 window rows move with the blocks (else every hit would be cut back and pulled again).
         assert blocks["local"] > blocks["pulled"], (blocks, c.logs())

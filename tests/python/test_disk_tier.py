@@ -3,6 +3,9 @@ long prompt served by one server is answered by the next one on the same
 directory from blocks loaded from disk, with the same text, its prefix reported
 as cached, and the disk tier's hits on /metrics."""
 import re
+import signal
+import threading
+import time
 
 import httpx
 
@@ -22,15 +25,15 @@ def metric(base_url, name, labels=""):
     raise AssertionError(f"{name}{{{labels}}} missing from /metrics")
 
 
-def complete(base_url):
-    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 8, "temperature": 0}
+def complete(base_url, prompt=PROMPT):
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 8, "temperature": 0}
     r = httpx.post(base_url + "/v1/completions", json=body, timeout=120)
     r.raise_for_status()
     return r.json()
 
 
 def serve(tmp_path, name, kv_dir):
-    s = Server(ARGS + ("--kv-offload-dir", str(kv_dir)), tmp_path / f"{name}.log")
+    s = Server(ARGS + (("--kv-offload-dir", str(kv_dir)) if kv_dir else ()), tmp_path / f"{name}.log")
     s.wait_ready()
     return s
 
@@ -63,3 +66,58 @@ def test_a_prefix_survives_a_restart(tmp_path):
         assert metric(base, "omnibus:kv_disk_skipped_files_total", 'reason="corrupt"') == 0
     finally:
         assert second_server.stop() == 0
+
+
+# Distinct long prompts (no shared blocks), so a workload of them keeps the disk tier writing.
+KILL_PROMPTS = [f"Ledger {i}: " + " ".join(f"item{i}x{j}" for j in range(120)) for i in range(24)]
+
+
+def test_sigkill_while_writing_leaves_no_corrupt_block(tmp_path):
+    """A server killed (SIGKILL, no clean-up) while its disk tier writes leaves no file a later
+    server loads wrongly: the restart skips nothing as corrupt, clears the partial writes, loads what
+    was written whole, and answers every prompt with the text of a server that never had a disk tier."""
+    clean = serve(tmp_path, "clean", None)
+    try:
+        want = [complete(clean.base_url, p)["choices"][0]["text"] for p in KILL_PROMPTS]
+    finally:
+        assert clean.stop() == 0
+
+    kv_dir = tmp_path / "kv"
+    victim = serve(tmp_path, "victim", kv_dir)
+    errors = []
+
+    def send(p):
+        try:
+            complete(victim.base_url, p)
+        except httpx.HTTPError as e:  # the kill cuts these off
+            errors.append(e)
+
+    senders = [threading.Thread(target=send, args=(p,)) for p in KILL_PROMPTS]
+    for t in senders:
+        t.start()
+    # The kill lands once blocks are on disk and requests are still running (more to write).
+    deadline = time.time() + 120
+    while True:
+        m = victim.metrics()
+        if m["omnibus:kv_disk_written_blocks_total"] > 0 and m["omnibus:num_requests_running"] > 0:
+            break
+        assert time.time() < deadline and victim.proc.poll() is None, victim.output()
+        time.sleep(0.01)
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait()
+    for t in senders:
+        t.join()
+    victim.log.close()
+    assert errors, "the kill should have cut requests off"
+    assert list(kv_dir.rglob("*.kvb")), "no block file was written before the kill"
+
+    restarted = serve(tmp_path, "restarted", kv_dir)
+    try:
+        got = [complete(restarted.base_url, p)["choices"][0]["text"] for p in KILL_PROMPTS]
+        base = restarted.base_url
+        assert metric(base, "omnibus:kv_disk_skipped_files_total", 'reason="corrupt"') == 0
+        assert metric(base, "omnibus:kv_disk_hit_blocks_total") > 0, "nothing written before the kill was loaded"
+    finally:
+        assert restarted.stop() == 0
+    assert got == want
+    assert not list(kv_dir.rglob("*.tmp")), "a partial write outlived the restart"

@@ -50,7 +50,6 @@ class Subscriber:
         self.sock.setsockopt(zmq.SUBSCRIBE, b"")
         self.sock.connect(endpoint)
         self.batches = []  # (seq, topic, payload)
-        self.last_at = time.time()
         self.stop = False
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -60,13 +59,26 @@ class Subscriber:
             if self.sock.poll(50):
                 topic, seq, payload = self.sock.recv_multipart()
                 self.batches.append((int.from_bytes(seq, "big"), topic, payload))
-                self.last_at = time.time()
 
-    def wait_quiet(self, quiet=0.5, timeout=10):
-        """Returns once no batch has arrived for `quiet` seconds."""
+    def stream(self, replay_endpoint, published, timeout=10):
+        """The whole stream from seq 0, as a real subscriber rebuilds it: the live
+        batches, preceded by the ones sent before the subscription reached the
+        server (ZeroMQ's slow joiner), fetched from the replay socket. Returns once
+        it holds `published` events (the server's omnibus:kv_events_published_total
+        after the workload), so no wait depends on how fast the server sends.
+        Batches are (seq, topic or None for replayed ones, payload)."""
         deadline = time.time() + timeout
-        while time.time() - self.last_at < quiet:
-            assert time.time() < deadline, "the event stream never went quiet"
+        while True:
+            live = list(self.batches)
+            assert live or time.time() < deadline, "the subscriber received no batch"
+            if live:
+                head = [(seq, None, p) for seq, p in replay_all(replay_endpoint, 0) if seq < live[0][0]]
+                got = head + live
+                n = sum(len(msgpack.unpackb(p)[1]) for _, _, p in got)
+                assert n <= published, "more events arrived than the server published"
+                if n == published:
+                    return got
+                assert time.time() < deadline, f"{n} of {published} published events arrived"
             time.sleep(0.05)
 
     def close(self):
@@ -133,20 +145,21 @@ def workload(base_url):
 
 def test_subscriber_rebuilds_the_cached_blocks(events_server):
     s = events_server
+    published_before = s.metrics()["omnibus:kv_events_published_total"]
     sub = Subscriber(s.kv_endpoint)
     try:
-        time.sleep(0.3)  # the subscription reaches the server (idle: nothing to miss)
         workload(s.base_url)
         s.wait_idle()
-        sub.wait_quiet()
+        batches = sub.stream(s.kv_replay_endpoint, s.metrics()["omnibus:kv_events_published_total"])
     finally:
         sub.close()
-    seqs = [b[0] for b in sub.batches]
-    assert seqs and seqs == list(range(seqs[0], seqs[0] + len(seqs))), "a gap in the sequence numbers"
-    assert seqs[0] == 0, "batches were published before the workload"
-    assert all(b[1] == b"kv" for b in sub.batches)
+    assert published_before == 0, "events were published before the workload"
+    seqs = [b[0] for b in batches]
+    assert seqs == list(range(len(seqs))), "a gap in the sequence numbers"
+    assert all(b[1] in (b"kv", None) for b in batches)
+    assert batches[-1][1] == b"kv", "the live stream (SUB) did not carry the workload's end"
     keys, tags = set(), []
-    for _, _, payload in sub.batches:
+    for _, _, payload in batches:
         tags += rebuild(keys, payload)
     assert "BlockStored" in tags and "BlockRemoved" in tags, "the workload should fill and evict the pool"
     m = s.metrics()
@@ -173,19 +186,15 @@ def test_flush_cache_is_one_all_blocks_cleared(events_server):
     s = events_server
     sub = Subscriber(s.kv_endpoint)
     try:
-        time.sleep(0.3)
         workload(s.base_url)
         s.wait_idle()
-        sub.wait_quiet()
-        n_before = len(sub.batches)
+        n_before = len(sub.stream(s.kv_replay_endpoint, s.metrics()["omnibus:kv_events_published_total"]))
         r = httpx.post(s.base_url + "/flush_cache", timeout=30)
-        if r.status_code == 404:
-            pytest.skip("POST /flush_cache is not on this branch yet (added on main)")
         assert r.status_code == 200, r.text
-        sub.wait_quiet()
+        batches = sub.stream(s.kv_replay_endpoint, s.metrics()["omnibus:kv_events_published_total"])
     finally:
         sub.close()
-    after = sub.batches[n_before:]
+    after = batches[n_before:]
     assert len(after) == 1, "the flush should be one batch"
     assert rebuild({1, 2}, after[0][2]) == ["AllBlocksCleared"]
     assert cached_block_hashes(s.base_url) == set()

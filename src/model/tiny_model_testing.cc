@@ -1,4 +1,4 @@
-#include "model/tiny_model.h"
+#include "model/tiny_model_testing.h"
 
 #include <cstring>
 #include <random>
