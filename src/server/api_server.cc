@@ -253,12 +253,18 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
     StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
-                                                         spec->tools.tool_jsons());
+                                                         spec->tools.tool_jsons(), spec->reasoning.template_kwargs);
     if (!text.is_ok()) {
       return respond_error(*sink, ApiError::invalid("messages", "cannot apply the chat template: " +
                                                                     text.status().message()));
     }
     prompts.push_back(PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
+    if (backend_.reasoning_parser != ReasoningFormat::kNone) {
+      spec->prompt_opens_thinking = prompt_opens_thinking(*text);
+      spec->base.thinking = thinking_rule(tok, backend_.reasoning_parser, spec->prompt_opens_thinking,
+                                          spec->reasoning.thinking_budget >= 0 ? spec->reasoning.thinking_budget
+                                                                               : backend_.reasoning_budget);
+    }
   } else {
     for (const PromptInput& in : spec->prompts) {
       PreparedPrompt p;
@@ -365,7 +371,7 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
 
   GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
                         kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
-                        backend_.tool_parser};
+                        backend_.tool_parser, backend_.reasoning_parser};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
   std::weak_ptr<Generation> weak = gen;

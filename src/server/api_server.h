@@ -36,6 +36,7 @@
 #include "model/model_config.h"
 #include "grammar/structured_output.h"
 #include "server/chat_renderer.h"
+#include "server/reasoning_parser.h"
 #include "server/tool_parsers.h"
 #include "server/generation.h"
 #include "server/http_types.h"
@@ -87,6 +88,11 @@ struct Backend {
   // How tool calls are read from chat output (omnibus serve --tool-call-parser;
   // auto: tool_parser_for_template of the chat template).
   ToolParserKind tool_parser = ToolParserKind::kHermes;
+  // How chat output is split into reasoning and content (--reasoning-parser;
+  // auto: reasoning_format_for_template), and the default thinking budget
+  // (--reasoning-budget; -1: none) a request's thinking_token_budget overrides.
+  ReasoningFormat reasoning_parser = ReasoningFormat::kNone;
+  int32_t reasoning_budget = -1;
 };
 
 class ApiServer {
