@@ -50,16 +50,16 @@ EngineConfig config(FakeModel& m) {
   return c;
 }
 
-struct Run {
+struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<int32_t> n_reasoning;  // per event
   FinishReason finish = FinishReason::kNone;
 };
 
-Run run(Engine& engine, Request r) {
+Outcome run(Engine& engine, Request r) {
   auto s = engine.submit(std::move(r));
   EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-  Run out;
+  Outcome out;
   if (!s.is_ok()) return out;
   std::vector<EngineEvent> events;
   SeqResult res = collect(**s, &events)[0];
@@ -94,7 +94,7 @@ TEST(EngineThinking, TheBudgetForcesTheCloseAfterExactlyBudgetTokens) {
     for (uint64_t seed = 0; seed < 4; ++seed) {
       Request r = thinking_request(seed, /*starts_open=*/true, budget);
       r.sampling.logit_bias = {{kClose, -100.0f}};  // the model would never close it
-      const Run out = run(**engine, std::move(r));
+      const Outcome out = run(**engine, std::move(r));
       ASSERT_EQ(out.tokens.size(), 24u);
       for (int32_t i = 0; i < budget; ++i) EXPECT_NE(out.tokens[size_t(i)], kClose);
       EXPECT_EQ(out.tokens[size_t(budget)], kClose) << "budget " << budget;
@@ -111,7 +111,7 @@ TEST(EngineThinking, TheOutputOpensTheBlockItselfAndAnEarlyCloseIsTheModels) {
   ASSERT_TRUE(engine.is_ok());
   Request r = thinking_request(3, /*starts_open=*/false, /*budget=*/4);
   r.sampling.logit_bias = {{kOpen, 100.0f}, {kClose, -100.0f}};
-  Run out = run(**engine, std::move(r));
+  Outcome out = run(**engine, std::move(r));
   ASSERT_EQ(out.tokens.size(), 24u);
   EXPECT_EQ(out.tokens[0], kOpen);
   EXPECT_EQ(out.tokens[5], kClose);  // <think> + 4 + </think>
@@ -143,7 +143,7 @@ TEST(EngineThinking, AGrammarConstrainsOnlyTheAnswerAfterTheBlock) {
     r.ignore_eos = false;
     r.grammar = g;
     r.sampling.logit_bias = {{kClose, -100.0f}, {kEog, 5.0f}};  // eager to stop: not inside the block
-    const Run out = run(**engine, std::move(r));
+    const Outcome out = run(**engine, std::move(r));
     ASSERT_EQ(out.finish, FinishReason::kStop) << seed;
     ASSERT_EQ(out.tokens.size(), 6u + 1u + 3u + 1u) << seed;
     for (size_t i = 0; i < 6; ++i) {
@@ -162,7 +162,7 @@ TEST(EngineThinking, AGrammarConstrainsOnlyTheAnswerAfterTheBlock) {
   r.ignore_eos = false;
   r.grammar = g;
   r.sampling.logit_bias = {{kOpen, -100.0f}};
-  const Run out = run(**engine, std::move(r));
+  const Outcome out = run(**engine, std::move(r));
   ASSERT_EQ(out.tokens.size(), 4u);
   for (size_t i = 0; i < 3; ++i) EXPECT_LT(out.tokens[i], 10);
   EXPECT_EQ(out.n_reasoning.back(), 0);
