@@ -65,6 +65,7 @@ struct ServeOptions {
   int32_t max_logprobs = 20;
   int32_t max_n = 16;
   int64_t max_logprob_entries = 1000000;
+  int64_t responses_store_size = 1024;
   double grace_period_s = 30.0;
   std::string kv_events_endpoint;         // "": no KV events
   std::string kv_events_replay_endpoint;  // "": no replay socket
@@ -258,6 +259,7 @@ int run_serve(const ServeOptions& o) {
   api_cfg.max_logprobs = o.max_logprobs;
   api_cfg.max_n = o.max_n;
   api_cfg.max_logprob_entries = o.max_logprob_entries;
+  api_cfg.responses_store_size = o.responses_store_size;
   api_cfg.prefix_cache_salt_header = o.prefix_cache_salt_header;
   for (char& c : api_cfg.prefix_cache_salt_header) c = char(std::tolower(static_cast<unsigned char>(c)));
   api_cfg.enable_debug_endpoints = o.enable_debug_endpoints;
@@ -458,6 +460,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "the output opens it), 'deepseek_r1' (the output starts thinking; ends at </think>), 'auto' "
                   "(from the chat template) or 'none'")
       ->capture_default_str()->check(CLI::IsMember({"auto", "qwen3", "deepseek_r1", "none"}));
+  cmd->add_option("--responses-store-size", o->responses_store_size,
+                  "Responses kept in memory for GET/DELETE /v1/responses/{id} and previous_response_id (the least "
+                  "recently used is evicted; evicted ids answer 404; 0: keep none)")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 24));
   cmd->add_option("--reasoning-budget", o->reasoning_budget,
                   "Default hard thinking budget: after this many tokens inside the thinking block the engine "
                   "forces </think> (a request's thinking_token_budget overrides it; -1: no budget)")
