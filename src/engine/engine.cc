@@ -59,11 +59,15 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     SamplingParams params = r->req.sampling;
     if (params.has_seed) params.seed += uint64_t(i);
     seq->sampler.emplace(std::move(params), n_vocab);
+    seq->thinking = ThinkingTracker(r->req.thinking.get());
     if (r->req.grammar) {
       seq->matcher.emplace(r->req.grammar->start());
-      // The first mask is the same for every sequence: computed once, during the prefill.
-      seq->next_mask =
-          i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
+      // The first mask is the same for every sequence: computed once, during
+      // the prefill (later, when the thinking block closes).
+      if (seq->thinking.next_is_answer()) {
+        seq->next_mask =
+            i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
+      }
     }
     r->seqs.push_back(std::move(seq));
   }

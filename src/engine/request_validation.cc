@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "engine/sampler.h"
+#include "engine/thinking.h"
 
 namespace omnibus {
 
@@ -57,6 +58,18 @@ std::optional<RequestError> validate_request(const Request& req, int32_t n_vocab
     return fail("prompt_logprobs", "a prompt logits sink needs prompt_logprobs >= 0");
   }
   if (Status s = validate(req.sampling, n_vocab); !s.is_ok()) return fail("", s.message());
+  if (req.thinking != nullptr) {
+    const ThinkingRule& t = *req.thinking;
+    bool ids_ok = !t.close.empty() && (t.starts_open || !t.open.empty()) && t.budget >= -1;
+    for (const std::vector<int32_t>* v : {&t.open, &t.close}) {
+      for (int32_t id : *v) ids_ok = ids_ok && id >= 0 && id < n_vocab;
+    }
+    if (!ids_ok) {
+      return fail("thinking_token_budget",
+                  "a thinking rule needs closing-tag tokens (and opening-tag tokens unless the prompt opened the "
+                  "block) inside the vocabulary, and a budget >= -1");
+    }
+  }
   if (req.kv_import != nullptr) {
     const KvImport& im = *req.kv_import;
     if (im.n_blocks < 0 || !im.fetch || !im.finished) {

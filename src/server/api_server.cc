@@ -54,6 +54,7 @@ ApiServer::ApiServer(ApiConfig config)
     : config_(std::move(config)),
       metrics_(config_.served_model_name),
       pump_(std::make_unique<StreamPump>()),
+      responses_(std::make_unique<ResponsesStore>(size_t(std::max<int64_t>(0, config_.responses_store_size)))),
       created_(int64_t(std::time(nullptr))) {}
 
 ApiServer::~ApiServer() {
@@ -129,6 +130,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   static const Route kRoutes[] = {{"/v1/models", false},
                                   {"/v1/completions", true, true, true},
                                   {"/v1/chat/completions", true, true, true},
+                                  {"/v1/responses", true, true, true},
                                   {"/tokenize", true, true, true},
                                   {"/detokenize", true, true, true},
                                   {"/tokenizer_info", false},
@@ -141,12 +143,16 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
                                   {"/server_info", false, false},
                                   {"/get_model_info", false, false},
                                   {"/health_generate", false, false}};
+  static const Route kResponseItem{"/v1/responses/{id}", false};  // GET or DELETE
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (path == r.path) route = &r;
   }
+  if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14) route = &kResponseItem;
   if (!route) return respond_error(*sink, ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
-  if (route->post ? !post : !get) {
+  if (route == &kResponseItem) {
+    if (!get && req.method != "DELETE") return respond_method_not_allowed(*sink, req, path, "GET, HEAD, DELETE");
+  } else if (route->post ? !post : !get) {
     return respond_method_not_allowed(*sink, req, path, route->post ? "POST" : kGetMethods);
   }
   if (!route->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
@@ -176,6 +182,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
 
   if (path == "/v1/models") return sink->respond(200, kJson, models());
+  if (path == "/v1/responses") return handle_responses(req, sink);
+  if (route == &kResponseItem) return response_item(req, path, *sink);
   if (path == "/v1/engine/kv_blocks") return sink->respond(200, kJson, kv_blocks());
   if (path == "/flush_cache" || path == "/reset_prefix_cache") return flush_cache(*sink);
   if (path == "/tokenizer_info") return sink->respond(200, kJson, tokenizer_info());
@@ -268,14 +276,9 @@ void ApiServer::launch_generation(PreparedGeneration g, std::shared_ptr<KvImport
   }
   counters_.n_pending.fetch_add(int64_t(streams.size()));
 
-  GenerationContext ctx{
-      &engine,
-      &tok,
-      &metrics_,
-      &counters_,
-      config_.served_model_name,
-      g.kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
-      backend_.tool_parser};
+  GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
+                        g.kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
+                        backend_.tool_parser, backend_.reasoning_parser};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(g.spec), std::move(g.prompts), sink);
   std::weak_ptr<Generation> weak = gen;
