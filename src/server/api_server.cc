@@ -100,6 +100,9 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
   }
 
+  // The Anthropic Messages API (anthropic_endpoints.cc): its own key header and error shape.
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens") return handle_anthropic(req, path, sink);
+
   struct Route {
     const char* path;
     bool post;
@@ -216,19 +219,7 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
 
   // The tools' parameter schemas in the order they were written (the body
   // was read with sorted keys): what the template shows and the grammar forces.
-  if (!spec->tools.functions.empty()) {
-    std::vector<std::string> pointers;
-    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
-      pointers.push_back(fmt::format("/tools/{}/function/parameters", i));
-      pointers.push_back(fmt::format("/tools/{}", i));
-    }
-    std::vector<std::string> ordered = ordered_schema_texts(req.body, pointers);
-    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
-      ToolFunction& f = spec->tools.functions[i];
-      if (!ordered[2 * i].empty()) f.parameters = std::move(ordered[2 * i]);
-      if (!ordered[2 * i + 1].empty()) f.tool_json = std::move(ordered[2 * i + 1]);
-    }
-  }
+  use_written_tool_order(spec->tools, req.body);
   // tool_choice "required" or a named function: the grammar that forces a call
   // (compiled into Request::grammar with the structured-output grammars).
   if (spec->tools.choice == ToolChoice::kRequired || spec->tools.choice == ToolChoice::kNamed) {
