@@ -27,6 +27,8 @@ ADD = {"name": "add", "description": "Add two integers.",
                         "required": ["a", "b"], "additionalProperties": False}}
 TOOLS = [WEATHER, ADD]
 SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
+GREEDY = {"temperature": 0}
+SAMPLED = {"temperature": 1.0}
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +65,9 @@ def test_create_plain(client):
 
 
 def test_system_blocks_and_sampling(client):
+    # This SDK no longer types the sampling fields; older clients send them, and the server takes them.
     m = client.messages.create(
-        model=MODEL, max_tokens=8, temperature=0.7, top_k=20, top_p=0.9,
+        model=MODEL, max_tokens=8, extra_body={"temperature": 0.7, "top_k": 20, "top_p": 0.9},
         system=[{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
         messages=[{"role": "user", "content": [{"type": "text", "text": "Name a colour."}]}])
     assert m.type == "message" and m.usage.output_tokens <= 8
@@ -72,7 +75,7 @@ def test_system_blocks_and_sampling(client):
 
 def test_stop_sequences(client):
     # SmolLM2 answers in English: a space comes within 40 tokens, and ends the message there.
-    m = client.messages.create(model=MODEL, max_tokens=40, temperature=0, stop_sequences=[" "],
+    m = client.messages.create(model=MODEL, max_tokens=40, extra_body=GREEDY, stop_sequences=[" "],
                                messages=user("Write one sentence about the sea."))
     assert m.stop_reason == "stop_sequence", m
     assert m.stop_sequence == " "
@@ -123,10 +126,10 @@ def test_tool_choice_any_always_yields_a_valid_tool_use(client):
     questions = ["What is the weather like in Paris?", "What is 17 plus 25?", "Tell me a joke.",
                  "Is it cold in Oslo?", "Add 3 and 4.", "Hello!"]
     for q in questions:
-        m = client.messages.create(model=MODEL, max_tokens=300, temperature=1.0, messages=user(q), tools=TOOLS,
+        m = client.messages.create(model=MODEL, max_tokens=300, extra_body=SAMPLED, messages=user(q), tools=TOOLS,
                                    tool_choice={"type": "any", "disable_parallel_tool_use": True})
         check_tool_use(m, set(SCHEMAS))
-    m = client.messages.create(model=MODEL, max_tokens=300, temperature=1.0, messages=user("Hi"), tools=TOOLS,
+    m = client.messages.create(model=MODEL, max_tokens=300, extra_body=SAMPLED, messages=user("Hi"), tools=TOOLS,
                                tool_choice={"type": "tool", "name": "add"})
     assert {b.name for b in m.content if b.type == "tool_use"} == {"add"}
 
@@ -154,13 +157,16 @@ def test_stream_reassembles_to_the_same_message(client):
     for kw in (dict(messages=user("Count from one to five."), max_tokens=24),
                dict(messages=user("Weather in Rome?"), max_tokens=200, tools=TOOLS,
                     tool_choice={"type": "any", "disable_parallel_tool_use": True})):
-        plain = client.messages.create(model=MODEL, temperature=0, **kw)
+        plain = client.messages.create(model=MODEL, extra_body=GREEDY, **kw)
         events = []
-        with client.messages.stream(model=MODEL, temperature=0, **kw) as s:
+        with client.messages.stream(model=MODEL, extra_body=GREEDY, **kw) as s:
             for e in s:
                 events.append(e.type)
             streamed = s.get_final_message()
-        assert [b.model_dump() for b in streamed.content] == [b.model_dump() for b in plain.content]
+        def blocks(m):  # tool_use ids are fresh per response: compared apart
+            return [{k: v for k, v in b.model_dump().items() if k != "id"} for b in m.content]
+        assert blocks(streamed) == blocks(plain)
+        assert all(b.id.startswith("toolu_") for b in streamed.content if b.type == "tool_use")
         assert streamed.stop_reason == plain.stop_reason
         assert streamed.usage.output_tokens == plain.usage.output_tokens
         assert (streamed.usage.input_tokens + streamed.usage.cache_read_input_tokens
