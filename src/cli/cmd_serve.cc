@@ -65,6 +65,7 @@ struct ServeOptions {
   int32_t max_logprobs = 20;
   int32_t max_n = 16;
   int64_t max_logprob_entries = 1000000;
+  int64_t responses_store_size = 1024;
   double grace_period_s = 30.0;
   std::string kv_events_endpoint;         // "": no KV events
   std::string kv_events_replay_endpoint;  // "": no replay socket
@@ -72,6 +73,8 @@ struct ServeOptions {
   // Disaggregated prefill/decode (docs/disaggregation.md).
   std::string kv_role = "both";
   std::string tool_call_parser = "auto";  // docs/server.md, Tool calling
+  std::string reasoning_parser = "none";  // docs/server.md, Reasoning models
+  int32_t reasoning_budget = -1;
   std::string kv_transfer_host;  // "": --host, or 127.0.0.1 when that is 0.0.0.0
   int kv_transfer_port = 0;
   double kv_transfer_timeout_s = 120.0;
@@ -256,6 +259,7 @@ int run_serve(const ServeOptions& o) {
   api_cfg.max_logprobs = o.max_logprobs;
   api_cfg.max_n = o.max_n;
   api_cfg.max_logprob_entries = o.max_logprob_entries;
+  api_cfg.responses_store_size = o.responses_store_size;
   api_cfg.prefix_cache_salt_header = o.prefix_cache_salt_header;
   for (char& c : api_cfg.prefix_cache_salt_header) c = char(std::tolower(static_cast<unsigned char>(c)));
   api_cfg.enable_debug_endpoints = o.enable_debug_endpoints;
@@ -296,6 +300,10 @@ int run_serve(const ServeOptions& o) {
   backend.tool_parser = o.tool_call_parser == "auto"
                             ? server::tool_parser_for_template(backend.chat_template)
                             : server::tool_parser_from_name(o.tool_call_parser).value_or(server::ToolParserKind::kHermes);
+  backend.reasoning_parser = o.reasoning_parser == "auto"
+                                 ? server::reasoning_format_for_template(backend.chat_template)
+                                 : server::reasoning_format_from_name(o.reasoning_parser).value_or(server::ReasoningFormat::kNone);
+  backend.reasoning_budget = o.reasoning_budget;
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
   // Structured output: one trie over the vocabulary, grammars compiled once per text.
   auto grammars =
@@ -449,6 +457,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "or 'auto' (from the chat template; hermes when it has no tool format)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral", "qwen3_coder", "pythonic"}));
+  cmd->add_option("--reasoning-parser", o->reasoning_parser,
+                  "How chat output is split into reasoning_content and content: 'qwen3' (<think>...</think> when "
+                  "the output opens it), 'deepseek_r1' (the output starts thinking; ends at </think>), 'auto' "
+                  "(from the chat template) or 'none'")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "qwen3", "deepseek_r1", "none"}));
+  cmd->add_option("--responses-store-size", o->responses_store_size,
+                  "Responses kept in memory for GET/DELETE /v1/responses/{id} and previous_response_id (the least "
+                  "recently used is evicted; evicted ids answer 404; 0: keep none)")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  cmd->add_option("--reasoning-budget", o->reasoning_budget,
+                  "Default hard thinking budget: after this many tokens inside the thinking block the engine "
+                  "forces </think> (a request's thinking_token_budget overrides it; -1: no budget)")
+      ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
   cmd->add_option("--kv-role", o->kv_role,
                   "Disaggregated serving behind vllm-router --vllm-pd-disaggregation: 'prefill' computes prompts "
                   "and keeps their KV blocks for a decode worker, 'decode' pulls them and generates, 'both' "

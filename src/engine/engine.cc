@@ -73,6 +73,17 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     return Status::invalid_argument("a prompt logits sink needs prompt_logprobs >= 0");
   }
   OMNIBUS_RETURN_IF_ERROR(validate(req.sampling, n_vocab));
+  if (req.thinking != nullptr) {
+    const ThinkingRule& t = *req.thinking;
+    bool ids_ok = !t.close.empty() && (t.starts_open || !t.open.empty()) && t.budget >= -1;
+    for (const std::vector<int32_t>* v : {&t.open, &t.close}) {
+      for (int32_t id : *v) ids_ok = ids_ok && id >= 0 && id < n_vocab;
+    }
+    if (!ids_ok) {
+      return Status::invalid_argument("a thinking rule needs closing-tag tokens (and opening-tag tokens unless "
+                                      "the prompt opened the block) inside the vocabulary, and a budget >= -1");
+    }
+  }
   if (req.kv_import != nullptr) {
     const KvImport& im = *req.kv_import;
     if (im.n_blocks < 0 || !im.fetch || !im.finished) {
@@ -102,11 +113,15 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     SamplingParams params = r->req.sampling;
     if (params.has_seed) params.seed += uint64_t(i);
     seq->sampler.emplace(std::move(params), n_vocab);
+    seq->thinking = ThinkingTracker(r->req.thinking.get());
     if (r->req.grammar) {
       seq->matcher.emplace(r->req.grammar->start());
-      // The first mask is the same for every sequence: computed once, during the prefill.
-      seq->next_mask =
-          i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
+      // The first mask is the same for every sequence: computed once, during
+      // the prefill (later, when the thinking block closes).
+      if (seq->thinking.next_is_answer()) {
+        seq->next_mask =
+            i == 0 ? impl_->masks.submit(r->req.grammar, *seq->matcher) : r->seqs[0]->next_mask;
+      }
     }
     r->seqs.push_back(std::move(seq));
   }

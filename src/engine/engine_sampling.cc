@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -59,9 +60,20 @@ void Engine::Impl::sample_all(std::vector<SampleJob>& jobs, Clock::time_point no
 SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_row,
                                 double& mask_seconds) {
   const Request& req = seq.request->req;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (const std::optional<int32_t> forced = seq.thinking.forced_token()) {
+    // The thinking budget ran out: the closing tag is the only token.
+    std::fill(scratch_row, scratch_row + n_vocab, kNegInf);
+    scratch_row[size_t(*forced)] = row[size_t(*forced)];
+    return seq.sampler->sample(scratch_row, *seq.prompt, seq.output);
+  }
   std::copy(row, row + n_vocab, scratch_row);
+  if (seq.matcher && seq.thinking.in_block()) {  // the answer the grammar waits for comes first
+    for (int32_t id : config.eog_ids) {
+      if (id >= 0 && id < n_vocab) scratch_row[size_t(id)] = kNegInf;
+    }
+  }
   if (int32_t(seq.output.size()) < req.min_tokens) {
-    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     if (!req.ignore_eos) {
       for (int32_t id : config.eog_ids) {
         if (id >= 0 && id < n_vocab) scratch_row[size_t(id)] = kNegInf;
@@ -69,7 +81,7 @@ SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_
     }
     for (int32_t id : req.stop_token_ids) scratch_row[size_t(id)] = kNegInf;
   }
-  if (seq.matcher) {
+  if (seq.matcher && seq.thinking.next_is_answer()) {
     // Before every sampling stage: what the grammar forbids does not exist.
     const Clock::time_point t0 = Clock::now();
     std::shared_ptr<const grammar::TokenBitmask> mask =
@@ -77,7 +89,12 @@ SampledToken Engine::Impl::draw(Sequence& seq, const float* row, float* scratch_
     // A mask that allows nothing (a grammar the vocabulary cannot continue)
     // is not applied: emit() then finds the token rejected and ends the sequence.
     const bool any = std::any_of(mask->begin(), mask->end(), [](uint64_t w) { return w != 0; });
-    if (any) grammar::TokenMasker::apply(*mask, scratch_row, n_vocab);
+    if (any) {
+      const std::optional<int32_t> open = seq.thinking.may_open();  // the block may still open
+      const float open_logit = open ? scratch_row[size_t(*open)] : 0.0f;
+      grammar::TokenMasker::apply(*mask, scratch_row, n_vocab);
+      if (open) scratch_row[size_t(*open)] = open_logit;
+    }
     mask_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   return seq.sampler->sample(scratch_row, *seq.prompt, seq.output);
@@ -111,9 +128,11 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
   // sequence without being printed: "stop" where the output so far is a whole
   // sentence of the grammar, else kGrammarDeadEnd (never "stop" for an output
   // that does not match).
+  const bool answer = seq.thinking.on_token(t.id);
+  e.n_reasoning_tokens = seq.thinking.n_reasoning_tokens();
   bool grammar_end = false;
   bool dead_end = false;
-  if (seq.matcher) {
+  if (seq.matcher && answer) {
     seq.next_mask.reset();
     const bool accepted = req.grammar->accept_token(*seq.matcher, t.id);  // an end token: can_end()
     if (!accepted) ++local.structured_rejections;
@@ -126,7 +145,7 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
     finish(seq, FinishReason::kStop, e);
   } else if (int32_t(seq.output.size()) >= req.max_tokens) {
     finish(seq, FinishReason::kLength, e);
-  } else if (seq.matcher) {
+  } else if (seq.matcher && seq.thinking.next_is_answer()) {
     seq.next_mask = masks.submit(req.grammar, *seq.matcher);  // computed during the next forward
   }
   r.stream->push(std::move(e));

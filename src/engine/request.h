@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/thinking.h"
 #include "grammar/token_mask.h"
 
 namespace omnibus {
@@ -97,6 +98,10 @@ struct Request {
   // any other sampling stage, end tokens are allowed only where the grammar
   // may end, and once it is complete only end tokens are. null: free text.
   std::shared_ptr<const grammar::TokenMasker> grammar;
+  // A reasoning model's thinking block (engine/thinking.h): the hard budget,
+  // the grammar applied to the answer only, and EngineEvent::n_reasoning_tokens.
+  // null: no block.
+  std::shared_ptr<const ThinkingRule> thinking;
 };
 
 // kGrammarDeadEnd: structured output (Request::grammar) the matcher could not
@@ -135,6 +140,7 @@ struct EngineEvent {
                                 // usage.prompt_tokens_details.cached_tokens); the
                                 // same in every event of the sequence
   int32_t n_output_tokens = 0;  // this sequence's tokens so far, this one included
+  int32_t n_reasoning_tokens = 0;  // of those, the thinking block's (Request::thinking)
 
   // Only in sequence 0's first token event, when the request asked for it:
   // entries for prompt positions 1 .. n_prompt_tokens - 1.

@@ -34,6 +34,7 @@
 
 #include "engine/grammar_masks.h"
 #include "engine/sampler.h"
+#include "engine/thinking.h"
 #include "grammar/grammar_matcher.h"
 #include "kv/prefix_cache.h"
 
@@ -75,6 +76,8 @@ struct Sequence {
   // grammar, and the mask for the next token, computed ahead (grammar_masks.h).
   std::optional<grammar::GrammarMatcher> matcher;
   std::shared_ptr<GrammarMasks::Pending> next_mask;
+  // Where the output stands in the thinking block (Request::thinking).
+  ThinkingTracker thinking;
 
   int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
   int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }

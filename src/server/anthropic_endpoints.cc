@@ -48,7 +48,8 @@ ApiResult<int64_t> ApiServer::chat_prompt_tokens(const std::string& chat_body) c
   if (!spec.ok()) return spec.error();
   use_written_tool_order(spec->tools, chat_body);
   StatusOr<std::string> text =
-      backend_.chat_renderer(spec->messages, spec->add_generation_prompt, spec->tools.tool_jsons());
+      backend_.chat_renderer(spec->messages, spec->add_generation_prompt, spec->tools.tool_jsons(),
+                             spec->reasoning.template_kwargs);
   if (!text.is_ok()) {
     return ApiError::invalid("messages", "cannot apply the chat template: " + text.status().message());
   }

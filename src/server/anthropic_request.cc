@@ -47,10 +47,11 @@ std::optional<ApiError> need_string(const Json& obj, const char* key, const std:
 std::optional<ApiError> check_cache_control(const Json& block, const std::string& where) {
   const Json* cc = field(block, "cache_control");
   if (cc == nullptr) return std::nullopt;
-  if (!cc->is_object()) return bad(where + ".cache_control", "must be an object");
+  const std::string path = where.empty() ? "cache_control" : where + ".cache_control";
+  if (!cc->is_object()) return bad(path, "must be an object");
   std::string type;
-  if (auto e = need_string(*cc, "type", where + ".cache_control", type)) return e;
-  if (type != "ephemeral") return bad(where + ".cache_control.type", "must be 'ephemeral'");
+  if (auto e = need_string(*cc, "type", path, type)) return e;
+  if (type != "ephemeral") return bad(path + ".type", "must be 'ephemeral'");
   return std::nullopt;
 }
 
@@ -320,14 +321,27 @@ std::optional<ApiError> parse_sampling(const Json& body, AnthropicRequest& r) {
   return std::nullopt;
 }
 
+// thinking -> the chat path's reasoning fields (reasoning_request.h): the
+// template's enable_thinking, thinking_token_budget, include_reasoning.
 std::optional<ApiError> parse_thinking(const Json& body, int64_t max_tokens, AnthropicRequest& r) {
   const Json* t = field(body, "thinking");
   if (t == nullptr) return std::nullopt;
   if (!t->is_object()) return bad("thinking", fmt::format("must be an object, got {}", type_name(*t)));
-  std::string type;
+  std::string type, display;
   if (auto e = need_string(*t, "type", "thinking", type)) return e;
+  if (type != "enabled" && type != "adaptive" && type != "disabled") {
+    return bad("thinking.type", "must be 'enabled', 'adaptive' or 'disabled'");
+  }
+  Json& chat = r.chat_body;
+  chat["chat_template_kwargs"] = Json{{"enable_thinking", type != "disabled"}};
   if (type == "disabled") return std::nullopt;
-  if (type != "enabled") return bad("thinking.type", "must be 'enabled' or 'disabled'");
+  if (auto e = need_string(*t, "display", "thinking", display, /*required=*/false)) return e;
+  if (!display.empty() && display != "summarized" && display != "omitted") {
+    return bad("thinking.display", "must be 'summarized' or 'omitted'");
+  }
+  if (display == "omitted") chat["include_reasoning"] = false;
+  r.thinking_budget = 0;
+  if (type == "adaptive") return std::nullopt;  // no budget but the server's --reasoning-budget
   const Json* b = field(*t, "budget_tokens");
   if (b == nullptr) return bad("thinking.budget_tokens", "Field required");
   if (!b->is_number_integer() || b->get<int64_t>() < 1 || b->get<int64_t>() > kMaxTokensLimit) {
@@ -337,6 +351,33 @@ std::optional<ApiError> parse_thinking(const Json& body, int64_t max_tokens, Ant
     return bad("thinking.budget_tokens", "must be less than max_tokens");
   }
   r.thinking_budget = int32_t(b->get<int64_t>());
+  chat["thinking_token_budget"] = r.thinking_budget;
+  return std::nullopt;
+}
+
+// output_config: effort -> reasoning_effort, format (json_schema) -> response_format.
+std::optional<ApiError> parse_output_config(const Json& body, Json& chat) {
+  const Json* oc = field(body, "output_config");
+  if (oc == nullptr) return std::nullopt;
+  if (!oc->is_object()) return bad("output_config", fmt::format("must be an object, got {}", type_name(*oc)));
+  std::string effort;
+  if (auto e = need_string(*oc, "effort", "output_config", effort, /*required=*/false)) return e;
+  if (!effort.empty()) {
+    if (effort != "low" && effort != "medium" && effort != "high" && effort != "xhigh" && effort != "max") {
+      return bad("output_config.effort", "must be one of 'low', 'medium', 'high', 'xhigh', 'max'");
+    }
+    chat["reasoning_effort"] = effort == "low" || effort == "medium" ? effort : "high";
+  }
+  if (const Json* f = field(*oc, "format")) {
+    std::string type;
+    if (!f->is_object()) return bad("output_config.format", "must be an object");
+    if (auto e = need_string(*f, "type", "output_config.format", type)) return e;
+    if (type != "json_schema") return bad("output_config.format.type", "must be 'json_schema'");
+    const Json* schema = field(*f, "schema");
+    if (schema == nullptr) return bad("output_config.format.schema", "Field required");
+    if (!schema->is_object()) return bad("output_config.format.schema", "must be a JSON Schema object");
+    chat["response_format"] = Json{{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
+  }
   return std::nullopt;
 }
 
@@ -367,6 +408,11 @@ std::optional<ApiError> parse_body(const Json& body, AnthropicEndpoint endpoint,
   if (r.stream) {
     chat["stream"] = true;
     chat["stream_options"] = Json{{"include_usage", true}};
+  }
+  if (auto e = parse_output_config(body, chat)) return e;
+  if (field(body, "cache_control") != nullptr) {  // automatic caching: a hint, as the block-level ones
+    Json holder{{"cache_control", body["cache_control"]}};
+    if (auto e = check_cache_control(holder, "")) return e;
   }
   if (const Json* md = field(body, "metadata"); md != nullptr && !md->is_object()) {
     return bad("metadata", "must be an object");

@@ -20,9 +20,14 @@
 //                        parallel_tool_calls = !disable_parallel_tool_use
 //   stop_sequences -> stop    temperature (0..1), top_p, top_k -> the same
 //   stream -> stream, with stream_options.include_usage (the final usage feeds message_delta)
-//   thinking {type: enabled, budget_tokens} | {type: disabled} -> validated and kept in the
-//                        result (thinking_budget); cache_control on any block: accepted, a hint
-//                        (the prefix cache is automatic); metadata, anthropic-only fields: ignored.
+//   thinking {type: enabled, budget_tokens} -> chat_template_kwargs {"enable_thinking": true},
+//                        thinking_token_budget (the engine's hard budget); {type: adaptive}: the
+//                        same without a budget; {type: disabled} -> enable_thinking false;
+//                        display "omitted" -> include_reasoning false. Absent: the template's default.
+//   output_config {effort -> reasoning_effort (xhigh, max -> high), format {type: json_schema,
+//                        schema} -> response_format json_schema}
+//   cache_control (top level or on any block): accepted, a hint (the prefix cache is
+//                        automatic); metadata, other Anthropic-only fields: ignored.
 // Key order: the body is read as ordered_json and the chat body keeps it, so
 // input_schema reaches the template and the tool grammar in the order written.
 //
@@ -52,7 +57,7 @@ struct AnthropicRequest {
   bool stream = false;
   std::vector<std::string> stop_sequences;  // to report which one ended the message
   bool has_tools = false;
-  int32_t thinking_budget = -1;             // thinking {type: enabled}: budget_tokens; -1: not enabled
+  int32_t thinking_budget = -1;             // thinking enabled: budget_tokens (adaptive: 0); -1: not enabled
 };
 
 // REQUIRES: nothing (any JSON value is refused or converted).

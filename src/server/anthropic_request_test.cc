@@ -141,10 +141,38 @@ TEST(AnthropicRequest, ThinkingIsValidatedAndKept) {
                      "messages": [{"role": "user", "content": "q"}]})");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->thinking_budget, 40);
+  GenerationSpec s = chat_spec(*r);
+  EXPECT_EQ(s.reasoning.thinking_budget, 40);
+  EXPECT_EQ(s.reasoning.template_kwargs, R"({"enable_thinking":true})");
+  EXPECT_TRUE(s.reasoning.include_reasoning);
   auto off = parse(R"({"model": "m", "max_tokens": 100, "thinking": {"type": "disabled"},
                        "messages": [{"role": "user", "content": "q"}]})");
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->thinking_budget, -1);
+  EXPECT_EQ(chat_spec(*off).reasoning.template_kwargs, R"({"enable_thinking":false})");
+  auto adaptive = parse(R"({"model": "m", "max_tokens": 100, "thinking": {"type": "adaptive", "display": "omitted"},
+                            "messages": [{"role": "user", "content": "q"}]})");
+  ASSERT_TRUE(adaptive.ok());
+  GenerationSpec a = chat_spec(*adaptive);
+  EXPECT_EQ(a.reasoning.thinking_budget, -1);  // the server's default
+  EXPECT_FALSE(a.reasoning.include_reasoning);
+  auto absent = parse(R"({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "q"}]})");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_EQ(chat_spec(*absent).reasoning.template_kwargs, "");  // the template's own default
+}
+
+TEST(AnthropicRequest, OutputConfigMapsOntoEffortAndStructuredOutput) {
+  auto r = parse(R"({"model": "m", "max_tokens": 100, "cache_control": {"type": "ephemeral"},
+                     "output_config": {"effort": "max", "format": {"type": "json_schema",
+                       "schema": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}}}},
+                     "messages": [{"role": "user", "content": "q"}]})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->chat_body["reasoning_effort"], "high");
+  GenerationSpec s = chat_spec(*r);
+  EXPECT_EQ(s.structured.kind, grammar::StructuredOutput::Kind::kJsonSchema);
+  EXPECT_EQ(s.schema_pointer, "/response_format/json_schema/schema");
+  const std::string schema = r->chat_body["response_format"]["json_schema"]["schema"].dump();
+  EXPECT_LT(schema.find("\"z\""), schema.find("\"a\"")) << schema;  // the order written
 }
 
 TEST(AnthropicRequest, CountTokensNeedsNoMaxTokens) {
@@ -198,6 +226,13 @@ TEST(AnthropicRequest, MalformedFieldsNameTheirPath) {
   expect_invalid("{" + m + q + R"(, "thinking": {"type": "enabled"}})", "thinking.budget_tokens");
   expect_invalid("{" + m + q + R"(, "thinking": {"type": "enabled", "budget_tokens": 8}})", "thinking.budget_tokens");
   expect_invalid("{" + m + q + R"(, "metadata": 1})", "metadata");
+  expect_invalid("{" + m + q + R"(, "thinking": {"type": "sometimes"}})", "thinking.type");
+  expect_invalid("{" + m + q + R"(, "thinking": {"type": "adaptive", "display": "loud"}})", "thinking.display");
+  expect_invalid("{" + m + q + R"(, "cache_control": {"type": "forever"}})", "cache_control.type");
+  expect_invalid("{" + m + q + R"(, "output_config": {"effort": "huge"}})", "output_config.effort");
+  expect_invalid("{" + m + q + R"(, "output_config": {"format": {"type": "xml"}}})", "output_config.format.type");
+  expect_invalid("{" + m + q + R"(, "output_config": {"format": {"type": "json_schema"}}})",
+                 "output_config.format.schema");
   EXPECT_FALSE(parse_anthropic_request(Json::array(), AnthropicEndpoint::kMessages).ok());
 }
 

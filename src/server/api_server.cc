@@ -41,6 +41,7 @@ ApiServer::ApiServer(ApiConfig config)
     : config_(std::move(config)),
       metrics_(config_.served_model_name),
       pump_(std::make_unique<StreamPump>()),
+      responses_(std::make_unique<ResponsesStore>(size_t(std::max<int64_t>(0, config_.responses_store_size)))),
       created_(int64_t(std::time(nullptr))) {}
 
 ApiServer::~ApiServer() { pump_.reset(); }
@@ -112,6 +113,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   static const Route kRoutes[] = {{"/v1/models", false},
                                   {"/v1/completions", true, true, true},
                                   {"/v1/chat/completions", true, true, true},
+                                  {"/v1/responses", true, true, true},
                                   {"/tokenize", true, true, true},
                                   {"/detokenize", true, true, true},
                                   {"/tokenizer_info", false},
@@ -124,12 +126,16 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
                                   {"/server_info", false, false},
                                   {"/get_model_info", false, false},
                                   {"/health_generate", false, false}};
+  static const Route kResponseItem{"/v1/responses/{id}", false};  // GET or DELETE
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (path == r.path) route = &r;
   }
+  if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14) route = &kResponseItem;
   if (!route) return respond_error(*sink, ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
-  if (route->post ? !post : !get) {
+  if (route == &kResponseItem) {
+    if (!get && req.method != "DELETE") return respond_method_not_allowed(*sink, req, path, "GET, HEAD, DELETE");
+  } else if (route->post ? !post : !get) {
     return respond_method_not_allowed(*sink, req, path, route->post ? "POST" : kGetMethods);
   }
   if (!route->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
@@ -159,6 +165,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
 
   if (path == "/v1/models") return sink->respond(200, kJson, models());
+  if (path == "/v1/responses") return handle_responses(req, sink);
+  if (route == &kResponseItem) return response_item(req, path, *sink);
   if (path == "/v1/engine/kv_blocks") return sink->respond(200, kJson, kv_blocks());
   if (path == "/flush_cache" || path == "/reset_prefix_cache") return flush_cache(*sink);
   if (path == "/tokenizer_info") return sink->respond(200, kJson, tokenizer_info());
@@ -244,12 +252,18 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
   const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
     StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
-                                                         spec->tools.tool_jsons());
+                                                         spec->tools.tool_jsons(), spec->reasoning.template_kwargs);
     if (!text.is_ok()) {
       return respond_error(*sink, ApiError::invalid("messages", "cannot apply the chat template: " +
                                                                     text.status().message()));
     }
     prompts.push_back(PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
+    if (backend_.reasoning_parser != ReasoningFormat::kNone) {
+      spec->prompt_opens_thinking = prompt_opens_thinking(*text);
+      spec->base.thinking = thinking_rule(tok, backend_.reasoning_parser, spec->prompt_opens_thinking,
+                                          spec->reasoning.thinking_budget >= 0 ? spec->reasoning.thinking_budget
+                                                                               : backend_.reasoning_budget);
+    }
   } else {
     for (const PromptInput& in : spec->prompts) {
       PreparedPrompt p;
@@ -356,7 +370,7 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
 
   GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
                         kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
-                        backend_.tool_parser};
+                        backend_.tool_parser, backend_.reasoning_parser};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(*spec), std::move(prompts), sink);
   std::weak_ptr<Generation> weak = gen;

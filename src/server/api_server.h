@@ -7,6 +7,7 @@
 //   GET  /metrics                Prometheus text                                 (no key)
 //   GET  /  /index.html /app.js /style.css   the chat page                       (no key)
 //   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
+//   POST /v1/responses   GET | DELETE /v1/responses/{id}   (responses_endpoints.cc)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
 //   POST /v1/messages  /v1/messages/count_tokens   the Anthropic Messages API (anthropic_request.h):
@@ -38,6 +39,8 @@
 #include "model/model_config.h"
 #include "grammar/structured_output.h"
 #include "server/chat_renderer.h"
+#include "server/reasoning_parser.h"
+#include "server/responses_store.h"
 #include "server/tool_parsers.h"
 #include "server/generation.h"
 #include "server/http_types.h"
@@ -65,6 +68,9 @@ struct ApiConfig {
   // /v1/engine/* (the engine's state and every cached block hash): without
   // --api-key they answer 404 unless this is set (--enable-debug-endpoints).
   bool enable_debug_endpoints = false;
+  // Responses kept for GET/DELETE /v1/responses/{id} and previous_response_id
+  // (--responses-store-size; 0: none are kept).
+  int64_t responses_store_size = 1024;
 };
 
 // What the API needs once the model is loaded. The pointers must outlive the ApiServer.
@@ -89,6 +95,11 @@ struct Backend {
   // How tool calls are read from chat output (omnibus serve --tool-call-parser;
   // auto: tool_parser_for_template of the chat template).
   ToolParserKind tool_parser = ToolParserKind::kHermes;
+  // How chat output is split into reasoning and content (--reasoning-parser;
+  // auto: reasoning_format_for_template), and the default thinking budget
+  // (--reasoning-budget; -1: none) a request's thinking_token_budget overrides.
+  ReasoningFormat reasoning_parser = ReasoningFormat::kNone;
+  int32_t reasoning_budget = -1;
 };
 
 class ApiServer {
@@ -139,6 +150,10 @@ class ApiServer {
   std::string kv_blocks() const;  // waits for the engine thread (between two steps)
   void flush_cache(ResponseSink& sink);  // waits for the engine thread
   void health_generate(ResponseSink& sink);  // waits for one generated token (at most 30 s)
+  // The Responses API (responses_endpoints.cc): POST /v1/responses on the chat path,
+  // GET / DELETE /v1/responses/{id} from responses_.
+  void handle_responses(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  void response_item(const HttpRequest& req, const std::string& path, ResponseSink& sink);
 
   const ApiConfig config_;
   std::atomic<State> state_{State::kLoading};
@@ -146,6 +161,7 @@ class ApiServer {
   ServerMetrics metrics_;
   GenerationCounters counters_;
   std::unique_ptr<StreamPump> pump_;
+  std::unique_ptr<ResponsesStore> responses_;  // thread-safe itself
   const int64_t created_;
 
   std::mutex gens_mu_;

@@ -92,8 +92,14 @@ ChoiceDelta ChoiceOutput::on_event(const EngineEvent& e) {
     if (want_logprobs_) {
       d.logprobs.push_back(TokenLogprob{e.token, true, e.logprob, e.top_logprobs, piece_bytes_, 0});
     }
-    piece_bytes_ += tok_.token_to_piece(e.token).size();
-    d.text = stop_.push(decoder_.push(e.token));
+    if (std::find(shown_.begin(), shown_.end(), e.token) != shown_.end()) {
+      const std::string piece = tok_.token_to_piece(e.token, /*render_special=*/true);
+      piece_bytes_ += piece.size();
+      d.text = stop_.push(decoder_.flush() + piece);
+    } else {
+      piece_bytes_ += tok_.token_to_piece(e.token).size();
+      d.text = stop_.push(decoder_.push(e.token));
+    }
   } else if (e.token >= 0) {
     n_tokens_ = e.n_output_tokens;  // the EOG / stop token counts as generated
   }

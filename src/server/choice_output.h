@@ -55,6 +55,10 @@ class ChoiceOutput {
   ChoiceOutput(const Tokenizer& tok, std::vector<std::string> stops, bool want_logprobs,
                size_t text_base, bool render_special = false);
 
+  // Special tokens whose text is printed all the same (a reasoning model's
+  // "<think>" / "</think>" when its vocabulary marks them as control tokens).
+  void show_tokens(std::vector<int32_t> ids) { shown_ = std::move(ids); }
+
   // One of this sequence's events. Ignored (empty delta) once finished().
   ChoiceDelta on_event(const EngineEvent& e);
 
@@ -73,6 +77,7 @@ class ChoiceOutput {
   size_t piece_bytes_;  // text_base + raw bytes of the pieces so far
   int32_t n_tokens_ = 0;
   std::string finish_reason_;
+  std::vector<int32_t> shown_;
 };
 
 // A token's text for logprob listings: its bytes when they are valid UTF-8,

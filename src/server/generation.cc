@@ -49,6 +49,11 @@ Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<P
       if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output()) {
         choices_[k * n + j].tools = std::make_unique<ChoiceToolCalls>(ctx_.tool_parser, param_types);
       }
+      if (spec_.endpoint == Endpoint::kChat && ctx_.reasoning_parser != ReasoningFormat::kNone) {
+        choices_[k * n + j].reasoning =
+            std::make_unique<ChoiceReasoning>(ctx_.reasoning_parser, spec_.prompt_opens_thinking);
+        choices_[k * n + j].out->show_tokens(reasoning_tag_tokens(*ctx_.tokenizer));
+      }
     }
   }
 }
@@ -140,6 +145,7 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
   OMNIBUS_CHECK(ci < choices_.size());
   Choice& choice = choices_[ci];
   const bool was_finished = choice.out->finished();
+  if (!was_finished && e.token >= 0) choice.n_reasoning_tokens = e.n_reasoning_tokens;
   ChoiceDelta d;
   if (spec_.echo_only && !was_finished) {
     // Scoring a prompt: the one generated token is dropped.
@@ -184,6 +190,12 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
   const bool chat = spec_.endpoint == Endpoint::kChat;
   Choice& choice = choices_[ci];
   nlohmann::json tool_deltas = nlohmann::json::array();
+  std::string reasoning;
+  if (choice.reasoning) {  // thinking first: the tool parser reads only the answer
+    ReasoningDelta rd = choice.reasoning->push(d.text, !d.finish_reason.empty());
+    d.text = std::move(rd.content);
+    if (spec_.reasoning.include_reasoning) reasoning = std::move(rd.reasoning);
+  }
   if (choice.tools) {
     const bool end = !d.finish_reason.empty();
     ChoiceToolCalls::Delta td = choice.tools->push(d.text, end);
@@ -202,7 +214,9 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
     }
     return;
   }
-  if (d.text.empty() && d.logprobs.empty() && d.finish_reason.empty() && tool_deltas.empty()) return;
+  if (d.text.empty() && reasoning.empty() && d.logprobs.empty() && d.finish_reason.empty() && tool_deltas.empty()) {
+    return;
+  }
   if (cancelled_) return;
   nlohmann::json c = chunk_base();
   nlohmann::json ch;
@@ -217,6 +231,10 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
   }
   if (chat) {
     ch["delta"] = d.text.empty() ? nlohmann::json::object() : nlohmann::json{{"content", d.text}};
+    if (!reasoning.empty()) {
+      ch["delta"]["reasoning_content"] = reasoning;
+      ch["delta"]["reasoning"] = std::move(reasoning);
+    }
     if (!tool_deltas.empty()) ch["delta"]["tool_calls"] = std::move(tool_deltas);
   } else {
     ch["text"] = d.text;
@@ -230,7 +248,7 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
 }
 
 void Generation::finish() {
-  int64_t prompt_tokens = 0, cached = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, cached = 0, completion_tokens = 0, reasoning_tokens = 0;
   for (const Part& p : parts_) {
     prompt_tokens += p.n_prompt_tokens;
     cached += p.n_cached_tokens;
@@ -238,12 +256,14 @@ void Generation::finish() {
   bool cut = false;  // a choice ended by abort(): the server shut down before it finished
   for (const Choice& c : choices_) {
     completion_tokens += c.out->n_tokens();
+    reasoning_tokens += c.n_reasoning_tokens;
     cut = cut || c.out->finish_reason().empty() || c.out->finish_reason() == "abort";
   }
   cut = cut && shutdown_.load() && !cancelled_;
   if (cut) ctx_.counters->n_cut.fetch_add(1);  // before the response is out: the drain reads it after
   if (spec_.echo_only) completion_tokens = 0;
-  const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, cached);
+  const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, cached,
+                                          ctx_.reasoning_parser != ReasoningFormat::kNone ? reasoning_tokens : -1);
   if (spec_.stream) {
     // A cut stream has had each unfinished choice's last chunk with
     // finish_reason "abort"; it ends like any other.
@@ -287,8 +307,11 @@ std::string Generation::response_body(const nlohmann::json& usage) {
     nlohmann::json ch;
     ch["index"] = i;
     std::string reason = c.out->finish_reason().empty() ? "abort" : c.out->finish_reason();
+    // Aborted: what the parsers held back.
+    std::string held = c.reasoning ? c.reasoning->push("", /*end=*/true).content : "";
+    if (!(chat && c.tools)) c.text += held;
     if (chat && c.tools) {
-      if (!c.tools->ended()) c.text += c.tools->push("", /*end=*/true).content;  // aborted: what was held back
+      if (!c.tools->ended()) c.text += c.tools->push(held, /*end=*/true).content;
       const int n_calls = c.tools->n_calls();
       ch["message"] = {{"role", "assistant"}, {"content", tool_message_content(c.text, n_calls)}};
       if (n_calls > 0) ch["message"]["tool_calls"] = c.tools->calls();
@@ -297,6 +320,13 @@ std::string Generation::response_body(const nlohmann::json& usage) {
       ch["message"] = {{"role", "assistant"}, {"content", std::move(c.text)}};
     } else {
       ch["text"] = std::move(c.text);
+    }
+    if (c.reasoning) {
+      const nlohmann::json thinking = spec_.reasoning.include_reasoning && !c.reasoning->reasoning().empty()
+                                          ? nlohmann::json(c.reasoning->reasoning())
+                                          : nlohmann::json(nullptr);
+      ch["message"]["reasoning_content"] = thinking;
+      ch["message"]["reasoning"] = thinking;
     }
     // Moved, not copied: the choice's logprobs are freed with this tree.
     ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : std::move(c.logprobs);

@@ -39,6 +39,7 @@
 #include "server/kv_transfer_service.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/reasoning_output.h"
 #include "server/tool_output.h"
 #include "server/tool_parsers.h"
 
@@ -64,6 +65,11 @@ struct GenerationContext {
   // (tool_choice != none): message.tool_calls / delta.tool_calls, and
   // finish_reason "tool_calls".
   ToolParserKind tool_parser = ToolParserKind::kHermes;
+  // How chat output is split into reasoning and content (reasoning_parser.h):
+  // message.reasoning_content (and .reasoning), delta.reasoning_content, and
+  // usage.completion_tokens_details.reasoning_tokens. Tool calls are read
+  // from the content only.
+  ReasoningFormat reasoning_parser = ReasoningFormat::kNone;
 };
 
 // One prompt of the call, tokenized.
@@ -103,6 +109,8 @@ class Generation {
     std::string text;       // non-streaming: the whole text
     nlohmann::json logprobs;  // non-streaming: accumulated logprobs
     std::unique_ptr<ChoiceToolCalls> tools;  // chat with tools: reads calls out of the text
+    std::unique_ptr<ChoiceReasoning> reasoning;  // chat with a reasoning parser: splits the text first
+    int32_t n_reasoning_tokens = 0;              // the engine's count, up to the choice's end
   };
 
   void handle_event(size_t k, const EngineEvent& e);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "server/json_fields.h"
+#include "server/reasoning_request.h"
 #include "server/structured_request.h"
 #include "server/tool_request.h"
 
@@ -272,6 +273,10 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
       f.fail(std::move(*e));
       break;
     }
+    if (std::optional<ApiError> e = parse_message_reasoning(x, where, msg.reasoning_content)) {
+      f.fail(std::move(*e));
+      break;
+    }
     spec.messages.push_back(std::move(msg));
   }
 }
@@ -341,6 +346,7 @@ ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const P
     f.fail(ApiError::invalid("top_logprobs", "'top_logprobs' requires 'logprobs' to be true"));
   }
   f.get_bool("add_generation_prompt", spec.add_generation_prompt);
+  parse_reasoning_request(f, spec.reasoning);
   if (std::optional<ApiError> e = parse_tools(body, spec.tools)) f.fail(std::move(*e));
   check_min_tokens(f, spec);
   if (!f.ok()) return *f.error();

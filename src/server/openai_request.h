@@ -15,6 +15,8 @@
 //   repetition_penalty, logit_bias, seed -> sampling (penalties over the whole history)
 //   stop -> stop strings (server side); stop_token_ids, ignore_eos, min_tokens, n -> Request
 //   tools, tool_choice, parallel_tool_calls -> tools (tool_request.h)
+//   chat_template_kwargs, reasoning_effort, thinking_token_budget,
+//   include_reasoning, messages[i].reasoning_content -> reasoning (reasoning_request.h)
 //   logprobs (completions: int k) | logprobs + top_logprobs (chat) -> sampling.n_logprobs
 //   prompt_logprobs (vLLM's: int k, not with stream) and echo + logprobs
 //   (completions) -> prompt_logprobs: the larger k of the two; both views of
@@ -33,6 +35,7 @@
 #include "grammar/structured_output.h"
 #include "server/api_error.h"
 #include "server/chat_renderer.h"
+#include "server/reasoning_request.h"
 #include "server/tool_request.h"
 
 namespace omnibus::server {
@@ -74,6 +77,12 @@ struct GenerationSpec {
   // chat, tool_choice "required" or named: the EBNF that forces the tool-call
   // format (tool_grammar.h); set by the API server, which knows the parser. "" otherwise.
   std::string tool_grammar;
+  // chat: chat_template_kwargs, reasoning_effort, thinking_token_budget,
+  // include_reasoning (reasoning_request.h).
+  ReasoningRequest reasoning;
+  // chat: the rendered prompt ends inside a thinking block (set by the API
+  // server; reasoning_parser.h prompt_opens_thinking).
+  bool prompt_opens_thinking = false;
 };
 
 // Bounds a request must keep. The ones set by `omnibus serve` flags are named

@@ -7,12 +7,14 @@ namespace omnibus::server {
 
 double json_logprob(float lp) { return std::isfinite(lp) ? double(lp) : -9999.0; }
 
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                          int64_t reasoning_tokens) {
   nlohmann::json u;
   u["prompt_tokens"] = prompt_tokens;
   u["completion_tokens"] = completion_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
+  if (reasoning_tokens >= 0) u["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
   return u;
 }
 

@@ -22,7 +22,9 @@
 
 namespace omnibus::server {
 
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+// reasoning_tokens >= 0: also completion_tokens_details.reasoning_tokens.
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                          int64_t reasoning_tokens = -1);
 
 // Appends entries to a completions logprobs object (created on first use).
 void append_completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries,

@@ -53,7 +53,7 @@ TEST(ToolPrompt, MatchesHfRenderingForToolTemplates) {
     SCOPED_TRACE(c["template"].get<std::string>() + " / " + c["conversation"].get<std::string>());
     GenerationSpec spec = parse(c["messages"], golden["tools"]);
     StatusOr<std::string> text =
-        renderer_for(c["template"])(spec.messages, true, spec.tools.tool_jsons());
+        renderer_for(c["template"])(spec.messages, true, spec.tools.tool_jsons(), "");
     ASSERT_TRUE(text.is_ok()) << text.status().to_string();
     EXPECT_EQ(*text, c["expected"].get<std::string>());
   }
@@ -74,7 +74,7 @@ const json kResults = json::parse(R"([
 // and tool calls / results as text.
 TEST(ToolPrompt, InjectsHermesStyleForTemplatesWithoutTools) {
   GenerationSpec spec = parse(kResults, kTools);
-  StatusOr<std::string> text = chatml_renderer()(spec.messages, true, spec.tools.tool_jsons());
+  StatusOr<std::string> text = chatml_renderer()(spec.messages, true, spec.tools.tool_jsons(), "");
   ASSERT_TRUE(text.is_ok()) << text.status().to_string();
   const std::string expected = "<|im_start|>system\nBe brief.\n\n" +
                                hermes_tools_system_text(spec.tools.tool_jsons()) +
@@ -90,7 +90,7 @@ TEST(ToolPrompt, InjectsHermesStyleForTemplatesWithoutTools) {
   // Gemma 3 folds the system message into the first user turn and needs
   // user/model alternation, which the rewrite keeps.
   StatusOr<std::string> gemma =
-      renderer_for("gemma3")(spec.messages, true, spec.tools.tool_jsons());
+      renderer_for("gemma3")(spec.messages, true, spec.tools.tool_jsons(), "");
   ASSERT_TRUE(gemma.is_ok()) << gemma.status().to_string();
   EXPECT_NE(gemma->find("<start_of_turn>user\nBe brief.\n\n# Tools"), std::string::npos) << *gemma;
   EXPECT_NE(gemma->find("<start_of_turn>model\n<tool_call>"), std::string::npos) << *gemma;
@@ -99,7 +99,7 @@ TEST(ToolPrompt, InjectsHermesStyleForTemplatesWithoutTools) {
 
   // Without tools in the request, no description; results still render.
   GenerationSpec no_tools = parse(kResults, json::array());
-  StatusOr<std::string> plain = chatml_renderer()(no_tools.messages, true, {});
+  StatusOr<std::string> plain = chatml_renderer()(no_tools.messages, true, {}, "");
   ASSERT_TRUE(plain.is_ok());
   EXPECT_EQ(plain->find("# Tools"), std::string::npos);
   EXPECT_NE(plain->find("<tool_response>\n14:05"), std::string::npos);

@@ -96,7 +96,8 @@ bool ChatTemplate::mentions_tools() const { return source().find("tools") != std
 
 StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                            const std::string& bos_token, const std::string& eos_token,
-                                           const std::vector<std::string>& tools) const {
+                                           const std::vector<std::string>& tools,
+                                           const std::string& extra_variables) const {
   jinja::ValueList list;
   list.reserve(messages.size());
   for (const ChatMessage& msg : messages) {
@@ -110,6 +111,7 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
     }
     if (!msg.tool_call_id.empty()) m.set("tool_call_id", jinja::Value(msg.tool_call_id));
     if (!msg.name.empty()) m.set("name", jinja::Value(msg.name));
+    if (!msg.reasoning_content.empty()) m.set("reasoning_content", jinja::Value(msg.reasoning_content));
     list.emplace_back(std::move(m));
   }
   jinja::Value tools_value = jinja::Value::none();
@@ -124,6 +126,11 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
   // The variables apply_chat_template passes (tools and documents are None
   // when the request has none).
   jinja::ValueMap vars;
+  if (!extra_variables.empty()) {
+    OMNIBUS_ASSIGN_OR_RETURN(jinja::Value extra, jinja::json_text_to_value(extra_variables));
+    if (!extra.is_map()) return Status::invalid_argument("the extra template variables must be a JSON object");
+    for (const auto& [key, value] : extra.as_map().entries) vars.set(key, value);
+  }
   vars.set("messages", jinja::Value(std::move(list)));
   vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   vars.set("bos_token", jinja::Value(bos_token));

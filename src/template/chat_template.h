@@ -46,6 +46,8 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant: set as message.tool_calls only when non-empty
   std::string tool_call_id;              // tool: set as message.tool_call_id when non-empty
   std::string name;                      // set as message.name when non-empty
+  std::string reasoning_content;         // assistant: its thinking, set as message.reasoning_content
+                                         // when non-empty (Qwen 3's template shows it)
 };
 
 class ChatTemplate {
@@ -59,9 +61,13 @@ class ChatTemplate {
   // type errors, or exceeded render limits. Never crashes.
   // tools: each the JSON text of one tool ({"type": "function", "function":
   // {...}}), parsed keeping key order; text that does not parse is an error.
+  // extra_variables: "" or the JSON text of an object whose keys become
+  // template variables too (HF's chat_template_kwargs, e.g. enable_thinking);
+  // the standard variables above win over a key of the same name.
   StatusOr<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                const std::string& bos_token, const std::string& eos_token,
-                               const std::vector<std::string>& tools = {}) const;
+                               const std::vector<std::string>& tools = {},
+                               const std::string& extra_variables = "") const;
 
   // True when the template reads the `tools` variable (else a caller that has
   // tools must describe them itself, e.g. in a system message).
