@@ -6,7 +6,7 @@ usage, prompt caching reported in cache_read_input_tokens, stop sequences,
 the x-api-key header, and malformed fields answered with a 400 in
 Anthropic's error shape naming the field (the server keeps serving).
 """
-import json
+import pathlib
 import uuid
 
 import anthropic
@@ -258,3 +258,53 @@ def test_x_api_key(keyed):
     with pytest.raises(anthropic.AuthenticationError):
         anthropic.Anthropic(base_url=keyed.base_url, api_key="nope", max_retries=0).messages.create(
             model=MODEL, max_tokens=2, messages=user("hi"))
+
+
+# --- thinking, on the random-weight Qwen 3 with the real Qwen 3 template (tests/python/test_reasoning.py) ---
+
+QWEN3 = pathlib.Path(__file__).resolve().parents[2] / "models" / "random" / "qwen3.gguf"
+
+
+@pytest.fixture(scope="module")
+def r1(start_server):
+    if not QWEN3.exists():
+        pytest.skip(f"{QWEN3} not generated (scripts/fetch_models.sh)")
+    return start_server("--max-model-len", "1024", "--kv-cache-memory", "64MiB", "--served-model-name", "qwen3",
+                        "--reasoning-parser", "deepseek_r1", model=str(QWEN3))
+
+
+def test_thinking_blocks_are_the_chat_paths_reasoning_split(r1):
+    c = anthropic.Anthropic(base_url=r1.base_url, api_key="unused", max_retries=0, timeout=120)
+    q = "What is 2 + 2?"
+    for budget in (3, 9):
+        chat = httpx.post(r1.base_url + "/v1/chat/completions", timeout=120, json={
+            "model": "qwen3", "messages": user(q), "max_tokens": 24, "temperature": 0,
+            "thinking_token_budget": budget, "chat_template_kwargs": {"enable_thinking": True}}).json()
+        msg = chat["choices"][0]["message"]
+        assert msg["reasoning_content"], msg  # deepseek_r1: the output starts inside the block
+        kw = dict(model="qwen3", max_tokens=24, messages=user(q), extra_body=GREEDY,
+                  thinking={"type": "enabled", "budget_tokens": budget})
+        m = c.messages.create(**kw)
+        assert m.content[0].type == "thinking"
+        assert m.content[0].thinking == msg["reasoning_content"]
+        text = "".join(b.text for b in m.content if b.type == "text")
+        assert text == (msg["content"] or "")
+        assert m.usage.output_tokens == chat["usage"]["completion_tokens"]
+        with c.messages.stream(**kw) as s:
+            kinds = [e.delta.type for e in s if e.type == "content_block_delta"]
+            streamed = s.get_final_message()
+        assert "thinking_delta" in kinds
+        assert [b.model_dump() for b in streamed.content] == [b.model_dump() for b in m.content]
+    omitted = c.messages.create(model="qwen3", max_tokens=24, messages=user(q), extra_body=GREEDY,
+                                thinking={"type": "enabled", "budget_tokens": 3, "display": "omitted"})
+    assert all(b.type == "text" for b in omitted.content)
+
+
+def test_thinking_disabled_renders_the_no_think_form(r1):
+    c = anthropic.Anthropic(base_url=r1.base_url, api_key="unused", max_retries=0, timeout=120)
+    on = c.messages.count_tokens(model="qwen3", messages=user("Hi"),
+                                 thinking={"type": "enabled", "budget_tokens": 8}).input_tokens
+    off = c.messages.count_tokens(model="qwen3", messages=user("Hi"), thinking={"type": "disabled"}).input_tokens
+    assert off > on  # Qwen 3's template adds the empty <think></think> block when thinking is off
+    m = c.messages.create(model="qwen3", max_tokens=4, messages=user("Hi"), thinking={"type": "disabled"})
+    assert m.usage.input_tokens + m.usage.cache_read_input_tokens == off
