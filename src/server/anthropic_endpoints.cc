@@ -91,6 +91,10 @@ void ApiServer::handle_anthropic(const HttpRequest& req, const std::string& path
   if (count || r->stream) {
     ApiResult<int64_t> n = chat_prompt_tokens(chat.body);
     if (!n.ok()) return respond(*sink, n.error());
+    if (count && r->model != config_.served_model_name) {  // as the chat path answers a create
+      return respond(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves '{}')",
+                                                            r->model, config_.served_model_name)));
+    }
     if (count) return sink->respond(200, kJson, json_dump({{"input_tokens", *n}}));
     info.input_tokens = *n;
   }

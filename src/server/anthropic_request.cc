@@ -167,7 +167,10 @@ std::optional<ApiError> assistant_blocks(const Json& content, const std::string&
       if (input == nullptr) return bad(w + ".input", "Field required");
       if (!input->is_object()) return bad(w + ".input", fmt::format("must be an object, got {}", type_name(*input)));
       if (auto e = check_cache_control(content[i], w)) return e;
-      calls.push_back(Json{{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", *input}}}});
+      // As JSON text: the chat path keeps the keys in the order the client wrote them.
+      calls.push_back(Json{{"id", id}, {"type", "function"},
+                           {"function", {{"name", name}, {"arguments", input->dump(-1, ' ', false,
+                                                                                    Json::error_handler_t::replace)}}}});
     } else if (type == "thinking") {
       std::string t, signature;
       if (auto e = need_string(content[i], "thinking", w, t)) return e;
@@ -241,6 +244,10 @@ std::optional<ApiError> parse_tools(const Json& body, Json& chat, std::set<std::
     Json fn{{"name", name}};
     if (!description.empty()) fn["description"] = description;
     fn["parameters"] = *schema;
+    if (const Json* strict = field(x, "strict")) {  // strict schema adherence: the grammar's strict mode
+      if (!strict->is_boolean()) return bad(where + ".strict", "must be a boolean");
+      fn["strict"] = *strict;
+    }
     tools.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
   }
   if (!tools.empty()) chat["tools"] = std::move(tools);

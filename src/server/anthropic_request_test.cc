@@ -125,6 +125,10 @@ TEST(AnthropicRequest, InputSchemaKeepsItsKeyOrder) {
   ASSERT_TRUE(r.ok());
   const std::string text = r->chat_body["tools"][0]["function"]["parameters"].dump();
   EXPECT_LT(text.find("zeta"), text.find("alpha")) << text;
+  auto call = parse(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "q"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"zeta": 1, "alpha": 2}}]}]})");
+  ASSERT_TRUE(call.ok());
+  EXPECT_EQ(chat_spec(*call).messages[1].tool_calls[0].arguments, R"({"zeta":1,"alpha":2})");
 }
 
 TEST(AnthropicRequest, StreamAsksForTheUsageChunk) {

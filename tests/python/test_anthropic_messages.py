@@ -242,6 +242,8 @@ def test_other_errors_in_anthropic_shape(srv, client):
                 "invalid_request_error", "messages")  # the context is 2048 tokens
     check_error(post(srv, {"model": MODEL}, path="/v1/messages/count_tokens"), 400, "invalid_request_error",
                 "messages")
+    check_error(post(srv, {"model": "claude-x", "messages": user("hi")}, path="/v1/messages/count_tokens"), 404,
+                "not_found_error", None)
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model=MODEL, max_tokens=0, messages=user("hi"))
     assert "max_tokens" in str(e.value)
