@@ -160,7 +160,8 @@ def test_a_forced_tool_call_is_read_from_the_answer(r1_server):
     tools = [{"type": "function", "function": {
         "name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
                                       "required": ["a"]}}}]
-    out = chat(r1_server, max_tokens=300, thinking_token_budget=6, tools=tools, tool_choice="required")
+    out = chat(r1_server, max_tokens=300, thinking_token_budget=6, tools=tools, tool_choice="required",
+               parallel_tool_calls=False)
     choice = out["choices"][0]
     assert choice["finish_reason"] == "tool_calls", choice
     calls = choice["message"]["tool_calls"]
@@ -168,7 +169,7 @@ def test_a_forced_tool_call_is_read_from_the_answer(r1_server):
     assert isinstance(json.loads(calls[0]["function"]["arguments"])["a"], int)
     assert choice["message"]["reasoning_content"]
     _, _, streamed_calls, _ = stream(r1_server, max_tokens=300, thinking_token_budget=6, tools=tools,
-                                     tool_choice="required")
+                                     tool_choice="required", parallel_tool_calls=False)
     assert [c["function"] for c in streamed_calls] == [c["function"] for c in calls]
 
 

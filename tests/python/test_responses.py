@@ -66,7 +66,7 @@ def test_stream_follows_the_event_order_and_reassembles(oa):
             types.append(ev.type)
             if ev.type == "response.output_text.delta":
                 deltas.append(ev.delta)
-        final = s.get_final_response()
+    final = ev.response  # the last event's (get_final_response() knows only response.completed)
     assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added",
                          "response.content_part.added"]
     assert types[-4:] == ["response.output_text.done", "response.content_part.done",
@@ -217,7 +217,8 @@ def test_reasoning_items_and_their_stream(thinking_server):
         for ev in s:
             if ev.type == "response.reasoning_text.delta":
                 reasoning.append(ev.delta)
-        final = s.get_final_response()
+    assert ev.type in ("response.completed", "response.incomplete")
+    final = ev.response
     assert "".join(reasoning) == final.output[0].content[0].text == r.output[0].content[0].text
 
 
