@@ -458,8 +458,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tool-call-parser", o->tool_call_parser,
                   "How tool calls are read from chat output: 'hermes' (<tool_call>{...}</tool_call>), "
                   "'llama3_json' ([<|python_tag|>]{\"name\", \"parameters\"}), 'mistral' ([TOOL_CALLS][...]), "
+                  "'qwen3_coder' (<tool_call><function=f><parameter=p>...), 'pythonic' ([f(a=1)], Llama 3.2/4), "
                   "or 'auto' (from the chat template; hermes when it has no tool format)")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "hermes", "llama3_json", "mistral", "qwen3_coder", "pythonic"}));
   cmd->add_option("--reasoning-parser", o->reasoning_parser,
                   "How chat output is split into reasoning_content and content: 'qwen3' (<think>...</think> when "
                   "the output opens it), 'deepseek_r1' (the output starts thinking; ends at </think>), 'auto' "

@@ -121,6 +121,9 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
   }
 
+  // The Anthropic Messages API (anthropic_endpoints.cc): its own key header and error shape.
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens") return handle_anthropic(req, path, sink);
+
   struct Route {
     const char* path;
     bool post;

@@ -10,6 +10,8 @@
 //   POST /v1/responses   GET | DELETE /v1/responses/{id}   (responses_endpoints.cc)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
+//   POST /v1/messages  /v1/messages/count_tokens   the Anthropic Messages API (anthropic_request.h):
+//        key as x-api-key or Bearer, errors in Anthropic's shape
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
 //   GET  /get_load  /get_server_info  /server_info  /get_model_info  /health_generate
 //   POST /flush_cache  /reset_prefix_cache   drop the prefix cache; 409 while requests run (key)
@@ -164,6 +166,11 @@ class ApiServer {
                          const std::shared_ptr<DisconnectRelay>& relay = nullptr);
   ApiResult<std::shared_ptr<const grammar::TokenMasker>> compile_structured(
       GenerationSpec& spec, const std::string& raw_body);
+  // POST /v1/messages and /v1/messages/count_tokens (anthropic_endpoints.cc):
+  // converted onto handle_generation's chat path.
+  void handle_anthropic(const HttpRequest& req, const std::string& path, const std::shared_ptr<ResponseSink>& sink);
+  // The prompt tokens a chat completions body renders to (what its usage reports as prompt_tokens).
+  ApiResult<int64_t> chat_prompt_tokens(const std::string& chat_body) const;
   ApiResult<std::string> tokenize(const std::string& body) const;
   ApiResult<std::string> detokenize(const std::string& body) const;
   std::string tokenizer_info() const;

@@ -64,6 +64,8 @@ class ChoiceOutput {
 
   bool finished() const { return !finish_reason_.empty(); }
   const std::string& finish_reason() const { return finish_reason_; }
+  // The stop string that ended the choice, "" when none did (vLLM's stop_reason).
+  const std::string& stop_string() const { return stop_.matched(); }
   // Completion tokens for usage: tokens sampled up to the end of the choice.
   int32_t n_tokens() const { return n_tokens_; }
 

@@ -21,6 +21,11 @@ std::string new_id(Endpoint endpoint) {
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// vLLM's choice.stop_reason: the stop string that ended the choice, else null.
+nlohmann::json stop_reason_json(const ChoiceOutput& out) {
+  return out.stop_string().empty() ? nlohmann::json(nullptr) : nlohmann::json(out.stop_string());
+}
+
 }  // namespace
 
 Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<PreparedPrompt> prompts,
@@ -34,13 +39,15 @@ Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<P
   const size_t n = size_t(spec_.base.n);
   parts_.resize(prompts_.size());
   choices_.resize(prompts_.size() * n);
+  std::shared_ptr<const ToolParamTypes> param_types;
+  if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output()) param_types = tool_param_types(spec_.tools);
   for (size_t k = 0; k < prompts_.size(); ++k) {
     const size_t base = spec_.echo ? prompts_[k].echo_text.size() : 0;
     for (size_t j = 0; j < n; ++j) {
       choices_[k * n + j].out =
           std::make_unique<ChoiceOutput>(*ctx_.tokenizer, spec_.stop, spec_.logprobs >= 0, base);
       if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output()) {
-        choices_[k * n + j].tools = std::make_unique<ChoiceToolCalls>(ctx_.tool_parser);
+        choices_[k * n + j].tools = std::make_unique<ChoiceToolCalls>(ctx_.tool_parser, param_types);
       }
       if (spec_.endpoint == Endpoint::kChat && ctx_.reasoning_parser != ReasoningFormat::kNone) {
         choices_[k * n + j].reasoning =
@@ -234,6 +241,7 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
   }
   ch["logprobs"] = std::move(lp);
   ch["finish_reason"] = d.finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.finish_reason);
+  if (!d.finish_reason.empty()) ch["stop_reason"] = stop_reason_json(*choice.out);
   c["choices"] = nlohmann::json::array({std::move(ch)});
   if (spec_.include_usage) c["usage"] = nullptr;
   sink_->write(sse_event(c));
@@ -323,6 +331,7 @@ std::string Generation::response_body(const nlohmann::json& usage) {
     // Moved, not copied: the choice's logprobs are freed with this tree.
     ch["logprobs"] = c.logprobs.is_null() ? nlohmann::json(nullptr) : std::move(c.logprobs);
     ch["finish_reason"] = reason;
+    ch["stop_reason"] = stop_reason_json(*c.out);
     if (spec_.base.prompt_logprobs >= 0 && !chat) {
       ch["prompt_logprobs"] = prompt_logprobs(i / size_t(spec_.base.n));
     }

@@ -14,6 +14,7 @@
 #include "engine/request_validation.h"
 #include "server/api_server.h"
 #include "server/json_fields.h"
+#include "server/reasoning_output.h"
 #include "server/response_bounds.h"
 #include "server/structured_request.h"
 #include "server/tool_grammar.h"
@@ -53,19 +54,7 @@ ApiResult<PreparedGeneration> ApiServer::prepare_generation(Endpoint endpoint,
 
   // The tools' parameter schemas in the order they were written (the body
   // was read with sorted keys): what the template shows and the grammar forces.
-  if (!spec->tools.functions.empty()) {
-    std::vector<std::string> pointers;
-    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
-      pointers.push_back(fmt::format("/tools/{}/function/parameters", i));
-      pointers.push_back(fmt::format("/tools/{}", i));
-    }
-    std::vector<std::string> ordered = ordered_schema_texts(req.body, pointers);
-    for (size_t i = 0; i < spec->tools.functions.size(); ++i) {
-      ToolFunction& f = spec->tools.functions[i];
-      if (!ordered[2 * i].empty()) f.parameters = std::move(ordered[2 * i]);
-      if (!ordered[2 * i + 1].empty()) f.tool_json = std::move(ordered[2 * i + 1]);
-    }
-  }
+  use_written_tool_order(spec->tools, req.body);
   // tool_choice "required" or a named function: the grammar that forces a call
   // (compiled into Request::grammar with the structured-output grammars).
   if (spec->tools.choice == ToolChoice::kRequired || spec->tools.choice == ToolChoice::kNamed) {
@@ -92,13 +81,19 @@ ApiResult<PreparedGeneration> ApiServer::prepare_generation(Endpoint endpoint,
   const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
     StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
-                                                        spec->tools.tool_jsons());
+                                                        spec->tools.tool_jsons(), spec->reasoning.template_kwargs);
     if (!text.is_ok()) {
       return ApiError::invalid("messages",
                                "cannot apply the chat template: " + text.status().message());
     }
     prompts.push_back(
         PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
+    if (backend_.reasoning_parser != ReasoningFormat::kNone) {
+      spec->starts_in_reasoning = starts_in_reasoning(backend_.reasoning_parser, *text);
+      spec->base.thinking = thinking_rule(tok, backend_.reasoning_parser, spec->starts_in_reasoning,
+                                          spec->reasoning.thinking_budget >= 0 ? spec->reasoning.thinking_budget
+                                                                               : backend_.reasoning_budget);
+    }
   } else {
     for (const PromptInput& in : spec->prompts) {
       PreparedPrompt p;

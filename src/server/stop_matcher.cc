@@ -21,7 +21,13 @@ std::string StopMatcher::push(std::string_view text) {
   }
   // The earliest complete stop string ends the text.
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+  for (const std::string& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at < first) {
+      first = at;
+      matched_ = s;
+    }
+  }
   if (first != std::string::npos) {
     std::string out = pending_.substr(0, first);
     pending_.clear();

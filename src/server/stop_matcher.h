@@ -31,6 +31,9 @@ class StopMatcher {
   std::string push(std::string_view text);
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text ("" until stopped(); the earliest in
+  // the text, the first listed of those ending there).
+  const std::string& matched() const { return matched_; }
   // Bytes returned so far (by push and flush).
   size_t n_emitted() const { return n_emitted_; }
 
@@ -38,6 +41,7 @@ class StopMatcher {
   const std::vector<std::string> stops_;
   std::string pending_;  // not returned yet: a possible stop-string start
   bool stopped_ = false;
+  std::string matched_;
   size_t n_emitted_ = 0;
 };
 

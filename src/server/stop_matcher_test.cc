@@ -54,6 +54,13 @@ TEST(StopMatcher, HeldBackTextIsReleasedWhenItDiverges) {
 TEST(StopMatcher, EarliestOfSeveralStopsWins) {
   StopMatcher m({"world", "lo w"});
   EXPECT_EQ(run(m, {"hello world"}), "hel");
+  EXPECT_EQ(m.matched(), "lo w");  // the one the text ended on, not the first listed
+}
+
+TEST(StopMatcher, MatchedIsEmptyWithoutAStop) {
+  StopMatcher m({"END"});
+  EXPECT_EQ(run(m, {"no stop here"}), "no stop here");
+  EXPECT_EQ(m.matched(), "");
 }
 
 TEST(StopMatcher, OverlappingPrefixHeldOnlyAsLongAsNeeded) {

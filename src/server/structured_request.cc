@@ -214,4 +214,19 @@ std::vector<std::string> ordered_schema_texts(const std::string& raw_body, const
   return out;
 }
 
+void use_written_tool_order(ToolsSpec& tools, const std::string& raw_body) {
+  if (tools.functions.empty()) return;
+  std::vector<std::string> pointers;
+  for (size_t i = 0; i < tools.functions.size(); ++i) {
+    pointers.push_back(fmt::format("/tools/{}/function/parameters", i));
+    pointers.push_back(fmt::format("/tools/{}", i));
+  }
+  std::vector<std::string> ordered = ordered_schema_texts(raw_body, pointers);
+  for (size_t i = 0; i < tools.functions.size(); ++i) {
+    ToolFunction& f = tools.functions[i];
+    if (!ordered[2 * i].empty()) f.parameters = std::move(ordered[2 * i]);
+    if (!ordered[2 * i + 1].empty()) f.tool_json = std::move(ordered[2 * i + 1]);
+  }
+}
+
 }  // namespace omnibus::server

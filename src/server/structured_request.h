@@ -34,5 +34,10 @@ void parse_structured_output(JsonFields& f, GenerationSpec& spec);
 std::string ordered_schema_text(const std::string& raw_body, const std::string& pointer);
 // The same for several pointers, parsing the body once.
 std::vector<std::string> ordered_schema_texts(const std::string& raw_body, const std::vector<std::string>& pointers);
+// A chat request's tools (parameters and whole tool texts) re-read from the raw
+// body in the order they were written: what the template shows and the tool
+// grammar follows (tool_request.h, "Key order"). Every endpoint that renders
+// tools calls it, so they render the same prompt.
+void use_written_tool_order(ToolsSpec& tools, const std::string& raw_body);
 
 }  // namespace omnibus::server

@@ -8,6 +8,14 @@
 //                (parallel_tool_calls: one or more, separated by "\n")
 //   llama3_json  {"name": "f", "parameters": ARGS}   (parallel: joined by "; ")
 //   mistral      [TOOL_CALLS][{"name": "f", "arguments": ARGS}]  (parallel: ", " between)
+//   qwen3_coder  <tool_call>\n<function=f>\n(<parameter=p>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
+//                (parallel: "\n" between); the schema's properties in order, required ones
+//                present, optional ones optional; a string VALUE is raw text without '<'
+//                (enum, minLength, maxLength kept; pattern and format refused), others JSON
+//   pythonic     [f(p=VALUE, ...)]  (parallel: ", " between); required parameters first,
+//                then the optional ones, in the schema's order; VALUEs are JSON by the
+//                property's schema (which the pythonic parser reads: true/false/null too)
+//   A property schema is compiled on its own: a $ref to the parameters' $defs is refused.
 //
 // The alternatives are every tool ("required") or only the named one. The
 // API server compiles the text with grammar::GrammarCache into Request::grammar.

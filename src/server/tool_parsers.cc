@@ -9,6 +9,9 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+constexpr std::string_view kPythonStart = "<|python_start|>";
+constexpr std::string_view kPythonEnd = "<|python_end|>";
+constexpr std::string_view kXmlFunction = "<function=";
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -126,13 +129,16 @@ ToolParseOutput StreamingToolParser::finish() {
 void StreamingToolParser::run(bool final, ToolParseOutput& out) {
   if (kind_ == ToolParserKind::kLlama3Json) {
     run_llama3(final, out);
+  } else if (kind_ == ToolParserKind::kPythonic) {
+    run_pythonic(final, out);
   } else {
     run_marked(final, out);
   }
 }
 
 void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
-  const bool hermes = kind_ == ToolParserKind::kHermes;
+  const bool xml = kind_ == ToolParserKind::kQwen3Coder;
+  const bool hermes = kind_ == ToolParserKind::kHermes || xml;  // closed by </tool_call>
   const std::string_view marker = hermes ? kHermesOpen : kMistralMarker;
   while (true) {
     if (state_ == State::kInCall) {
@@ -159,7 +165,11 @@ void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
         consumed = body_end;
       }
       std::vector<ParsedToolCall> calls;
-      if (parse_calls(std::string_view(buf_).substr(begin, body_end - begin), !hermes, calls)) {
+      const std::string_view body = std::string_view(buf_).substr(begin, body_end - begin);
+      ParsedToolCall xml_call;
+      const bool parsed = xml ? parse_xml_function_call(body, types_.get(), xml_call) : parse_calls(body, !hermes, calls);
+      if (xml && parsed) calls.push_back(std::move(xml_call));
+      if (parsed) {
         for (ParsedToolCall& c : calls) add_call(std::move(c), out);
         state_ = State::kAfterCall;
       } else {
@@ -273,6 +283,72 @@ void StreamingToolParser::run_llama3(bool final, ToolParseOutput& out) {
   }
 }
 
+void StreamingToolParser::run_pythonic(bool final, ToolParseOutput& out) {
+  while (true) {
+    const size_t i = first_non_ws(buf_);
+    switch (state_) {
+      case State::kStart: {
+        if (i == std::string::npos) {
+          if (final) {
+            out.content += buf_;
+            buf_.clear();
+          }
+          return;
+        }
+        const std::string_view rest = std::string_view(buf_).substr(i);
+        if (rest.substr(0, kPythonStart.size()) == kPythonStart) {
+          buf_.erase(0, i + kPythonStart.size());
+          state_ = State::kInCall;
+        } else if (rest.size() < kPythonStart.size() && kPythonStart.substr(0, rest.size()) == rest) {
+          if (!final) return;
+          state_ = State::kText;
+        } else {
+          state_ = rest[0] == '[' ? State::kInCall : State::kText;
+        }
+        continue;
+      }
+      case State::kText:
+        out.content += buf_;
+        buf_.clear();
+        return;
+      case State::kInCall: {
+        if (i == std::string::npos || buf_[i] != '[') {
+          if (i == std::string::npos && !final) return;
+          state_ = State::kText;  // the tag without a list: text
+          continue;
+        }
+        const size_t end = pythonic_list_end(std::string_view(buf_).substr(i));
+        if (end == std::string::npos && !final) return;
+        std::vector<ParsedToolCall> calls;
+        if (end == std::string::npos || !parse_pythonic_calls(std::string_view(buf_).substr(i, end), calls)) {
+          state_ = State::kText;
+          continue;
+        }
+        for (ParsedToolCall& c : calls) add_call(std::move(c), out);
+        buf_.erase(0, i + end);
+        state_ = State::kAfterCall;
+        continue;
+      }
+      case State::kAfterCall: {
+        // <|python_end|> and whitespace after the list are dropped; other text is content.
+        if (i == std::string::npos) {
+          if (final) buf_.clear();
+          return;
+        }
+        const std::string_view rest = std::string_view(buf_).substr(i);
+        if (rest.substr(0, kPythonEnd.size()) == kPythonEnd) {
+          buf_.erase(0, i + kPythonEnd.size());
+          continue;
+        }
+        if (rest.size() < kPythonEnd.size() && kPythonEnd.substr(0, rest.size()) == rest && !final) return;
+        buf_.erase(0, i);
+        state_ = State::kText;
+        continue;
+      }
+    }
+  }
+}
+
 ToolParseOutput parse_tool_calls(ToolParserKind kind, std::string_view text) {
   StreamingToolParser p(kind);
   ToolParseOutput out = p.push(text);
@@ -283,7 +359,12 @@ ToolParseOutput parse_tool_calls(ToolParserKind kind, std::string_view text) {
 }
 
 ToolParserKind tool_parser_for_template(std::string_view source) {
+  if (source.find(kXmlFunction) != std::string_view::npos) return ToolParserKind::kQwen3Coder;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolParserKind::kHermes;
+  if (source.find(kPythonStart) != std::string_view::npos ||
+      source.find("[func_name1(") != std::string_view::npos) {
+    return ToolParserKind::kPythonic;
+  }
   if (source.find(kPythonTag) != std::string_view::npos) return ToolParserKind::kLlama3Json;
   if (source.find(kMistralMarker) != std::string_view::npos) return ToolParserKind::kMistral;
   return ToolParserKind::kHermes;
@@ -293,6 +374,8 @@ std::optional<ToolParserKind> tool_parser_from_name(std::string_view name) {
   if (name == "hermes") return ToolParserKind::kHermes;
   if (name == "llama3_json") return ToolParserKind::kLlama3Json;
   if (name == "mistral") return ToolParserKind::kMistral;
+  if (name == "qwen3_coder") return ToolParserKind::kQwen3Coder;
+  if (name == "pythonic") return ToolParserKind::kPythonic;
   return std::nullopt;
 }
 
@@ -304,6 +387,10 @@ const char* tool_parser_name(ToolParserKind kind) {
       return "llama3_json";
     case ToolParserKind::kMistral:
       return "mistral";
+    case ToolParserKind::kQwen3Coder:
+      return "qwen3_coder";
+    case ToolParserKind::kPythonic:
+      return "pythonic";
   }
   return "hermes";
 }

@@ -92,6 +92,51 @@ const std::vector<Case>& cases() {
        "[TOOL_CALLS][{\"name\": \"f\"",
        "[TOOL_CALLS][{\"name\": \"f\"",
        {}},
+      // qwen3_coder (no parameter types known: JSON when it is JSON, else text)
+      {ToolParserKind::kQwen3Coder,
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+       "</parameter>\n</function>\n</tool_call>",
+       "",
+       {{"get_weather", R"({"city":"Paris","days":3})"}}},
+      {ToolParserKind::kQwen3Coder,
+       "Sure.\n<tool_call>\n<function=f>\n</function>\n</tool_call>\n<tool_call>\n<function=g>\n<parameter=o>\n"
+       "{\"k\": [1, true]}\n</parameter>\n</function>\n</tool_call>",
+       "Sure.\n",
+       {{"f", "{}"}, {"g", R"({"o":{"k":[1,true]}})"}}},
+      {ToolParserKind::kQwen3Coder,
+       "<tool_call>\n<function=run>\n<parameter=code>\nif a < b:\n  x = 1\n\n</parameter>\n</function>\n"
+       "</tool_call>",
+       "",
+       {{"run", R"({"code":"if a < b:\n  x = 1\n"})"}}},
+      // a missing </parameter>, or a JSON body: no call
+      {ToolParserKind::kQwen3Coder,
+       "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>",
+       "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>",
+       {}},
+      {ToolParserKind::kQwen3Coder,
+       "<tool_call>{\"name\": \"f\"}</tool_call>",
+       "<tool_call>{\"name\": \"f\"}</tool_call>",
+       {}},
+      // pythonic
+      {ToolParserKind::kPythonic,
+       "[get_weather(city='Paris', unit=\"celsius\"), add(a=1, b=-2.5e1)]",
+       "",
+       {{"get_weather", R"({"city":"Paris","unit":"celsius"})"}, {"add", R"({"a":1,"b":-25.0})"}}},
+      {ToolParserKind::kPythonic,
+       "<|python_start|>[f(flag=True, x=None, items=[1, 'two', (3,)], opts={'k': False, \"j\": null},)]"
+       "<|python_end|>",
+       "",
+       {{"f", R"({"flag":true,"x":null,"items":[1,"two",[3]],"opts":{"k":false,"j":null}})"}}},
+      {ToolParserKind::kPythonic,
+       " [pkg.search(q='a\\'b]\\n\\u00e9', n=0)] then text",
+       "then text",
+       {{"pkg.search", "{\"q\":\"a'b]\\n\u00e9\",\"n\":0}"}}},
+      {ToolParserKind::kPythonic, "The list [1, 2] is short.", "The list [1, 2] is short.", {}},
+      {ToolParserKind::kPythonic, "[1, 2, 3]", "[1, 2, 3]", {}},
+      {ToolParserKind::kPythonic, "[f(1)]", "[f(1)]", {}},
+      {ToolParserKind::kPythonic, "[f(a=1, a=2)]", "[f(a=1, a=2)]", {}},
+      {ToolParserKind::kPythonic, "[f(a=1)", "[f(a=1)", {}},
+      {ToolParserKind::kPythonic, "<|python_st", "<|python_st", {}},
   };
   return kCases;
 }
@@ -152,6 +197,35 @@ TEST(ToolParsers, Selection) {
   EXPECT_EQ(tool_parser_from_name("mistral"), ToolParserKind::kMistral);
   EXPECT_EQ(tool_parser_from_name("auto"), std::nullopt);
   EXPECT_STREQ(tool_parser_name(ToolParserKind::kHermes), "hermes");
+}
+
+TEST(ToolParsers, Qwen3CoderReadsValuesByTheParameterTypes) {
+  auto types = std::make_shared<ToolParamTypes>();
+  (*types)["f"] = {{"s", "string"}, {"n", "integer"}, {"b", "boolean"}};
+  StreamingToolParser p(ToolParserKind::kQwen3Coder, types);
+  ToolParseOutput o = p.push(
+      "<tool_call>\n<function=f>\n<parameter=s>\n42\n</parameter>\n<parameter=n>\n7\n</parameter>\n"
+      "<parameter=b>\nmaybe\n</parameter>\n</function>\n</tool_call>");
+  ASSERT_EQ(o.calls.size(), 1u);
+  EXPECT_EQ(o.calls[0].arguments, R"({"s":"42","n":7,"b":"maybe"})");  // not JSON: kept as text
+}
+
+TEST(ToolParsers, NewFormatsSelection) {
+  EXPECT_EQ(tool_parser_for_template("{{ '<tool_call>\n<function=' + name }}"), ToolParserKind::kQwen3Coder);
+  EXPECT_EQ(tool_parser_for_template("{{ '<|python_start|>' }}"), ToolParserKind::kPythonic);
+  EXPECT_EQ(tool_parser_for_template("Respond as [func_name1(params_name1=params_value1)]"),
+            ToolParserKind::kPythonic);
+  EXPECT_EQ(tool_parser_from_name("qwen3_coder"), ToolParserKind::kQwen3Coder);
+  EXPECT_EQ(tool_parser_from_name("pythonic"), ToolParserKind::kPythonic);
+  EXPECT_STREQ(tool_parser_name(ToolParserKind::kQwen3Coder), "qwen3_coder");
+  EXPECT_STREQ(tool_parser_name(ToolParserKind::kPythonic), "pythonic");
+}
+
+TEST(ToolParsers, PythonicNestingIsBounded) {
+  const std::string deep = "[f(a=" + std::string(200, '[') + std::string(200, ']') + ")]";
+  EXPECT_TRUE(parse_tool_calls(ToolParserKind::kPythonic, deep).calls.empty());
+  const std::string ok = "[f(a=" + std::string(20, '[') + std::string(20, ']') + ")]";
+  EXPECT_EQ(parse_tool_calls(ToolParserKind::kPythonic, ok).calls.size(), 1u);
 }
 
 TEST(ToolParsers, JsonValueEnd) {

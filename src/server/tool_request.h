@@ -21,12 +21,14 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/tool_call_syntax.h"
 #include "template/chat_template.h"
 
 namespace omnibus::server {
@@ -52,6 +54,10 @@ struct ToolsSpec {
   // The tools as JSON texts, for ChatTemplate::render.
   std::vector<std::string> tool_jsons() const;
 };
+
+// The parameters' JSON Schema types by function and parameter (what the
+// qwen3_coder parser reads values by; tool_call_syntax.h).
+std::shared_ptr<const ToolParamTypes> tool_param_types(const ToolsSpec& tools);
 
 // Reads tools, tool_choice and parallel_tool_calls from the request body.
 // REQUIRES: body.is_object().
