@@ -1,5 +1,5 @@
 // libFuzzer target for the reasoning parser (server/reasoning_parser.h): the
-// first byte picks the format and prompt_opened, the second a chunk size; the
+// first byte picks the format and in_reasoning, the second a chunk size; the
 // rest is model output. Streaming it in chunks must give exactly the split of
 // the whole text, reasoning never after content, and the parts must be
 // pieces of the input (no byte invented). Any crash or mismatch is a bug.
@@ -16,12 +16,12 @@ using omnibus::server::ReasoningFormat;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const ReasoningFormat format = (data[0] & 1) ? ReasoningFormat::kDeepSeekR1 : ReasoningFormat::kQwen3;
-  const bool prompt_opened = (data[0] & 2) != 0;
+  const bool in_reasoning = (data[0] & 2) != 0;
   const size_t chunk = 1 + data[1] % 16;
   const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);
 
-  const ReasoningDelta whole = omnibus::server::split_reasoning(format, prompt_opened, text);
-  omnibus::server::ReasoningSplitter s(format, prompt_opened);
+  const ReasoningDelta whole = omnibus::server::split_reasoning(format, in_reasoning, text);
+  omnibus::server::ReasoningSplitter s(format, in_reasoning);
   std::string reasoning, content;
   for (size_t i = 0; i < text.size(); i += chunk) {
     const ReasoningDelta d = s.push(text.substr(i, chunk));

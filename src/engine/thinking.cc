@@ -5,6 +5,7 @@
 namespace omnibus {
 
 ThinkingTracker::ThinkingTracker(const ThinkingRule* rule) : rule_(rule) {
+  if (rule_ != nullptr) tail_.reserve(rule_->close.size() + 1);  // no allocation on the step path
   if (rule_ == nullptr || rule_->close.empty()) {
     phase_ = Phase::kAnswer;
   } else if (rule_->starts_open) {

@@ -259,8 +259,8 @@ void ApiServer::handle_generation(Endpoint endpoint, const HttpRequest& req,
     }
     prompts.push_back(PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
     if (backend_.reasoning_parser != ReasoningFormat::kNone) {
-      spec->prompt_opens_thinking = prompt_opens_thinking(*text);
-      spec->base.thinking = thinking_rule(tok, backend_.reasoning_parser, spec->prompt_opens_thinking,
+      spec->starts_in_reasoning = starts_in_reasoning(backend_.reasoning_parser, *text);
+      spec->base.thinking = thinking_rule(tok, backend_.reasoning_parser, spec->starts_in_reasoning,
                                           spec->reasoning.thinking_budget >= 0 ? spec->reasoning.thinking_budget
                                                                                : backend_.reasoning_budget);
     }

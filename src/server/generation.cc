@@ -51,7 +51,7 @@ Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<P
       }
       if (spec_.endpoint == Endpoint::kChat && ctx_.reasoning_parser != ReasoningFormat::kNone) {
         choices_[k * n + j].reasoning =
-            std::make_unique<ChoiceReasoning>(ctx_.reasoning_parser, spec_.prompt_opens_thinking);
+            std::make_unique<ChoiceReasoning>(ctx_.reasoning_parser, spec_.starts_in_reasoning);
         choices_[k * n + j].out->show_tokens(reasoning_tag_tokens(*ctx_.tokenizer));
       }
     }

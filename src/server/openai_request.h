@@ -80,9 +80,9 @@ struct GenerationSpec {
   // chat: chat_template_kwargs, reasoning_effort, thinking_token_budget,
   // include_reasoning (reasoning_request.h).
   ReasoningRequest reasoning;
-  // chat: the rendered prompt ends inside a thinking block (set by the API
-  // server; reasoning_parser.h prompt_opens_thinking).
-  bool prompt_opens_thinking = false;
+  // chat: the output starts inside a thinking block (set by the API server
+  // from the rendered prompt; reasoning_parser.h starts_in_reasoning).
+  bool starts_in_reasoning = false;
 };
 
 // Bounds a request must keep. The ones set by `omnibus serve` flags are named

@@ -15,13 +15,13 @@ ReasoningDelta ChoiceReasoning::push(const std::string& text, bool end) {
   return d;
 }
 
-std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format, bool prompt_opened,
+std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format, bool in_reasoning,
                                                   int32_t budget) {
   if (format == ReasoningFormat::kNone) return nullptr;
   auto rule = std::make_shared<ThinkingRule>();
   rule->open = tok.encode(kThinkOpen, /*add_special=*/false, /*parse_special=*/true);
   rule->close = tok.encode(kThinkClose, /*add_special=*/false, /*parse_special=*/true);
-  rule->starts_open = prompt_opened || format == ReasoningFormat::kDeepSeekR1;
+  rule->starts_open = in_reasoning;
   rule->budget = budget;
   if (rule->open.empty() || rule->close.empty()) return nullptr;
   return rule;

@@ -20,7 +20,7 @@ namespace omnibus::server {
 
 class ChoiceReasoning {
  public:
-  ChoiceReasoning(ReasoningFormat format, bool prompt_opened) : splitter_(format, prompt_opened) {}
+  ChoiceReasoning(ReasoningFormat format, bool in_reasoning) : splitter_(format, in_reasoning) {}
 
   // The choice's next text; `end`: it is the last. After the end: empty.
   ReasoningDelta push(const std::string& text, bool end);
@@ -33,10 +33,10 @@ class ChoiceReasoning {
 };
 
 // The engine's rule for `format`: "<think>" / "</think>" tokenized (special
-// tokens parsed), the block open from the start for deepseek_r1 or when the
-// prompt opened it, and the budget (-1: none). null for kNone or a
+// tokens parsed), the block open from the start when in_reasoning
+// (starts_in_reasoning of the prompt), and the budget (-1: none). null for kNone or a
 // tokenizer that gives a tag no tokens.
-std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format, bool prompt_opened,
+std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format, bool in_reasoning,
                                                   int32_t budget);
 
 // The special tokens whose text is a tag, so the choice's text shows them.

@@ -29,8 +29,8 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 
 }  // namespace
 
-ReasoningSplitter::ReasoningSplitter(ReasoningFormat format, bool prompt_opened)
-    : starts_in_reasoning_(prompt_opened || format == ReasoningFormat::kDeepSeekR1) {}
+ReasoningSplitter::ReasoningSplitter(ReasoningFormat format, bool in_reasoning)
+    : starts_in_reasoning_(in_reasoning) {}
 
 ReasoningDelta ReasoningSplitter::push(std::string_view text) {
   ReasoningDelta out;
@@ -103,9 +103,9 @@ void ReasoningSplitter::run(bool final, ReasoningDelta& out) {
   }
 }
 
-ReasoningDelta split_reasoning(ReasoningFormat format, bool prompt_opened, std::string_view text) {
+ReasoningDelta split_reasoning(ReasoningFormat format, bool in_reasoning, std::string_view text) {
   if (format == ReasoningFormat::kNone) return ReasoningDelta{"", std::string(text)};
-  ReasoningSplitter s(format, prompt_opened);
+  ReasoningSplitter s(format, in_reasoning);
   ReasoningDelta out = s.push(text);
   ReasoningDelta tail = s.finish();
   out.reasoning += tail.reasoning;
@@ -120,6 +120,24 @@ bool prompt_opens_thinking(std::string_view prompt) {
   if (close != std::string_view::npos && close > open) return false;
   const std::string_view after = prompt.substr(open + kThinkOpen.size());
   return first_non_space(after) == after.size();
+}
+
+bool prompt_closes_thinking(std::string_view prompt) {
+  size_t n = prompt.size();
+  while (n > 0 && is_space(prompt[n - 1])) --n;
+  return prompt.substr(0, n).ends_with(kThinkClose);
+}
+
+bool starts_in_reasoning(ReasoningFormat format, std::string_view prompt) {
+  switch (format) {
+    case ReasoningFormat::kQwen3:
+      return prompt_opens_thinking(prompt);
+    case ReasoningFormat::kDeepSeekR1:
+      return !prompt_closes_thinking(prompt);
+    case ReasoningFormat::kNone:
+      break;
+  }
+  return false;
 }
 
 ReasoningFormat reasoning_format_for_template(std::string_view template_source) {

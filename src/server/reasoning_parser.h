@@ -4,12 +4,15 @@
 // Formats (--reasoning-parser; "auto" picks one from the chat template):
 //   qwen3        "<think>REASONING</think>CONTENT". The output thinks only when
 //                it starts with "<think>" (leading whitespace allowed) or the
-//                prompt already opened the block (prompt_opens_thinking());
-//                otherwise it is all content, unchanged.
-//   deepseek_r1  "[<think>]REASONING</think>CONTENT": the output always starts
-//                inside the block (its templates open it in the prompt); a
-//                leading "<think>" is dropped.
+//                prompt already opened the block; otherwise it is all
+//                content, unchanged.
+//   deepseek_r1  "[<think>]REASONING</think>CONTENT": the output starts inside
+//                the block (a leading "<think>" is dropped) unless the prompt
+//                closed one at its end (a template's no-think form).
 //   none         everything is content (no ReasoningSplitter is made).
+// The two differ only in where an output starts: starts_in_reasoning(format,
+// prompt) says it for a rendered prompt; the splitter and the engine's
+// ThinkingRule take that answer.
 //
 // The split, exactly:
 //   - the tags are not text of either part;
@@ -48,10 +51,10 @@ struct ReasoningDelta {
 
 class ReasoningSplitter {
  public:
-  // prompt_opened: the rendered prompt ends inside an open thinking block
-  // (prompt_opens_thinking()), so the output starts in reasoning.
+  // in_reasoning: the output starts inside the thinking block
+  // (starts_in_reasoning()); otherwise it thinks only if it opens with "<think>".
   // REQUIRES: format != kNone.
-  ReasoningSplitter(ReasoningFormat format, bool prompt_opened);
+  ReasoningSplitter(ReasoningFormat format, bool in_reasoning);
 
   // REQUIRES: !finished().
   ReasoningDelta push(std::string_view text);
@@ -73,11 +76,17 @@ class ReasoningSplitter {
 };
 
 // The whole output at once (same result as any streaming split).
-ReasoningDelta split_reasoning(ReasoningFormat format, bool prompt_opened, std::string_view text);
+ReasoningDelta split_reasoning(ReasoningFormat format, bool in_reasoning, std::string_view text);
 
 // True when `prompt` ends inside a thinking block: its last "<think>" comes
 // after its last "</think>" and only whitespace follows it.
 bool prompt_opens_thinking(std::string_view prompt);
+// True when `prompt` ends with a closed block ("</think>" then only whitespace).
+bool prompt_closes_thinking(std::string_view prompt);
+
+// Whether the output of `prompt` starts inside the thinking block: qwen3 when
+// the prompt opened it; deepseek_r1 unless the prompt closed one; none never.
+bool starts_in_reasoning(ReasoningFormat format, std::string_view prompt);
 
 // The format a chat template was written for: one that writes "</think>"
 // and DeepSeek's "<｜Assistant｜>" -> deepseek_r1, one that writes

@@ -9,7 +9,7 @@ namespace {
 
 struct Case {
   ReasoningFormat format;
-  bool prompt_opened;
+  bool in_reasoning;  // starts_in_reasoning() of the prompt
   std::string text;
   std::string reasoning;
   std::string content;
@@ -35,16 +35,16 @@ const std::vector<Case>& cases() {
       // qwen3 after a prompt that opened the block
       {F::kQwen3, true, "\nstill thinking</think>\nanswer", "still thinking", "answer"},
       {F::kQwen3, true, "<think>x</think>y", "x", "y"},
-      // deepseek_r1: always starts inside the block
-      {F::kDeepSeekR1, false, "Okay, 2+2.\n</think>\n\n4", "Okay, 2+2.", "4"},
-      {F::kDeepSeekR1, false, "<think>\nhmm\n</think>4", "hmm", "4"},
-      {F::kDeepSeekR1, false, "no end tag at all", "no end tag at all", ""},
-      {F::kDeepSeekR1, false, "</think>direct", "", "direct"},
-      {F::kDeepSeekR1, false, "   ", "", ""},
-      {F::kDeepSeekR1, false, "<<think>x", "<<think>x", ""},
-      {F::kDeepSeekR1, false, "a </think", "a </think", ""},
-      {F::kDeepSeekR1, false, "a <</think>b", "a <", "b"},
-      {F::kDeepSeekR1, false, "\xE4\xBD\xA0</think>\xE5\xA5\xBD", "\xE4\xBD\xA0", "\xE5\xA5\xBD"},
+      // deepseek_r1: starts inside the block (unless the prompt closed one)
+      {F::kDeepSeekR1, true, "Okay, 2+2.\n</think>\n\n4", "Okay, 2+2.", "4"},
+      {F::kDeepSeekR1, true, "<think>\nhmm\n</think>4", "hmm", "4"},
+      {F::kDeepSeekR1, true, "no end tag at all", "no end tag at all", ""},
+      {F::kDeepSeekR1, true, "</think>direct", "", "direct"},
+      {F::kDeepSeekR1, true, "   ", "", ""},
+      {F::kDeepSeekR1, true, "<<think>x", "<<think>x", ""},
+      {F::kDeepSeekR1, true, "a </think", "a </think", ""},
+      {F::kDeepSeekR1, true, "a <</think>b", "a <", "b"},
+      {F::kDeepSeekR1, true, "\xE4\xBD\xA0</think>\xE5\xA5\xBD", "\xE4\xBD\xA0", "\xE5\xA5\xBD"},
   };
   return kCases;
 }
@@ -52,7 +52,7 @@ const std::vector<Case>& cases() {
 TEST(ReasoningParser, WholeText) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.text);
-    const ReasoningDelta d = split_reasoning(c.format, c.prompt_opened, c.text);
+    const ReasoningDelta d = split_reasoning(c.format, c.in_reasoning, c.text);
     EXPECT_EQ(d.reasoning, c.reasoning);
     EXPECT_EQ(d.content, c.content);
   }
@@ -65,7 +65,7 @@ TEST(ReasoningParser, StreamingEqualsWholeForAnySplit) {
   for (const Case& c : cases()) {
     for (int trial = 0; trial < 60; ++trial) {
       SCOPED_TRACE(c.text + " trial " + std::to_string(trial));
-      ReasoningSplitter s(c.format, c.prompt_opened);
+      ReasoningSplitter s(c.format, c.in_reasoning);
       std::string reasoning, content;
       bool saw_content = false;
       auto take = [&](const ReasoningDelta& d) {
@@ -104,6 +104,22 @@ TEST(ReasoningParser, ReleasesEarly) {
   EXPECT_EQ(s.push("").content, "");
   d = s.finish();
   EXPECT_EQ(d.reasoning + d.content, "");
+}
+
+TEST(ReasoningParser, WhereTheOutputStarts) {
+  using F = ReasoningFormat;
+  const std::string open = "<|im_start|>assistant\n<think>\n";
+  const std::string closed = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  const std::string plain = "<|im_start|>assistant\n";
+  EXPECT_TRUE(starts_in_reasoning(F::kQwen3, open));
+  EXPECT_FALSE(starts_in_reasoning(F::kQwen3, closed));
+  EXPECT_FALSE(starts_in_reasoning(F::kQwen3, plain));
+  EXPECT_TRUE(starts_in_reasoning(F::kDeepSeekR1, open));
+  EXPECT_FALSE(starts_in_reasoning(F::kDeepSeekR1, closed));  // the no-think form
+  EXPECT_TRUE(starts_in_reasoning(F::kDeepSeekR1, plain));
+  EXPECT_FALSE(starts_in_reasoning(F::kNone, open));
+  EXPECT_TRUE(prompt_closes_thinking("x</think> \n"));
+  EXPECT_FALSE(prompt_closes_thinking("x</think>y"));
 }
 
 TEST(ReasoningParser, PromptOpensThinking) {

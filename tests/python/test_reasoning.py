@@ -214,3 +214,14 @@ def test_malformed_reasoning_fields_are_400s_naming_them(qwen3_server, field, va
                    json={"messages": bad_history, "max_tokens": 2}, timeout=60)
     assert r.status_code == 400 and r.json()["error"]["param"] == "messages[1].reasoning_content", r.text
     assert httpx.get(qwen3_server.base_url + "/health").status_code == 200
+
+
+def test_deepseek_r1_after_a_no_think_prompt_is_all_content(r1_server):
+    # The template's no-think form closes the block in the prompt: nothing is reasoning, nothing forced.
+    out = chat(r1_server, max_tokens=16, thinking_token_budget=2, logprobs=True,
+               chat_template_kwargs={"enable_thinking": False},
+               logit_bias={str(token_id(r1_server, "<think>")): -100, str(token_id(r1_server, "</think>")): -100})
+    choice = out["choices"][0]
+    assert choice["message"]["reasoning_content"] is None
+    assert choice["message"]["content"] == raw_text(choice)
+    assert out["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
