@@ -38,9 +38,41 @@ Engine::~Engine() {
   thread_.join();
 }
 
+namespace {
+
+// The rules of Request::embed against what this engine's model can do.
+Status validate_embed(const Request& req, const EngineInfo& info) {
+  if (!req.embed) {
+    if (info.encoder) {
+      return Status::invalid_argument(
+          "this model is an embedding model (an encoder): it serves embeddings, not generation");
+    }
+    return Status::ok();
+  }
+  if (!info.can_pool) {
+    return Status::invalid_argument("this model does not support embeddings (pooling '{}')",
+                                    pooling_name(info.pooling));
+  }
+  if (req.n != 1 || req.grammar != nullptr || req.prompt_logprobs >= 0 || req.pin_prompt_blocks ||
+      req.kv_import != nullptr || req.sampling.n_logprobs > 0) {
+    return Status::invalid_argument(
+        "an embedding request takes no n, grammar, logprobs, pinning or KV import");
+  }
+  if (int64_t(req.prompt.size()) > info.max_model_len) {
+    return Status::invalid_argument(
+        "the input ({} tokens) exceeds the maximum context length of {} tokens", req.prompt.size(),
+        info.max_model_len);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
   const int32_t n_vocab = info_.n_vocab;
   if (req.prompt.empty()) return Status::invalid_argument("the prompt is empty");
+  OMNIBUS_RETURN_IF_ERROR(validate_embed(req, info_));
+  if (req.embed) req.max_tokens = 1, req.min_tokens = 0;  // the slot the checks below count
   for (int32_t t : req.prompt) {
     if (t < 0 || t >= n_vocab) {
       return Status::invalid_argument("prompt token id {} is outside the vocabulary [0, {})", t,
@@ -79,7 +111,7 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
       return Status::invalid_argument("kv_import needs n_blocks >= 0, fetch and finished");
     }
   }
-  const int64_t total = int64_t(req.prompt.size()) + req.max_tokens;
+  const int64_t total = int64_t(req.prompt.size()) + (req.embed ? 0 : req.max_tokens);
   if (total > info_.max_model_len) {
     return Status::invalid_argument(
         "prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the maximum context length of {} "
@@ -351,6 +383,7 @@ void Engine::Impl::step() {
       batch.group_tables.push_back(kv.block_table(seq.kv_seq, g).data());
     }
     // Prompt logprobs need the rows of prompt positions not yet scored.
+    step_seq.pool = r.req.embed;
     step_seq.all_logits = r.req.prompt_logprobs >= 0 && seq.index == 0 &&
                           int32_t(r.prompt_logprobs.size()) < seq.num_prompt_tokens() - 1 &&
                           first + ss.n_tokens > int32_t(r.prompt_logprobs.size());
@@ -358,6 +391,10 @@ void Engine::Impl::step() {
   }
   const std::span<const float> logits = model.forward(batch, kv.storage());
   OMNIBUS_CHECK(int64_t(logits.size()) == batch.n_logit_rows() * n_vocab);
+  const std::span<const float> pooled = model.pooled();
+  const int64_t n_embd = model.config().n_embd;
+  OMNIBUS_CHECK(int64_t(pooled.size()) >= batch.n_pool_rows() * n_embd);
+  int64_t pool_row = 0;
   const Clock::time_point now = Clock::now();
 
   ++local.n_steps;
@@ -376,6 +413,12 @@ void Engine::Impl::step() {
     kv.commit(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
     kv.slide(seq.kv_seq, seq.num_computed_tokens);
     RequestState& r = *seq.request;
+    if (batch.seqs[i].pool) {
+      const float* v = pooled.data() + (pool_row++) * n_embd;
+      // Mid-prompt chunk (a decoder): its row is not the last token's.
+      if (seq.num_computed_tokens == seq.num_tokens()) finish_embedding(seq, v, now);
+      continue;
+    }
     const int64_t n_rows = batch.seqs[i].all_logits ? n : 1;
     if (batch.seqs[i].all_logits) {
       // Row j holds the logits at position first + j, which score token first + j + 1.

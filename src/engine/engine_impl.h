@@ -4,7 +4,7 @@
 //
 //   engine.cc             the public Engine API, the loop (run), step, publish_*
 //   engine_create.cc      Engine::create: checks the config, sizes the pool, the tier
-//   engine_requests.cc    accept, fork, finish, abort_request, abort_all
+//   engine_requests.cc    accept, fork, finish, finish_embedding, abort_request, abort_all
 //   engine_sampling.cc    sample_all, draw, emit: logits rows -> tokens -> events
 //   engine_disk_tier.cc   start/end_disk_load, store_finished, spill_evicted, store_block
 //   engine_kv_transfer.cc start/end_import, pin_prompt, export_window, unpin
@@ -113,7 +113,8 @@ struct Engine::Impl {
         scheduler(
             SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                             config.scheduling_policy, config.max_wait_steps,
-                            config.long_prefill_token_threshold, config.max_num_partial_prefills},
+                            config.long_prefill_token_threshold, config.max_num_partial_prefills,
+                            /*whole_prompts=*/m.is_encoder()},
             kv),
         is_eog(size_t(n_vocab), false) {
     for (int32_t id : config.eog_ids) {
@@ -153,6 +154,9 @@ struct Engine::Impl {
   SampledToken draw(Sequence& seq, const float* row, float* scratch_row, double& mask_seconds);
   void emit(Sequence& seq, SampledToken t, Clock::time_point now);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
+  // An embedding request's prompt is computed: its one event, with the
+  // pooled row v [n_embd], and its end.
+  void finish_embedding(Sequence& seq, const float* v, Clock::time_point now);
   void publish_stats();
   void publish_kv_events();
 

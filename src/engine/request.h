@@ -97,6 +97,13 @@ struct Request {
   // any other sampling stage, end tokens are allowed only where the grammar
   // may end, and once it is complete only end tokens are. null: free text.
   std::shared_ptr<const grammar::TokenMasker> grammar;
+  // An embedding request (docs/embeddings.md): prompt only. The model pools
+  // its last hidden states (Model::pooled) in the step that computes the last
+  // prompt token; the request then ends at once, with one final event that
+  // carries the embedding and no token, and frees its KV blocks in that step.
+  // REQUIRES n == 1, no grammar, logprobs, pinning or import; max_tokens,
+  // min_tokens and sampling are ignored.
+  bool embed = false;
 };
 
 // kGrammarDeadEnd: structured output (Request::grammar) the matcher could not
@@ -144,6 +151,9 @@ struct EngineEvent {
   // finished normally: what is pinned (null otherwise).
   std::shared_ptr<const KvPinned> pinned;
 
+  // An embedding request's final event: the pooled vector, [n_embd], not
+  // normalised (token == -1, finish == kStop).
+  std::vector<float> embedding;
   Clock::time_point time;  // when the engine step that produced it finished
   Clock::time_point first_scheduled;  // when the sequence first entered a step (queue time
                                       // ends); unset if it never did (aborted while waiting)

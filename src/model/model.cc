@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "gguf/gguf_file.h"
+#include "model/bert.h"
 #include "model/gemma3.h"
 #include "model/llama_family.h"
 #include "model/weights.h"
@@ -20,6 +21,14 @@ KvGeometry Model::kv_geometry(int block_size, KvFormat format) const {
   return g;
 }
 
+Status Model::set_pooling(PoolingType p) {
+  if (!supports_pooling(p)) {
+    return Status::invalid_argument("{} models cannot pool '{}'", config_.arch, pooling_name(p));
+  }
+  pooling_ = p;
+  return Status::ok();
+}
+
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file, ThreadPool& pool,
                                             const LoadProgressFn& progress) {
   OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
@@ -30,6 +39,7 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
   static const std::pair<std::string_view, Loader> kLoaders[] = {
       {"llama", load_llama}, {"gemma3", load_gemma3},     {"qwen2", load_qwen2},
       {"qwen3", load_qwen3}, {"qwen3moe", load_qwen3moe}, {"phi3", load_phi3},
+      {"bert", load_bert},
   };
   StatusOr<std::unique_ptr<Model>> model = Status::unsupported(
       "{}: architecture '{}' is not implemented yet", file->path(), config.arch);
@@ -40,6 +50,10 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
     }
   }
   if (!model.is_ok()) return model.status();
+  // The GGUF's pooling when the model can do it (set_pooling may change it).
+  if (config.pooling != PoolingType::kUnspecified && (*model)->supports_pooling(config.pooling)) {
+    OMNIBUS_RETURN_IF_ERROR((*model)->set_pooling(config.pooling));
+  }
   (*model)->keep_alive(weights.owned_vectors());
   weights.finish();
   return model;

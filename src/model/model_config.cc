@@ -96,12 +96,12 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
   const std::optional<std::string_view> arch = f.get_string("general.architecture");
   if (!arch) return Status::corrupt("{}: missing general.architecture", f.path());
   c.arch = std::string(*arch);
-  static constexpr std::string_view kArchs[] = {"llama", "gemma3", "qwen2", "qwen3", "qwen3moe",
-                                                "phi3"};
+  static constexpr std::string_view kArchs[] = {"llama", "gemma3", "qwen2",
+                                                "qwen3", "qwen3moe", "phi3", "bert"};
   if (std::find(std::begin(kArchs), std::end(kArchs), c.arch) == std::end(kArchs)) {
     return Status::unsupported(
         "{}: architecture '{}' is not supported (supported: llama (Llama 2/3, Mistral, SmolLM2), "
-        "gemma3, qwen2, qwen3, qwen3moe, phi3)",
+        "gemma3, qwen2, qwen3, qwen3moe, phi3, bert)",
         f.path(), c.arch);
   }
   c.name = std::string(f.get_string("general.name").value_or(c.arch));
@@ -132,6 +132,20 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
   }
   if (const auto eps = f.get_float(c.arch + ".attention.layer_norm_rms_epsilon")) {
     c.norm_eps = float(*eps);
+  }
+  if (c.arch == "bert") {
+    const auto eps = f.get_float("bert.attention.layer_norm_epsilon");
+    if (!eps) return Status::corrupt("{}: missing 'bert.attention.layer_norm_epsilon'", f.path());
+    c.norm_eps = float(*eps);
+    c.causal = false;
+  }
+  if (const auto causal = f.get_bool(c.arch + ".attention.causal")) c.causal = *causal;
+  if (f.find(c.arch + ".pooling_type")) {
+    const auto p = f.get_int(c.arch + ".pooling_type");
+    if (!p || *p < 0 || *p > 4) {
+      return Status::corrupt("{}: '{}.pooling_type' is not 0..4", f.path(), c.arch);
+    }
+    c.pooling = PoolingType(*p);
   }
 
   // As llama.cpp's llama_model_rope_type(): Llama pairs adjacent dims, the
@@ -171,6 +185,26 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
   if (c.arch == "gemma3") OMNIBUS_RETURN_IF_ERROR(read_gemma3_extras(f, &c));
   if (c.arch == "qwen3moe") OMNIBUS_RETURN_IF_ERROR(read_moe(f, &c));
   return c;
+}
+
+const char* pooling_name(PoolingType p) {
+  switch (p) {
+    case PoolingType::kNone: return "none";
+    case PoolingType::kMean: return "mean";
+    case PoolingType::kCls: return "cls";
+    case PoolingType::kLast: return "last";
+    case PoolingType::kRank: return "rank";
+    case PoolingType::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::optional<PoolingType> parse_pooling(std::string_view name) {
+  for (PoolingType p : {PoolingType::kNone, PoolingType::kMean, PoolingType::kCls,
+                        PoolingType::kLast, PoolingType::kRank}) {
+    if (name == pooling_name(p)) return p;
+  }
+  return std::nullopt;
 }
 
 float ModelConfig::query_scale() const {

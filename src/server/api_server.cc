@@ -109,6 +109,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   static const Route kRoutes[] = {{"/v1/models", false},
                                   {"/v1/completions", true, true, true},
                                   {"/v1/chat/completions", true, true, true},
+                                  {"/v1/embeddings", true, true, true},
                                   {"/tokenize", true, true, true},
                                   {"/detokenize", true, true, true},
                                   {"/tokenizer_info", false},
@@ -164,6 +165,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (!r.ok()) return respond_error(*sink, r.error());
     return sink->respond(200, kJson, std::move(*r));
   }
+  if (path == "/v1/embeddings") return handle_embeddings(req, sink);
   handle_generation(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat, req, sink);
 }
 

@@ -7,6 +7,7 @@
 //   GET  /metrics                Prometheus text                                 (no key)
 //   GET  /  /index.html /app.js /style.css   the chat page                       (no key)
 //   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
+//   POST /v1/embeddings          (embeddings_request.h; models served with --task embed)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
@@ -63,6 +64,8 @@ struct ApiConfig {
   // /v1/engine/* (the engine's state and every cached block hash): without
   // --api-key they answer 404 unless this is set (--enable-debug-endpoints).
   bool enable_debug_endpoints = false;
+  // /v1/embeddings: L2-normalise the pooled vectors (--normalize / --no-normalize).
+  bool normalize_embeddings = true;
 };
 
 // What the API needs once the model is loaded. The pointers must outlive the ApiServer.
@@ -118,6 +121,8 @@ class ApiServer {
   enum class State { kLoading, kReady, kDraining };
 
   void handle_generation(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  // POST /v1/embeddings (embeddings_call.cc).
+  void handle_embeddings(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
   ApiResult<std::shared_ptr<const grammar::TokenMasker>> compile_structured(GenerationSpec& spec,
                                                                             const std::string& raw_body);
   ApiResult<std::string> tokenize(const std::string& body) const;

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Golden token ids and embeddings from the reference llama.cpp for all-MiniLM-L6-v2.
+
+Writes tests/golden/embeddings/all-minilm-l6-v2.json: 200 sentences (the
+sentences of tests/data/perplexity.txt, then hand-written cases for the
+WordPiece rules: accents, case, punctuation, symbols, CJK, digits, emoji,
+control characters, long words), each with
+
+  ids        llama.cpp's llama_tokenize(add_special=True, parse_special=True)
+             ([CLS] ... [SEP]), through llama-cpp-python's bindings
+  embedding  llama-embedding's mean-pooled, L2-normalised vector (--pooling
+             mean --embd-normalize 2, one sequence per sentence)
+
+and the GGUF's sha256. src/tokenizer/wordpiece_tokenizer_test.cc checks the
+ids, tests/python/test_embeddings.py the vectors (cosine >= 0.9999).
+
+It also writes tests/golden/embeddings/random-qwen3-last.json: llama-embedding's
+last-token vectors (--pooling last, not normalised) of the random-weight Qwen 3
+(models/random/qwen3.gguf) for the first 16 sentences, which the same test
+compares with omnibus serve --task embed --pooling last --no-normalize.
+
+How to run (from the repository root, after scripts/build_llama_cpp.sh and
+scripts/fetch_models.sh all-minilm-l6-v2; deterministic):
+
+    python3 -m pip install --target /tmp/llama_deps -r tools/requirements-ref.txt
+    PYTHONPATH=.ref/llama_cpp_python-0.3.36:/tmp/llama_deps LLAMA_CPP_LIB_PATH=.ref/build/bin \\
+        .venv/bin/python tools/golden/gen_embedding_golden.py
+"""
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SEP = "<#omnibus-sep#>"
+
+HAND = [
+    "Café naïve résumé: façade, coöperate, jalapeño.",
+    "ÉCOLE NORMALE SUPÉRIEURE à Paris",
+    "Ünïcödé äccents strïpped: Ångström, Øresund, Łódź.",
+    "The quick brown fox jumps over the lazy dog.",
+    "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG!!!",
+    "What's up? Isn't it great -- or not... (maybe) [probably] {surely}",
+    "Prices rose 3.5% to $1,234.56 on 2024-01-15 at 10:30am.",
+    "email@example.com https://example.org/path?query=1&x=2#frag",
+    "a+b=c; x<y>z; ^caret `backtick` |pipe| ~tilde~ _under_score_",
+    "我想在apple工作1314151天～",
+    "日本語のテキストとEnglish mixed together.",
+    "한국어 문장도 있습니다.",
+    "Русский текст: привет, мир!",
+    "Ελληνικά: Καλημέρα κόσμε.",
+    "עברית וערבית: مرحبا بالعالم",
+    "Emoji 🚀 rocket, 😀 smile, 🦙 llama, ✅ check.",
+    "Tabs\tand\nnewlines\r\nand   multiple    spaces.",
+    "Control\u0007chars\u0000and\u200bzero\u200dwidth\ufeffmarks.",
+    "Supercalifragilisticexpialidocious antidisestablishmentarianism pneumonoultramicroscopicsilicovolcanoconiosis",
+    "unbelievably misunderstanding reconfiguration internationalization",
+    "1234567890 12 345 6789 3.14159 2.71828 1e-10 0x1F",
+    "Numbers like 1st, 2nd, 3rd, 4th and 100th.",
+    "C++ and C# and F# and Objective-C are languages.",
+    "The U.S.A. and U.K. signed the N.A.T.O. treaty.",
+    "Don't, won't, can't, shouldn't, y'all, o'clock.",
+    "“Curly quotes” and ‘single ones’ and «guillemets».",
+    "Em—dash and en–dash and ellipsis… and bullet • point.",
+    "Math: ∑ x² ≤ ∞, √2 ≈ 1.414, π r², ∂f/∂x.",
+    "Currency: € 10, £ 20, ¥ 30, ₹ 40, ₿ 50.",
+    "Weird spacing\u00a0non-breaking\u2003em-space\u3000ideographic.",
+    "Machine learning models embed sentences into vectors.",
+    "Retrieval augmented generation needs good embeddings.",
+    "How do I reset my password?",
+    "The cat sat on the mat.",
+    "A man is playing a guitar.",
+    "Berlin is the capital of Germany.",
+    "Python is a popular programming language.",
+    "I love eating pizza with extra cheese.",
+    "The weather today is sunny and warm.",
+    "Photosynthesis converts light energy into chemical energy.",
+    "[CLS] literal special tokens [SEP] inside [MASK] text [UNK].",
+    "x",
+    "?",
+    "a b c d e f g h i j k l m n o p q r s t u v w x y z",
+    "ALL CAPS SENTENCE WITH NO PUNCTUATION",
+    "mIxEd CaSe WoRdS aRe LoWeRcAsEd",
+    "hyphen-ated well-known state-of-the-art long-term",
+    "Slashes/and\\backslashes and_underscores",
+    "Repeated!!! punctuation??? everywhere... ,,,;;;",
+    "Dr. Smith went to Washington D.C. on Jan. 5th.",
+]
+
+
+def corpus_sentences():
+    text = (ROOT / "tests" / "data" / "perplexity.txt").read_text(encoding="utf-8")
+    text = re.sub(r"\s+", " ", text)
+    out = []
+    for s in re.split(r"(?<=[.!?])\s+", text):
+        s = s.strip()
+        if 20 <= len(s) <= 400 and s not in out:
+            out.append(s)
+    return out
+
+
+def sentences(n=200):
+    hand = HAND
+    corpus = corpus_sentences()[: n - len(hand)]
+    return corpus + hand
+
+
+def llama_embedding(bin_dir, model, texts, pooling, normalize):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
+        f.write(SEP.join(texts))
+        prompt_file = f.name
+    cmd = [os.path.join(bin_dir, "llama-embedding"), "-m", model, "-f", prompt_file,
+           "--embd-separator", SEP, "--embd-output-format", "json", "--pooling", pooling,
+           "--embd-normalize", str(normalize), "-c", "4096", "-b", "4096", "-ub", "512", "-t", "2",
+           "--no-warmup", "-ngl", "0"]
+    env = {**os.environ, "LD_LIBRARY_PATH": bin_dir}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    os.unlink(prompt_file)
+    data = json.loads(out[out.index("{"):])["data"]
+    assert len(data) == len(texts), (len(data), len(texts))
+    return [d["embedding"] for d in data]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=str(ROOT / "models" / "all-minilm-l6-v2.gguf"))
+    ap.add_argument("--bin", default=str(ROOT / ".ref" / "build" / "bin"))
+    ap.add_argument("--out", default=str(ROOT / "tests" / "golden" / "embeddings" / "all-minilm-l6-v2.json"))
+    args = ap.parse_args()
+    sents = sentences()
+    assert len(sents) == 200, len(sents)
+    assert not any(SEP in s for s in sents)
+
+    import llama_cpp  # noqa: E402  (PYTHONPATH / LLAMA_CPP_LIB_PATH, see above)
+    llm = llama_cpp.Llama(model_path=args.model, vocab_only=True, verbose=False)
+    ids = [llm.tokenize(s.encode("utf-8"), add_bos=True, special=True) for s in sents]
+
+    vectors = llama_embedding(args.bin, args.model, sents, "mean", 2)
+    sha = hashlib.sha256(Path(args.model).read_bytes()).hexdigest()
+    cases = [{"text": s, "ids": i, "embedding": [round(x, 7) for x in v]}
+             for s, i, v in zip(sents, ids, vectors)]
+    Path(args.out).write_text(json.dumps({"model": "all-minilm-l6-v2.gguf", "model_sha256": sha,
+                                          "reference": "llama.cpp (llama-cpp-python 0.3.36) llama-embedding "
+                                                       "--pooling mean --embd-normalize 2",
+                                          "cases": cases}, ensure_ascii=False, indent=0) + "\n",
+                              encoding="utf-8")
+    print(f"wrote {args.out}: {len(cases)} sentences")
+
+    qwen3 = str(ROOT / "models" / "random" / "qwen3.gguf")
+    texts = sents[:16]
+    vecs = llama_embedding(args.bin, qwen3, texts, "last", -1)
+    out = Path(args.out).with_name("random-qwen3-last.json")
+    out.write_text(json.dumps({"model": "random/qwen3.gguf",
+                               "model_sha256": hashlib.sha256(Path(qwen3).read_bytes()).hexdigest(),
+                               "reference": "llama-embedding --pooling last --embd-normalize -1",
+                               "cases": [{"text": t, "embedding": [float(f"{x:.7g}") for x in v]}
+                                         for t, v in zip(texts, vecs)]}, indent=0) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
