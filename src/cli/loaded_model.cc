@@ -52,7 +52,7 @@ StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
   PoolingType p = model.pooling();
   if (!flags.pooling.empty()) {
     const std::optional<PoolingType> parsed = parse_pooling(flags.pooling);
-    if (!parsed) return Status::invalid_argument("--pooling must be mean, cls or last, got '{}'", flags.pooling);
+    if (!parsed) return Status::invalid_argument("--pooling must be mean, cls, last or rank, got '{}'", flags.pooling);
     p = *parsed;
   } else if (c.pooling != PoolingType::kUnspecified) {
     p = c.pooling;

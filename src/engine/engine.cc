@@ -392,7 +392,7 @@ void Engine::Impl::step() {
   const std::span<const float> logits = model.forward(batch, kv.storage());
   OMNIBUS_CHECK(int64_t(logits.size()) == batch.n_logit_rows() * n_vocab);
   const std::span<const float> pooled = model.pooled();
-  const int64_t n_embd = model.config().n_embd;
+  const int64_t n_embd = model.pooled_dim();
   OMNIBUS_CHECK(int64_t(pooled.size()) >= batch.n_pool_rows() * n_embd);
   int64_t pool_row = 0;
   const Clock::time_point now = Clock::now();

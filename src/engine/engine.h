@@ -162,7 +162,7 @@ struct EngineInfo {
   bool encoder = false;
   bool can_pool = false;
   PoolingType pooling = PoolingType::kUnspecified;
-  int32_t n_embd = 0;
+  int32_t n_embd = 0;  // values per pooled vector (Model::pooled_dim: a reranker's scores)
 };
 
 struct EngineStats {

@@ -187,7 +187,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.encoder = model.is_encoder();
   info.pooling = model.pooling();
   info.can_pool = model.supports_pooling(model.pooling());
-  info.n_embd = mc.n_embd;
+  info.n_embd = model.pooled_dim();
   if (config.log_startup) {
     // With sliding-window KV a block holds one layer group's K/V, not all layers'.
     const std::string blocks =

@@ -45,7 +45,7 @@ void Engine::Impl::finish_embedding(Sequence& seq, const float* v, Clock::time_p
   e.seq_index = seq.index;
   e.n_prompt_tokens = seq.num_prompt_tokens();
   e.n_cached_tokens = std::max(0, seq.num_cached_tokens - seq.num_imported_tokens);
-  e.embedding.assign(v, v + model.config().n_embd);
+  e.embedding.assign(v, v + model.pooled_dim());
   e.time = now;
   e.first_scheduled = seq.first_scheduled;
   finish(seq, FinishReason::kStop, e);

@@ -151,8 +151,8 @@ struct EngineEvent {
   // finished normally: what is pinned (null otherwise).
   std::shared_ptr<const KvPinned> pinned;
 
-  // An embedding request's final event: the pooled vector, [n_embd], not
-  // normalised (token == -1, finish == kStop).
+  // An embedding request's final event: the pooled vector, [pooled_dim], not
+  // normalised (token == -1, finish == kStop); with rank pooling the scores.
   std::vector<float> embedding;
   Clock::time_point time;  // when the engine step that produced it finished
   Clock::time_point first_scheduled;  // when the sequence first entered a step (queue time

@@ -69,7 +69,11 @@ class BertModel final : public Model {
 
   ThreadPool* thread_pool() override { return &pool_; }
   bool supports_pooling(PoolingType p) const override {
+    if (p == PoolingType::kRank) return cls_out_.view().data != nullptr;
     return p == PoolingType::kMean || p == PoolingType::kCls || p == PoolingType::kLast;
+  }
+  int32_t pooled_dim() const override {
+    return pooling_ == PoolingType::kRank ? int32_t(cls_out_.view().n_out) : config_.n_embd;
   }
 
   Status load(WeightLoader& w) {
@@ -99,7 +103,22 @@ class BertModel final : public Model {
     for (int il = 0; il < c.n_layer; ++il) {
       OMNIBUS_RETURN_IF_ERROR(load_layer(w, il, layers_[size_t(il)]));
     }
-    return Status::ok();
+    return load_classifier(w);
+  }
+
+  // A cross-encoder's head (llama.cpp's names): cls [n_embd -> n_embd] + tanh
+  // (optional), then cls.output [n_embd -> n_cls_out].
+  Status load_classifier(WeightLoader& w) {
+    const ModelConfig& c = config_;
+    if (w.has("cls.weight")) {
+      OMNIBUS_ASSIGN_OR_RETURN(cls_, w.packed_matrix("cls.weight", c.n_embd, c.n_embd, &pool_));
+      OMNIBUS_RETURN_IF_ERROR(load_bias(w, "cls.bias", c.n_embd, &cls_b_));
+    }
+    if (!w.has("cls.output.weight")) return Status::ok();
+    const std::vector<int64_t> shape = w.shape("cls.output.weight");
+    const int64_t n_out = shape.size() == 2 ? shape[1] : 1;
+    OMNIBUS_ASSIGN_OR_RETURN(cls_out_, w.packed_matrix("cls.output.weight", c.n_embd, n_out, &pool_));
+    return load_bias(w, "cls.output.bias", n_out, &cls_out_b_);
   }
 
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
@@ -131,14 +150,36 @@ class BertModel final : public Model {
       add_inplace(x_.data(), proj_.data(), n_tok * d);
       layer_norm(x_.data(), l.layer_out_norm, x_.data(), n_tok, d, c.norm_eps);
     }
+    const bool rank = pooling_ == PoolingType::kRank;
     pooled_.resize(batch.seqs.size() * size_t(d));
     int64_t first = 0;
     for (size_t s = 0; s < batch.seqs.size(); ++s) {
       const int64_t n = batch.seqs[s].n_tokens;
-      pool_rows(pooling_, x_.data() + first * d, n, d, pooled_.data() + int64_t(s) * d);
+      pool_rows(rank ? PoolingType::kCls : pooling_, x_.data() + first * d, n, d,
+                pooled_.data() + int64_t(s) * d);
       first += n;
     }
+    if (rank) classify(int64_t(batch.seqs.size()));
     return {};
+  }
+
+  // pooled_ [n, n_embd] CLS rows -> [n, n_cls_out] scores, as llama.cpp's rank
+  // pooling: tanh(cls x + b), then cls.output.
+  void classify(int64_t n) {
+    const int64_t d = config_.n_embd;
+    const int64_t n_out = cls_out_.view().n_out;
+    const float* in = pooled_.data();
+    if (cls_.view().data != nullptr) {
+      ensure(head_, n * d);
+      matmul(cls_, pooled_.data(), n, head_.data(), pool_, scratch_);
+      add_bias(head_.data(), cls_b_, n, d);
+      for (int64_t i = 0; i < n * d; ++i) head_[size_t(i)] = std::tanh(head_[size_t(i)]);
+      in = head_.data();
+    }
+    ensure(scores_, n * n_out);
+    matmul(cls_out_, in, n, scores_.data(), pool_, scratch_);
+    add_bias(scores_.data(), cls_out_b_, n, n_out);
+    pooled_.assign(scores_.begin(), scores_.begin() + n * n_out);
   }
 
  private:
@@ -256,6 +297,10 @@ class BertModel final : public Model {
   std::vector<BertLayer> layers_;
   // Activations, grown to the largest step and reused.
   std::vector<float> x_, q_, k_, v_, attn_, proj_, up_, row_;
+  PackedWeight cls_, cls_out_;              // the classification head (rerankers), or empty
+  const float* cls_b_ = nullptr;           // [n_embd]
+  const float* cls_out_b_ = nullptr;       // [n_cls_out]
+  std::vector<float> head_, scores_;       // classify(): [n_seqs, n_embd], [n_seqs, n_cls_out]
   std::vector<AttentionSeq> store_seqs_;  // [n_seqs] (prepare_attention)
   std::vector<AttentionSeq> query_seqs_;  // [n_tok]
   MatmulScratch scratch_;

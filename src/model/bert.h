@@ -11,6 +11,7 @@
 //     x = layer_norm(x + a Wo + bo) * attn_output_norm + bias
 //     x = layer_norm(x + gelu(x Wup + bup) Wdown + bdown) * layer_output_norm + bias
 //   embedding = pool(x)                                         // model/pooling.h
+//   rank pooling (cross-encoders):  score = cls.output (tanh(cls x[CLS] + b)) + b
 //
 // Token types are all 0 ("sentence A"), as llama.cpp feeds them. Each
 // sequence comes whole in one step (StepSeq::pool, n_past 0); its K/V go

@@ -49,14 +49,18 @@ class Model {
 
   // Embeddings (model/pooling.h): the rows the last forward() pooled from its
   // last hidden states for the StepSeq::pool sequences, [n_pool_rows,
-  // n_embd] in sequence order, by pooling(); valid until the next forward().
+  // pooled_dim()] in sequence order, by pooling(); valid until the next forward().
   // A decoder's last hidden state is its output-normed one (what the output
   // head reads), as llama.cpp's embeddings are. Not normalised.
   std::span<const float> pooled() const { return pooled_; }
+  // Values per pooled row: n_embd, or a classifier's outputs (kRank: the
+  // scores of cls.output, 1 for a reranker).
+  virtual int32_t pooled_dim() const { return config_.n_embd; }
   PoolingType pooling() const { return pooling_; }
   // Chooses the pooling; kInvalidArgument for one this model cannot do
   // (the Llama-family decoders pool only the last token: chunked prompts keep
-  // no other row; kNone and kRank are not offered yet; Gemma 3 pools nothing). Not thread-safe with forward().
+  // no other row; kRank needs a classification head (bert's cls.output);
+  // kNone is not offered yet; Gemma 3 pools nothing). Not thread-safe with forward().
   Status set_pooling(PoolingType p);
   virtual bool supports_pooling(PoolingType /*p*/) const { return false; }
   // An encoder (bidirectional attention): it serves only pool sequences,

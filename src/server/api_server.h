@@ -8,6 +8,7 @@
 //   GET  /  /index.html /app.js /style.css   the chat page                       (no key)
 //   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
 //   POST /v1/embeddings          (embeddings_request.h; models served with --task embed)
+//   POST /v1/rerank  POST /v1/score   (rerank_request.h; cross-encoders, rank pooling)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
@@ -121,8 +122,12 @@ class ApiServer {
   enum class State { kLoading, kReady, kDraining };
 
   void handle_generation(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
-  // POST /v1/embeddings (embeddings_call.cc).
+  // POST /v1/embeddings, /v1/rerank (rerank) and /v1/score (embeddings_call.cc).
   void handle_embeddings(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  void handle_pairs(bool rerank, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  struct PooledCall;
+  // One embedding request per prompt; call->body builds the response once all are in.
+  void submit_pooled(std::vector<std::vector<int32_t>> prompts, std::shared_ptr<PooledCall> call);
   ApiResult<std::shared_ptr<const grammar::TokenMasker>> compile_structured(GenerationSpec& spec,
                                                                             const std::string& raw_body);
   ApiResult<std::string> tokenize(const std::string& body) const;

@@ -303,3 +303,42 @@ def test_qwen3_last_token_pooling_matches_llama_embedding(start_server):
     # The same server still generates (a decoder serves both).
     r = httpx.post(s.base_url + "/v1/completions", json={"prompt": "hello", "max_tokens": 2})
     assert r.status_code == 200, r.text
+
+
+def test_rerank_and_score_match_llama_cpp(start_server, emb_server):
+    """A random-weight BERT cross-encoder (rank pooling: CLS -> cls + tanh -> cls.output):
+    /v1/score gives llama-embedding --pooling rank's scores, /v1/rerank orders by them."""
+    g = json.loads((GOLDEN.parent / "random-bert-reranker.json").read_text(encoding="utf-8"))
+    s = start_server("--kv-cache-memory", "64MiB", model=str(ROOT / "models" / "random" / "bert-reranker.gguf"))
+    by_query = {}
+    for c in g["cases"]:
+        by_query.setdefault(c["query"], []).append(c)
+    for query, cases in by_query.items():
+        docs = [c["document"] for c in cases]
+        r = httpx.post(s.base_url + "/v1/score", json={"text_1": query, "text_2": docs}, timeout=60)
+        assert r.status_code == 200, r.text
+        scores = [d["score"] for d in r.json()["data"]]
+        ref = [c["score"] for c in cases]
+        assert np.allclose(scores, ref, atol=2e-3, rtol=1e-3), (query, scores, ref)
+        r = httpx.post(s.base_url + "/v1/rerank", json={"query": query, "documents": docs, "top_n": 4}, timeout=60)
+        assert r.status_code == 200, r.text
+        res = r.json()["results"]
+        assert [x["index"] for x in res] == sorted(range(len(docs)), key=lambda i: -scores[i])[:4]
+        assert all(x["document"]["text"] == docs[x["index"]] for x in res)
+        assert np.allclose([x["relevance_score"] for x in res], [scores[x["index"]] for x in res], atol=1e-6)
+    # Pairs of lists, documents as objects, no documents back.
+    r = httpx.post(s.base_url + "/v1/score", json={"text_1": ["a", "b"], "text_2": ["c", "d"]})
+    assert r.status_code == 200 and len(r.json()["data"]) == 2
+    r = httpx.post(s.base_url + "/v1/rerank", json={"query": "q", "documents": [{"text": "x"}, {"text": "y"}],
+                                                    "return_documents": False})
+    assert r.status_code == 200 and all("document" not in x for x in r.json()["results"])
+    # Errors in OpenAI's shape; an embedding model is not a reranker.
+    for body, param in (({"documents": ["x"]}, "query"), ({"query": "q", "documents": []}, "documents"),
+                        ({"query": "q", "documents": [1]}, "documents"), ({"query": "q", "documents": ["x"],
+                                                                          "top_n": 0}, "top_n")):
+        r = httpx.post(s.base_url + "/v1/rerank", json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, (body, r.text)
+    r = httpx.post(s.base_url + "/v1/score", json={"text_1": ["a", "b"], "text_2": ["c", "d", "e"]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "text_2"
+    r = httpx.post(emb_server.base_url + "/v1/rerank", json={"query": "q", "documents": ["x"]})
+    assert r.status_code == 400 and "reranker" in r.json()["error"]["message"]

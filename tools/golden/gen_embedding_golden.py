@@ -17,7 +17,12 @@ ids, tests/python/test_embeddings.py the vectors (cosine >= 0.9999).
 It also writes tests/golden/embeddings/random-qwen3-last.json: llama-embedding's
 last-token vectors (--pooling last, not normalised) of the random-weight Qwen 3
 (models/random/qwen3.gguf) for the first 16 sentences, which the same test
-compares with omnibus serve --task embed --pooling last --no-normalize.
+compares with omnibus serve --task embed --pooling last --no-normalize; and
+tests/golden/embeddings/random-bert-reranker.json: llama-embedding --pooling rank
+scores (query TAB document, formed [CLS] query [SEP] document [SEP]) of the
+random-weight cross-encoder models/random/bert-reranker.gguf
+(tools/golden/make_random_bert_reranker.py) for RERANK_QUERIES x documents,
+which /v1/score and /v1/rerank must reproduce.
 
 How to run (from the repository root, after scripts/build_llama_cpp.sh and
 scripts/fetch_models.sh all-minilm-l6-v2; deterministic):
@@ -93,6 +98,16 @@ HAND = [
 ]
 
 
+RERANK_QUERIES = ["What is the capital of France?", "How do plants make energy?",
+                  "Who wrote Alice in Wonderland?"]
+
+
+def rerank_documents():
+    return ["Paris is the capital and largest city of France.", "The Eiffel Tower is in Paris.",
+            "Photosynthesis converts light energy into chemical energy.", "Plants need water and sunlight.",
+            "Lewis Carroll wrote Alice's Adventures in Wonderland.", "The cat sat on the mat."]
+
+
 def corpus_sentences():
     text = (ROOT / "tests" / "data" / "perplexity.txt").read_text(encoding="utf-8")
     text = re.sub(r"\s+", " ", text)
@@ -160,6 +175,17 @@ def main():
                                "reference": "llama-embedding --pooling last --embd-normalize -1",
                                "cases": [{"text": t, "embedding": [float(f"{x:.7g}") for x in v]}
                                          for t, v in zip(texts, vecs)]}, indent=0) + "\n")
+    print(f"wrote {out}")
+
+    reranker = str(ROOT / "models" / "random" / "bert-reranker.gguf")
+    pairs = [(q, d) for q in RERANK_QUERIES for d in rerank_documents()]
+    scores = llama_embedding(args.bin, reranker, [f"{q}\t{d}" for q, d in pairs], "rank", -1)
+    out = Path(args.out).with_name("random-bert-reranker.json")
+    out.write_text(json.dumps({"model": "random/bert-reranker.gguf",
+                               "model_sha256": hashlib.sha256(Path(reranker).read_bytes()).hexdigest(),
+                               "reference": "llama-embedding --pooling rank --embd-normalize -1",
+                               "cases": [{"query": q, "document": d, "score": float(f"{v[0]:.7g}")}
+                                         for (q, d), v in zip(pairs, scores)]}, indent=0) + "\n")
     print(f"wrote {out}")
 
 
