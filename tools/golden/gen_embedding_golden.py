@@ -125,7 +125,48 @@ def sentences(n=200):
     return corpus + hand
 
 
+def bindings_embedding(model, texts, pooling, normalize):
+    """The same vectors through libllama directly (llama-cpp-python's bindings),
+    one sequence per decode, tokenized as llama-embedding does
+    (common_tokenize(add_special=true, parse_special=true), "q\tr" pairs
+    formed as its rank mode forms them): for when llama-embedding is not built.
+    normalize: 2 (L2) or -1 (none)."""
+    import llama_cpp  # noqa: E402
+    types = {"mean": llama_cpp.LLAMA_POOLING_TYPE_MEAN, "last": llama_cpp.LLAMA_POOLING_TYPE_LAST,
+             "rank": llama_cpp.LLAMA_POOLING_TYPE_RANK}
+    llm = llama_cpp.Llama(model_path=model, embedding=True, pooling_type=types[pooling], n_ctx=4096,
+                          n_batch=4096, n_ubatch=4096, n_threads=2, verbose=False)
+    eos = llm.token_eos()
+    out = []
+    for t in texts:
+        if pooling == "rank":
+            q, d = t.split("\t")
+            sep = llm.detokenize([eos], special=True).decode() if llama_cpp.llama_vocab_get_add_eos(
+                llm._model.vocab) else ""
+            t = q + sep + d
+        tokens = llm.tokenize(t.encode("utf-8"), add_bos=True, special=True)
+        llm._batch.reset()
+        llm._ctx.kv_cache_clear()
+        llm._batch.add_sequence(tokens, 0, False)
+        llm._ctx.decode(llm._batch)
+        ptr = llama_cpp.llama_get_embeddings_seq(llm._ctx.ctx, 0)
+        v = list(ptr[:1 if pooling == "rank" else llm.n_embd()])
+        if normalize == 2:
+            n = sum(x * x for x in v) ** 0.5
+            v = [x / n for x in v] if n > 0 else v
+        out.append(v)
+    return out
+
+
+USED = []  # which path made the vectors, for the files' "reference"
+
+
 def llama_embedding(bin_dir, model, texts, pooling, normalize):
+    if not os.path.exists(os.path.join(bin_dir, "llama-embedding")):
+        print("llama-embedding not built: using libllama through the bindings", file=sys.stderr)
+        USED.append("libllama via llama-cpp-python's bindings (llama-embedding's tokenization and pooling)")
+        return bindings_embedding(model, texts, pooling, normalize)
+    USED.append("llama-embedding")
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
         f.write(SEP.join(texts))
         prompt_file = f.name
@@ -160,8 +201,8 @@ def main():
     cases = [{"text": s, "ids": i, "embedding": [round(x, 7) for x in v]}
              for s, i, v in zip(sents, ids, vectors)]
     Path(args.out).write_text(json.dumps({"model": "all-minilm-l6-v2.gguf", "model_sha256": sha,
-                                          "reference": "llama.cpp (llama-cpp-python 0.3.36) llama-embedding "
-                                                       "--pooling mean --embd-normalize 2",
+                                          "reference": f"llama.cpp (llama-cpp-python 0.3.36): {USED[-1]}, "
+                                                       "pooling mean, normalize 2",
                                           "cases": cases}, ensure_ascii=False, indent=0) + "\n",
                               encoding="utf-8")
     print(f"wrote {args.out}: {len(cases)} sentences")
@@ -172,7 +213,7 @@ def main():
     out = Path(args.out).with_name("random-qwen3-last.json")
     out.write_text(json.dumps({"model": "random/qwen3.gguf",
                                "model_sha256": hashlib.sha256(Path(qwen3).read_bytes()).hexdigest(),
-                               "reference": "llama-embedding --pooling last --embd-normalize -1",
+                               "reference": f"{USED[-1]}, pooling last, not normalised",
                                "cases": [{"text": t, "embedding": [float(f"{x:.7g}") for x in v]}
                                          for t, v in zip(texts, vecs)]}, indent=0) + "\n")
     print(f"wrote {out}")
@@ -183,7 +224,7 @@ def main():
     out = Path(args.out).with_name("random-bert-reranker.json")
     out.write_text(json.dumps({"model": "random/bert-reranker.gguf",
                                "model_sha256": hashlib.sha256(Path(reranker).read_bytes()).hexdigest(),
-                               "reference": "llama-embedding --pooling rank --embd-normalize -1",
+                               "reference": f"{USED[-1]}, pooling rank, not normalised",
                                "cases": [{"query": q, "document": d, "score": float(f"{v[0]:.7g}")}
                                          for (q, d), v in zip(pairs, scores)]}, indent=0) + "\n")
     print(f"wrote {out}")
