@@ -182,6 +182,13 @@ def llama_embedding(bin_dir, model, texts, pooling, normalize):
     return [d["embedding"] for d in data]
 
 
+def compact_json(obj):
+    """One line per case: small diffs, a readable file."""
+    head = {k: v for k, v in obj.items() if k != "cases"}
+    lines = [json.dumps(c, ensure_ascii=False) for c in obj["cases"]]
+    return json.dumps(head, ensure_ascii=False)[:-1] + ', "cases": [\n' + ",\n".join(lines) + "\n]}\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=str(ROOT / "models" / "all-minilm-l6-v2.gguf"))
@@ -198,35 +205,34 @@ def main():
 
     vectors = llama_embedding(args.bin, args.model, sents, "mean", 2)
     sha = hashlib.sha256(Path(args.model).read_bytes()).hexdigest()
-    cases = [{"text": s, "ids": i, "embedding": [round(x, 7) for x in v]}
+    cases = [{"text": s, "ids": i, "embedding": [round(x, 6) for x in v]}
              for s, i, v in zip(sents, ids, vectors)]
-    Path(args.out).write_text(json.dumps({"model": "all-minilm-l6-v2.gguf", "model_sha256": sha,
+    Path(args.out).write_text(compact_json({"model": "all-minilm-l6-v2.gguf", "model_sha256": sha,
                                           "reference": f"llama.cpp (llama-cpp-python 0.3.36): {USED[-1]}, "
                                                        "pooling mean, normalize 2",
-                                          "cases": cases}, ensure_ascii=False, indent=0) + "\n",
-                              encoding="utf-8")
+                                          "cases": cases}), encoding="utf-8")
     print(f"wrote {args.out}: {len(cases)} sentences")
 
     qwen3 = str(ROOT / "models" / "random" / "qwen3.gguf")
     texts = sents[:16]
     vecs = llama_embedding(args.bin, qwen3, texts, "last", -1)
     out = Path(args.out).with_name("random-qwen3-last.json")
-    out.write_text(json.dumps({"model": "random/qwen3.gguf",
+    out.write_text(compact_json({"model": "random/qwen3.gguf",
                                "model_sha256": hashlib.sha256(Path(qwen3).read_bytes()).hexdigest(),
                                "reference": f"{USED[-1]}, pooling last, not normalised",
                                "cases": [{"text": t, "embedding": [float(f"{x:.7g}") for x in v]}
-                                         for t, v in zip(texts, vecs)]}, indent=0) + "\n")
+                                         for t, v in zip(texts, vecs)]}))
     print(f"wrote {out}")
 
     reranker = str(ROOT / "models" / "random" / "bert-reranker.gguf")
     pairs = [(q, d) for q in RERANK_QUERIES for d in rerank_documents()]
     scores = llama_embedding(args.bin, reranker, [f"{q}\t{d}" for q, d in pairs], "rank", -1)
     out = Path(args.out).with_name("random-bert-reranker.json")
-    out.write_text(json.dumps({"model": "random/bert-reranker.gguf",
+    out.write_text(compact_json({"model": "random/bert-reranker.gguf",
                                "model_sha256": hashlib.sha256(Path(reranker).read_bytes()).hexdigest(),
                                "reference": f"{USED[-1]}, pooling rank, not normalised",
                                "cases": [{"query": q, "document": d, "score": float(f"{v[0]:.7g}")}
-                                         for (q, d), v in zip(pairs, scores)]}, indent=0) + "\n")
+                                         for (q, d), v in zip(pairs, scores)]}))
     print(f"wrote {out}")
 
 
