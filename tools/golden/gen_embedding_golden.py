@@ -177,6 +177,13 @@ def llama_embedding(bin_dir, model, texts, pooling, normalize):
     env = {**os.environ, "LD_LIBRARY_PATH": bin_dir}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     os.unlink(prompt_file)
+    if pooling == "rank":
+        # llama-embedding prints n_embd values of each row though a reranker's
+        # has n_cls_out (1): the rest is uninitialised memory, sometimes not even
+        # valid JSON numbers. The score is the first value.
+        scores = re.findall(r'"embedding": \[([^,\]]+)', out)
+        assert len(scores) == len(texts), (len(scores), len(texts))
+        return [[float(x)] for x in scores]
     data = json.loads(out[out.index("{"):])["data"]
     assert len(data) == len(texts), (len(data), len(texts))
     return [d["embedding"] for d in data]
