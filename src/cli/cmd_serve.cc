@@ -87,6 +87,7 @@ struct ServeOptions {
   std::string kv_transfer_max_pinned = "25%";
   std::string prefix_cache_salt_header;   // --prefix-cache-salt-header
   bool enable_debug_endpoints = false;
+  bool normalize = true;  // --normalize / --no-normalize (embeddings)
 };
 
 // The KV-event publisher the flags ask for (nullptr: none), wired to the
@@ -267,6 +268,7 @@ int run_serve(const ServeOptions& o) {
   api_cfg.prefix_cache_salt_header = o.prefix_cache_salt_header;
   for (char& c : api_cfg.prefix_cache_salt_header) c = char(std::tolower(static_cast<unsigned char>(c)));
   api_cfg.enable_debug_endpoints = o.enable_debug_endpoints;
+  api_cfg.normalize_embeddings = o.normalize;
   auto api = std::make_unique<server::ApiServer>(api_cfg);
   server::TransportConfig tcfg{o.host, o.port, o.http_threads, o.max_body_bytes};
   tcfg.header_timeout = std::chrono::milliseconds(int64_t(o.http_header_timeout_s * 1000));
@@ -448,6 +450,9 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "signal) they are aborted, streams end with finish_reason 'abort', others get 503, exit status 1")
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   add_engine_flags(*cmd, o->engine);
+  add_task_flags(*cmd, o->model);
+  cmd->add_flag("--normalize,!--no-normalize", o->normalize,
+                "Embeddings: L2-normalise the pooled vectors (default on)");
   cmd->add_option("--kv-events-endpoint", o->kv_events_endpoint,
                   "Publish prefix-cache events (vLLM's format) on this ZeroMQ PUB endpoint, e.g. tcp://*:5557 "
                   "(bound when it has * or ::, connected otherwise)");

@@ -25,6 +25,14 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f) {
       ->capture_default_str();
 }
 
+void add_task_flags(CLI::App& cmd, ModelFlags& f) {
+  cmd.add_option("--task", f.task,
+                 "auto, generate or embed (auto: embed when the GGUF pools or is an encoder)")
+      ->capture_default_str();
+  cmd.add_option("--pooling", f.pooling,
+                 "Embeddings: mean, cls, last or rank (a cross-encoder's scores; default: the GGUF's pooling_type; decoders: last)");
+}
+
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-cache-dtype", f.kv_dtype, "KV cache element type: f16, f32, q8, q4, kivi2")
       ->capture_default_str();

@@ -43,6 +43,8 @@ struct EngineFlags {
 
 // -m,--model and -t,--threads.
 void add_model_flags(CLI::App& cmd, ModelFlags& f);
+// --task and --pooling (serve, bench).
+void add_task_flags(CLI::App& cmd, ModelFlags& f);
 // --kv-cache-dtype, --kv-residual-blocks and --no-sliding-window-kv.
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
 // Every engine flag: --max-num-seqs, --max-num-batched-tokens, --block-size,

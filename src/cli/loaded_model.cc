@@ -22,11 +22,44 @@ StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
                              }));
   }
   OMNIBUS_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(*m.file));
+  OMNIBUS_ASSIGN_OR_RETURN(const std::string task, apply_task(flags, *m.model));
   const ModelConfig& c = m.model->config();
-  fmt::print(stderr, "model: {} ({}, {} layers, n_embd {}, {} heads / {} kv heads, vocab {}), {} threads\n",
+  fmt::print(stderr, "model: {} ({}, {} layers, n_embd {}, {} heads / {} kv heads, vocab {}), {} threads{}\n",
              c.name, c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
-             m.pool->n_threads());
+             m.pool->n_threads(),
+             task == "embed" ? fmt::format("; task embed, pooling {}", pooling_name(m.model->pooling())) : "");
   return m;
+}
+
+StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
+  const ModelConfig& c = model.config();
+  if (flags.task != "auto" && flags.task != "generate" && flags.task != "embed") {
+    return Status::invalid_argument("--task must be auto, generate or embed, got '{}'", flags.task);
+  }
+  std::string task = flags.task;
+  if (task == "auto") {
+    task = model.is_encoder() || c.pooling != PoolingType::kUnspecified || !flags.pooling.empty() ? "embed"
+                                                                                                   : "generate";
+  }
+  if (task == "generate") {
+    if (model.is_encoder()) {
+      return Status::invalid_argument("--task generate: {} is an embedding model (an encoder); use --task embed",
+                                      c.arch);
+    }
+    if (!flags.pooling.empty()) return Status::invalid_argument("--pooling needs --task embed");
+    return task;
+  }
+  PoolingType p = model.pooling();
+  if (!flags.pooling.empty()) {
+    const std::optional<PoolingType> parsed = parse_pooling(flags.pooling);
+    if (!parsed) return Status::invalid_argument("--pooling must be mean, cls, last or rank, got '{}'", flags.pooling);
+    p = *parsed;
+  } else if (c.pooling != PoolingType::kUnspecified) {
+    p = c.pooling;
+  }
+  const Status s = model.set_pooling(p);
+  if (!s.is_ok()) return Status::invalid_argument("--pooling: {}", s.message());
+  return task;
 }
 
 }  // namespace omnibus

@@ -18,6 +18,12 @@ namespace omnibus {
 struct ModelFlags {
   std::string model = "smollm2-135m";  // a GGUF path or a bundled name
   int threads = 0;                     // 0 = all cores
+  // serve and bench (add_task_flags): what the model is served for.
+  // "auto": embed when the GGUF says it pools (<arch>.pooling_type) or is an
+  // encoder, else generate. embed: the model pools (--pooling, default the
+  // GGUF's, else last); generate: a model that only embeds is refused.
+  std::string task = "auto";           // --task auto|generate|embed
+  std::string pooling;                 // --pooling mean|cls|last; "": the GGUF's
 };
 
 struct LoadedModel {
@@ -29,5 +35,9 @@ struct LoadedModel {
 };
 
 StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags);
+
+// The task `flags` resolves to for the loaded model ("generate" or "embed"),
+// after applying --pooling to it; kInvalidArgument names the flag.
+StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model);
 
 }  // namespace omnibus

@@ -39,7 +39,39 @@ Engine::~Engine() {
   thread_.join();
 }
 
+namespace {
+
+// The rules of Request::embed against what this engine's model can do.
+Status validate_embed(const Request& req, const EngineInfo& info) {
+  if (!req.embed) {
+    if (info.encoder) {
+      return Status::invalid_argument(
+          "this model is an embedding model (an encoder): it serves embeddings, not generation");
+    }
+    return Status::ok();
+  }
+  if (!info.can_pool) {
+    return Status::invalid_argument("this model does not support embeddings (pooling '{}')",
+                                    pooling_name(info.pooling));
+  }
+  if (req.n != 1 || req.grammar != nullptr || req.prompt_logprobs >= 0 || req.pin_prompt_blocks ||
+      req.kv_import != nullptr || req.sampling.n_logprobs > 0) {
+    return Status::invalid_argument(
+        "an embedding request takes no n, grammar, logprobs, pinning or KV import");
+  }
+  if (int64_t(req.prompt.size()) > info.max_model_len) {
+    return Status::invalid_argument(
+        "the input ({} tokens) exceeds the maximum context length of {} tokens", req.prompt.size(),
+        info.max_model_len);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
+  if (req.embed) req.max_tokens = 1, req.min_tokens = 0;  // no output tokens: the checks' defaults
+  OMNIBUS_RETURN_IF_ERROR(validate_embed(req, info_));
   if (std::optional<RequestError> e = validate_request(req, info_.n_vocab, info_.max_model_len)) {
     return Status::invalid_argument("{}", e->message);
   }
@@ -248,9 +280,22 @@ void Engine::Impl::step() {
   ++local.n_steps;
   local.n_tokens_processed += uint64_t(plan.n_tokens);
   local.n_seqs_scheduled += plan.seqs.size();
+  // Embedding requests' pooled rows (model.pooled()), one per pooling entry, in plan order.
+  const std::span<const float> pooled = model.pooled();
+  const int64_t n_embd = model.pooled_dim();
+  OMNIBUS_CHECK(int64_t(pooled.size()) >= batch.n_pool_rows() * n_embd);
+  pool_rows.clear();
+  int64_t n_pooled = 0;
+  for (const StepSeq& ss : batch.seqs) pool_rows.push_back(ss.pool ? pooled.data() + (n_pooled++) * n_embd : nullptr);
   score_prompts(plan, logits);  // before update_from_output advances the sequences
-  for (int32_t i : scheduler.update_from_output())
-    queue_sampling(*plan.seqs[size_t(i)].seq, last_rows[size_t(i)]);
+  for (int32_t i : scheduler.update_from_output()) {
+    Sequence& seq = *plan.seqs[size_t(i)].seq;
+    if (batch.seqs[size_t(i)].pool) {
+      finish_embedding(seq, pool_rows[size_t(i)], now);  // its last prompt token: the request ends
+    } else {
+      queue_sampling(seq, last_rows[size_t(i)]);
+    }
+  }
   sample_all(sample_jobs, now);
   sample_jobs.clear();
   for (uint64_t id : done_requests) requests.erase(id);
@@ -290,6 +335,7 @@ void Engine::Impl::build_batch(const StepPlan& plan) {
       batch.group_tables.push_back(kv.block_table(seq.kv_seq, g).data());
     }
     // Prompt logprobs need the rows of prompt positions not yet scored.
+    step_seq.pool = r.req.embed;
     step_seq.all_logits = r.req.prompt_logprobs >= 0 && seq.index == 0 &&
                           int32_t(r.prompt_logprobs.size()) < seq.num_prompt_tokens() - 1 &&
                           first + ss.n_tokens > int32_t(r.prompt_logprobs.size());
@@ -308,6 +354,10 @@ void Engine::Impl::score_prompts(const StepPlan& plan, std::span<const float> lo
     const int32_t n = plan.seqs[i].n_tokens;
     const int32_t first = seq.num_computed_tokens;
     RequestState& r = *seq.request;
+    if (batch.seqs[i].pool) {  // no logits rows: its row is in model.pooled()
+      last_rows.push_back(nullptr);
+      continue;
+    }
     const bool all_rows = batch.seqs[i].all_logits;
     // Row j holds the logits at position first + j, which score token first + j + 1.
     for (int32_t j = 0; all_rows && j < n; ++j) {

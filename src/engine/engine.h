@@ -156,6 +156,13 @@ struct EngineInfo {
   int32_t n_vocab = 0;
   bool prefix_caching = false;
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  // Embeddings: the model is an encoder (it serves only Request::embed, whole
+  // prompts in one step, no prefix caching), its pooling, and whether it can
+  // pool at all (embed requests are refused otherwise).
+  bool encoder = false;
+  bool can_pool = false;
+  PoolingType pooling = PoolingType::kUnspecified;
+  int32_t n_embd = 0;  // values per pooled vector (Model::pooled_dim: a reranker's scores)
 };
 
 struct EngineStats {
@@ -181,6 +188,7 @@ struct EngineStats {
   uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
   uint64_t n_tokens_generated = 0;  // tokens sampled
   uint64_t n_requests_finished = 0;
+  uint64_t n_embeddings = 0;  // embedding requests finished with their vector
   uint64_t n_seqs_scheduled = 0;  // sum over steps of the sequences in the step
   double mean_batch_size = 0.0;   // sequences per step
   double mean_step_tokens = 0.0;  // tokens per step

@@ -160,6 +160,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   const int64_t pool_tokens = n_blocks * config.block_size;
   const int32_t max_model_len = plan.max_model_len;
   model.set_max_context(max_model_len);
+  if (model.is_encoder()) {
+    // Bidirectional attention: a prompt is computed whole, in one step, and
+    // nothing of it can be reused by another (no prefix caching).
+    config.enable_prefix_caching = false;
+    config.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
+  }
   if (config.log_startup && groups.is_hybrid()) {
     log_sliding_window_kv(groups, plan.geometry, mc.n_layer, n_blocks, max_model_len);
   }
@@ -178,6 +184,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.n_vocab = mc.n_vocab;
   info.prefix_caching = config.enable_prefix_caching;
   info.scheduling_policy = config.scheduling_policy;
+  info.encoder = model.is_encoder();
+  info.pooling = model.pooling();
+  info.can_pool = model.supports_pooling(model.pooling());
+  info.n_embd = model.pooled_dim();
   if (config.log_startup) {
     // With sliding-window KV a block holds one layer group's K/V, not all layers'.
     const std::string blocks =

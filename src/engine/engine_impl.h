@@ -4,7 +4,8 @@
 //
 //   engine.cc             the public Engine API, the loop (run), step, publish_*
 //   engine_create.cc      Engine::create: checks the config, sizes the pool, the tier
-//   engine_requests.cc    dispatch (the inbox), accept, fork, finish, abort_request, abort_all
+//   engine_requests.cc    dispatch (the inbox), accept, fork, finish, finish_embedding, abort_request,
+//                         abort_all
 //   engine_sampling.cc    sample_all, draw, emit: logits rows -> tokens -> events
 //   engine_kv_load.cc     start/end_kv_load: KV blocks from outside the pool (kv_load.h)
 //   engine_disk_tier.cc   the disk tier's KvLoad; store_finished, spill_evicted, store_block
@@ -124,7 +125,8 @@ struct Engine::Impl {
         scheduler(
             SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                             config.scheduling_policy, config.max_wait_steps,
-                            config.long_prefill_token_threshold, config.max_num_partial_prefills},
+                            config.long_prefill_token_threshold, config.max_num_partial_prefills,
+                            /*whole_prompts=*/m.is_encoder()},
             kv),
         is_eog(size_t(n_vocab), false) {
     for (int32_t id : config.eog_ids) {
@@ -173,6 +175,9 @@ struct Engine::Impl {
   SampledToken draw(Sequence& seq, const float* row, float* scratch_row, double& mask_seconds);
   void emit(Sequence& seq, SampledToken t, Clock::time_point now);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
+  // An embedding request's prompt is computed: its one event, with the
+  // pooled row v [n_embd], and its end.
+  void finish_embedding(Sequence& seq, const float* v, Clock::time_point now);
   void publish_stats();
   void publish_kv_events();
 
@@ -201,6 +206,7 @@ struct Engine::Impl {
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
   std::vector<const float*> last_rows;      // this step's: each plan entry's last logits row
+  std::vector<const float*> pool_rows;      // this step's: each plan entry's pooled row (embeddings), or null
   GrammarMasks masks;                       // next-token masks of constrained sequences
   EngineStats local;                        // published to `stats` after each step
   double peak_waste_sum = 0;                // over the steps at peak KV usage

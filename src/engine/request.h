@@ -102,6 +102,13 @@ struct Request {
   // the grammar applied to the answer only, and EngineEvent::n_reasoning_tokens.
   // null: no block.
   std::shared_ptr<const ThinkingRule> thinking;
+  // An embedding request (docs/embeddings.md): prompt only. The model pools
+  // its last hidden states (Model::pooled) in the step that computes the last
+  // prompt token; the request then ends at once, with one final event that
+  // carries the embedding and no token, and frees its KV blocks in that step.
+  // REQUIRES n == 1, no grammar, logprobs, pinning or import; max_tokens,
+  // min_tokens and sampling are ignored.
+  bool embed = false;
 };
 
 // kGrammarDeadEnd: structured output (Request::grammar) the matcher could not
@@ -150,6 +157,9 @@ struct EngineEvent {
   // finished normally: what is pinned (null otherwise).
   std::shared_ptr<const KvPinned> pinned;
 
+  // An embedding request's final event: the pooled vector, [pooled_dim], not
+  // normalised (token == -1, finish == kStop); with rank pooling the scores.
+  std::vector<float> embedding;
   Clock::time_point time;  // when the engine step that produced it finished
   Clock::time_point first_scheduled;  // when the sequence first entered a step (queue time
                                       // ends); unset if it never did (aborted while waiting)

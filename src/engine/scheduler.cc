@@ -164,6 +164,7 @@ Scheduler::Admission Scheduler::try_admit(Sequence* seq, int32_t watermark) {
   match(seq);  // again: admissions before this one may have evicted blocks
   const int32_t n_cached = match_.n_blocks() * kv_.block_size();
   const int32_t remaining = seq->num_tokens() - n_cached;
+  if (config_.whole_prompts && remaining > budget_) return Admission::kNoRoom;  // next step
   int32_t n = std::min(remaining, budget_);
   // A long prompt that will not finish this step is a partial prefill: it
   // waits for a slot, and starts with the guaranteed share (topped up later).

@@ -18,6 +18,8 @@
 //      computing right now: it hits that block a step or two later instead
 //      of computing it a second time.
 //   4. the budget left tops up the long prompts' chunks, oldest first.
+// With whole_prompts (an encoder: bidirectional attention) a waiting prompt
+// is admitted only when the rest of the budget holds all of it.
 // Fair prefill (vLLM's partial prefills; llama-server shares each batch among
 // slots): a long prompt is guaranteed `threshold` tokens a step and gets all
 // the budget nobody else wants, so alone it runs as fast as before, while a
@@ -73,6 +75,10 @@ struct SchedulerConfig {
   // A prompt with more tokens left than this is long (>= 1).
   int32_t long_prefill_token_threshold = 128;
   int32_t max_num_partial_prefills = 2;  // long prompts partially prefilled at once (>= 1)
+  // An encoder's engine: a prompt is admitted only when all of it fits this
+  // step's budget, and runs whole (no chunks). REQUIRES max_num_batched_tokens
+  // >= the longest prompt.
+  bool whole_prompts = false;
 };
 
 struct ScheduledSeq {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "model/bert.h"
 #include "model/gemma3.h"
 #include "model/moe.h"
 
@@ -24,6 +25,7 @@ namespace {
 //    sliding_window metadata is ignored, as llama.cpp does (phi3.cpp: the
 //    converted files do not describe the window correctly).
 //  - gemma3: read_gemma3_extras and load_gemma3 (gemma3.h).
+//  - bert: an encoder (bert.h): absolute positions, no RoPE (its mode is unused).
 constexpr Architecture kArchitectures[] = {
     {"llama", "Llama 2/3, Mistral, SmolLM2", RopeMode::kNormal, nullptr, nullptr, {}},
     {"gemma3", "Gemma 3", RopeMode::kNeox, read_gemma3_extras, load_gemma3, {}},
@@ -41,6 +43,8 @@ constexpr Architecture kArchitectures[] = {
      nullptr,
      {.qk_norm = true}},
     {"phi3", "Phi-3, Phi-3.5, Phi-4-mini", RopeMode::kNeox, nullptr, nullptr, {}},
+    {"bert", "BERT encoders and cross-encoders (all-MiniLM-L6-v2)", RopeMode::kNeox, read_bert_extras,
+     load_bert, {}},
 };
 
 }  // namespace

@@ -28,13 +28,16 @@ void ForwardBuffers::prepare(const ModelConfig& c, const StepBatch& batch) {
 
   positions.resize(size_t(n_tok));
   logit_rows.clear();
+  pool_rows.clear();
   attn_seqs.clear();
   int32_t first = 0;
   for (const StepSeq& s : batch.seqs) {
     OMNIBUS_CHECK(s.n_tokens >= 1 && s.n_past >= 0);
     OMNIBUS_CHECK(s.n_blocks >= 1 && s.block_table != nullptr);
     for (int32_t i = 0; i < s.n_tokens; ++i) positions[size_t(first + i)] = s.n_past + i;
-    if (s.all_logits) {
+    if (s.pool) {
+      pool_rows.push_back(first + s.n_tokens - 1);
+    } else if (s.all_logits) {
       for (int32_t i = 0; i < s.n_tokens; ++i) logit_rows.push_back(first + i);
     } else {
       logit_rows.push_back(first + s.n_tokens - 1);

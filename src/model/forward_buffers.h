@@ -28,6 +28,7 @@ struct ForwardBuffers {
   std::vector<float> logits;  // [n_rows, n_vocab]
   std::vector<int32_t> positions;       // [n_tok]
   std::vector<int32_t> logit_rows;      // [n_rows] token index of each logits row
+  std::vector<int32_t> pool_rows;       // [n_pool_rows] last token of each pool sequence
   std::vector<AttentionSeq> attn_seqs;  // [n_seqs]
   MatmulScratch matmul;
 

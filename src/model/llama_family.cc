@@ -74,6 +74,9 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
     rope_.freq_factors = n_ctx > orig ? rope_factors_long_ : rope_factors_short_;
   }
 
+  // Last-token pooling (Qwen3-Embedding, gte-Qwen2): the output-normed last row.
+  bool supports_pooling(PoolingType p) const override { return p == PoolingType::kLast; }
+
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
     ForwardBuffers& b = buf_;
@@ -102,6 +105,7 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
     }
 
+    pool_last_hidden(embd_, c, b.x.data(), b, &pooled_);
     // Only the rows that produce logits go through the output head.
     return output_logits(embd_, c, b.x.data(), b, pool_);  // [n_rows, n_vocab]
   }

@@ -20,6 +20,14 @@ KvGeometry Model::kv_geometry(int block_size, KvFormat format) const {
   return g;
 }
 
+Status Model::set_pooling(PoolingType p) {
+  if (!supports_pooling(p)) {
+    return Status::invalid_argument("{} models cannot pool '{}'", config_.arch, pooling_name(p));
+  }
+  pooling_ = p;
+  return Status::ok();
+}
+
 StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file, ThreadPool& pool,
                                             const LoadProgressFn& progress) {
   OMNIBUS_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(*file));
@@ -30,6 +38,10 @@ StatusOr<std::unique_ptr<Model>> load_model(std::shared_ptr<const GgufFile> file
       row->load != nullptr ? row->load(file, config, pool, weights)
                            : load_llama_family(file, config, pool, weights, row->family);
   if (!model.is_ok()) return model.status();
+  // The GGUF's pooling when the model can do it (set_pooling may change it).
+  if (config.pooling != PoolingType::kUnspecified && (*model)->supports_pooling(config.pooling)) {
+    OMNIBUS_RETURN_IF_ERROR((*model)->set_pooling(config.pooling));
+  }
   (*model)->keep_alive(weights.owned_vectors());
   weights.finish();
   return model;

@@ -1,7 +1,7 @@
 // Model: a loaded transformer that turns one StepBatch into logits, reading
 // and writing K/V through the step's block tables. One implementation per
 // architecture (architectures.h: one row each; the forward passes are
-// llama_family.cc and gemma3.cc); the engine sees only this interface.
+// llama_family.cc, gemma3.cc and the bert encoder's bert.cc); the engine sees only this interface.
 //
 // Weights: matmul weights with a packed kernel on this CPU live on the heap in
 // matmul's packed layout, and their file pages are released after packing;
@@ -43,8 +43,29 @@ class Model {
 
   // Runs one step. Returns logits, [batch.n_logit_rows(), n_vocab] row-major,
   // rows in sequence order; the span stays valid until the next forward().
+  // Sequences marked StepSeq::pool get no logits row but a row of pooled().
   // REQUIRES: every block table covers n_past + n_tokens positions of `kv`.
   virtual std::span<const float> forward(const StepBatch& batch, KvStorage& kv) = 0;
+
+  // Embeddings (model/pooling.h): the rows the last forward() pooled from its
+  // last hidden states for the StepSeq::pool sequences, [n_pool_rows,
+  // pooled_dim()] in sequence order, by pooling(); valid until the next forward().
+  // A decoder's last hidden state is its output-normed one (what the output
+  // head reads), as llama.cpp's embeddings are. Not normalised.
+  std::span<const float> pooled() const { return pooled_; }
+  // Values per pooled row: n_embd, or a classifier's outputs (kRank: the
+  // scores of cls.output, 1 for a reranker).
+  virtual int32_t pooled_dim() const { return config_.n_embd; }
+  PoolingType pooling() const { return pooling_; }
+  // Chooses the pooling; kInvalidArgument for one this model cannot do
+  // (the Llama-family decoders pool only the last token: chunked prompts keep
+  // no other row; kRank needs a classification head (bert's cls.output);
+  // kNone is not offered yet; Gemma 3 pools nothing). Not thread-safe with forward().
+  Status set_pooling(PoolingType p);
+  virtual bool supports_pooling(PoolingType /*p*/) const { return false; }
+  // An encoder (bidirectional attention): it serves only pool sequences,
+  // whole in one step, and keeps nothing in the KV cache.
+  bool is_encoder() const { return !config_.causal; }
 
   // Tells the model the longest sequence it will serve (the engine's
   // max_model_len), before the first forward(). A model whose computation
@@ -70,6 +91,8 @@ class Model {
  protected:
   explicit Model(ModelConfig config) : config_(std::move(config)) {}
   const ModelConfig config_;
+  std::vector<float> pooled_;  // [n_pool_rows, n_embd], written by forward()
+  PoolingType pooling_ = PoolingType::kLast;
 
  private:
   std::vector<std::shared_ptr<const void>> kept_;

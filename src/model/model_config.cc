@@ -64,6 +64,14 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
   if (const auto eps = f.get_float(c.arch + ".attention.layer_norm_rms_epsilon")) {
     c.norm_eps = float(*eps);
   }
+  if (const auto causal = f.get_bool(c.arch + ".attention.causal")) c.causal = *causal;
+  if (f.find(c.arch + ".pooling_type")) {
+    const auto p = f.get_int(c.arch + ".pooling_type");
+    if (!p || *p < 0 || *p > 4) {
+      return Status::corrupt("{}: '{}.pooling_type' is not 0..4", f.path(), c.arch);
+    }
+    c.pooling = PoolingType(*p);
+  }
 
   // As llama.cpp's llama_model_rope_type(): Llama pairs adjacent dims, the
   // others rotate the two halves of a head (GPT-NeoX style).
@@ -101,6 +109,26 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
 
   if (row->read_extras != nullptr) OMNIBUS_RETURN_IF_ERROR(row->read_extras(f, &c));
   return c;
+}
+
+const char* pooling_name(PoolingType p) {
+  switch (p) {
+    case PoolingType::kNone: return "none";
+    case PoolingType::kMean: return "mean";
+    case PoolingType::kCls: return "cls";
+    case PoolingType::kLast: return "last";
+    case PoolingType::kRank: return "rank";
+    case PoolingType::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+std::optional<PoolingType> parse_pooling(std::string_view name) {
+  for (PoolingType p : {PoolingType::kNone, PoolingType::kMean, PoolingType::kCls,
+                        PoolingType::kLast, PoolingType::kRank}) {
+    if (name == pooling_name(p)) return p;
+  }
+  return std::nullopt;
 }
 
 float ModelConfig::query_scale() const {

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -16,18 +18,36 @@ namespace omnibus {
 
 class GgufFile;
 
+// How a sequence's last hidden states become one embedding (llama.cpp's
+// enum llama_pooling_type; <arch>.pooling_type): none (one vector per token),
+// the mean of all tokens, the first token's ([CLS]), the last token's, or a
+// reranker's score (rank: CLS pooled through the classification head).
+enum class PoolingType : int8_t { kUnspecified = -1, kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+
+// "none", "mean", "cls", "last", "rank" ("unspecified" for kUnspecified).
+const char* pooling_name(PoolingType p);
+// The inverse of pooling_name (without "unspecified"); nullopt for other text.
+std::optional<PoolingType> parse_pooling(std::string_view name);
+
 struct ModelConfig {
-  std::string arch;        // general.architecture: llama, gemma3, qwen2, qwen3, qwen3moe, phi3
+  std::string arch;        // general.architecture: llama, gemma3, qwen2, qwen3, qwen3moe, phi3,
+                           // bert (an encoder)
   std::string name;        // general.name (for logs)
   int n_vocab = 0;
-  int n_ctx_train = 0;     // <arch>.context_length
+  int n_ctx_train = 0;     // <arch>.context_length (bert: its absolute positions)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;        // <arch>.attention.key_length, or n_embd / n_head
   int n_ff = 0;
-  float norm_eps = 1e-5f;  // <arch>.attention.layer_norm_rms_epsilon
+  float norm_eps = 1e-5f;  // <arch>.attention.layer_norm_rms_epsilon (bert:
+                           // attention.layer_norm_epsilon, of its LayerNorms)
+  // Embedding models: attention over the whole sequence both ways
+  // (<arch>.attention.causal = false: bert), and the pooling the GGUF asks
+  // for (<arch>.pooling_type; kUnspecified when absent: a generator).
+  bool causal = true;
+  PoolingType pooling = PoolingType::kUnspecified;
   RopeParams rope;         // mode from the architecture, base/n_rot from metadata
 
   // Gemma 3 style extras (defaults mean "not used").

@@ -22,6 +22,10 @@ struct StepSeq {
   int32_t n_blocks = 0;
   bool all_logits = false;     // logits for every new token (perplexity, prompt
                                // logprobs), not just the last
+  bool pool = false;           // an embedding request: no logits row; the model
+                               // pools the last hidden states into Model::pooled()
+                               // instead (an encoder: REQUIRES the whole sequence in
+                               // this step, n_past == 0)
 };
 
 struct StepBatch {
@@ -38,10 +42,17 @@ struct StepBatch {
     group_tables.clear();
   }
   int64_t n_tokens() const { return int64_t(tokens.size()); }
-  // Rows of logits forward() returns: n_tokens for all_logits sequences, else 1.
+  // Rows of logits forward() returns: n_tokens for all_logits sequences, 0 for
+  // pool sequences, else 1.
   int64_t n_logit_rows() const {
     int64_t n = 0;
-    for (const StepSeq& s : seqs) n += s.all_logits ? s.n_tokens : 1;
+    for (const StepSeq& s : seqs) n += s.pool ? 0 : s.all_logits ? s.n_tokens : 1;
+    return n;
+  }
+  // Rows of Model::pooled(): one per pool sequence.
+  int64_t n_pool_rows() const {
+    int64_t n = 0;
+    for (const StepSeq& s : seqs) n += s.pool ? 1 : 0;
     return n;
   }
 };

@@ -157,9 +157,21 @@ void embed_tokens(const EmbeddingWeights& e, const ModelConfig& c, const StepBat
   }
 }
 
+void pool_last_hidden(const EmbeddingWeights& e, const ModelConfig& c, const float* x,
+                      const ForwardBuffers& b, std::vector<float>* pooled) {
+  const int64_t n_rows = int64_t(b.pool_rows.size());
+  pooled->resize(size_t(n_rows * c.n_embd));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* src = x + int64_t(b.pool_rows[size_t(r)]) * c.n_embd;
+    std::copy(src, src + c.n_embd, pooled->data() + r * c.n_embd);
+  }
+  rms_norm(pooled->data(), e.output_norm, pooled->data(), n_rows, c.n_embd, c.norm_eps);
+}
+
 std::span<float> output_logits(const EmbeddingWeights& e, const ModelConfig& c, const float* x,
                                ForwardBuffers& b, ThreadPool& pool) {
   const int64_t n_rows = int64_t(b.logit_rows.size());
+  if (n_rows == 0) return {};  // a step of pool sequences only
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* src = x + int64_t(b.logit_rows[size_t(r)]) * c.n_embd;
     std::copy(src, src + c.n_embd, b.last.data() + r * c.n_embd);

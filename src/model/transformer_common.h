@@ -167,6 +167,12 @@ void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& k
 void embed_tokens(const EmbeddingWeights& e, const ModelConfig& c, const StepBatch& batch,
                   float* x);
 
+// pooled[r, :] = rms_norm(x[pool_rows[r], :]) * output_norm: the last hidden
+// state of each pool sequence (last-token pooling), [n_pool_rows, n_embd];
+// *pooled is resized to fit.
+void pool_last_hidden(const EmbeddingWeights& e, const ModelConfig& c, const float* x,
+                      const ForwardBuffers& b, std::vector<float>* pooled);
+
 // logits[r, :] = (rms_norm(x[logit_rows[r], :]) * output_norm) Woutput, for the
 // rows b.logit_rows names (b.prepare() ran); uses b.last and b.logits.
 // Returns [n_rows, n_vocab] (valid until the buffers are reused).

@@ -134,6 +134,9 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
                                   {"/v1/completions", true, true, true},
                                   {"/v1/chat/completions", true, true, true},
                                   {"/v1/responses", true, true, true},
+                                  {"/v1/embeddings", true, true, true},
+                                  {"/v1/rerank", true, true, true},
+                                  {"/v1/score", true, true, true},
                                   {"/tokenize", true, true, true},
                                   {"/detokenize", true, true, true},
                                   {"/tokenizer_info", false},
@@ -195,6 +198,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (!r.ok()) return respond_error(*sink, r.error());
     return sink->respond(200, kJson, std::move(*r));
   }
+  if (path == "/v1/embeddings") return handle_embeddings(req, sink);
+  if (path == "/v1/rerank" || path == "/v1/score") return handle_pairs(path == "/v1/rerank", req, sink);
   handle_generation(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat, req, sink);
 }
 

@@ -8,6 +8,8 @@
 //   GET  /  /index.html /app.js /style.css   the chat page                       (no key)
 //   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
 //   POST /v1/responses   GET | DELETE /v1/responses/{id}   (responses_endpoints.cc)
+//   POST /v1/embeddings          (embeddings_request.h; models served with --task embed)
+//   POST /v1/rerank  POST /v1/score   (rerank_request.h; cross-encoders, rank pooling)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
 //   POST /v1/messages  /v1/messages/count_tokens   the Anthropic Messages API (anthropic_request.h):
@@ -74,6 +76,8 @@ struct ApiConfig {
   // Responses kept for GET/DELETE /v1/responses/{id} and previous_response_id
   // (--responses-store-size; 0: none are kept).
   int64_t responses_store_size = 1024;
+  // /v1/embeddings: L2-normalise the pooled vectors (--normalize / --no-normalize).
+  bool normalize_embeddings = true;
 };
 
 // What the API needs once the model is loaded. The pointers must outlive the ApiServer.
@@ -171,6 +175,12 @@ class ApiServer {
   void handle_anthropic(const HttpRequest& req, const std::string& path, const std::shared_ptr<ResponseSink>& sink);
   // The prompt tokens a chat completions body renders to (what its usage reports as prompt_tokens).
   ApiResult<int64_t> chat_prompt_tokens(const std::string& chat_body) const;
+  // POST /v1/embeddings, /v1/rerank (rerank) and /v1/score (embeddings_call.cc).
+  void handle_embeddings(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  void handle_pairs(bool rerank, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink);
+  struct PooledCall;
+  // One embedding request per prompt; call->body builds the response once all are in.
+  void submit_pooled(std::vector<std::vector<int32_t>> prompts, std::shared_ptr<PooledCall> call);
   ApiResult<std::string> tokenize(const std::string& body) const;
   ApiResult<std::string> detokenize(const std::string& body) const;
   std::string tokenizer_info() const;

@@ -238,6 +238,9 @@ std::string ServerMetrics::render(const EngineStats& st,
     out += fmt::format("{}_sum{{{}}} {}\n", name, l, st.structured_mask_seconds);
     out += fmt::format("{}_count{{{}}} {}\n", name, l, st.structured_masks);
   }
+  counter("omnibus:embedding_requests_total",
+          "Embedding requests (one per input of /v1/embeddings) the engine pooled.",
+          st.n_embeddings);
   counter("omnibus:structured_rejections_total",
           "Constrained sequences ended because the grammar allowed no token of the vocabulary.",
           st.structured_rejections);

@@ -10,7 +10,7 @@
 //               omnibus:generation_tokens_total, omnibus:engine_steps_total,
 //               omnibus:request_success_total{finished_reason},
 //               omnibus:kv_events_published_total, omnibus:kv_events_dropped_total,
-//               omnibus:structured_rejections_total,
+//               omnibus:structured_rejections_total, omnibus:embedding_requests_total,
 //               omnibus:http_read_timeouts_total{phase="header"|"body"}
 //               (kv_events_*: only with --kv-events-endpoint; counted in events)
 //   histograms  omnibus:time_to_first_token_seconds, omnibus:time_per_output_token_seconds,

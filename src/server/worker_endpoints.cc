@@ -77,7 +77,7 @@ std::string ApiServer::model_info() const {
   r["model_path"] = backend_.model_path;
   r["tokenizer_path"] = backend_.model_path;  // the GGUF carries its tokenizer
   r["served_model_name"] = config_.served_model_name;
-  r["is_generation"] = true;
+  r["is_generation"] = !backend_.engine->info().encoder;
   r["max_model_len"] = info.max_model_len;
   r["vocab_size"] = info.n_vocab;
   if (const ModelConfig* mc = backend_.model_config) {

@@ -3,17 +3,19 @@
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/special_split.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 
 namespace omnibus {
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(TokenizerVocab vocab) {
   const std::string model = vocab.model;
-  if (model != "gpt2" && model != "llama") {
+  if (model != "gpt2" && model != "llama" && model != "bert") {
     return Status::unsupported("tokenizer model '{}' (tokenizer.ggml.model) is not supported",
                                model);
   }
   OMNIBUS_ASSIGN_OR_RETURN(VocabIndex index, VocabIndex::build(std::move(vocab)));
   if (model == "llama") return SpmTokenizer::create(std::move(index));
+  if (model == "bert") return WordPieceTokenizer::create(std::move(index));
   return BpeTokenizer::create(std::move(index));
 }
 

@@ -4,7 +4,8 @@
 // A Tokenizer is built from the GGUF tokenizer.ggml.* metadata (from_gguf) or
 // from plain data (from_vocab, for tests and tools). tokenizer.ggml.model
 // chooses the algorithm: "gpt2" is byte-level BPE (bpe_tokenizer.h);
-// "llama" is SentencePiece (spm_tokenizer.h). This class does what both
+// "llama" is SentencePiece (spm_tokenizer.h); "bert" is WordPiece
+// (wordpiece_tokenizer.h). This class does what both
 // share: BOS / EOS, cutting special tokens out of the text
 // (special_split.h) and token pieces; a subclass only encodes the plain text
 // between special tokens (encode_fragment) and says how its tokens spell

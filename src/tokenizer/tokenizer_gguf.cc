@@ -50,6 +50,7 @@ struct IdKey {
 constexpr IdKey kIdKeys[] = {
     {"bos", &V::bos_id},         {"eos", &V::eos_id},         {"eot", &V::eot_id},
     {"eom", &V::eom_id},         {"unknown", &V::unk_id},     {"padding", &V::pad_id},
+    {"seperator", &V::sep_id},
     {"fim_pre", &V::fim_pre_id}, {"fim_suf", &V::fim_suf_id}, {"fim_mid", &V::fim_mid_id},
     {"fim_pad", &V::fim_pad_id}, {"fim_rep", &V::fim_rep_id}, {"fim_sep", &V::fim_sep_id}};
 constexpr IdKey kOldFimKeys[] = {
@@ -100,6 +101,10 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_bos_token", &v.add_bos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_eos_token", &v.add_eos));
   OMNIBUS_RETURN_IF_ERROR(read_flag(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix));
+  OMNIBUS_RETURN_IF_ERROR(
+      read_flag(f, "tokenizer.ggml.normalizer.lowercase", &v.normalizer_lowercase));
+  OMNIBUS_RETURN_IF_ERROR(
+      read_flag(f, "tokenizer.ggml.normalizer.strip_accents", &v.normalizer_strip_accents));
   if (v.model == "gpt2" && !f.find("tokenizer.ggml.merges")) {
     return Status::corrupt("{}: BPE tokenizer without 'tokenizer.ggml.merges'", f.path());
   }

@@ -42,7 +42,8 @@ enum TokenAttr : uint32_t {
 };
 
 struct TokenizerVocab {
-  std::string model;                // tokenizer.ggml.model: "gpt2" = byte-level BPE
+  std::string model;                // tokenizer.ggml.model: "gpt2" = byte-level BPE,
+                                    // "llama" = SentencePiece, "bert" = WordPiece
   std::string pre;                  // tokenizer.ggml.pre: the pre-tokenizer name
   std::string model_name;           // general.name, lower-cased (llama.cpp keys fixes on it)
   std::vector<std::string> tokens;  // [n_vocab] token text (byte-level alphabet for BPE)
@@ -52,11 +53,15 @@ struct TokenizerVocab {
 
   // Special token ids; unset: the model type's default or found by token text.
   std::optional<int32_t> bos_id, eos_id, eot_id, eom_id, unk_id, pad_id;
+  std::optional<int32_t> sep_id;  // tokenizer.ggml.seperator_token_id (BERT's [SEP])
   std::optional<int32_t> fim_pre_id, fim_suf_id, fim_mid_id, fim_pad_id, fim_rep_id, fim_sep_id;
   // tokenizer.ggml.add_bos_token / add_eos_token; unset: the model type's default.
   std::optional<bool> add_bos, add_eos;
   // tokenizer.ggml.add_space_prefix (SentencePiece); unset: true, as llama.cpp.
   std::optional<bool> add_space_prefix;
+  // tokenizer.ggml.normalizer.{lowercase,strip_accents} (WordPiece); unset:
+  // lowercase false, strip_accents = lowercase, as llama.cpp.
+  std::optional<bool> normalizer_lowercase, normalizer_strip_accents;
 };
 
 }  // namespace omnibus

@@ -92,6 +92,8 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
     if (const auto pre = bpe_pre_type(v.pre)) add_bos = pre->add_bos;  // Llama 3: true
   } else if (v.model == "llama") {
     bos = 1, eos = 2, unk = 0, add_bos = true;
+  } else if (v.model == "bert") {
+    bos = 101, eos = 102, unk = 100, add_bos = true, add_eos = true;
   }
   const auto resolve = [&](std::optional<int32_t> given, int32_t dflt) {
     if (dflt >= n_vocab) dflt = -1;
@@ -110,6 +112,12 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
   int32_t fim_mid = resolve(v.fim_mid_id, -1);
   x.add_bos_ = v.add_bos.value_or(add_bos);
   x.add_eos_ = v.add_eos.value_or(add_eos);
+  if (v.model == "bert") {
+    // WordPiece (llama.cpp's WPM) always wraps a text in [CLS] ... [SEP]: the
+    // appended token is the separator, whatever add_*_token and eos say.
+    x.eos_id_ = resolve(v.sep_id, eos);
+    x.add_bos_ = x.add_eos_ = true;
+  }
 
   // Unnamed special tokens found by text (the lowest id wins); each becomes a
   // control token.

@@ -6,7 +6,8 @@
 // special-token handling match its own: defaults per model type ("gpt2": BOS =
 // EOS = 11 when in range, add_bos = add_eos = false except add_bos = true for
 // the pre-tokenizers that set it (bpe_pre_type(), Llama 3); "llama": BOS 1, EOS 2,
-// UNK 0, add_bos = true), ids out of range ignored, EOT/EOM/FIM tokens
+// UNK 0, add_bos = true; "bert": [CLS] 101 first and the separator [SEP] 102 last,
+// always, UNK 100), ids out of range ignored, EOT/EOM/FIM tokens
 // found by their text when not given, every token whose text is a known
 // end-of-turn marker (<|im_end|>, <|endoftext|>, <end_of_turn>, ...) made a
 // control token and an EOG token.

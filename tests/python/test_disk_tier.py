@@ -92,14 +92,24 @@ def test_sigkill_while_writing_leaves_no_corrupt_block(tmp_path):
         except httpx.HTTPError as e:  # the kill cuts these off
             errors.append(e)
 
-    senders = [threading.Thread(target=send, args=(p,)) for p in KILL_PROMPTS]
-    for t in senders:
-        t.start()
-    # The kill lands once blocks are on disk and requests are still running (more to write).
+    # One prompt's blocks whole on disk first (every queued write done), so the restart has a chain
+    # to load; then the others, and the kill lands while their blocks are being written.
+    complete(victim.base_url, KILL_PROMPTS[0])
     deadline = time.time() + 120
     while True:
+        base = victim.base_url
+        stored = sum(metric(base, "omnibus:kv_disk_stored_blocks_total", f'source="{s}"') for s in ("finished", "evicted"))
+        written = metric(base, "omnibus:kv_disk_written_blocks_total")
+        if stored > 0 and written == stored:
+            break
+        assert time.time() < deadline, victim.output()
+        time.sleep(0.01)
+    senders = [threading.Thread(target=send, args=(p,)) for p in KILL_PROMPTS[1:]]
+    for t in senders:
+        t.start()
+    while True:
         m = victim.metrics()
-        if m["omnibus:kv_disk_written_blocks_total"] > 0 and m["omnibus:num_requests_running"] > 0:
+        if m["omnibus:kv_disk_written_blocks_total"] > written and m["omnibus:num_requests_running"] > 0:
             break
         assert time.time() < deadline and victim.proc.poll() is None, victim.output()
         time.sleep(0.01)
