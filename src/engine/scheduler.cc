@@ -1,3 +1,5 @@
+// The scheduler (scheduler.h): each step's plan (decodes, prompt chunks, admissions, preemption)
+// and, after the forward pass, the step's outcome (update_from_output).
 #include "engine/scheduler.h"
 
 #include <algorithm>

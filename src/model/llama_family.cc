@@ -1,3 +1,5 @@
+// The Llama family's forward pass (llama_family.h): loading its weights and running one
+// StepBatch through every block to the logits rows.
 #include "model/llama_family.h"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// The API (api_server.h): routes and keys, and the generation handler, which prepares a request
+// (generation_prepare.cc) and launches it on the engine, after the KV claim for a remote prefill.
 #include "server/api_server.h"
 
 #include <ctime>

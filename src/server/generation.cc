@@ -1,3 +1,5 @@
+// One generation call's output (generation.h): engine events -> detokenized text, stop strings,
+// tool calls and reasoning split -> OpenAI choices, streamed as SSE chunks or answered whole.
 #include "server/generation.h"
 
 #include <ctime>

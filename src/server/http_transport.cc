@@ -1,3 +1,5 @@
+// The HTTP transport (http_transport.h): Boost.Beast sessions on a small pool of I/O threads,
+// requests parsed with read timeouts and handed to the API, responses and SSE streams written back.
 #include "server/http_transport.h"
 
 #include <array>

@@ -1,3 +1,5 @@
+// OpenAI completion and chat bodies -> GenerationSpec (openai_request.h): every field read,
+// typed and bounded, or a 400 naming it.
 #include "server/openai_request.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Server-sent events framing (sse.h): one `data:` chunk per JSON payload, and the [DONE] marker.
 #include "server/sse.h"
 
 namespace omnibus::server {
