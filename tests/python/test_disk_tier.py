@@ -69,7 +69,7 @@ def test_a_prefix_survives_a_restart(tmp_path):
 
 
 # Distinct long prompts (no shared blocks), so a workload of them keeps the disk tier writing.
-KILL_PROMPTS = [f"Ledger {i}: " + " ".join(f"item{i}x{j}" for j in range(120)) for i in range(24)]
+KILL_PROMPTS = [f"Ledger {i}: " + " ".join(f"item{i}x{j}" for j in range(80)) for i in range(12)]
 
 
 def test_sigkill_while_writing_leaves_no_corrupt_block(tmp_path):
