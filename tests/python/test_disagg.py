@@ -12,6 +12,7 @@ network namespaces move blocks with UCX over TCP on veth pairs.
 import concurrent.futures
 import os
 import random
+import struct
 import subprocess
 import time
 import uuid
@@ -59,11 +60,19 @@ def workload(n=64, tenants=8):
     return reqs
 
 
+def f32(x):
+    """The engine's float32 value behind a JSON number. vllm-router re-serializes the bodies it
+    forwards, and its f64 parsing can move a number by one double ulp (-1.9195938110351562 becomes
+    -1.9195938110351565): far below float32's resolution, so the float32 values compare exactly."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
 def logprob_entries(lp):
-    """A completion choice's logprobs as exact values: each token with its logprob and top-2."""
+    """A completion choice's logprobs as the engine's exact float32 values: each token with its
+    logprob and top-2."""
     if lp is None:
         return []
-    return [(t, lp_, tuple(sorted(top.items())) if top else ())
+    return [(t, f32(lp_), tuple(sorted((k, f32(v)) for k, v in top.items())) if top else ())
             for t, lp_, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs or [None] * len(lp.tokens))]
 
 
