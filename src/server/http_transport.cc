@@ -2,19 +2,19 @@
 // requests parsed with read timeouts and handed to the API, responses and SSE streams written back.
 #include "server/http_transport.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
-
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <fmt/format.h>
 
 #include "server/api_error.h"
 #include "util/check.h"
@@ -69,9 +69,11 @@ class Session;
 // connection's strand; a sink whose response is over is ignored.
 class SessionSink : public ResponseSink {
  public:
-  SessionSink(std::shared_ptr<Session> s, uint64_t serial) : session_(std::move(s)), serial_(serial) {}
+  SessionSink(std::shared_ptr<Session> s, uint64_t serial)
+      : session_(std::move(s)), serial_(serial) {}
   using ResponseSink::respond;
-  void respond(int status, std::string content_type, std::string body, HttpHeaders headers) override;
+  void respond(int status, std::string content_type, std::string body,
+               HttpHeaders headers) override;
   void begin_stream(std::string content_type) override;
   void write(std::string data) override;
   void end_stream() override;
@@ -101,7 +103,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Sink operations, on the strand.
-  void respond(uint64_t serial, int status, std::string content_type, std::string body, HttpHeaders headers = {}) {
+  void respond(uint64_t serial, int status, std::string content_type, std::string body,
+               HttpHeaders headers = {}) {
     if (!current(serial) || started_) return;
     started_ = true;
     auto res = std::make_shared<http::response<http::string_body>>(http::status(status), 11);
@@ -113,12 +116,13 @@ class Session : public std::enable_shared_from_this<Session> {
     res->prepare_payload();
     response_bytes_ += res->body().size();
     writing_ = true;
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) mutable {
-      self->writing_ = false;
-      res.reset();  // the body's memory, before a trim
-      if (ec) return self->client_gone();
-      self->finish_response();
-    });
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, size_t) mutable {
+                        self->writing_ = false;
+                        res.reset();  // the body's memory, before a trim
+                        if (ec) return self->client_gone();
+                        self->finish_response();
+                      });
   }
 
   void begin_stream(uint64_t serial, std::string content_type) {
@@ -133,16 +137,19 @@ class Session : public std::enable_shared_from_this<Session> {
     head_->chunked(true);
     head_sr_.emplace(*head_);
     writing_ = true;
-    http::async_write_header(stream_, *head_sr_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->writing_ = false;
-      if (ec) return self->client_gone();
-      self->head_written_ = true;
-      self->pump_writes();
-    });
+    http::async_write_header(stream_, *head_sr_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->writing_ = false;
+                               if (ec) return self->client_gone();
+                               self->head_written_ = true;
+                               self->pump_writes();
+                             });
   }
 
   void write(uint64_t serial, std::string data) {
-    if (!current(serial) || !streaming_ || stream_ended_) return;
+    // An empty chunk on the wire is the chunked body's terminator ("0\r\n\r\n"):
+    // the client would take the response as over and read the rest as the next one.
+    if (data.empty() || !current(serial) || !streaming_ || stream_ended_) return;
     response_bytes_ += data.size();
     queue_.push_back(std::move(data));
     pump_writes();
@@ -173,11 +180,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void linger_read() {
     monitoring_ = true;
-    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->monitoring_ = false;
-      if (ec) return self->close();
-      self->linger_read();
-    });
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->monitoring_ = false;
+                              if (ec) return self->close();
+                              self->linger_read();
+                            });
   }
 
   void close() {
@@ -199,8 +207,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(uint64_t(config_.max_body_bytes));
     parser_->header_limit(kMaxHeaderBytes);
     stream_.expires_after(config_.header_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
   }
 
   void on_header(beast::error_code ec) {
@@ -212,10 +221,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec || parser_->is_done()) return on_read(ec);
     stream_.expires_after(config_.body_timeout);
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code e, size_t) {
-      if (e == beast::error::timeout) return self->timed_out(HttpReadPhase::kBody);
-      self->on_read(e);
-    });
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code e, size_t) {
+                       if (e == beast::error::timeout) return self->timed_out(HttpReadPhase::kBody);
+                       self->on_read(e);
+                     });
   }
 
   void timed_out(std::optional<HttpReadPhase> phase) {
@@ -230,12 +240,16 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) {
       // Malformed or oversized requests get an answer, then the connection closes.
-      ApiError e = ec == http::error::body_limit
-                       ? ApiError::too_large(fmt::format("the request body exceeds {} bytes", config_.max_body_bytes))
-                   : ec == http::error::header_limit
-                       ? ApiError{431, fmt::format("the request's header block exceeds {} bytes", kMaxHeaderBytes),
-                                  "invalid_request_error", "", "request_header_fields_too_large"}
-                       : ApiError::invalid("", fmt::format("malformed HTTP request: {}", ec.message()));
+      ApiError e =
+          ec == http::error::body_limit
+              ? ApiError::too_large(
+                    fmt::format("the request body exceeds {} bytes", config_.max_body_bytes))
+          : ec == http::error::header_limit
+              ? ApiError{431,
+                         fmt::format("the request's header block exceeds {} bytes",
+                                     kMaxHeaderBytes),
+                         "invalid_request_error", "", "request_header_fields_too_large"}
+              : ApiError::invalid("", fmt::format("malformed HTTP request: {}", ec.message()));
       if (ec.category() != make_error_code(http::error::body_limit).category()) return close();
       keep_alive_ = false;
       begin_response();
@@ -275,8 +289,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void monitor() {
     if (closed_ || buffer_.size() > kMaxBufferedWhileResponding) return;
     monitoring_ = true;
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_monitor(ec, n); });
+    stream_.async_read_some(
+        buffer_.prepare(4096),
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_monitor(ec, n); });
   }
 
   void on_monitor(beast::error_code ec, size_t n) {
@@ -305,6 +320,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!queue_.empty()) {
       out_.clear();
       for (std::string& s : queue_) out_ += s;
+      OMNIBUS_CHECK(!out_.empty());  // write() queues no empty string
       queue_.clear();
       writing_ = true;
       net::async_write(stream_, http::make_chunk(net::buffer(out_)),
@@ -317,11 +333,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (stream_ended_) {
       writing_ = true;
-      net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
-        self->writing_ = false;
-        if (ec) return self->client_gone();
-        self->finish_response();
-      });
+      net::async_write(stream_, http::make_chunk_last(),
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         self->writing_ = false;
+                         if (ec) return self->client_gone();
+                         self->finish_response();
+                       });
     }
   }
 
@@ -384,16 +401,17 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<http::response<http::empty_body>> head_;
   std::optional<http::response_serializer<http::empty_body>> head_sr_;
   std::deque<std::string> queue_;
-  std::string out_;  // the chunk being written
+  std::string out_;              // the chunk being written
   uint64_t response_bytes_ = 0;  // the body bytes of the response in progress
   std::function<void()> on_disconnect_;
 };
 
 // Sink calls run on the connection's strand: inline when already there (the
 // route handler), else posted (the pump thread).
-void SessionSink::respond(int status, std::string content_type, std::string body, HttpHeaders headers) {
-  session_->run_on_strand([s = session_, serial = serial_, status, ct = std::move(content_type), b = std::move(body),
-                           h = std::move(headers)]() mutable {
+void SessionSink::respond(int status, std::string content_type, std::string body,
+                          HttpHeaders headers) {
+  session_->run_on_strand([s = session_, serial = serial_, status, ct = std::move(content_type),
+                           b = std::move(body), h = std::move(headers)]() mutable {
     s->respond(serial, status, std::move(ct), std::move(b), std::move(h));
   });
 }
@@ -405,8 +423,9 @@ void SessionSink::begin_stream(std::string content_type) {
 }
 
 void SessionSink::write(std::string data) {
-  session_->run_on_strand(
-      [s = session_, serial = serial_, d = std::move(data)]() mutable { s->write(serial, std::move(d)); });
+  session_->run_on_strand([s = session_, serial = serial_, d = std::move(data)]() mutable {
+    s->write(serial, std::move(d));
+  });
 }
 
 void SessionSink::end_stream() {
@@ -414,14 +433,16 @@ void SessionSink::end_stream() {
 }
 
 void SessionSink::on_disconnect(std::function<void()> f) {
-  session_->run_on_strand(
-      [s = session_, serial = serial_, f = std::move(f)]() mutable { s->set_on_disconnect(serial, std::move(f)); });
+  session_->run_on_strand([s = session_, serial = serial_, f = std::move(f)]() mutable {
+    s->set_on_disconnect(serial, std::move(f));
+  });
 }
 
 }  // namespace
 
 struct HttpTransport::Impl {
-  Impl(TransportConfig c, Handler h) : config(std::move(c)), handler(std::move(h)), acceptor(net::make_strand(ioc)) {}
+  Impl(TransportConfig c, Handler h)
+      : config(std::move(c)), handler(std::move(h)), acceptor(net::make_strand(ioc)) {}
 
   void do_accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
@@ -441,18 +462,22 @@ struct HttpTransport::Impl {
   int port = 0;
 };
 
-StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::create(TransportConfig config, Handler handler) {
+StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::create(TransportConfig config,
+                                                               Handler handler) {
   auto impl = std::make_unique<Impl>(std::move(config), std::move(handler));
   beast::error_code ec;
   const net::ip::address addr = net::ip::make_address(impl->config.host, ec);
-  if (ec) return Status::invalid_argument("--host '{}' is not an IP address: {}", impl->config.host, ec.message());
+  if (ec)
+    return Status::invalid_argument("--host '{}' is not an IP address: {}", impl->config.host,
+                                    ec.message());
   const tcp::endpoint ep(addr, static_cast<unsigned short>(impl->config.port));
   impl->acceptor.open(ep.protocol(), ec);
   if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor.bind(ep, ec);
   if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status::io("cannot listen on {}:{}: {}", impl->config.host, impl->config.port, ec.message());
+    return Status::io("cannot listen on {}:{}: {}", impl->config.host, impl->config.port,
+                      ec.message());
   }
   impl->port = impl->acceptor.local_endpoint().port();
   return std::unique_ptr<HttpTransport>(new HttpTransport(std::move(impl)));
@@ -468,7 +493,8 @@ void HttpTransport::start() {
   impl_->work.emplace(net::make_work_guard(impl_->ioc));
   net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] { impl->do_accept(); });
   const int n = std::max(1, impl_->config.threads);
-  for (int i = 0; i < n; ++i) impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
+  for (int i = 0; i < n; ++i)
+    impl_->threads.emplace_back([impl = impl_.get()] { impl->ioc.run(); });
 }
 
 void HttpTransport::stop_accepting() {

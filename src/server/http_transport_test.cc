@@ -117,5 +117,43 @@ TEST_F(Timeouts, AnIdleConnectionIsClosedButNotCounted) {
   EXPECT_EQ(phases(1), std::vector<HttpReadPhase>{HttpReadPhase::kBody});
 }
 
+// An empty write() must not reach the wire as an empty chunk: "0\r\n\r\n" is
+// the chunked body's terminator, so a client would end the response there and
+// read what follows as the next response (the Responses API's stream wrote ""
+// for chat chunks that produce no event, and the openai client then saw
+// "illegal status line: 720" on its kept-alive connection).
+TEST(Streaming, AnEmptyWriteIsNotAChunk) {
+  TransportConfig c;
+  c.port = 0;
+  c.threads = 1;
+  auto t = HttpTransport::create(c, [](HttpRequest, std::shared_ptr<ResponseSink> sink) {
+    sink->begin_stream("text/event-stream");
+    sink->write("");  // alone in the queue when the header is out
+    sink->end_stream();
+  });
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  std::unique_ptr<HttpTransport> transport = std::move(t).value();
+  transport->start();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  timeval tv{60, 0};  // only so that a broken build fails instead of hanging
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(transport->port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "GET /s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), 0), ssize_t(req.size()));
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, size_t(n));
+  ::close(fd);
+  transport->stop();
+  const size_t body = got.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << got;
+  EXPECT_EQ(got.substr(body + 4), "0\r\n\r\n");  // the terminator once, nothing after it
+}
+
 }  // namespace
 }  // namespace omnibus::server

@@ -48,9 +48,10 @@ class ResponseSink {
   void respond(int status, std::string content_type, std::string body) {
     respond(status, std::move(content_type), std::move(body), HttpHeaders{});
   }
-  virtual void respond(int status, std::string content_type, std::string body, HttpHeaders headers) = 0;
+  virtual void respond(int status, std::string content_type, std::string body,
+                       HttpHeaders headers) = 0;
   virtual void begin_stream(std::string content_type) = 0;  // status 200, chunked
-  virtual void write(std::string data) = 0;
+  virtual void write(std::string data) = 0;  // "" writes nothing (never an empty chunk)
   virtual void end_stream() = 0;
 
   // `f` runs (once, on an I/O thread) if the client disconnects before the
