@@ -15,9 +15,11 @@ using omnibus::server::AnthropicEndpoint;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   // The first byte picks the endpoint; the rest is the body.
-  const AnthropicEndpoint endpoint = data[0] & 1 ? AnthropicEndpoint::kCountTokens : AnthropicEndpoint::kMessages;
+  const AnthropicEndpoint endpoint =
+      data[0] & 1 ? AnthropicEndpoint::kCountTokens : AnthropicEndpoint::kMessages;
   const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(bytes, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return 0;
   auto r = omnibus::server::parse_anthropic_request(j, endpoint);
   if (!r.ok()) {
@@ -27,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const auto& chat = r->chat_body;
-  if (!chat.is_object() || !chat.contains("messages") || !chat["messages"].is_array() || chat["messages"].empty())
+  if (!chat.is_object() || !chat.contains("messages") || !chat["messages"].is_array() ||
+      chat["messages"].empty())
     __builtin_trap();
   if (endpoint == AnthropicEndpoint::kMessages && !chat.contains("max_tokens")) __builtin_trap();
   for (const auto& m : chat["messages"]) {

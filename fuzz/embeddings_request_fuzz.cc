@@ -29,10 +29,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (int32_t id : in.ids) {
         if (id < 0 || id >= limits.n_vocab) __builtin_trap();
       }
-      auto fit = omnibus::server::fit_embedding_input(in.ids, false, -1, spec->truncate_prompt_tokens, 8, i);
+      auto fit = omnibus::server::fit_embedding_input(in.ids, false, -1,
+                                                      spec->truncate_prompt_tokens, 8, i);
       if (fit.ok() && fit->size() > 8) __builtin_trap();
     }
-    vectors.push_back(omnibus::server::finish_embedding(std::vector<float>(16, 0.25f), true, spec->dimensions));
+    vectors.push_back(
+        omnibus::server::finish_embedding(std::vector<float>(16, 0.25f), true, spec->dimensions));
   }
   const std::string out = omnibus::server::embedding_response(vectors, spec->base64, "m", 1);
   if (out.empty()) __builtin_trap();

@@ -26,7 +26,8 @@ void touch(const omnibus::GgufFile& f) {
     }
     if (auto v = f.get_float_array(kv.key)) h += v->size();
     if (auto v = f.get_int_array(kv.key)) h += v->size();
-    h += f.require_int(kv.key).is_ok() + f.require_float(kv.key).is_ok() + f.require_string(kv.key).is_ok();
+    h += f.require_int(kv.key).is_ok() + f.require_float(kv.key).is_ok() +
+         f.require_string(kv.key).is_ok();
     h += f.value_to_string(kv, 4, 16).size();
   }
   for (const omnibus::GgufTensor& t : f.tensors()) {

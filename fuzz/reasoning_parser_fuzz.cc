@@ -15,7 +15,8 @@ using omnibus::server::ReasoningFormat;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
-  const ReasoningFormat format = (data[0] & 1) ? ReasoningFormat::kDeepSeekR1 : ReasoningFormat::kQwen3;
+  const ReasoningFormat format =
+      (data[0] & 1) ? ReasoningFormat::kDeepSeekR1 : ReasoningFormat::kQwen3;
   const bool in_reasoning = (data[0] & 2) != 0;
   const size_t chunk = 1 + data[1] % 16;
   const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto call = omnibus::server::parse_responses_request(j, (size & 1) ? history : json(nullptr));
   if (!call.ok()) {
     if (call.error().status != 400) __builtin_trap();
-    if (j.is_object() && call.error().param.empty() && call.error().message.empty()) __builtin_trap();
+    if (j.is_object() && call.error().param.empty() && call.error().message.empty())
+      __builtin_trap();
     (void)omnibus::server::chat_param_to_responses(call.error().param);
     return 0;
   }

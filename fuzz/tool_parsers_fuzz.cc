@@ -34,9 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (parts.content != whole.content || parts.calls.size() != whole.calls.size()) __builtin_trap();
   for (size_t i = 0; i < whole.calls.size(); ++i) {
-    if (parts.calls[i].name != whole.calls[i].name || parts.calls[i].arguments != whole.calls[i].arguments)
+    if (parts.calls[i].name != whole.calls[i].name ||
+        parts.calls[i].arguments != whole.calls[i].arguments)
       __builtin_trap();
-    const auto args = nlohmann::json::parse(whole.calls[i].arguments, nullptr, /*allow_exceptions=*/false);
+    const auto args =
+        nlohmann::json::parse(whole.calls[i].arguments, nullptr, /*allow_exceptions=*/false);
     if (!args.is_object() || whole.calls[i].name.empty()) __builtin_trap();
   }
   return 0;

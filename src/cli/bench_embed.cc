@@ -1,14 +1,14 @@
 #include "cli/bench_embed.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <random>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "engine/engine.h"
 
@@ -32,7 +32,8 @@ int fail(const Status& s) {
 
 }  // namespace
 
-int run_embed_bench(const ModelFlags& model, const EngineFlags& engine_flags, const EmbedBenchOptions& o) {
+int run_embed_bench(const ModelFlags& model, const EngineFlags& engine_flags,
+                    const EmbedBenchOptions& o) {
   StatusOr<EngineConfig> cfg = to_engine_config(engine_flags);
   if (!cfg.is_ok()) return fail(cfg.status());
   StatusOr<LoadedModel> m = load_model_for_cli(model);
@@ -42,7 +43,8 @@ int run_embed_bench(const ModelFlags& model, const EngineFlags& engine_flags, co
   StatusOr<std::unique_ptr<Engine>> e = Engine::create(*m->model, *cfg);
   if (!e.is_ok()) return fail(e.status());
   Engine& engine = **e;
-  if (!engine.info().can_pool) return fail(Status::invalid_argument("this model cannot embed (--task embed)"));
+  if (!engine.info().can_pool)
+    return fail(Status::invalid_argument("this model cannot embed (--task embed)"));
   const int max_len = std::min(o.max_len, engine.info().max_model_len);
   const int min_len = std::min(o.min_len, max_len);
   std::mt19937 rng(uint32_t(o.seed));
@@ -93,15 +95,18 @@ int run_embed_bench(const ModelFlags& model, const EngineFlags& engine_flags, co
                       {"seconds", wall},
                       {"embeddings_per_s", double(o.num_requests) / wall},
                       {"prompt_tokens_per_s", double(n_tokens) / wall},
-                      {"latency_ms", {{"p50", percentile_ms(latency, 50)},
-                                      {"p90", percentile_ms(latency, 90)},
-                                      {"p99", percentile_ms(latency, 99)}}},
+                      {"latency_ms",
+                       {{"p50", percentile_ms(latency, 50)},
+                        {"p90", percentile_ms(latency, 90)},
+                        {"p99", percentile_ms(latency, 99)}}},
                       {"mean_batch_size", st.mean_batch_size},
                       {"threads", m->pool->n_threads()}};
-  fmt::print("embed: {} requests ({} tokens, {}:{} each), concurrency {}: {:.2f} s, {:.1f} embeddings/s, "
-             "{:.0f} prompt tok/s, latency p50 {:.1f} ms p99 {:.1f} ms, mean batch {:.1f}\n",
-             o.num_requests, n_tokens, min_len, max_len, o.concurrency, wall, double(o.num_requests) / wall,
-             double(n_tokens) / wall, percentile_ms(latency, 50), percentile_ms(latency, 99), st.mean_batch_size);
+  fmt::print(
+      "embed: {} requests ({} tokens, {}:{} each), concurrency {}: {:.2f} s, {:.1f} embeddings/s, "
+      "{:.0f} prompt tok/s, latency p50 {:.1f} ms p99 {:.1f} ms, mean batch {:.1f}\n",
+      o.num_requests, n_tokens, min_len, max_len, o.concurrency, wall,
+      double(o.num_requests) / wall, double(n_tokens) / wall, percentile_ms(latency, 50),
+      percentile_ms(latency, 99), st.mean_batch_size);
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << j.dump(2) << "\n";

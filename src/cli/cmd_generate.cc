@@ -11,6 +11,7 @@
 // the --json report) mean what the API's fields mean. In --chat the engine's
 // prefix cache keeps the conversation: each turn computes only what its
 // re-rendered prompt adds after the blocks already computed.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,13 +19,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -152,10 +151,12 @@ class ChatSession {
   // exchanges (never the system message) until it leaves room for n_predict.
   StatusOr<std::vector<int32_t>> render_prompt() {
     while (true) {
-      OMNIBUS_ASSIGN_OR_RETURN(std::string text, tmpl_.render(messages_, /*add_generation_prompt=*/true, bos_, eos_));
+      OMNIBUS_ASSIGN_OR_RETURN(std::string text,
+                               tmpl_.render(messages_, /*add_generation_prompt=*/true, bos_, eos_));
       // The template may write the BOS text itself; then the tokenizer must not add another.
       const bool has_bos = !bos_.empty() && text.compare(0, bos_.size(), bos_) == 0;
-      std::vector<int32_t> ids = m_.tokenizer->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+      std::vector<int32_t> ids =
+          m_.tokenizer->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
       if (int64_t(ids.size()) + o_.n_predict <= o_.ctx_size) return ids;
       const size_t first = !messages_.empty() && messages_[0].role == "system" ? 1 : 0;
       if (messages_.size() <= first + 1) {
@@ -335,18 +336,23 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       app, exit_code, "generate",
       "Generate a continuation of one prompt, streamed to the terminal, with timings",
       run_generate);
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text (special tokens like <|im_start|> are recognised)");
+  cmd->add_option("-p,--prompt", o->prompt,
+                  "Prompt text (special tokens like <|im_start|> are recognised)");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->capture_default_str()
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")
+      ->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
   cmd->add_option("--min-p", o->sampling.min_p, "Min-p (0 = off)")->capture_default_str();
   cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty,
-                  "Repetition penalty (1 = off)")->capture_default_str();
+                  "Repetition penalty (1 = off)")
+      ->capture_default_str();
   cmd->add_option("--repeat-last-n", o->sampling.penalty_last_n,
-                  "Tokens the penalties look back over (-1 = all)")->capture_default_str();
+                  "Tokens the penalties look back over (-1 = all)")
+      ->capture_default_str();
   cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "Presence penalty")
       ->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "Frequency penalty")
@@ -371,14 +377,16 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0, 20));
   cmd->add_option("--json", o->json_path,
                   "Also write the completions as a /v1/completions response body to this file");
-  cmd->add_option("-c,--ctx-size", o->ctx_size, "Context size in tokens")->capture_default_str()
+  cmd->add_option("-c,--ctx-size", o->ctx_size, "Context size in tokens")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   add_kv_format_flags(*cmd, o->engine);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--show-special", o->show_special, "Print special tokens' text");
-  cmd->add_flag("--chat", o->chat,
-                "Interactive chat: read user messages from stdin (one per line, until EOF), answer each "
-                "with the model's chat template; -p gives a first message");
+  cmd->add_flag(
+      "--chat", o->chat,
+      "Interactive chat: read user messages from stdin (one per line, until EOF), answer each "
+      "with the model's chat template; -p gives a first message");
   cmd->add_option("--system", o->system, "System prompt for --chat");
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template to use instead of the model's (tokenizer.chat_template)");

@@ -76,8 +76,9 @@ class ChunkSink final : public PromptLogitsSink {
     if (p < first_ || p >= first_ + n_rows_) return;
     const int64_t r = p - first_;
     if (!base_.empty()) {
-      rows[size_t(r)] = eval::kld_row(logits, std::span(base_).subspan(size_t(r * words_), size_t(words_)),
-                                      tokens_[size_t(p) + 1]);
+      rows[size_t(r)] =
+          eval::kld_row(logits, std::span(base_).subspan(size_t(r * words_), size_t(words_)),
+                        tokens_[size_t(p) + 1]);
     }
     if (!encoded.empty()) {
       eval::encode_row(logits, std::span(encoded).subspan(size_t(r * words_), size_t(words_)));
@@ -104,8 +105,9 @@ int run_perplexity(const PerplexityOptions& o) {
     return 1;
   };
   if (o.file.empty() && o.kld_base.empty()) {
-    return fail(Status::invalid_argument("give a text (-f) or a base logits file "
-                                         "(--kl-divergence-base)"));
+    return fail(
+        Status::invalid_argument("give a text (-f) or a base logits file "
+                                 "(--kl-divergence-base)"));
   }
   if (!o.kld_base_out.empty() && o.file.empty() && o.kld_base.empty()) {
     return fail(Status::invalid_argument("--kl-divergence-base-out needs -f"));
@@ -135,9 +137,9 @@ int run_perplexity(const PerplexityOptions& o) {
     ss << in.rdbuf();
     tokens = m->tokenizer->encode(ss.str(), /*add_special=*/true, /*parse_special=*/false);
     if (int64_t(tokens.size()) < 2 * int64_t(n_ctx)) {
-      return fail(Status::invalid_argument(
-          "'{}' has {} tokens; perplexity at context {} needs at least {}", o.file, tokens.size(),
-          n_ctx, 2 * n_ctx));
+      return fail(
+          Status::invalid_argument("'{}' has {} tokens; perplexity at context {} needs at least {}",
+                                   o.file, tokens.size(), n_ctx, 2 * n_ctx));
     }
   }
   if (base) {
@@ -153,9 +155,9 @@ int run_perplexity(const PerplexityOptions& o) {
       // llama-perplexity --chunks N keeps the first N chunks.
       const int64_t n_chunks_text = int64_t(tokens.size()) / n_ctx;
       if (n_chunks_text < h.n_chunk) {
-        return fail(Status::invalid_argument(
-            "'{}' makes {} chunks of {}, fewer than the base file's {}", o.file, n_chunks_text,
-            n_ctx, h.n_chunk));
+        return fail(
+            Status::invalid_argument("'{}' makes {} chunks of {}, fewer than the base file's {}",
+                                     o.file, n_chunks_text, n_ctx, h.n_chunk));
       }
       const auto diff = std::mismatch(bt.begin(), bt.end(), tokens.begin());
       if (diff.first != bt.end()) {
@@ -212,8 +214,8 @@ int run_perplexity(const PerplexityOptions& o) {
     if (base || out) {
       std::vector<uint16_t> base_rows;
       if (base) OMNIBUS_RETURN_IF_ERROR(base->read_chunk(c, &base_rows));
-      auto sink = std::make_shared<ChunkSink>(first, eval::rows_per_chunk(n_ctx), n_vocab,
-                                              r.prompt, std::move(base_rows), out.has_value());
+      auto sink = std::make_shared<ChunkSink>(first, eval::rows_per_chunk(n_ctx), n_vocab, r.prompt,
+                                              std::move(base_rows), out.has_value());
       r.prompt_logits_sink = sink;
       sinks.push_back(std::move(sink));
     }
@@ -285,7 +287,8 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-f,--file", o->file,
                   "Text file to evaluate (with --kl-divergence-base: checked against the base "
                   "file's tokens)");
-  cmd->add_option("-c,--ctx-size", o->ctx_size, "Tokens per chunk (default 512, or the base file's)")
+  cmd->add_option("-c,--ctx-size", o->ctx_size,
+                  "Tokens per chunk (default 512, or the base file's)")
       ->check(CLI::Range(8, 1 << 20));
   cmd->add_option("--kl-divergence-base", o->kld_base,
                   "Compare against this logits file (llama-perplexity --kl-divergence-base "

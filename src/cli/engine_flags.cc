@@ -30,7 +30,8 @@ void add_task_flags(CLI::App& cmd, ModelFlags& f) {
                  "auto, generate or embed (auto: embed when the GGUF pools or is an encoder)")
       ->capture_default_str();
   cmd.add_option("--pooling", f.pooling,
-                 "Embeddings: mean, cls, last or rank (a cross-encoder's scores; default: the GGUF's pooling_type; decoders: last)");
+                 "Embeddings: mean, cls, last or rank (a cross-encoder's scores; default: the "
+                 "GGUF's pooling_type; decoders: last)");
 }
 
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {

@@ -16,18 +16,19 @@ StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
   m.pool = std::make_unique<ThreadPool>(flags.threads);
   {
     ProgressBar bar("loading " + model, 0, "MiB", double(1 << 20));
-    OMNIBUS_ASSIGN_OR_RETURN(m.model,
-                             load_model(m.file, *m.pool, [&bar](uint64_t done, uint64_t total) {
-                               bar.update(done, total);
-                             }));
+    OMNIBUS_ASSIGN_OR_RETURN(
+        m.model, load_model(m.file, *m.pool,
+                            [&bar](uint64_t done, uint64_t total) { bar.update(done, total); }));
   }
   OMNIBUS_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(*m.file));
   OMNIBUS_ASSIGN_OR_RETURN(const std::string task, apply_task(flags, *m.model));
   const ModelConfig& c = m.model->config();
-  fmt::print(stderr, "model: {} ({}, {} layers, n_embd {}, {} heads / {} kv heads, vocab {}), {} threads{}\n",
-             c.name, c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
-             m.pool->n_threads(),
-             task == "embed" ? fmt::format("; task embed, pooling {}", pooling_name(m.model->pooling())) : "");
+  fmt::print(
+      stderr,
+      "model: {} ({}, {} layers, n_embd {}, {} heads / {} kv heads, vocab {}), {} threads{}\n",
+      c.name, c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab, m.pool->n_threads(),
+      task == "embed" ? fmt::format("; task embed, pooling {}", pooling_name(m.model->pooling()))
+                      : "");
   return m;
 }
 
@@ -38,13 +39,14 @@ StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
   }
   std::string task = flags.task;
   if (task == "auto") {
-    task = model.is_encoder() || c.pooling != PoolingType::kUnspecified || !flags.pooling.empty() ? "embed"
-                                                                                                   : "generate";
+    task = model.is_encoder() || c.pooling != PoolingType::kUnspecified || !flags.pooling.empty()
+               ? "embed"
+               : "generate";
   }
   if (task == "generate") {
     if (model.is_encoder()) {
-      return Status::invalid_argument("--task generate: {} is an embedding model (an encoder); use --task embed",
-                                      c.arch);
+      return Status::invalid_argument(
+          "--task generate: {} is an embedding model (an encoder); use --task embed", c.arch);
     }
     if (!flags.pooling.empty()) return Status::invalid_argument("--pooling needs --task embed");
     return task;
@@ -52,7 +54,9 @@ StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
   PoolingType p = model.pooling();
   if (!flags.pooling.empty()) {
     const std::optional<PoolingType> parsed = parse_pooling(flags.pooling);
-    if (!parsed) return Status::invalid_argument("--pooling must be mean, cls, last or rank, got '{}'", flags.pooling);
+    if (!parsed)
+      return Status::invalid_argument("--pooling must be mean, cls, last or rank, got '{}'",
+                                      flags.pooling);
     p = *parsed;
   } else if (c.pooling != PoolingType::kUnspecified) {
     p = c.pooling;

@@ -22,8 +22,8 @@ struct ModelFlags {
   // "auto": embed when the GGUF says it pools (<arch>.pooling_type) or is an
   // encoder, else generate. embed: the model pools (--pooling, default the
   // GGUF's, else last); generate: a model that only embeds is refused.
-  std::string task = "auto";           // --task auto|generate|embed
-  std::string pooling;                 // --pooling mean|cls|last; "": the GGUF's
+  std::string task = "auto";  // --task auto|generate|embed
+  std::string pooling;        // --pooling mean|cls|last; "": the GGUF's
 };
 
 struct LoadedModel {

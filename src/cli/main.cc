@@ -13,8 +13,10 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.footer(
       "Environment:\n"
-      "  OMNIBUS_ISA=scalar|avx2|avx-vnni|avx512  cap the kernels' ISA tier (default: the best this CPU has;\n"
-      "                                           the server log, bench --json and /get_server_info name it)\n"
+      "  OMNIBUS_ISA=scalar|avx2|avx-vnni|avx512  cap the kernels' ISA tier (default: the best "
+      "this CPU has;\n"
+      "                                           the server log, bench --json and "
+      "/get_server_info name it)\n"
       "  OMNIBUS_NO_SIMD=1                        the scalar reference kernels only");
   // The tier is read (and a bad OMNIBUS_ISA refused, exit code 2) before anything runs.
   (void)omnibus::cpu_features();

@@ -21,7 +21,8 @@ static std::vector<fs::path> model_dirs() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    // build/omnibus -> <checkout>/models; also <prefix>/bin/omnibus -> <prefix>/share/omnibus/models
+    // build/omnibus -> <checkout>/models; also <prefix>/bin/omnibus ->
+    // <prefix>/share/omnibus/models
     dirs.push_back(exe.parent_path().parent_path() / "models");
     dirs.push_back(exe.parent_path().parent_path() / "share" / "omnibus" / "models");
   }

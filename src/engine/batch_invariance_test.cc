@@ -22,8 +22,8 @@ namespace omnibus {
 namespace {
 
 struct Run {
-  std::vector<std::vector<int32_t>> tokens;               // [request]
-  std::vector<std::vector<std::vector<float>>> logits;    // [request][token][n_vocab]
+  std::vector<std::vector<int32_t>> tokens;             // [request]
+  std::vector<std::vector<std::vector<float>>> logits;  // [request][token][n_vocab]
 };
 
 Run run_engine(Model& model, const std::vector<std::vector<int32_t>>& prompts, int32_t max_tokens,

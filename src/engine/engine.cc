@@ -286,7 +286,8 @@ void Engine::Impl::step() {
   OMNIBUS_CHECK(int64_t(pooled.size()) >= batch.n_pool_rows() * n_embd);
   pool_rows.clear();
   int64_t n_pooled = 0;
-  for (const StepSeq& ss : batch.seqs) pool_rows.push_back(ss.pool ? pooled.data() + (n_pooled++) * n_embd : nullptr);
+  for (const StepSeq& ss : batch.seqs)
+    pool_rows.push_back(ss.pool ? pooled.data() + (n_pooled++) * n_embd : nullptr);
   score_prompts(plan, logits);  // before update_from_output advances the sequences
   for (int32_t i : scheduler.update_from_output()) {
     Sequence& seq = *plan.seqs[size_t(i)].seq;

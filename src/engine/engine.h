@@ -188,7 +188,7 @@ struct EngineStats {
   uint64_t n_tokens_processed = 0;  // tokens run through the model (prompt, recompute, decode)
   uint64_t n_tokens_generated = 0;  // tokens sampled
   uint64_t n_requests_finished = 0;
-  uint64_t n_embeddings = 0;  // embedding requests finished with their vector
+  uint64_t n_embeddings = 0;      // embedding requests finished with their vector
   uint64_t n_seqs_scheduled = 0;  // sum over steps of the sequences in the step
   double mean_batch_size = 0.0;   // sequences per step
   double mean_step_tokens = 0.0;  // tokens per step

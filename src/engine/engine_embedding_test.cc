@@ -121,7 +121,8 @@ TEST(EngineEmbedding, BatchedWithGenerationChangesNeither) {
   {
     auto engine = Engine::create(*model, config(64, false));
     ASSERT_TRUE(engine.is_ok());
-    for (int i = 0; i < 4; ++i) alone.push_back(embedding_of(**engine, prompt_of(10 + 9 * i, i, n_vocab)));
+    for (int i = 0; i < 4; ++i)
+      alone.push_back(embedding_of(**engine, prompt_of(10 + 9 * i, i, n_vocab)));
     auto s = (*engine)->submit(gen);
     ASSERT_TRUE(s.is_ok());
     gen_alone = collect(**s)[0].tokens;
@@ -180,7 +181,8 @@ TEST(EngineEmbedding, EncoderRunsWholePromptsAndOnlyEmbeds) {
   EXPECT_GE(info.max_num_batched_tokens, 512);
   std::vector<std::vector<float>> alone;
   const std::vector<int32_t> lens = {5, 40, 17, 70};  // 70 > the 64 asked: the budget was raised
-  for (size_t i = 0; i < lens.size(); ++i) alone.push_back(embedding_of(**engine, prompt_of(lens[i], int32_t(i), n_vocab)));
+  for (size_t i = 0; i < lens.size(); ++i)
+    alone.push_back(embedding_of(**engine, prompt_of(lens[i], int32_t(i), n_vocab)));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (size_t i = 0; i < lens.size(); ++i) {
     auto s = (*engine)->submit(embed_request(prompt_of(lens[i], int32_t(i), n_vocab)));

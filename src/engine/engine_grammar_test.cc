@@ -32,9 +32,11 @@ std::shared_ptr<const grammar::VocabTrie> test_vocab() {
   v.maskable.assign(kVocab, true);
   for (int i = 0; i < 10; ++i) v.pieces[size_t(i)] = std::string(1, char('0' + i));
   for (int i = 0; i < 26; ++i) v.pieces[size_t(10 + i)] = std::string(1, char('a' + i));
-  const char* more[] = {"{", "}", "\"", ":", ",", " ", "ab", "abc", "12", "x1", "\"a", "\":", "},", "00"};
+  const char* more[] = {"{",   "}",  "\"", ":",   ",",   " ",  "ab",
+                        "abc", "12", "x1", "\"a", "\":", "},", "00"};
   for (size_t i = 0; i < std::size(more); ++i) v.pieces[36 + i] = more[i];
-  for (int i = 36 + int(std::size(more)); i < kVocab; ++i) v.maskable[size_t(i)] = false;  // control
+  for (int i = 36 + int(std::size(more)); i < kVocab; ++i)
+    v.maskable[size_t(i)] = false;  // control
   v.pieces[kEog] = "";
   v.eog_ids = {kEog};
   return std::make_shared<const grammar::VocabTrie>(std::move(v));
@@ -91,7 +93,8 @@ std::string text_of(const std::vector<int32_t>& ids) {
   return s;
 }
 
-Request constrained(std::shared_ptr<const grammar::TokenMasker> g, uint64_t seed, int32_t max_tokens = 64) {
+Request constrained(std::shared_ptr<const grammar::TokenMasker> g, uint64_t seed,
+                    int32_t max_tokens = 64) {
   Request r;
   r.prompt = {1, 2, 3, int32_t(seed % 50)};
   r.max_tokens = max_tokens;
@@ -130,8 +133,9 @@ TEST(EngineGrammar, NSequencesEachFollowTheGrammar) {
   auto engine = Engine::create(model, config(model));
   ASSERT_TRUE(engine.is_ok());
   auto g = masker("root ::= \"{\" \"\\\"\" [a-z]+ \"\\\":\" [0-9]+ \"}\"\n");
-  const std::vector<CharRun> want = {{"{", 1, 1}, {"\"", 1, 1}, {kLower, 1, kMany}, {"\"", 1, 1}, {":", 1, 1},
-                                 {kDigits, 1, kMany}, {"}", 1, 1}};
+  const std::vector<CharRun> want = {{"{", 1, 1},  {"\"", 1, 1}, {kLower, 1, kMany},
+                                     {"\"", 1, 1}, {":", 1, 1},  {kDigits, 1, kMany},
+                                     {"}", 1, 1}};
   Request r = constrained(g, 7);
   r.n = 6;
   auto s = (*engine)->submit(std::move(r));
@@ -206,7 +210,8 @@ TEST(EngineGrammar, AConstrainedNeighbourDoesNotChangeAnotherSequencesTokens) {
   ForwardHold hold(&model);
   std::vector<std::shared_ptr<RequestStream>> neighbours;
   auto g = masker("root ::= [0-9]+ \",\"\n");
-  for (uint64_t seed = 0; seed < 8; ++seed) neighbours.push_back(*(*engine)->submit(constrained(g, seed)));
+  for (uint64_t seed = 0; seed < 8; ++seed)
+    neighbours.push_back(*(*engine)->submit(constrained(g, seed)));
   auto together = (*engine)->submit(free_text);
   ASSERT_TRUE(together.is_ok());
   hold.release();
@@ -229,7 +234,8 @@ TEST(EngineGrammar, PreemptionKeepsEachSequencesGrammarState) {
     std::vector<std::shared_ptr<RequestStream>> streams;
     {
       ForwardHold hold(&model);  // all queued before any step: they compete for the pool
-      for (uint64_t seed = 0; seed < 8; ++seed) streams.push_back(*(*engine)->submit(constrained(g, seed, 32)));
+      for (uint64_t seed = 0; seed < 8; ++seed)
+        streams.push_back(*(*engine)->submit(constrained(g, seed, 32)));
     }
     std::vector<std::vector<int32_t>> out;
     for (auto& s : streams) {

@@ -4,7 +4,8 @@
 //
 //   engine.cc             the public Engine API, the loop (run), step, publish_*
 //   engine_create.cc      Engine::create: checks the config, sizes the pool, the tier
-//   engine_requests.cc    dispatch (the inbox), accept, fork, finish, finish_embedding, abort_request,
+//   engine_requests.cc    dispatch (the inbox), accept, fork, finish, finish_embedding,
+//   abort_request,
 //                         abort_all
 //   engine_sampling.cc    sample_all, draw, emit: logits rows -> tokens -> events
 //   engine_kv_load.cc     start/end_kv_load: KV blocks from outside the pool (kv_load.h)
@@ -206,10 +207,11 @@ struct Engine::Impl {
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
   std::vector<const float*> last_rows;      // this step's: each plan entry's last logits row
-  std::vector<const float*> pool_rows;      // this step's: each plan entry's pooled row (embeddings), or null
-  GrammarMasks masks;                       // next-token masks of constrained sequences
-  EngineStats local;                        // published to `stats` after each step
-  double peak_waste_sum = 0;                // over the steps at peak KV usage
+  std::vector<const float*>
+      pool_rows;              // this step's: each plan entry's pooled row (embeddings), or null
+  GrammarMasks masks;         // next-token masks of constrained sequences
+  EngineStats local;          // published to `stats` after each step
+  double peak_waste_sum = 0;  // over the steps at peak KV usage
   int64_t n_peak_steps = 0;
 
   // Guarded by mu.

@@ -50,10 +50,12 @@ void copy_blocks(const KvRegionInfo& from, const std::vector<int32_t>& src, cons
   for (size_t l = 0; l < from.k_offset.size(); ++l) {
     for (size_t i = 0; i < src.size(); ++i) {
       std::memcpy(static_cast<char*>(to.base) + to.k_offset[l] + size_t(dst[i]) * to.k_block_bytes,
-                  static_cast<const char*>(from.base) + from.k_offset[l] + size_t(src[i]) * from.k_block_bytes,
+                  static_cast<const char*>(from.base) + from.k_offset[l] +
+                      size_t(src[i]) * from.k_block_bytes,
                   from.k_block_bytes);
       std::memcpy(static_cast<char*>(to.base) + to.v_offset[l] + size_t(dst[i]) * to.v_block_bytes,
-                  static_cast<const char*>(from.base) + from.v_offset[l] + size_t(src[i]) * from.v_block_bytes,
+                  static_cast<const char*>(from.base) + from.v_offset[l] +
+                      size_t(src[i]) * from.v_block_bytes,
                   from.v_block_bytes);
     }
   }
@@ -66,23 +68,25 @@ struct ImportLog {
 };
 
 // An import of `pinned` from `prefill` that copies synchronously (or fails).
-std::shared_ptr<KvImport> import_from(Engine& prefill, const KvPinned& pinned, Engine& decode, ImportLog& log,
-                                      bool fail = false) {
+std::shared_ptr<KvImport> import_from(Engine& prefill, const KvPinned& pinned, Engine& decode,
+                                      ImportLog& log, bool fail = false) {
   auto im = std::make_shared<KvImport>();
   im->n_blocks = int32_t(pinned.blocks.size());
   const KvRegionInfo from = prefill.kv_region(), to = decode.kv_region();
   im->fetch = [from, to, blocks = pinned.blocks, window_offset = pinned.window_offset,
                window_bytes = pinned.window_bytes,
-               fail](int32_t first, std::vector<int32_t> local, int64_t window_dst, std::function<void(bool)> done) {
+               fail](int32_t first, std::vector<int32_t> local, int64_t window_dst,
+                     std::function<void(bool)> done) {
     if (!fail) {
-      std::vector<int32_t> src(blocks.begin() + first, blocks.begin() + first + int32_t(local.size()));
+      std::vector<int32_t> src(blocks.begin() + first,
+                               blocks.begin() + first + int32_t(local.size()));
       copy_blocks(from, src, to, local);
       if (window_dst >= 0) {  // the window rows, from the prefill's transfer slot to the decode's
         EXPECT_GE(window_offset, 0);
         EXPECT_EQ(window_bytes, to.window_bytes);
         EXPECT_LE(uint64_t(window_dst) + window_bytes, to.bytes);
-        std::memcpy(static_cast<char*>(to.base) + window_dst, static_cast<const char*>(from.base) + window_offset,
-                    window_bytes);
+        std::memcpy(static_cast<char*>(to.base) + window_dst,
+                    static_cast<const char*>(from.base) + window_offset, window_bytes);
       }
     }
     // From another thread, as the agent does.
@@ -159,7 +163,8 @@ void expect_transfer_exact(KvFormat format) {
     // after them bitwise).
     const auto after = (*decode)->wait_idle(std::chrono::seconds(30));
     ASSERT_TRUE(after.has_value());
-    EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 11u) << kv_format_name(format);
+    EXPECT_EQ(after->n_tokens_processed - before->n_tokens_processed, 6u + 11u)
+        << kv_format_name(format);
     // The second round finds the blocks the first fetched in its own cache.
     if (params.has_seed) {
       EXPECT_EQ(log.n_local, 4);
@@ -181,11 +186,21 @@ void expect_transfer_exact(KvFormat format) {
   EXPECT_EQ(ds.kv_import_fallbacks, 0u);
 }
 
-TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF32) { expect_transfer_exact(KvFormat::kF32); }
-TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF16) { expect_transfer_exact(KvFormat::kF16); }
-TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ8) { expect_transfer_exact(KvFormat::kQ8); }
-TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ4) { expect_transfer_exact(KvFormat::kQ4); }
-TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsKivi2) { expect_transfer_exact(KvFormat::kKivi2); }
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF32) {
+  expect_transfer_exact(KvFormat::kF32);
+}
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsF16) {
+  expect_transfer_exact(KvFormat::kF16);
+}
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ8) {
+  expect_transfer_exact(KvFormat::kQ8);
+}
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsQ4) {
+  expect_transfer_exact(KvFormat::kQ4);
+}
+TEST(EngineKvTransfer, ImportedBlocksGiveTheSingleEngineOutputsKivi2) {
+  expect_transfer_exact(KvFormat::kKivi2);
+}
 
 // kivi2: a second import that shares the first one's leading blocks finds
 // them locally although they have no fp16 rows (only where a hit ends needs
@@ -200,7 +215,7 @@ TEST(EngineKvTransfer, Kivi2ASharedPrefixIsNotFetchedAgain) {
   auto single = Engine::create(*model, config_for(*model, KvFormat::kKivi2, 64));
   ASSERT_TRUE(prefill.is_ok() && decode.is_ok() && single.is_ok());
   const std::vector<int32_t> a = prompt_of(70, 31, n_vocab);  // 4 full blocks + 6
-  std::vector<int32_t> b(a.begin(), a.begin() + 40);  // blocks 0, 1 shared
+  std::vector<int32_t> b(a.begin(), a.begin() + 40);          // blocks 0, 1 shared
   const std::vector<int32_t> tail = prompt_of(30, 32, n_vocab);
   b.insert(b.end(), tail.begin(), tail.end());
   int32_t want_local = 0;
@@ -270,13 +285,15 @@ TEST(EngineKvTransfer, Kivi2PinsExportTheirWindowRows) {
   ASSERT_GT(region.window_bytes, 0u);
   const std::vector<int32_t> prompt = prompt_of(40, 4, model->config().n_vocab);
   std::vector<uint64_t> pins;
-  for (int i = 0; i < kKvTransferSlots; ++i) {  // every transfer slot: distinct offsets past the blocks
+  for (int i = 0; i < kKvTransferSlots;
+       ++i) {  // every transfer slot: distinct offsets past the blocks
     const auto pinned = prefill_pin(**engine, prompt);
     ASSERT_NE(pinned, nullptr);
     ASSERT_EQ(pinned->blocks.size(), 2u);
     EXPECT_EQ(pinned->window_bytes, region.window_bytes);
-    EXPECT_GE(uint64_t(pinned->window_offset),
-              size_t(region.n_blocks) * (region.k_block_bytes + region.v_block_bytes) * region.k_offset.size());
+    EXPECT_GE(uint64_t(pinned->window_offset), size_t(region.n_blocks) *
+                                                   (region.k_block_bytes + region.v_block_bytes) *
+                                                   region.k_offset.size());
     EXPECT_LE(uint64_t(pinned->window_offset) + pinned->window_bytes, region.bytes);
     pins.push_back(pinned->pin_id);
   }
@@ -293,7 +310,8 @@ TEST(EngineKvTransfer, Kivi2PinsExportTheirWindowRows) {
   EXPECT_GE(again->window_offset, 0);
   pins.back() = again->pin_id;
   for (uint64_t id : pins) (*engine)->unpin(id);
-  auto check = (*engine)->submit(request(prompt, 1, greedy()));  // one more iteration takes the unpins
+  auto check =
+      (*engine)->submit(request(prompt, 1, greedy()));  // one more iteration takes the unpins
   ASSERT_TRUE(check.is_ok());
   collect(**check);
   const auto idle = (*engine)->wait_idle(std::chrono::seconds(30));
@@ -372,12 +390,13 @@ TEST(EngineKvTransfer, PinsHoldTheirBlocksUntilUnpinned) {
   EXPECT_EQ(idle->kv_blocks_used, 2);
   // Requests that run meanwhile cannot evict pinned blocks: fill the pool.
   for (uint32_t i = 0; i < 3; ++i) {
-    auto s = (*engine)->submit(request(prompt_of(200, 100 + i, model->config().n_vocab), 8, greedy()));
+    auto s =
+        (*engine)->submit(request(prompt_of(200, 100 + i, model->config().n_vocab), 8, greedy()));
     ASSERT_TRUE(s.is_ok());
     collect(**s);
   }
   (*engine)->unpin(pinned->pin_id);
-  (*engine)->unpin(pinned->pin_id);  // twice: ignored
+  (*engine)->unpin(pinned->pin_id);                              // twice: ignored
   auto check = (*engine)->submit(request(prompt, 1, greedy()));  // one more iteration
   ASSERT_TRUE(check.is_ok());
   collect(**check);
@@ -427,7 +446,8 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
   ImportLog log;
   auto im = std::make_shared<KvImport>();
   im->n_blocks = 3;
-  im->fetch = [&started](int32_t, std::vector<int32_t> local, int64_t, std::function<void(bool)> done) {
+  im->fetch = [&started](int32_t, std::vector<int32_t> local, int64_t,
+                         std::function<void(bool)> done) {
     EXPECT_EQ(local.size(), 3u);
     started.set_value(std::move(done));
   };
@@ -460,7 +480,8 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
 
   // Shutdown with a fetch in flight: the destructor waits for done.
   std::promise<std::function<void(bool)>> started2;
-  im->fetch = [&started2](int32_t, std::vector<int32_t>, int64_t, std::function<void(bool)> fetch_done) {
+  im->fetch = [&started2](int32_t, std::vector<int32_t>, int64_t,
+                          std::function<void(bool)> fetch_done) {
     started2.set_value(std::move(fetch_done));
   };
   Request r2 = request(prompt, 8, greedy());
@@ -477,7 +498,8 @@ TEST(EngineKvTransfer, AbortAndShutdownWaitForAFetchInFlight) {
   // engine saw the stop: either way the stream ends.
   ASSERT_FALSE(events2.empty());
   EXPECT_TRUE(events2.back().final);
-  EXPECT_TRUE(events2.back().finish == FinishReason::kAbort || events2.back().finish == FinishReason::kLength);
+  EXPECT_TRUE(events2.back().finish == FinishReason::kAbort ||
+              events2.back().finish == FinishReason::kLength);
 }
 
 }  // namespace

@@ -23,9 +23,9 @@ namespace omnibus {
 
 // Everything one engine run produced, by request (submission order).
 struct Outcome {
-  std::vector<std::map<int32_t, SeqResult>> results;                              // [request][seq]
+  std::vector<std::map<int32_t, SeqResult>> results;                             // [request][seq]
   std::map<std::pair<size_t, int32_t>, std::vector<std::vector<float>>> logits;  // (request, seq)
-  std::vector<int32_t> n_cached;                                                  // [request]
+  std::vector<int32_t> n_cached;                                                 // [request]
   EngineStats stats;  // once idle (the engine checked its KV cache's integrity then)
   EngineInfo info;
 };

@@ -52,14 +52,17 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n, int32_t n_vocab
 // n_groups prefixes of prefix_len tokens; each request = a prefix + unique tokens.
 std::vector<Request> shared_prefix_requests(std::mt19937& rng, int32_t n_vocab, int32_t n_groups,
                                             int32_t n_per_group, int32_t prefix_len,
-                                            int32_t max_unique, int32_t max_tokens, bool seeded_sampling) {
+                                            int32_t max_unique, int32_t max_tokens,
+                                            bool seeded_sampling) {
   std::vector<std::vector<int32_t>> prefixes;
-  for (int32_t g = 0; g < n_groups; ++g) prefixes.push_back(random_tokens(rng, prefix_len, n_vocab));
+  for (int32_t g = 0; g < n_groups; ++g)
+    prefixes.push_back(random_tokens(rng, prefix_len, n_vocab));
   std::vector<Request> reqs;
   for (int32_t i = 0; i < n_groups * n_per_group; ++i) {
     Request r;
     r.prompt = prefixes[size_t(i % n_groups)];
-    const std::vector<int32_t> own = random_tokens(rng, 1 + int32_t(rng() % uint32_t(max_unique)), n_vocab);
+    const std::vector<int32_t> own =
+        random_tokens(rng, 1 + int32_t(rng() % uint32_t(max_unique)), n_vocab);
     r.prompt.insert(r.prompt.end(), own.begin(), own.end());
     r.max_tokens = max_tokens;
     r.ignore_eos = true;
@@ -302,7 +305,8 @@ void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_token
                              KvFormat kv_format = KvFormat::kF16) {
   std::mt19937 rng(2025);
   const int32_t n_vocab = model.config().n_vocab;
-  const std::vector<Request> reqs = shared_prefix_requests(rng, n_vocab, 2, 3, prefix_len, 8, max_tokens, false);
+  const std::vector<Request> reqs =
+      shared_prefix_requests(rng, n_vocab, 2, 3, prefix_len, 8, max_tokens, false);
   const EngineConfig cfg = base_config(model, 16, 128, 64, kv_format);
   const Outcome on = run_all(model, cfg, reqs, true);
   const Outcome off = run_off(model, cfg, reqs, true);
@@ -312,7 +316,9 @@ void expect_real_model_exact(Model& model, int32_t prefix_len, int32_t max_token
   const Outcome together = run_all(model, base_config(model, 16, 128, 24, kv_format), reqs, false);
   expect_same_outputs(together, off);
   // kivi2: every read was the format's own (no residual slot stolen)
-  EXPECT_EQ(on.stats.kv_residual_steals + off.stats.kv_residual_steals + together.stats.kv_residual_steals, 0u);
+  EXPECT_EQ(on.stats.kv_residual_steals + off.stats.kv_residual_steals +
+                together.stats.kv_residual_steals,
+            0u);
 }
 
 TEST(EnginePrefixCache, TinyLlamaBitwiseEqual) {

@@ -78,10 +78,10 @@ TEST(EngineSlidingWindow, BitwiseEqualToEveryLayerKeepingEveryToken) {
       for (int32_t block_size : {4, 16}) {
         SCOPED_TRACE(::testing::Message() << n_layer << " layers, " << kv_format_name(format)
                                           << ", block size " << block_size);
-        const Outcome full =
-            run_all(*model, config(*model, block_size, 4096 / block_size, format, false), reqs, false);
-        const Outcome hybrid =
-            run_all(*model, config(*model, block_size, 4096 / block_size, format, true), reqs, false);
+        const Outcome full = run_all(
+            *model, config(*model, block_size, 4096 / block_size, format, false), reqs, false);
+        const Outcome hybrid = run_all(
+            *model, config(*model, block_size, 4096 / block_size, format, true), reqs, false);
         EXPECT_EQ(full.info.kv_layer_groups, 1);
         EXPECT_EQ(hybrid.info.kv_layer_groups, n_layer == 6 ? 3 : 4);
         expect_same_outputs(hybrid, full);
@@ -112,7 +112,8 @@ TEST(EngineSlidingWindow, HitsPreemptionAndForksStayExact) {
   EXPECT_GT(small.stats.prefix_cache_hits, 0u);
   expect_same_outputs(small, ref);
   // One by one: every request after the first with the prefix hits it.
-  const Outcome one_by_one = run_all(*model, config(*model, 4, 1024, KvFormat::kF32, true), reqs, true);
+  const Outcome one_by_one =
+      run_all(*model, config(*model, 4, 1024, KvFormat::kF32, true), reqs, true);
   EXPECT_GT(one_by_one.stats.prefix_cache_hits, 0u);
   expect_same_outputs(one_by_one, ref);
 }
@@ -134,8 +135,8 @@ TEST(EngineSlidingWindow, ALongSequenceHoldsItsWindowNotItsHistory) {
   // Peak bytes: the uniform layout holds 53 blocks of 6 layers; the hybrid one
   // 53 of the 2 full layers plus, per sliding group, the few blocks of a
   // window of 8 (and of a 16-token chunk while prefilling) of 2 layers.
-  const double full_bytes =
-      double(full.stats.peak_kv_blocks_used) * double(full.info.kv_cache_bytes) / full.info.n_blocks;
+  const double full_bytes = double(full.stats.peak_kv_blocks_used) *
+                            double(full.info.kv_cache_bytes) / full.info.n_blocks;
   const double hybrid_bytes = double(hybrid.stats.peak_kv_blocks_used) *
                               double(hybrid.info.kv_cache_bytes) / hybrid.info.n_blocks;
   EXPECT_EQ(full.stats.peak_kv_blocks_used, 53);
@@ -181,7 +182,8 @@ TEST(EngineSlidingWindow, ResidualFormatsBitwiseEqual) {
         const Outcome uniform_one_by_one = run_all(*model, cfg, reqs, true);
         EXPECT_EQ(one_by_one.stats.prefix_cache_hits > 0,
                   uniform_one_by_one.stats.prefix_cache_hits > 0);
-        EXPECT_TRUE(one_by_one.stats.prefix_cache_hits > 0 || (residual_blocks == 1 && block_size == 4));
+        EXPECT_TRUE(one_by_one.stats.prefix_cache_hits > 0 ||
+                    (residual_blocks == 1 && block_size == 4));
         SCOPED_TRACE("one by one");
         expect_same_outputs(one_by_one, full);
       }

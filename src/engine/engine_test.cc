@@ -83,8 +83,8 @@ TEST(Engine, KiviResidualSlotsBoundTheRunningSequences) {
     auto e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok()) << e.status().to_string();
     EXPECT_EQ((*e)->info().max_num_seqs, 10) << kv_format_name(format);
-    EXPECT_EQ((*e)->info().kv_cache_bytes,
-              (*e)->info().n_blocks * int64_t(g.bytes_per_block()) + 10 * per_seq * slot + transfer);
+    EXPECT_EQ((*e)->info().kv_cache_bytes, (*e)->info().n_blocks * int64_t(g.bytes_per_block()) +
+                                               10 * per_seq * slot + transfer);
     c.max_num_seqs = 4;
     e = Engine::create(model, c);
     ASSERT_TRUE(e.is_ok());
@@ -165,7 +165,8 @@ TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
     }
     for (int i = 0; i < 32; ++i) {
       auto out = collect(*streams[size_t(i)]);
-      const SeqResult ref = reference_generate(ref_model, prompts[size_t(i)], lens[size_t(i)], greedy());
+      const SeqResult ref =
+          reference_generate(ref_model, prompts[size_t(i)], lens[size_t(i)], greedy());
       EXPECT_EQ(out[0].tokens, ref.tokens) << "request " << i << " budget " << budget;
       std::lock_guard<std::mutex> lock(mu);
       EXPECT_EQ(rows[std::make_pair(streams[size_t(i)]->id(), 0)], ref.logits) << "request " << i;
@@ -178,7 +179,7 @@ TEST(Engine, ConcurrentRequestsMatchRunsAlone) {
 // sequences continue exactly where they were (seeded sampling included).
 TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
   FakeModel model;
-  FakeModel ref_model;  // the engine's model belongs to its thread
+  FakeModel ref_model;                            // the engine's model belongs to its thread
   EngineConfig cfg = fake_config(model, 16, 64);  // 64 slots; each request needs 24
   auto engine = Engine::create(model, cfg);
   ASSERT_TRUE(engine.is_ok());
@@ -196,7 +197,8 @@ TEST(Engine, PreemptionAndResumeGiveIdenticalOutput) {
   }
   for (int i = 0; i < 8; ++i) {
     auto out = collect(*streams[size_t(i)]);
-    const SeqResult ref = reference_generate(ref_model, prompts[size_t(i)], 16, seeded(100 + uint64_t(i), 0.8f));
+    const SeqResult ref =
+        reference_generate(ref_model, prompts[size_t(i)], 16, seeded(100 + uint64_t(i), 0.8f));
     EXPECT_EQ(out[0].tokens, ref.tokens) << "request " << i;
   }
   EXPECT_GT((*engine)->stats().n_preemptions, 0u);

@@ -72,8 +72,8 @@ inline std::map<int32_t, SeqResult> collect(RequestStream& stream,
 
 // A model from the bytes of a GGUF file (a tiny_model_testing.h one); null (with a
 // test failure) if it does not load.
-inline std::unique_ptr<Model> load_gguf_bytes(const std::vector<uint8_t>& bytes,
-                                              const char* name, ThreadPool& pool) {
+inline std::unique_ptr<Model> load_gguf_bytes(const std::vector<uint8_t>& bytes, const char* name,
+                                              ThreadPool& pool) {
   auto file = GgufFile::from_bytes(bytes.data(), bytes.size(), name);
   EXPECT_TRUE(file.is_ok());
   if (!file.is_ok()) return nullptr;

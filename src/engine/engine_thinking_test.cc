@@ -30,13 +30,14 @@ std::shared_ptr<const grammar::TokenMasker> digits_grammar() {
   v.maskable.assign(kVocab, true);
   for (int i = 0; i < 10; ++i) v.pieces[size_t(i)] = std::string(1, char('0' + i));
   for (int i = 10; i < 36; ++i) v.pieces[size_t(i)] = std::string(1, char('a' + i - 10));
-  for (int i = 36; i < kVocab; ++i) v.maskable[size_t(i)] = false;  // control: the tags, the end token
+  for (int i = 36; i < kVocab; ++i)
+    v.maskable[size_t(i)] = false;  // control: the tags, the end token
   v.pieces[kEog] = "";
   v.eog_ids = {kEog};
   auto g = grammar::parse_ebnf("root ::= [0-9]{3}\n");
   EXPECT_TRUE(g.is_ok());
-  return std::make_shared<const grammar::TokenMasker>(std::move(g).value(),
-                                                      std::make_shared<const grammar::VocabTrie>(std::move(v)));
+  return std::make_shared<const grammar::TokenMasker>(
+      std::move(g).value(), std::make_shared<const grammar::VocabTrie>(std::move(v)));
 }
 
 EngineConfig config(FakeModel& m) {
@@ -142,7 +143,8 @@ TEST(EngineThinking, AGrammarConstrainsOnlyTheAnswerAfterTheBlock) {
     Request r = thinking_request(seed, /*starts_open=*/true, /*budget=*/6);
     r.ignore_eos = false;
     r.grammar = g;
-    r.sampling.logit_bias = {{kClose, -100.0f}, {kEog, 5.0f}};  // eager to stop: not inside the block
+    r.sampling.logit_bias = {{kClose, -100.0f},
+                             {kEog, 5.0f}};  // eager to stop: not inside the block
     const Outcome out = run(**engine, std::move(r));
     ASSERT_EQ(out.finish, FinishReason::kStop) << seed;
     ASSERT_EQ(out.tokens.size(), 6u + 1u + 3u + 1u) << seed;
@@ -151,7 +153,8 @@ TEST(EngineThinking, AGrammarConstrainsOnlyTheAnswerAfterTheBlock) {
       thought_freely = thought_freely || out.tokens[i] >= 10;
     }
     EXPECT_EQ(out.tokens[6], kClose);
-    for (size_t i = 7; i < 10; ++i) EXPECT_LT(out.tokens[i], 10) << "answer token " << out.tokens[i];
+    for (size_t i = 7; i < 10; ++i)
+      EXPECT_LT(out.tokens[i], 10) << "answer token " << out.tokens[i];
     EXPECT_EQ(out.tokens[10], kEog);
     EXPECT_EQ(out.n_reasoning.back(), 7);
   }

@@ -40,7 +40,8 @@ inline ModelConfig fake_model_config(int n_vocab, int n_ctx) {
 
 class FakeModel : public Model {
  public:
-  explicit FakeModel(int n_vocab = 64, int n_ctx = 4096) : Model(fake_model_config(n_vocab, n_ctx)) {}
+  explicit FakeModel(int n_vocab = 64, int n_ctx = 4096)
+      : Model(fake_model_config(n_vocab, n_ctx)) {}
 
   int64_t n_forward_calls() const { return n_calls_; }
   // Makes every forward() sleep, so that tests can act on running requests.

@@ -44,7 +44,8 @@ class GrammarMasks {
     Pending(std::shared_ptr<const grammar::TokenMasker> k, const grammar::GrammarMatcher& m)
         : masker(std::move(k)), matcher(m) {}
     // Already answered (a cache hit): nothing to compute, no matcher copied.
-    explicit Pending(std::shared_ptr<const grammar::TokenBitmask> ready) : taken(true), mask(std::move(ready)) {}
+    explicit Pending(std::shared_ptr<const grammar::TokenBitmask> ready)
+        : taken(true), mask(std::move(ready)) {}
 
     // Constant after construction (unset when constructed ready).
     std::shared_ptr<const grammar::TokenMasker> masker;

@@ -74,15 +74,15 @@ class PromptLogitsSink {
 };
 
 struct Request {
-  std::vector<int32_t> prompt;  // token ids, non-empty
-  SamplingParams sampling;      // sampling.n_logprobs: alternatives per output token
-  int32_t max_tokens = 16;      // >= 1; prompt + max_tokens <= the engine's max_model_len
-  int32_t min_tokens = 0;       // EOG and stop_token_ids are suppressed until reached
+  std::vector<int32_t> prompt;          // token ids, non-empty
+  SamplingParams sampling;              // sampling.n_logprobs: alternatives per output token
+  int32_t max_tokens = 16;              // >= 1; prompt + max_tokens <= the engine's max_model_len
+  int32_t min_tokens = 0;               // EOG and stop_token_ids are suppressed until reached
   std::vector<int32_t> stop_token_ids;  // end the sequence (finish reason kStop)
-  bool ignore_eos = false;      // do not stop on end-of-generation tokens
-  int32_t n = 1;                // parallel completions sharing the prompt's KV blocks;
-                                // with a seed, sequence i uses seed + i
-  int32_t priority = 0;         // lower runs first (ties: first come, first served)
+  bool ignore_eos = false;              // do not stop on end-of-generation tokens
+  int32_t n = 1;                        // parallel completions sharing the prompt's KV blocks;
+                                        // with a seed, sequence i uses seed + i
+  int32_t priority = 0;                 // lower runs first (ties: first come, first served)
   // Tenant isolation in the prefix cache (vLLM's cache_salt): requests share
   // cached blocks only with requests of the same salt ("" shares with "").
   std::string cache_salt;
@@ -142,11 +142,11 @@ struct EngineEvent {
   bool final = false;  // the request's last event: every sequence has finished
 
   int32_t n_prompt_tokens = 0;
-  int32_t n_cached_tokens = 0;  // prompt tokens served from the prefix cache at the
-                                // sequence's first admission (OpenAI's
-                                // usage.prompt_tokens_details.cached_tokens); the
-                                // same in every event of the sequence
-  int32_t n_output_tokens = 0;  // this sequence's tokens so far, this one included
+  int32_t n_cached_tokens = 0;     // prompt tokens served from the prefix cache at the
+                                   // sequence's first admission (OpenAI's
+                                   // usage.prompt_tokens_details.cached_tokens); the
+                                   // same in every event of the sequence
+  int32_t n_output_tokens = 0;     // this sequence's tokens so far, this one included
   int32_t n_reasoning_tokens = 0;  // of those, the thinking block's (Request::thinking)
 
   // Only in sequence 0's first token event, when the request asked for it:
@@ -160,7 +160,7 @@ struct EngineEvent {
   // An embedding request's final event: the pooled vector, [pooled_dim], not
   // normalised (token == -1, finish == kStop); with rank pooling the scores.
   std::vector<float> embedding;
-  Clock::time_point time;  // when the engine step that produced it finished
+  Clock::time_point time;             // when the engine step that produced it finished
   Clock::time_point first_scheduled;  // when the sequence first entered a step (queue time
                                       // ends); unset if it never did (aborted while waiting)
 };

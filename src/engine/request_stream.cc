@@ -6,11 +6,16 @@ namespace omnibus {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kGrammarDeadEnd: return "grammar_dead_end";
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kGrammarDeadEnd:
+      return "grammar_dead_end";
   }
   return "";
 }

@@ -75,8 +75,8 @@ class RequestStream {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<EngineEvent> events_;  // guarded by mu_
-  bool done_ = false;               // guarded by mu_
+  std::deque<EngineEvent> events_;        // guarded by mu_
+  bool done_ = false;                     // guarded by mu_
   std::shared_ptr<StreamSignal> signal_;  // guarded by mu_; set once
 };
 

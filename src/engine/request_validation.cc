@@ -27,7 +27,8 @@ std::optional<RequestError> validate_request(const Request& req, int32_t n_vocab
   }
   if (req.max_tokens < 1)
     return fail("max_tokens", fmt::format("max_tokens must be >= 1, got {}", req.max_tokens));
-  const int64_t total = int64_t(req.prompt.size()) + (req.embed ? 0 : req.max_tokens);  // embed: no output
+  const int64_t total =
+      int64_t(req.prompt.size()) + (req.embed ? 0 : req.max_tokens);  // embed: no output
   if (total > max_model_len) {
     return fail(
         "max_tokens",
@@ -66,7 +67,8 @@ std::optional<RequestError> validate_request(const Request& req, int32_t n_vocab
     }
     if (!ids_ok) {
       return fail("thinking_token_budget",
-                  "a thinking rule needs closing-tag tokens (and opening-tag tokens unless the prompt opened the "
+                  "a thinking rule needs closing-tag tokens (and opening-tag tokens unless the "
+                  "prompt opened the "
                   "block) inside the vocabulary, and a budget >= -1");
     }
   }

@@ -48,12 +48,13 @@ Status validate(const SamplingParams& p, int32_t n_vocab) {
                                       id, n_vocab);
     }
     if (!(bias >= -100.0f && bias <= 100.0f)) {
-      return Status::invalid_argument("logit_bias for token {} must be in [-100, 100], got {}",
-                                      id, bias);
+      return Status::invalid_argument("logit_bias for token {} must be in [-100, 100], got {}", id,
+                                      bias);
     }
   }
   if (p.n_logprobs < -1 || p.n_logprobs > 20) {
-    return Status::invalid_argument("logprobs must be in [0, 20] (or -1: none), got {}", p.n_logprobs);
+    return Status::invalid_argument("logprobs must be in [0, 20] (or -1: none), got {}",
+                                    p.n_logprobs);
   }
   return Status::ok();
 }
@@ -156,16 +157,15 @@ void restore(Scratch& s, float* logits) {
   s.saved.clear();
 }
 
-void apply_bias_and_penalties(const SamplingParams& p, int32_t n_vocab, Scratch& s,
-                              float* logits, std::span<const int32_t> prompt,
-                              std::span<const int32_t> output) {
+void apply_bias_and_penalties(const SamplingParams& p, int32_t n_vocab, Scratch& s, float* logits,
+                              std::span<const int32_t> prompt, std::span<const int32_t> output) {
   for (const auto& [id, bias] : p.logit_bias) {
     save_original(s, logits, id);
     logits[id] += bias;
   }
 
-  const bool any_penalty = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-                           p.frequency_penalty != 0.0f;
+  const bool any_penalty =
+      p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   if (!any_penalty || p.penalty_last_n == 0) return;
 
   // The window W: the last penalty_last_n positions of prompt ++ output.
@@ -264,8 +264,8 @@ size_t top_p_by_histogram(Scratch& s, size_t n, float max_scaled, float top_p) {
 }
 
 // Stages 3-7 of the pipeline (see sampler.h) for temperature > 0.
-int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s,
-                        const float* logits, SamplerRng& rng) {
+int32_t sample_filtered(const SamplingParams& p, int32_t n_vocab, Scratch& s, const float* logits,
+                        SamplerRng& rng) {
   const int32_t top = argmax_id(logits, n_vocab);
   const float inv_t = 1.0f / p.temperature;
   const float max_scaled = logits[top] * inv_t;

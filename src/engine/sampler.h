@@ -76,7 +76,8 @@ struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // (id, bias in [-100, 100])
   uint64_t seed = 0;
   bool has_seed = false;  // false => seeded from std::random_device
-  int32_t n_logprobs = -1;  // -1: no logprobs; [0, 20]: the sampled one's plus this many alternatives
+  int32_t n_logprobs =
+      -1;  // -1: no logprobs; [0, 20]: the sampled one's plus this many alternatives
 };
 
 // OK, or kInvalidArgument naming the first out-of-range field.

@@ -1,11 +1,11 @@
 #include "engine/sampler.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace omnibus {
 namespace {
@@ -54,7 +54,8 @@ TEST(SamplerRngTest, KnownStreamIsPlatformIndependent) {
   EXPECT_EQ(pinned.next_u64(), 0x6104d9866d113a7eull);
   EXPECT_EQ(pinned.next_u64(), 0xae17533239e499a1ull);
   SamplerRng pinned_double(42);
-  EXPECT_EQ(pinned_double.next_double(), static_cast<double>(0x15780b2e0c2ec716ull >> 11) * 0x1.0p-53);
+  EXPECT_EQ(pinned_double.next_double(),
+            static_cast<double>(0x15780b2e0c2ec716ull >> 11) * 0x1.0p-53);
   SamplerRng a(42), b(42), c(43);
   const uint64_t first = a.next_u64();
   EXPECT_EQ(first, b.next_u64());

@@ -56,7 +56,8 @@ struct Harness {
     std::vector<int32_t> before;
     for (const ScheduledSeq& s : plan.seqs) before.push_back(s.seq->num_computed_tokens);
     const std::vector<int32_t>& due = scheduler.update_from_output();
-    for (size_t i = 0, d = 0; i < plan.seqs.size(); ++i) {  // advanced; `due` are those done computing
+    for (size_t i = 0, d = 0; i < plan.seqs.size();
+         ++i) {  // advanced; `due` are those done computing
       Sequence* seq = plan.seqs[i].seq;
       EXPECT_EQ(seq->num_computed_tokens, before[i] + plan.seqs[i].n_tokens);
       const bool is_due = d < due.size() && due[d] == int32_t(i);
@@ -343,8 +344,8 @@ TEST(Scheduler, ShortPromptIsNotStuckBehindALongOne) {
   h.step();
   h.step();
   Sequence* chat = h.add(16, 4);
-  EXPECT_LE(steps_to_first_token(h, chat), 1);  // admitted at once, whole prompt
-  EXPECT_TRUE(doc->output.empty());              // the document is still being prefilled
+  EXPECT_LE(steps_to_first_token(h, chat), 1);        // admitted at once, whole prompt
+  EXPECT_TRUE(doc->output.empty());                   // the document is still being prefilled
   EXPECT_GE(doc->num_computed_tokens, 3 * 512 - 16);  // and lost at most the short one's tokens
   while (h.scheduler.has_work()) h.step();
   EXPECT_EQ(h.n_finished, 2);
@@ -396,7 +397,8 @@ TEST(Scheduler, PartialPrefillsAreBoundedAndTheBudgetIsUsed) {
     const StepPlan& q = h.step();
     int long_partial = 0;
     for (const ScheduledSeq& e : q.seqs) {
-      const int32_t left_before = e.seq->num_prompt_tokens() - (e.seq->num_computed_tokens - e.n_tokens);
+      const int32_t left_before =
+          e.seq->num_prompt_tokens() - (e.seq->num_computed_tokens - e.n_tokens);
       const bool unfinished = e.seq->num_computed_tokens < e.seq->num_prompt_tokens();
       if (unfinished && left_before > 128) ++long_partial;
     }

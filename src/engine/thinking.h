@@ -46,7 +46,9 @@ class ThinkingTracker {
   // The token the next step must emit instead of sampling (the budget ran out).
   std::optional<int32_t> forced_token() const;
   // The next token is answer text (a grammar constrains it).
-  bool next_is_answer() const { return phase_ == Phase::kAnswer || (phase_ == Phase::kUndecided && n_seen_ == 0); }
+  bool next_is_answer() const {
+    return phase_ == Phase::kAnswer || (phase_ == Phase::kUndecided && n_seen_ == 0);
+  }
   // The next token may open the block: allowed beside the grammar's tokens.
   std::optional<int32_t> may_open() const;
   // Inside the block (or perhaps opening it): end-of-generation is not yet allowed with a grammar.
@@ -65,10 +67,10 @@ class ThinkingTracker {
   enum class Phase { kUndecided, kOpen, kAnswer };
   const ThinkingRule* rule_ = nullptr;
   Phase phase_ = Phase::kAnswer;
-  int32_t n_seen_ = 0;       // output tokens recorded
-  int32_t n_inside_ = 0;     // sampled tokens inside the block
-  int32_t n_reasoning_ = 0;  // tokens of the block, tags included
-  int32_t n_forced_ = 0;     // closing-tag tokens forced so far
+  int32_t n_seen_ = 0;         // output tokens recorded
+  int32_t n_inside_ = 0;       // sampled tokens inside the block
+  int32_t n_reasoning_ = 0;    // tokens of the block, tags included
+  int32_t n_forced_ = 0;       // closing-tag tokens forced so far
   std::vector<int32_t> tail_;  // the block's last close.size() tokens
   bool just_closed_ = false;
 };

@@ -60,7 +60,8 @@ TEST(LogitsFile, RowsDecodeToTheirLogSoftmax) {
 }
 
 TEST(LogitsFile, WritesAndReadsBack) {
-  const std::string path = (std::filesystem::temp_directory_path() / "omnibus_logits_test.kld").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "omnibus_logits_test.kld").string();
   const LogitsFileHeader h{16, 11, 3};
   std::vector<int32_t> tokens(16 * 3);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i % 11);

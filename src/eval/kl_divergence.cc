@@ -1,10 +1,10 @@
 #include "eval/kl_divergence.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "eval/logits_file.h"
 #include "util/check.h"
@@ -38,8 +38,7 @@ double percentile(const std::vector<float>& v, float fraction) {
 
 }  // namespace
 
-KldRow kld_row(std::span<const float> logits, std::span<const uint16_t> base_row,
-               int32_t token) {
+KldRow kld_row(std::span<const float> logits, std::span<const uint16_t> base_row, int32_t token) {
   const int32_t n = int32_t(logits.size());
   OMNIBUS_CHECK(n > 0 && int64_t(base_row.size()) == row_words(n) && token >= 0 && token < n);
   float max_logit = logits[0];
@@ -123,7 +122,8 @@ KlDivergence::Summary KlDivergence::summary() const {
   s.kld_95 = percentile(v, 0.950f);
   s.kld_90 = percentile(v, 0.900f);
   s.kld_10 = percentile(v, 0.100f);
-  s.kld_median = v.size() % 2 == 0 ? 0.5f * (v[v.size() / 2] + v[v.size() / 2 - 1]) : v[v.size() / 2];
+  s.kld_median =
+      v.size() % 2 == 0 ? 0.5f * (v[v.size() / 2] + v[v.size() / 2 - 1]) : v[v.size() / 2];
   s.same_top = double(n_same_top_) / double(count_);
   s.same_top_unc = count_ > 1 ? std::sqrt(s.same_top * (1 - s.same_top) / double(count_ - 1)) : 0;
   const auto dp = mean_and_uncertainty(sum_p_diff_, sum_p_diff2_, count_);

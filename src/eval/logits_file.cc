@@ -94,8 +94,8 @@ StatusOr<LogitsFileReader> LogitsFileReader::open(const std::string& path) {
     return Status::corrupt("'{}': truncated header", path);
   }
   r.h_ = {h[0], h[1], h[2]};
-  if (r.h_.n_ctx < 8 || r.h_.n_ctx > (1 << 22) || r.h_.n_vocab < 2 ||
-      r.h_.n_vocab > (1 << 24) || r.h_.n_chunk < 1 || r.h_.n_chunk > (1 << 20)) {
+  if (r.h_.n_ctx < 8 || r.h_.n_ctx > (1 << 22) || r.h_.n_vocab < 2 || r.h_.n_vocab > (1 << 24) ||
+      r.h_.n_chunk < 1 || r.h_.n_chunk > (1 << 20)) {
     return Status::corrupt("'{}': header out of range (n_ctx {}, n_vocab {}, n_chunk {})", path,
                            r.h_.n_ctx, r.h_.n_vocab, r.h_.n_chunk);
   }

@@ -38,8 +38,10 @@ TEST(GgufCorrupt, BadMagic) {
 }
 
 TEST(GgufCorrupt, UnsupportedVersions) {
-  expect_error(RawGguf().header(1, 0, 0).bytes(), StatusCode::kUnsupported, "GGUF version 1 is not supported");
-  expect_error(RawGguf().header(4, 0, 0).bytes(), StatusCode::kUnsupported, "GGUF version 4 is not supported");
+  expect_error(RawGguf().header(1, 0, 0).bytes(), StatusCode::kUnsupported,
+               "GGUF version 1 is not supported");
+  expect_error(RawGguf().header(4, 0, 0).bytes(), StatusCode::kUnsupported,
+               "GGUF version 4 is not supported");
   expect_error(RawGguf().header(0, 0, 0).bytes(), StatusCode::kUnsupported, "GGUF version 0");
   expect_error(RawGguf().header(0x03000000, 0, 0).bytes(), StatusCode::kUnsupported, "big-endian");
 }
@@ -68,16 +70,19 @@ TEST(GgufCorrupt, TruncatedFieldNamesFieldAndOffset) {
   RawGguf g;
   g.header(3, 0, 1).str("key").u32(4).u8(1);  // u32 value cut after 1 byte
   expect_error(g.bytes(), StatusCode::kCorrupt,
-               "metadata 0 ('key'): truncated: u32 value needs 4 bytes but the file ends at byte 40 (at byte 39)");
+               "metadata 0 ('key'): truncated: u32 value needs 4 bytes but the file ends at byte "
+               "40 (at byte 39)");
 }
 
 TEST(GgufCorrupt, HugeCounts) {
-  expect_error(RawGguf().header(3, 0, uint64_t{1} << 62).bytes(), StatusCode::kCorrupt, "n_kv 4611686018427387904");
-  expect_error(RawGguf().header(3, std::numeric_limits<uint64_t>::max(), 0).bytes(), StatusCode::kCorrupt,
-               "n_tensors 18446744073709551615 cannot fit");
+  expect_error(RawGguf().header(3, 0, uint64_t{1} << 62).bytes(), StatusCode::kCorrupt,
+               "n_kv 4611686018427387904");
+  expect_error(RawGguf().header(3, std::numeric_limits<uint64_t>::max(), 0).bytes(),
+               StatusCode::kCorrupt, "n_tensors 18446744073709551615 cannot fit");
   RawGguf arr;
   arr.header(3, 0, 1).str("a").u32(9).u32(5).u64(uint64_t{1} << 61).zeros(16);
-  expect_error(arr.bytes(), StatusCode::kCorrupt, "array of 2305843009213693952 i32 values extends beyond end of file");
+  expect_error(arr.bytes(), StatusCode::kCorrupt,
+               "array of 2305843009213693952 i32 values extends beyond end of file");
   RawGguf sarr;
   sarr.header(3, 0, 1).str("a").u32(9).u32(8).u64(1000).zeros(64);
   expect_error(sarr.bytes(), StatusCode::kCorrupt, "array of 1000 string values");
@@ -86,11 +91,13 @@ TEST(GgufCorrupt, HugeCounts) {
 TEST(GgufCorrupt, StringLengthsBeyondFile) {
   expect_error(RawGguf().header(3, 0, 1).u64(1000).zeros(20).bytes(), StatusCode::kCorrupt,
                "metadata 0: key length 1000 extends beyond end of file");
-  expect_error(RawGguf().header(3, 0, 1).str("k").u32(8).u64(uint64_t{1} << 63).bytes(), StatusCode::kCorrupt,
+  expect_error(RawGguf().header(3, 0, 1).str("k").u32(8).u64(uint64_t{1} << 63).bytes(),
+               StatusCode::kCorrupt,
                "string value length 9223372036854775808 extends beyond end of file");
   RawGguf g;
   g.header(3, 0, 1).str("tok").u32(9).u32(8).u64(2).str("ok").u64(500).zeros(8);
-  expect_error(g.bytes(), StatusCode::kCorrupt, "array element 1: string length 500 extends beyond end of file");
+  expect_error(g.bytes(), StatusCode::kCorrupt,
+               "array element 1: string length 500 extends beyond end of file");
   expect_error(RawGguf().header(3, 1, 0).u64(77).zeros(30).bytes(), StatusCode::kCorrupt,
                "tensor 0: name length 77 extends beyond end of file");
 }
@@ -98,12 +105,12 @@ TEST(GgufCorrupt, StringLengthsBeyondFile) {
 TEST(GgufCorrupt, UnknownValueTypes) {
   expect_error(RawGguf().header(3, 0, 1).str("k").u32(13).u64(0).bytes(), StatusCode::kCorrupt,
                "metadata 0 ('k'): unknown value type 13");
-  expect_error(RawGguf().header(3, 0, 1).str("k").u32(0xFFFFFFFF).u64(0).bytes(), StatusCode::kCorrupt,
-               "unknown value type 4294967295");
-  expect_error(RawGguf().header(3, 0, 1).str("k").u32(9).u32(77).u64(0).bytes(), StatusCode::kCorrupt,
-               "unknown array element type 77");
-  expect_error(RawGguf().header(3, 0, 1).str("k").u32(9).u32(9).u64(0).bytes(), StatusCode::kUnsupported,
-               "arrays of arrays");
+  expect_error(RawGguf().header(3, 0, 1).str("k").u32(0xFFFFFFFF).u64(0).bytes(),
+               StatusCode::kCorrupt, "unknown value type 4294967295");
+  expect_error(RawGguf().header(3, 0, 1).str("k").u32(9).u32(77).u64(0).bytes(),
+               StatusCode::kCorrupt, "unknown array element type 77");
+  expect_error(RawGguf().header(3, 0, 1).str("k").u32(9).u32(9).u64(0).bytes(),
+               StatusCode::kUnsupported, "arrays of arrays");
 }
 
 // A file with one tensor of the given shape/type at `offset`, and `data_bytes` of data.
@@ -116,17 +123,24 @@ std::vector<uint8_t> one_tensor(const std::vector<int64_t>& shape, uint32_t type
 
 TEST(GgufCorrupt, TensorTypes) {
   ASSERT_TRUE(parse(one_tensor({32}, kQ8_0, 0, 34)).is_ok());
-  expect_error(one_tensor({32}, 99, 0, 64), StatusCode::kCorrupt, "tensor 0 ('w'): unknown tensor type id 99");
+  expect_error(one_tensor({32}, 99, 0, 64), StatusCode::kCorrupt,
+               "tensor 0 ('w'): unknown tensor type id 99");
   expect_error(one_tensor({32}, 4, 0, 64), StatusCode::kCorrupt, "unknown tensor type id 4");
-  expect_error(one_tensor({256}, 16, 0, 512), StatusCode::kUnsupported, "tensor type iq2_xxs (ggml type 16) is not supported");
-  expect_error(one_tensor({33}, kQ8_0, 0, 64), StatusCode::kCorrupt, "row of 33 elements is not a multiple of the q8_0 block size 32");
+  expect_error(one_tensor({256}, 16, 0, 512), StatusCode::kUnsupported,
+               "tensor type iq2_xxs (ggml type 16) is not supported");
+  expect_error(one_tensor({33}, kQ8_0, 0, 64), StatusCode::kCorrupt,
+               "row of 33 elements is not a multiple of the q8_0 block size 32");
 }
 
 TEST(GgufCorrupt, TensorDims) {
-  expect_error(one_tensor({}, kF32, 0, 32), StatusCode::kCorrupt, "n_dims 0 is out of range [1, 4]");
-  expect_error(one_tensor({1, 1, 1, 1, 1}, kF32, 0, 32), StatusCode::kCorrupt, "n_dims 5 is out of range");
-  expect_error(one_tensor({4, 0}, kF32, 0, 32), StatusCode::kCorrupt, "dimension 1 is 0 (must be > 0)");
-  expect_error(one_tensor({-4}, kF32, 0, 32), StatusCode::kCorrupt, "dimension 0 is -4 (must be > 0)");
+  expect_error(one_tensor({}, kF32, 0, 32), StatusCode::kCorrupt,
+               "n_dims 0 is out of range [1, 4]");
+  expect_error(one_tensor({1, 1, 1, 1, 1}, kF32, 0, 32), StatusCode::kCorrupt,
+               "n_dims 5 is out of range");
+  expect_error(one_tensor({4, 0}, kF32, 0, 32), StatusCode::kCorrupt,
+               "dimension 1 is 0 (must be > 0)");
+  expect_error(one_tensor({-4}, kF32, 0, 32), StatusCode::kCorrupt,
+               "dimension 0 is -4 (must be > 0)");
   expect_error(one_tensor({int64_t{1} << 32, int64_t{1} << 32}, kF32, 0, 32), StatusCode::kCorrupt,
                "dimension 1 (4294967296) makes the element count overflow int64");
   expect_error(one_tensor({int64_t{1} << 62}, kF32, 0, 32), StatusCode::kCorrupt,
@@ -138,11 +152,13 @@ TEST(GgufCorrupt, TensorDataOutOfRange) {
   const std::vector<uint8_t> short_data = one_tensor({8}, kF32, 0, 31);
   const Status s = parse(short_data);
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(s.message(), "bad.gguf: tensor 0 ('w'): data [64, 96) extends beyond end of file (size 95) "
-                         "(tensor info at byte 24)");
-  expect_error(one_tensor({8}, kF32, 1024, 32), StatusCode::kCorrupt, "data [1088, 1120) extends beyond end of file");
-  expect_error(one_tensor({8}, kF32, std::numeric_limits<uint64_t>::max() - 31, 32), StatusCode::kCorrupt,
-               "overflows");
+  EXPECT_EQ(s.message(),
+            "bad.gguf: tensor 0 ('w'): data [64, 96) extends beyond end of file (size 95) "
+            "(tensor info at byte 24)");
+  expect_error(one_tensor({8}, kF32, 1024, 32), StatusCode::kCorrupt,
+               "data [1088, 1120) extends beyond end of file");
+  expect_error(one_tensor({8}, kF32, std::numeric_limits<uint64_t>::max() - 31, 32),
+               StatusCode::kCorrupt, "overflows");
 }
 
 TEST(GgufCorrupt, MisalignedTensorOffset) {
@@ -176,7 +192,8 @@ TEST(GgufCorrupt, BadAlignment) {
   }
   GgufWriter s;
   s.set_string("general.alignment", "32");
-  expect_error(s.to_bytes(), StatusCode::kCorrupt, "'general.alignment': has type string, expected u32");
+  expect_error(s.to_bytes(), StatusCode::kCorrupt,
+               "'general.alignment': has type string, expected u32");
   GgufWriter neg;
   neg.set_i32("general.alignment", -32);
   expect_error(neg.to_bytes(), StatusCode::kCorrupt, "not a power of two");
@@ -185,10 +202,12 @@ TEST(GgufCorrupt, BadAlignment) {
 TEST(GgufCorrupt, DuplicateKeysAndTensorNames) {
   RawGguf k;
   k.header(3, 0, 2).kv_u32("a.b", 1).kv_u32("a.b", 2);
-  expect_error(k.bytes(), StatusCode::kCorrupt, "metadata 1 ('a.b'): duplicate key (first defined by metadata 0) (at byte 43)");
+  expect_error(k.bytes(), StatusCode::kCorrupt,
+               "metadata 1 ('a.b'): duplicate key (first defined by metadata 0) (at byte 43)");
   RawGguf t;
   t.header(3, 2, 0).tensor("w", {8}, kF32, 0).tensor("w", {8}, kF32, 32).pad(32).zeros(64);
-  expect_error(t.bytes(), StatusCode::kCorrupt, "tensor 1 ('w'): duplicate tensor name (first used by tensor 0)");
+  expect_error(t.bytes(), StatusCode::kCorrupt,
+               "tensor 1 ('w'): duplicate tensor name (first used by tensor 0)");
 }
 
 TEST(GgufCorrupt, EmptyKeysAndTensorNames) {

@@ -57,9 +57,9 @@ struct GgufTensor {
   DType type = DType::F32;     // a type with known geometry (see gguf_block_geometry)
   std::vector<int64_t> shape;  // ggml order; 1..4 dims, each > 0
   int64_t n_elements = 0;
-  uint64_t offset = 0;       // relative to the start of the data section; a multiple of alignment
-  uint64_t file_offset = 0;  // absolute
-  size_t n_bytes = 0;        // row_size(type, shape[0]) * product(shape[1..])
+  uint64_t offset = 0;         // relative to the start of the data section; a multiple of alignment
+  uint64_t file_offset = 0;    // absolute
+  size_t n_bytes = 0;          // row_size(type, shape[0]) * product(shape[1..])
   const void* data = nullptr;  // points into the mapping
   uint64_t info_offset = 0;    // byte offset of this tensor's info record
 };
@@ -82,7 +82,7 @@ class GgufFile {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
-  uint64_t alignment() const { return alignment_; }     // general.alignment or 32
+  uint64_t alignment() const { return alignment_; }      // general.alignment or 32
   uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
 
   const std::vector<GgufKv>& metadata() const { return kvs_; }
@@ -97,8 +97,10 @@ class GgufFile {
   std::optional<std::string_view> get_string(std::string_view key) const;  // view into the mapping
   // Arrays: nullopt when missing, not an array, or of another element type.
   std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const;
-  std::optional<std::vector<float>> get_float_array(std::string_view key) const;  // f32 or f64 elements
-  std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;  // any integer elements
+  std::optional<std::vector<float>> get_float_array(
+      std::string_view key) const;  // f32 or f64 elements
+  std::optional<std::vector<int64_t>> get_int_array(
+      std::string_view key) const;  // any integer elements
 
   // Status-returning variants for required keys: kNotFound "<path>: missing
   // metadata key 'k'" or kCorrupt "<path>: metadata key 'k' has type string,
@@ -132,7 +134,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;  // the mapping (or owned copy)
   uint64_t size_ = 0;
-  bool mapped_ = false;        // munmap on destruction, else operator delete[]
+  bool mapped_ = false;  // munmap on destruction, else operator delete[]
   uint32_t version_ = 0;
   uint64_t alignment_ = kGgufDefaultAlignment;
   uint64_t data_offset_ = 0;

@@ -4,19 +4,32 @@ namespace omnibus {
 
 const char* gguf_type_name(GgufType t) {
   switch (t) {
-    case GgufType::kUint8: return "u8";
-    case GgufType::kInt8: return "i8";
-    case GgufType::kUint16: return "u16";
-    case GgufType::kInt16: return "i16";
-    case GgufType::kUint32: return "u32";
-    case GgufType::kInt32: return "i32";
-    case GgufType::kFloat32: return "f32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "u64";
-    case GgufType::kInt64: return "i64";
-    case GgufType::kFloat64: return "f64";
+    case GgufType::kUint8:
+      return "u8";
+    case GgufType::kInt8:
+      return "i8";
+    case GgufType::kUint16:
+      return "u16";
+    case GgufType::kInt16:
+      return "i16";
+    case GgufType::kUint32:
+      return "u32";
+    case GgufType::kInt32:
+      return "i32";
+    case GgufType::kFloat32:
+      return "f32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kUint64:
+      return "u64";
+    case GgufType::kInt64:
+      return "i64";
+    case GgufType::kFloat64:
+      return "f64";
   }
   return "?";
 }
@@ -25,17 +38,22 @@ size_t gguf_type_size(GgufType t) {
   switch (t) {
     case GgufType::kUint8:
     case GgufType::kInt8:
-    case GgufType::kBool: return 1;
+    case GgufType::kBool:
+      return 1;
     case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
+    case GgufType::kInt16:
+      return 2;
     case GgufType::kUint32:
     case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
+    case GgufType::kFloat32:
+      return 4;
     case GgufType::kUint64:
     case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
+    case GgufType::kFloat64:
+      return 8;
     case GgufType::kString:
-    case GgufType::kArray: return 0;
+    case GgufType::kArray:
+      return 0;
   }
   return 0;
 }
@@ -49,8 +67,10 @@ bool gguf_type_is_integer(GgufType t) {
     case GgufType::kUint32:
     case GgufType::kInt32:
     case GgufType::kUint64:
-    case GgufType::kInt64: return true;
-    default: return false;
+    case GgufType::kInt64:
+      return true;
+    default:
+      return false;
   }
 }
 

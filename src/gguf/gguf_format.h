@@ -24,7 +24,7 @@ namespace omnibus {
 
 inline constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian u32
 inline constexpr uint64_t kGgufDefaultAlignment = 32;
-inline constexpr uint32_t kGgufMaxDims = 4;           // GGML_MAX_DIMS
+inline constexpr uint32_t kGgufMaxDims = 4;  // GGML_MAX_DIMS
 inline constexpr const char* kGgufAlignmentKey = "general.alignment";
 
 enum class GgufType : uint32_t {

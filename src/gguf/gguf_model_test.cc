@@ -1,7 +1,6 @@
 // The bundled SmolLM2-135M model parses with the expected shapes and metadata.
 // Skipped when models/ has not been fetched.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include "gguf/gguf_file.h"

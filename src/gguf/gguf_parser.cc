@@ -13,8 +13,9 @@ namespace {
 
 // Smallest possible encodings, used to reject impossible counts before any
 // allocation sized by them.
-constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                 // key length, type, 1-byte value
-constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
+constexpr uint64_t kMinKvBytes = 8 + 4 + 1;  // key length, type, 1-byte value
+constexpr uint64_t kMinTensorInfoBytes =
+    8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
 constexpr uint64_t kHeaderBytes = 4 + 4 + 8 + 8;
 constexpr int64_t kMaxAlignment = int64_t{1} << 30;  // far above any real file's 32 or 64
 
@@ -92,8 +93,9 @@ Status GgufParser::parse_header() {
   uint32_t version = 0;
   OMNIBUS_RETURN_IF_ERROR(read_u32(&version, "version"));
   if (version == 1) {
-    return unsupported(4, "GGUF version 1 is not supported (only versions 2 and 3); "
-                          "convert the file with a current llama.cpp");
+    return unsupported(4,
+                       "GGUF version 1 is not supported (only versions 2 and 3); "
+                       "convert the file with a current llama.cpp");
   }
   if (version != 0 && (version & 0xFFFF) == 0) {
     return unsupported(4, "big-endian GGUF (version field {:#010x}) is not supported", version);
@@ -156,7 +158,8 @@ Status GgufParser::parse_kv(uint64_t i) {
     const uint64_t count_at = pos_;
     OMNIBUS_RETURN_IF_ERROR(read_u64(&kv.array_size, "array size"));
     const uint64_t remaining = f_->size_ - pos_;
-    const uint64_t elem_min = kv.array_type == GgufType::kString ? 8 : gguf_type_size(kv.array_type);
+    const uint64_t elem_min =
+        kv.array_type == GgufType::kString ? 8 : gguf_type_size(kv.array_type);
     if (kv.array_size > remaining / elem_min) {
       return corrupt(count_at, "array of {} {} values extends beyond end of file (size {})",
                      kv.array_size, gguf_type_name(kv.array_type), f_->size_);
@@ -168,7 +171,8 @@ Status GgufParser::parse_kv(uint64_t i) {
         uint64_t len = 0;
         OMNIBUS_RETURN_IF_ERROR(read_u64(&len, "string length"));
         if (len > f_->size_ - pos_) {
-          return corrupt(at, "array element {}: string length {} extends beyond end of file (size {})",
+          return corrupt(at,
+                         "array element {}: string length {} extends beyond end of file (size {})",
                          e, len, f_->size_);
         }
         pos_ += len;
@@ -283,16 +287,19 @@ Status GgufParser::place_tensors() {
   f_->data_offset_ = padded / a * a;
   if (f_->data_offset_ > f_->size_) {
     item_ = "data section: ";
-    return corrupt(pos_, "starts at byte {} (tensor infos padded to alignment {}), beyond end of file (size {})",
-                   f_->data_offset_, a, f_->size_);
+    return corrupt(
+        pos_,
+        "starts at byte {} (tensor infos padded to alignment {}), beyond end of file (size {})",
+        f_->data_offset_, a, f_->size_);
   }
   std::vector<size_t> order(f_->tensors_.size());
   for (size_t i = 0; i < f_->tensors_.size(); ++i) {
     GgufTensor& t = f_->tensors_[i];
     item_ = fmt::format("tensor {} ({}): ", i, name_for_message(t.name));
     if (t.offset % a != 0) {
-      return Status::corrupt("{}: {}data offset {} is not a multiple of the alignment {} (tensor info at byte {})",
-                             f_->path_, item_, t.offset, a, t.info_offset);
+      return Status::corrupt(
+          "{}: {}data offset {} is not a multiple of the alignment {} (tensor info at byte {})",
+          f_->path_, item_, t.offset, a, t.info_offset);
     }
     uint64_t begin = 0, end = 0;
     if (__builtin_add_overflow(f_->data_offset_, t.offset, &begin) ||
@@ -301,8 +308,9 @@ Status GgufParser::place_tensors() {
                              f_->path_, item_, t.offset, t.n_bytes, t.info_offset);
     }
     if (end > f_->size_) {
-      return Status::corrupt("{}: {}data [{}, {}) extends beyond end of file (size {}) (tensor info at byte {})",
-                             f_->path_, item_, begin, end, f_->size_, t.info_offset);
+      return Status::corrupt(
+          "{}: {}data [{}, {}) extends beyond end of file (size {}) (tensor info at byte {})",
+          f_->path_, item_, begin, end, f_->size_, t.info_offset);
     }
     t.file_offset = begin;
     t.data = f_->base_ + begin;
@@ -316,10 +324,11 @@ Status GgufParser::place_tensors() {
     const GgufTensor& cur = f_->tensors_[order[k]];
     if (cur.file_offset < prev.file_offset + prev.n_bytes) {
       return Status::corrupt(
-          "{}: tensor {} ({}): data [{}, {}) overlaps tensor {} ({}) data [{}, {}) (tensor info at byte {})",
-          f_->path_, order[k], name_for_message(cur.name), cur.file_offset, cur.file_offset + cur.n_bytes,
-          order[k - 1], name_for_message(prev.name), prev.file_offset, prev.file_offset + prev.n_bytes,
-          cur.info_offset);
+          "{}: tensor {} ({}): data [{}, {}) overlaps tensor {} ({}) data [{}, {}) (tensor info at "
+          "byte {})",
+          f_->path_, order[k], name_for_message(cur.name), cur.file_offset,
+          cur.file_offset + cur.n_bytes, order[k - 1], name_for_message(prev.name),
+          prev.file_offset, prev.file_offset + prev.n_bytes, cur.info_offset);
     }
   }
   return Status::ok();

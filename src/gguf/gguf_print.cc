@@ -50,8 +50,8 @@ void print_gguf(const GgufFile& f, std::FILE* out, bool show_all_array_elements)
   }
   fmt::print(out, "\nmetadata:\n  {:<{}}  {:<{}}  {}\n", "key", key_w, "type", type_w, "value");
   for (const GgufKv& kv : f.metadata()) {
-    fmt::print(out, "  {:<{}}  {:<{}}  {}\n", gguf_escape(kv.key, 80), key_w, kv_type_string(kv), type_w,
-               f.value_to_string(kv, max_elements, max_chars));
+    fmt::print(out, "  {:<{}}  {:<{}}  {}\n", gguf_escape(kv.key, 80), key_w, kv_type_string(kv),
+               type_w, f.value_to_string(kv, max_elements, max_chars));
   }
 
   size_t name_w = 4, shape_w = 5;
@@ -59,8 +59,8 @@ void print_gguf(const GgufFile& f, std::FILE* out, bool show_all_array_elements)
     name_w = std::max(name_w, gguf_escape(t.name, 64).size());
     shape_w = std::max(shape_w, shape_string(t.shape).size());
   }
-  fmt::print(out, "\ntensors:\n  {:>5}  {:<{}}  {:<6}  {:<{}}  {:>12}  {:>12}\n", "#", "name", name_w,
-             "dtype", "shape", shape_w, "offset", "bytes");
+  fmt::print(out, "\ntensors:\n  {:>5}  {:<{}}  {:<6}  {:<{}}  {:>12}  {:>12}\n", "#", "name",
+             name_w, "dtype", "shape", shape_w, "offset", "bytes");
   struct Total {
     size_t count = 0;
     uint64_t bytes = 0;
@@ -70,8 +70,8 @@ void print_gguf(const GgufFile& f, std::FILE* out, bool show_all_array_elements)
   Total all;
   for (size_t i = 0; i < f.tensors().size(); ++i) {
     const GgufTensor& t = f.tensors()[i];
-    fmt::print(out, "  {:>5}  {:<{}}  {:<6}  {:<{}}  {:>12}  {:>12}\n", i, gguf_escape(t.name, 64), name_w,
-               dtype_label(t.type), shape_string(t.shape), shape_w, t.offset, t.n_bytes);
+    fmt::print(out, "  {:>5}  {:<{}}  {:<6}  {:<{}}  {:>12}  {:>12}\n", i, gguf_escape(t.name, 64),
+               name_w, dtype_label(t.type), shape_string(t.shape), shape_w, t.offset, t.n_bytes);
     Total& tot = totals[dtype_label(t.type)];
     ++tot.count;
     tot.bytes += t.n_bytes;
@@ -81,11 +81,14 @@ void print_gguf(const GgufFile& f, std::FILE* out, bool show_all_array_elements)
     all.elements += t.n_elements;
   }
 
-  fmt::print(out, "\ntotals by dtype:\n  {:<6}  {:>7}  {:>14}  {:>10}\n", "dtype", "tensors", "elements", "MiB");
+  fmt::print(out, "\ntotals by dtype:\n  {:<6}  {:>7}  {:>14}  {:>10}\n", "dtype", "tensors",
+             "elements", "MiB");
   for (const auto& [name, tot] : totals) {
-    fmt::print(out, "  {:<6}  {:>7}  {:>14}  {:>10.2f}\n", name, tot.count, tot.elements, tot.bytes / kMiB);
+    fmt::print(out, "  {:<6}  {:>7}  {:>14}  {:>10.2f}\n", name, tot.count, tot.elements,
+               tot.bytes / kMiB);
   }
-  fmt::print(out, "  {:<6}  {:>7}  {:>14}  {:>10.2f}\n", "all", all.count, all.elements, all.bytes / kMiB);
+  fmt::print(out, "  {:<6}  {:>7}  {:>14}  {:>10.2f}\n", "all", all.count, all.elements,
+             all.bytes / kMiB);
 }
 
 }  // namespace omnibus

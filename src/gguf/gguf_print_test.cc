@@ -41,8 +41,10 @@ TEST(GgufPrint, HeaderMetadataTensorsAndTotals) {
   EXPECT_NE(s.find("tensors:     2\n"), std::string::npos) << s;
   EXPECT_NE(s.find("alignment:   32\n"), std::string::npos) << s;
   EXPECT_NE(s.find("llama.block_count      u32            30\n"), std::string::npos) << s;
-  EXPECT_NE(s.find("[20 strings: \"t0\", \"t1\", \"t2\", \"t3\", \"t4\", \"t5\", \"t6\", \"t7\", ...]"),
-            std::string::npos) << s;
+  EXPECT_NE(
+      s.find("[20 strings: \"t0\", \"t1\", \"t2\", \"t3\", \"t4\", \"t5\", \"t6\", \"t7\", ...]"),
+      std::string::npos)
+      << s;
   EXPECT_NE(s.find("token_embd.weight   q8_0    [64, 4]"), std::string::npos) << s;
   EXPECT_NE(s.find("output_norm.weight  f32     [64]   "), std::string::npos) << s;
   EXPECT_NE(s.find("  q8_0          1             256"), std::string::npos) << s;

@@ -20,19 +20,27 @@ T load(const uint8_t* p) {
 
 std::optional<int64_t> int_at(GgufType t, const uint8_t* p) {
   switch (t) {
-    case GgufType::kUint8: return load<uint8_t>(p);
-    case GgufType::kInt8: return load<int8_t>(p);
-    case GgufType::kUint16: return load<uint16_t>(p);
-    case GgufType::kInt16: return load<int16_t>(p);
-    case GgufType::kUint32: return load<uint32_t>(p);
-    case GgufType::kInt32: return load<int32_t>(p);
-    case GgufType::kInt64: return load<int64_t>(p);
+    case GgufType::kUint8:
+      return load<uint8_t>(p);
+    case GgufType::kInt8:
+      return load<int8_t>(p);
+    case GgufType::kUint16:
+      return load<uint16_t>(p);
+    case GgufType::kInt16:
+      return load<int16_t>(p);
+    case GgufType::kUint32:
+      return load<uint32_t>(p);
+    case GgufType::kInt32:
+      return load<int32_t>(p);
+    case GgufType::kInt64:
+      return load<int64_t>(p);
     case GgufType::kUint64: {
       const uint64_t v = load<uint64_t>(p);
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
       return static_cast<int64_t>(v);
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -94,7 +102,8 @@ std::optional<std::string_view> GgufFile::get_string(std::string_view key) const
   return std::string_view(reinterpret_cast<const char*>(kv->value), kv->value_bytes);
 }
 
-std::optional<std::vector<std::string_view>> GgufFile::get_string_array(std::string_view key) const {
+std::optional<std::vector<std::string_view>> GgufFile::get_string_array(
+    std::string_view key) const {
   const GgufKv* kv = find(key);
   if (kv == nullptr || kv->type != GgufType::kArray || kv->array_type != GgufType::kString) {
     return std::nullopt;
@@ -108,7 +117,8 @@ std::optional<std::vector<std::string_view>> GgufFile::get_string_array(std::str
 std::optional<std::vector<float>> GgufFile::get_float_array(std::string_view key) const {
   const GgufKv* kv = find(key);
   if (kv == nullptr || kv->type != GgufType::kArray) return std::nullopt;
-  if (kv->array_type != GgufType::kFloat32 && kv->array_type != GgufType::kFloat64) return std::nullopt;
+  if (kv->array_type != GgufType::kFloat32 && kv->array_type != GgufType::kFloat64)
+    return std::nullopt;
   const size_t step = gguf_type_size(kv->array_type);
   std::vector<float> out(kv->array_size);
   for (uint64_t i = 0; i < kv->array_size; ++i) {
@@ -163,8 +173,8 @@ StatusOr<std::string_view> GgufFile::require_string(std::string_view key) const 
   if (kv == nullptr) return Status::not_found("{}: missing metadata key '{}'", path_, key);
   std::optional<std::string_view> v = get_string(key);
   if (!v) {
-    return Status::corrupt("{}: metadata key '{}' has type {}, expected string (at byte {})",
-                           path_, key, type_string(*kv), kv->key_offset);
+    return Status::corrupt("{}: metadata key '{}' has type {}, expected string (at byte {})", path_,
+                           key, type_string(*kv), kv->key_offset);
   }
   return *v;
 }
@@ -179,7 +189,8 @@ std::string GgufFile::value_to_string(const GgufKv& kv, size_t max_elements,
 
   std::string out = fmt::format("[{} {}", kv.array_size,
                                 kv.array_type != GgufType::kString ? gguf_type_name(kv.array_type)
-                                : kv.array_size == 1 ? "string" : "strings");
+                                : kv.array_size == 1               ? "string"
+                                                                   : "strings");
   if (kv.array_size == 0) return out + "]";
   out += ": ";
   const uint64_t shown = std::min<uint64_t>(kv.array_size, max_elements);

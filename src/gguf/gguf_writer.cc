@@ -53,16 +53,36 @@ void GgufWriter::set(Kv kv) {
   kvs_.push_back(std::move(kv));
 }
 
-void GgufWriter::set_u8(std::string key, uint8_t v) { set({std::move(key), GgufType::kUint8, {}, 0, encode1(v)}); }
-void GgufWriter::set_i8(std::string key, int8_t v) { set({std::move(key), GgufType::kInt8, {}, 0, encode1(v)}); }
-void GgufWriter::set_u16(std::string key, uint16_t v) { set({std::move(key), GgufType::kUint16, {}, 0, encode1(v)}); }
-void GgufWriter::set_i16(std::string key, int16_t v) { set({std::move(key), GgufType::kInt16, {}, 0, encode1(v)}); }
-void GgufWriter::set_u32(std::string key, uint32_t v) { set({std::move(key), GgufType::kUint32, {}, 0, encode1(v)}); }
-void GgufWriter::set_i32(std::string key, int32_t v) { set({std::move(key), GgufType::kInt32, {}, 0, encode1(v)}); }
-void GgufWriter::set_u64(std::string key, uint64_t v) { set({std::move(key), GgufType::kUint64, {}, 0, encode1(v)}); }
-void GgufWriter::set_i64(std::string key, int64_t v) { set({std::move(key), GgufType::kInt64, {}, 0, encode1(v)}); }
-void GgufWriter::set_f32(std::string key, float v) { set({std::move(key), GgufType::kFloat32, {}, 0, encode1(v)}); }
-void GgufWriter::set_f64(std::string key, double v) { set({std::move(key), GgufType::kFloat64, {}, 0, encode1(v)}); }
+void GgufWriter::set_u8(std::string key, uint8_t v) {
+  set({std::move(key), GgufType::kUint8, {}, 0, encode1(v)});
+}
+void GgufWriter::set_i8(std::string key, int8_t v) {
+  set({std::move(key), GgufType::kInt8, {}, 0, encode1(v)});
+}
+void GgufWriter::set_u16(std::string key, uint16_t v) {
+  set({std::move(key), GgufType::kUint16, {}, 0, encode1(v)});
+}
+void GgufWriter::set_i16(std::string key, int16_t v) {
+  set({std::move(key), GgufType::kInt16, {}, 0, encode1(v)});
+}
+void GgufWriter::set_u32(std::string key, uint32_t v) {
+  set({std::move(key), GgufType::kUint32, {}, 0, encode1(v)});
+}
+void GgufWriter::set_i32(std::string key, int32_t v) {
+  set({std::move(key), GgufType::kInt32, {}, 0, encode1(v)});
+}
+void GgufWriter::set_u64(std::string key, uint64_t v) {
+  set({std::move(key), GgufType::kUint64, {}, 0, encode1(v)});
+}
+void GgufWriter::set_i64(std::string key, int64_t v) {
+  set({std::move(key), GgufType::kInt64, {}, 0, encode1(v)});
+}
+void GgufWriter::set_f32(std::string key, float v) {
+  set({std::move(key), GgufType::kFloat32, {}, 0, encode1(v)});
+}
+void GgufWriter::set_f64(std::string key, double v) {
+  set({std::move(key), GgufType::kFloat64, {}, 0, encode1(v)});
+}
 void GgufWriter::set_bool(std::string key, bool v) {
   set({std::move(key), GgufType::kBool, {}, 0, encode1<uint8_t>(v ? 1 : 0)});
 }
@@ -182,7 +202,8 @@ Status GgufWriter::write(const std::string& path, uint32_t version) const {
   if (f == nullptr) return Status::io("{}: cannot create: {}", path, std::strerror(errno));
   const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
   const bool closed = std::fclose(f) == 0;
-  if (n != bytes.size() || !closed) return Status::io("{}: write failed: {}", path, std::strerror(errno));
+  if (n != bytes.size() || !closed)
+    return Status::io("{}: write failed: {}", path, std::strerror(errno));
   return Status::ok();
 }
 

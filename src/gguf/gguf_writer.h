@@ -46,12 +46,14 @@ class GgufWriter {
   // Any fixed-size element type: `payload` holds count little-endian elements.
   // REQUIRES: elem_type is neither kString nor kArray, and
   // payload.size() == count * gguf_type_size(elem_type).
-  void set_array_raw(std::string key, GgufType elem_type, uint64_t count, std::vector<uint8_t> payload);
+  void set_array_raw(std::string key, GgufType elem_type, uint64_t count,
+                     std::vector<uint8_t> payload);
 
   // Shape in ggml order (shape[0] innermost). REQUIRES: 1..4 dims, each > 0,
   // shape[0] a multiple of the type's block size, and
   // data.size() == row_size(type, shape[0]) * prod(shape[1..]).
-  void add_tensor(std::string name, DType type, std::vector<int64_t> shape, std::vector<uint8_t> data);
+  void add_tensor(std::string name, DType type, std::vector<int64_t> shape,
+                  std::vector<uint8_t> data);
 
   // REQUIRES: version 2 or 3 (same layout little-endian).
   std::vector<uint8_t> to_bytes(uint32_t version = 3) const;

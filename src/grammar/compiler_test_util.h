@@ -2,11 +2,11 @@
 // document, through the real parse_ebnf + GrammarMatcher?
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_matcher.h"

@@ -159,7 +159,8 @@ StatusOr<std::shared_ptr<const Grammar>> Parser::run() {
   const std::vector<bool> productive = productive_rules(g_);
   if (!productive[g_.root]) {
     return Status::invalid_argument(
-        "the grammar matches no text: rule 'root' never reaches a literal or class (rules that only "
+        "the grammar matches no text: rule 'root' never reaches a literal or class (rules that "
+        "only "
         "refer to each other, such as a JSON Schema $ref cycle with nothing else)");
   }
   prune_unproductive(&g_, productive);
@@ -194,7 +195,8 @@ Status Parser::parse_rule() {
   g_.rules[r].alternatives = std::move(alts);
   skip_space(false);
   if (pos_ < src_.size() && src_[pos_] != '\n' && src_[pos_] != '\r') {
-    return error(pos_, std::string("unexpected '") + src_[pos_] + "': expected an item, '|' or end of line");
+    return error(
+        pos_, std::string("unexpected '") + src_[pos_] + "': expected an item, '|' or end of line");
   }
   return Status::ok();
 }
@@ -274,15 +276,34 @@ Status Parser::parse_char(bool in_class, uint32_t* cp) {
   const char e = src_[pos_++];
   int digits = 0;
   switch (e) {
-    case 'n': *cp = '\n'; return Status::ok();
-    case 'r': *cp = '\r'; return Status::ok();
-    case 't': *cp = '\t'; return Status::ok();
-    case '\\': case '"': case '\'': case ']': case '[': case '-': case '^': case '/':
+    case 'n':
+      *cp = '\n';
+      return Status::ok();
+    case 'r':
+      *cp = '\r';
+      return Status::ok();
+    case 't':
+      *cp = '\t';
+      return Status::ok();
+    case '\\':
+    case '"':
+    case '\'':
+    case ']':
+    case '[':
+    case '-':
+    case '^':
+    case '/':
       *cp = static_cast<uint8_t>(e);
       return Status::ok();
-    case 'x': digits = 2; break;
-    case 'u': digits = 4; break;
-    case 'U': digits = 8; break;
+    case 'x':
+      digits = 2;
+      break;
+    case 'u':
+      digits = 4;
+      break;
+    case 'U':
+      digits = 8;
+      break;
     default:
       return error(start, std::string("unknown escape '\\") + e + "'");
   }
@@ -402,7 +423,8 @@ Status Parser::parse_count(int32_t* n) {
   while (pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '9') {
     v = v * 10 + (src_[pos_] - '0');
     if (v > limits_.max_repeat) {
-      return error(start, "repetition count above the limit of " + std::to_string(limits_.max_repeat));
+      return error(start,
+                   "repetition count above the limit of " + std::to_string(limits_.max_repeat));
     }
     ++pos_;
   }
@@ -454,7 +476,8 @@ Status Parser::repeat(Piece* piece, int32_t min, int32_t max, size_t at) {
   const Piece x = std::move(*piece);
   piece->clear();
   const size_t n_opt = max < 0 ? 1 : static_cast<size_t>(max - min);
-  OMNIBUS_RETURN_IF_ERROR(count_elements(x.size() * (static_cast<size_t>(min) + n_opt) + n_opt, at));
+  OMNIBUS_RETURN_IF_ERROR(
+      count_elements(x.size() * (static_cast<size_t>(min) + n_opt) + n_opt, at));
   for (int32_t i = 0; i < min; ++i) piece->insert(piece->end(), x.begin(), x.end());
   if (n_opt == 0) return Status::ok();
   Element ref;
@@ -486,7 +509,8 @@ Status Parser::repeat(Piece* piece, int32_t min, int32_t max, size_t at) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<const Grammar>> parse_ebnf(std::string_view text, const GrammarLimits& limits) {
+StatusOr<std::shared_ptr<const Grammar>> parse_ebnf(std::string_view text,
+                                                    const GrammarLimits& limits) {
   Parser p(text, limits);
   return p.run();
 }

@@ -48,9 +48,10 @@ TEST(EbnfParser, CommentsContinuationAndEscapes) {
 }
 
 TEST(EbnfParser, Repetitions) {
-  for (const char* text : {"root ::= \"a\"*", "root ::= \"ab\"+", "root ::= [a]?", "root ::= \"a\"{3}",
-                           "root ::= \"a\"{2,}", "root ::= \"a\"{2,5}", "root ::= (\"a\" | \"b\"){0,1000}",
-                           "root ::= ((\"a\"?)*)*", "root ::= \"x\"{ 1 , 2 }"}) {
+  for (const char* text :
+       {"root ::= \"a\"*", "root ::= \"ab\"+", "root ::= [a]?", "root ::= \"a\"{3}",
+        "root ::= \"a\"{2,}", "root ::= \"a\"{2,5}", "root ::= (\"a\" | \"b\"){0,1000}",
+        "root ::= ((\"a\"?)*)*", "root ::= \"x\"{ 1 , 2 }"}) {
     auto g = parse_ebnf(text);
     EXPECT_TRUE(g.is_ok()) << text << ": " << g.status().to_string();
   }
@@ -59,7 +60,8 @@ TEST(EbnfParser, Repetitions) {
 TEST(EbnfParser, BoundedRepetitionIsLinear) {
   // Nested nullable repetitions: linear in size, but their start is so
   // ambiguous that no matcher could hold it: refused, quickly.
-  EXPECT_NE(parse_error("root ::= ((\"ab\"{0,1000}){0,1000}){0,1000}").find("too ambiguous"), std::string::npos);
+  EXPECT_NE(parse_error("root ::= ((\"ab\"{0,1000}){0,1000}){0,1000}").find("too ambiguous"),
+            std::string::npos);
   auto g = parse_ebnf("root ::= (\"a\" (\"b\" \"c\"{0,1000}){0,1000}){0,1000}");
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   size_t n = 0;
@@ -70,40 +72,49 @@ TEST(EbnfParser, BoundedRepetitionIsLinear) {
 }
 
 TEST(EbnfParser, SyntaxErrorsNameLineAndColumn) {
-  EXPECT_EQ(parse_error("root ::= \"a\"\nfoo = \"b\""), "grammar line 2:5: expected '::=' after rule name");
+  EXPECT_EQ(parse_error("root ::= \"a\"\nfoo = \"b\""),
+            "grammar line 2:5: expected '::=' after rule name");
   EXPECT_EQ(parse_error("root ::= \"abc"), "grammar line 1:10: unterminated literal");
   EXPECT_EQ(parse_error("root ::= [abc"), "grammar line 1:10: unterminated character class");
   EXPECT_EQ(parse_error("root ::= ( \"a\" "), "grammar line 1:16: expected ')'");
-  EXPECT_EQ(parse_error("root ::= \"a\" )"), "grammar line 1:14: unexpected ')': expected an item, '|' or end of line");
+  EXPECT_EQ(parse_error("root ::= \"a\" )"),
+            "grammar line 1:14: unexpected ')': expected an item, '|' or end of line");
   EXPECT_EQ(parse_error("root ::= \"\\q\""), "grammar line 1:11: unknown escape '\\q'");
   EXPECT_EQ(parse_error("root ::= \"\\x4\""), "grammar line 1:14: expected 2 hex digits in escape");
-  EXPECT_EQ(parse_error("root ::= \"\\uD800\""), "grammar line 1:11: surrogate code point in escape");
-  EXPECT_EQ(parse_error("root ::= \"\\U00110000\""), "grammar line 1:11: code point beyond U+10FFFF");
+  EXPECT_EQ(parse_error("root ::= \"\\uD800\""),
+            "grammar line 1:11: surrogate code point in escape");
+  EXPECT_EQ(parse_error("root ::= \"\\U00110000\""),
+            "grammar line 1:11: code point beyond U+10FFFF");
   EXPECT_EQ(parse_error("root ::= [z-a]"), "grammar line 1:11: character range out of order");
   EXPECT_EQ(parse_error("root ::= \"a\"{3,2}"), "grammar line 1:13: repetition {n,m} with m < n");
   EXPECT_EQ(parse_error("root ::= \"a\"{x}"), "grammar line 1:14: expected a number in repetition");
-  EXPECT_EQ(parse_error("root ::= \"a\"{2"), "grammar line 1:15: expected '}' to close the repetition");
+  EXPECT_EQ(parse_error("root ::= \"a\"{2"),
+            "grammar line 1:15: expected '}' to close the repetition");
   EXPECT_EQ(parse_error("::= \"a\""), "grammar line 1:1: expected a rule name");
-  EXPECT_EQ(parse_error(std::string("root ::= \"\xff\"")), "grammar line 1:11: invalid UTF-8 in grammar text");
+  EXPECT_EQ(parse_error(std::string("root ::= \"\xff\"")),
+            "grammar line 1:11: invalid UTF-8 in grammar text");
   // a newline ends a rule; `|` at the start of the next line is not a continuation
   EXPECT_EQ(parse_error("root ::= \"a\"\n | \"b\""), "grammar line 2:2: expected a rule name");
 }
 
 TEST(EbnfParser, RuleErrors) {
   EXPECT_EQ(parse_error("root ::= foo"), "grammar line 1:10: undefined rule 'foo'");
-  EXPECT_EQ(parse_error("root ::= \"a\"\nroot ::= \"b\""), "grammar line 2:1: duplicate rule 'root'");
+  EXPECT_EQ(parse_error("root ::= \"a\"\nroot ::= \"b\""),
+            "grammar line 2:1: duplicate rule 'root'");
   EXPECT_EQ(parse_error("start ::= \"a\""), "grammar line 1:14: no rule named 'root'");
   EXPECT_EQ(parse_error(""), "grammar line 1:1: no rule named 'root'");
 }
 
 TEST(EbnfParser, LeftRecursion) {
-  EXPECT_EQ(parse_error("root ::= root \"a\" | \"b\""), "grammar line 1:1: rule 'root' is left-recursive");
+  EXPECT_EQ(parse_error("root ::= root \"a\" | \"b\""),
+            "grammar line 1:1: rule 'root' is left-recursive");
   EXPECT_EQ(parse_error("root ::= a\na ::= b \"x\"\nb ::= a | \"y\""),
             "grammar line 2:1: rule 'a' is left-recursive");
   // through a nullable prefix
   EXPECT_EQ(parse_error("root ::= e root \"a\" | \"b\"\ne ::= \"\" | \"c\""),
             "grammar line 1:1: rule 'root' is left-recursive");
-  EXPECT_EQ(parse_error("root ::= \"x\"? root \"a\" | \"b\""), "grammar line 1:1: rule 'root' is left-recursive");
+  EXPECT_EQ(parse_error("root ::= \"x\"? root \"a\" | \"b\""),
+            "grammar line 1:1: rule 'root' is left-recursive");
   // right recursion and epsilon loops are fine
   EXPECT_EQ(parse_error("root ::= \"a\" root | \"\""), "OK");
   EXPECT_EQ(parse_error("root ::= (\"a\"?)* \"b\""), "OK");
@@ -152,7 +163,8 @@ TEST(EbnfParser, Limits) {
   GrammarLimits small;
   small.max_text_bytes = 10;
   EXPECT_EQ(parse_error("root ::= \"abcdef\"", small), "grammar text is 17 bytes, the limit is 10");
-  EXPECT_EQ(parse_error("root ::= \"a\"{1001}"), "grammar line 1:14: repetition count above the limit of 1000");
+  EXPECT_EQ(parse_error("root ::= \"a\"{1001}"),
+            "grammar line 1:14: repetition count above the limit of 1000");
   GrammarLimits few;
   few.max_elements = 100;
   EXPECT_EQ(parse_error("root ::= \"a\"{200}", few),
@@ -185,7 +197,8 @@ namespace {
 // random edits of valid grammars must parse or fail with a message, and
 // matchers on whatever parses must survive random bytes.
 TEST(EbnfParser, SurvivesRandomEdits) {
-  const std::string seeds[] = {testing::kJsonGbnf, "root ::= (\"a\" | [b-d]+ x?){1,3} .\nx ::= \"é\"* \"\"",
+  const std::string seeds[] = {testing::kJsonGbnf,
+                               "root ::= (\"a\" | [b-d]+ x?){1,3} .\nx ::= \"é\"* \"\"",
                                "root ::= [^\\n]{0,5} (root2)?\nroot2 ::= \"\\u00e9\" | \"\\x41\""};
   const char tokens[] = "()[]{}|*+?.\"\\:=-^,0123456789 \n#abcxé";
   std::mt19937 rng(5);
@@ -196,9 +209,15 @@ TEST(EbnfParser, SurvivesRandomEdits) {
     for (int k = 0; k < edits && !s.empty(); ++k) {
       const size_t at = rng() % s.size();
       switch (rng() % 3) {
-        case 0: s.erase(at, 1 + rng() % 3); break;
-        case 1: s.insert(at, 1, tokens[rng() % (sizeof(tokens) - 1)]); break;
-        default: s[at] = static_cast<char>(rng() % 256); break;
+        case 0:
+          s.erase(at, 1 + rng() % 3);
+          break;
+        case 1:
+          s.insert(at, 1, tokens[rng() % (sizeof(tokens) - 1)]);
+          break;
+        default:
+          s[at] = static_cast<char>(rng() % 256);
+          break;
       }
     }
     auto g = parse_ebnf(s);
@@ -211,7 +230,8 @@ TEST(EbnfParser, SurvivesRandomEdits) {
     for (int k = 0; k < 20; ++k) {
       const auto next = m.next_bytes();
       uint8_t b = static_cast<uint8_t>(rng() % 256);
-      for (int tries = 0; tries < 256 && !next[b] && next.any(); ++tries) b = static_cast<uint8_t>(b + 1);
+      for (int tries = 0; tries < 256 && !next[b] && next.any(); ++tries)
+        b = static_cast<uint8_t>(b + 1);
       if (!m.accept_byte(b)) break;
     }
   }

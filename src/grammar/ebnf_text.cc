@@ -1,20 +1,31 @@
 // EBNF quoting and code-point range arithmetic (see ebnf_text.h).
 #include "grammar/ebnf_text.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace omnibus::grammar::internal {
 
 void append_escaped(std::string* out, uint32_t cp, bool in_class) {
   switch (cp) {
-    case '"': *out += "\\\""; return;
-    case '\\': *out += "\\\\"; return;
-    case '\n': *out += "\\n"; return;
-    case '\r': *out += "\\r"; return;
-    case '\t': *out += "\\t"; return;
-    default: break;
+    case '"':
+      *out += "\\\"";
+      return;
+    case '\\':
+      *out += "\\\\";
+      return;
+    case '\n':
+      *out += "\\n";
+      return;
+    case '\r':
+      *out += "\\r";
+      return;
+    case '\t':
+      *out += "\\t";
+      return;
+    default:
+      break;
   }
   if (in_class && (cp == ']' || cp == '[' || cp == '^' || cp == '-')) {
     out->push_back('\\');
@@ -69,8 +80,8 @@ std::optional<std::u32string> decode_utf8(std::string_view s, size_t* bad_offset
       }
       cp = (cp << 6) | (b & 0x3F);
     }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
+    const bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
     if (overlong || cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
       *bad_offset = i;
       return std::nullopt;

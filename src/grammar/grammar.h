@@ -27,11 +27,10 @@
 // that only refer to each other), and a start state beyond the matcher's
 // bounds (more than GrammarMatcher::kMaxStacks stacks). Alternatives that can
 // never finish (they use a rule that derives no text) are dropped, so every
-// prefix a matcher accepts can be completed (grammar_analysis.h). A reference in the LAST position of a sequence that loops
-// back to its own rule through nullable elements (`(x?)*` gives
-// r ::= x? r | "") is an epsilon loop, not left recursion: it is accepted, as
-// the matcher never pushes a frame for a last-position reference.
-// \xHH is the code point U+00HH (as in llama.cpp), not a raw byte.
+// prefix a matcher accepts can be completed (grammar_analysis.h). A reference in the LAST position
+// of a sequence that loops back to its own rule through nullable elements (`(x?)*` gives r ::= x? r
+// | "") is an epsilon loop, not left recursion: it is accepted, as the matcher never pushes a frame
+// for a last-position reference. \xHH is the code point U+00HH (as in llama.cpp), not a raw byte.
 //
 // Thread-safety: a Grammar is immutable after parse_ebnf() and may be shared
 // by any number of threads (through shared_ptr<const Grammar>).
@@ -49,17 +48,17 @@
 namespace omnibus::grammar {
 
 struct GrammarLimits {
-  size_t max_text_bytes = 1 << 20;    // EBNF source
-  size_t max_elements = 1 << 20;      // after expanding repetitions and UTF-8
-  int32_t max_repeat = 1000;          // n and m in x{n,m}
+  size_t max_text_bytes = 1 << 20;  // EBNF source
+  size_t max_elements = 1 << 20;    // after expanding repetitions and UTF-8
+  int32_t max_repeat = 1000;        // n and m in x{n,m}
 };
 
 // One element of a sequence: a set of bytes or a reference to a rule.
 struct Element {
   enum class Kind : uint8_t { kBytes, kRule };
   Kind kind = Kind::kBytes;
-  int32_t rule = -1;         // kRule: index into Grammar::rules
-  std::bitset<256> bytes;    // kBytes: the bytes accepted here
+  int32_t rule = -1;       // kRule: index into Grammar::rules
+  std::bitset<256> bytes;  // kBytes: the bytes accepted here
 };
 
 // A rule is a list of alternatives, each a sequence of elements (an empty

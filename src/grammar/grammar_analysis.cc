@@ -55,7 +55,8 @@ std::vector<bool> rules_closed_under(const Grammar& g, Counts counts) {
 // Nullable: an alternative of rule references only, each nullable.
 std::vector<bool> nullable_rules(const Grammar& g) {
   return rules_closed_under(g, [](const auto& alt) {
-    return std::none_of(alt.begin(), alt.end(), [](const Element& e) { return e.kind == Element::Kind::kBytes; });
+    return std::none_of(alt.begin(), alt.end(),
+                        [](const Element& e) { return e.kind == Element::Kind::kBytes; });
   });
 }
 
@@ -133,8 +134,9 @@ int32_t find_left_recursion(const Grammar& g, const std::vector<bool>& nullable)
 // non-empty and whose rule references are all productive.
 std::vector<bool> productive_rules(const Grammar& g) {
   return rules_closed_under(g, [](const auto& alt) {
-    return std::none_of(alt.begin(), alt.end(),
-                        [](const Element& e) { return e.kind == Element::Kind::kBytes && e.bytes.none(); });
+    return std::none_of(alt.begin(), alt.end(), [](const Element& e) {
+      return e.kind == Element::Kind::kBytes && e.bytes.none();
+    });
   });
 }
 

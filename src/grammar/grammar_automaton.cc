@@ -9,8 +9,8 @@
 namespace omnibus::grammar::detail {
 namespace {
 
-constexpr size_t kMaxSeen = 1 << 14;      // configurations explored by one closure
-constexpr size_t kMaxDepth = 1 << 14;     // positions in one relative stack
+constexpr size_t kMaxSeen = 1 << 14;       // configurations explored by one closure
+constexpr size_t kMaxDepth = 1 << 14;      // positions in one relative stack
 constexpr size_t kMaxStackInts = 1 << 20;  // ints in one closure's stacks (and in `seen`)
 
 }  // namespace

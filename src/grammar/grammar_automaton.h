@@ -53,15 +53,15 @@ class Automaton {
  private:
   const Closure* compute(int32_t pos) const;
 
-  std::vector<uint8_t> kind_;        // [n_positions]
-  std::vector<int32_t> arg_;         // kBytes: index into byte_sets_; kRef: rule
+  std::vector<uint8_t> kind_;  // [n_positions]
+  std::vector<int32_t> arg_;   // kBytes: index into byte_sets_; kRef: rule
   std::vector<std::bitset<256>> byte_sets_;
   std::vector<std::vector<int32_t>> alt_starts_;  // [n_rules] first position of each alternative
   int32_t start_ = -1;
 
   mutable std::mutex mu_;
   mutable std::unique_ptr<std::atomic<const Closure*>[]> cache_;  // [n_positions]
-  mutable std::vector<std::unique_ptr<Closure>> owned_;          // guarded by mu_
+  mutable std::vector<std::unique_ptr<Closure>> owned_;           // guarded by mu_
 };
 
 }  // namespace omnibus::grammar::detail

@@ -25,7 +25,8 @@ thread_local Scratch t_scratch;
 
 }  // namespace
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
+    : grammar_(std::move(grammar)) {
   OMNIBUS_CHECK(grammar_ != nullptr);
   if (grammar_->automaton != nullptr) {
     automaton_ = grammar_->automaton.get();
@@ -99,7 +100,8 @@ bool GrammarMatcher::set_state(std::vector<int32_t>* raw) {
   if (spans.size() > kMaxStacks) return false;
   auto& sorted = t_scratch.sorted;
   sorted.clear();
-  for (const auto& sp : spans) sorted.insert(sorted.end(), d + sp.first, d + sp.first + 1 + sp.second);
+  for (const auto& sp : spans)
+    sorted.insert(sorted.end(), d + sp.first, d + sp.first + 1 + sp.second);
   state_.swap(sorted);
   return true;
 }

@@ -60,18 +60,18 @@ TEST(GrammarMatcher, AcceptBytesIsAllOrNothing) {
 TEST(GrammarMatcher, Utf8ClassesAndDot) {
   auto g = parse("root ::= [a-zé€-€😀-😂]+");
   EXPECT_TRUE(matches(g, "abc"));
-  EXPECT_TRUE(matches(g, "h\xc3\xa9"));                 // é
-  EXPECT_TRUE(matches(g, "\xe2\x82\xac"));              // €
-  EXPECT_TRUE(matches(g, "\xf0\x9f\x98\x81z"));         // 😁
-  EXPECT_FALSE(matches(g, "\xf0\x9f\x98\x83"));         // 😃 outside
-  EXPECT_FALSE(matches(g, "\xc3\xa8"));                 // è
-  EXPECT_FALSE(matches(g, "\xc3"));                     // truncated
+  EXPECT_TRUE(matches(g, "h\xc3\xa9"));          // é
+  EXPECT_TRUE(matches(g, "\xe2\x82\xac"));       // €
+  EXPECT_TRUE(matches(g, "\xf0\x9f\x98\x81z"));  // 😁
+  EXPECT_FALSE(matches(g, "\xf0\x9f\x98\x83"));  // 😃 outside
+  EXPECT_FALSE(matches(g, "\xc3\xa8"));          // è
+  EXPECT_FALSE(matches(g, "\xc3"));              // truncated
   auto dot = parse("root ::= .*");
   EXPECT_TRUE(matches(dot, "any \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf"));
   EXPECT_TRUE(matches(dot, std::string("\x00", 1)));
-  EXPECT_FALSE(matches(dot, "\xed\xa0\x80"));           // surrogate U+D800
-  EXPECT_FALSE(matches(dot, "\xc0\x80"));               // overlong
-  EXPECT_FALSE(matches(dot, "\xf4\x90\x80\x80"));       // > U+10FFFF
+  EXPECT_FALSE(matches(dot, "\xed\xa0\x80"));      // surrogate U+D800
+  EXPECT_FALSE(matches(dot, "\xc0\x80"));          // overlong
+  EXPECT_FALSE(matches(dot, "\xf4\x90\x80\x80"));  // > U+10FFFF
   EXPECT_FALSE(matches(dot, "\xff"));
   EXPECT_FALSE(matches(dot, "\x80"));
   auto neg = parse("root ::= [^a\\u00e9]");
@@ -87,7 +87,8 @@ TEST(GrammarMatcher, Utf8ClassBoundariesExhaustive) {
   // every code point in and around the boundaries of the UTF-8 lengths
   auto g = parse("root ::= [\\u0080-\\u07FF\\U00010000-\\U0010FFFF]");
   auto in = [](uint32_t c) { return (c >= 0x80 && c <= 0x7FF) || (c >= 0x10000 && c <= 0x10FFFF); };
-  for (uint32_t c : {0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xFFFFu, 0x10000u, 0x3FFFFu, 0x40000u, 0xFFFFFu, 0x10FFFFu}) {
+  for (uint32_t c :
+       {0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xFFFFu, 0x10000u, 0x3FFFFu, 0x40000u, 0xFFFFFu, 0x10FFFFu}) {
     std::string s;
     if (c < 0x80) {
       s.push_back(static_cast<char>(c));
@@ -142,10 +143,11 @@ TEST(GrammarMatcher, NullableAndEpsilonLoops) {
 TEST(GrammarMatcher, JsonGrammar) {
   auto g = parse(testing::kJsonGbnf);
   EXPECT_TRUE(matches(g, "{}"));
-  EXPECT_TRUE(matches(g, R"({"a": [1, 2.5, -3e5, true, null, {"b": "c\n\u00e9"}], "d": "h\u00e9"})"));
+  EXPECT_TRUE(
+      matches(g, R"({"a": [1, 2.5, -3e5, true, null, {"b": "c\n\u00e9"}], "d": "h\u00e9"})"));
   EXPECT_TRUE(matches(g, "{\"k\": \"\xc3\xa9\xf0\x9f\x98\x80\"}"));
   EXPECT_FALSE(matches(g, "{\"a\" 1}"));
-  EXPECT_FALSE(matches(g, "[1]"));        // root is an object
+  EXPECT_FALSE(matches(g, "[1]"));  // root is an object
   EXPECT_FALSE(matches(g, "{\"a\": 01}"));
   EXPECT_FALSE(matches(g, "{\"a\": \"\x01\"}"));
   EXPECT_FALSE(matches(g, "{\"a\": tru}"));
@@ -260,7 +262,8 @@ TEST(GrammarMatcher, ExplodingClosureFails) {
   };
   g->rules.push_back(Rule{"root", {{ref(1)}}});
   for (int32_t i = 0; i < 200; ++i) {
-    g->rules.push_back(Rule{fmt::format("r{}", i), {{ref(i + 2), byte('a')}, {ref(i + 2), byte('b')}}});
+    g->rules.push_back(
+        Rule{fmt::format("r{}", i), {{ref(i + 2), byte('a')}, {ref(i + 2), byte('b')}}});
   }
   g->rules.push_back(Rule{"r200", {{byte('x')}}});
   g->root = 0;

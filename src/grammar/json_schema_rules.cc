@@ -2,12 +2,12 @@
 // json_schema_rules.h).
 #include "grammar/json_schema_rules.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <utility>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace omnibus::grammar::internal {
 namespace {
@@ -21,7 +21,8 @@ struct Primitive {
 // Bodies in GBNF; `{p}` is replaced by the prefix, `{ws}` by the whitespace item.
 constexpr Primitive kPrimitives[] = {
     {"ws", R"(" "?)", {}},
-    {"value", R"({p}object | {p}array | {p}string | {p}number | {p}boolean | {p}null)",
+    {"value",
+     R"({p}object | {p}array | {p}string | {p}number | {p}boolean | {p}null)",
      {"object", "array", "string", "number", "boolean", "null"}},
     {"object",
      R"("{" ( {p}string ":"{ws} {p}value ( ","{ws} {p}string ":"{ws} {p}value )* )? "}")",
@@ -29,14 +30,16 @@ constexpr Primitive kPrimitives[] = {
     {"array", R"("[" ( {p}value ( ","{ws} {p}value )* )? "]")", {"value"}},
     {"string", R"("\"" {p}char* "\"")", {"char"}},
     {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))", {}},
-    {"number", R"("-"? {p}integral-part ( "." {p}decimal-part )? ( [eE] [-+]? [0-9]{1,3} )?)",
+    {"number",
+     R"("-"? {p}integral-part ( "." {p}decimal-part )? ( [eE] [-+]? [0-9]{1,3} )?)",
      {"integral-part", "decimal-part"}},
     {"integer", R"("-"? {p}integral-part)", {"integral-part"}},
     {"integral-part", R"("0" | [1-9] [0-9]{0,15})", {}},
     {"decimal-part", R"([0-9]{1,16})", {}},
     {"boolean", R"("true" | "false")", {}},
     {"null", R"("null")", {}},
-    {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ))",
+    {"date",
+     R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ))",
      {}},
     {"time",
      R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
@@ -91,9 +94,13 @@ std::string same_length_range(const std::string& a, const std::string& b) {
   const char lo = all0 ? a[i] : static_cast<char>(a[i] + 1);
   const char hi = all9 ? b[i] : static_cast<char>(b[i] - 1);
   std::vector<std::string> alts;
-  if (!all0) alts.push_back(fmt::format("{} {}", digit_class(a[i], a[i]), same_length_range(ra, std::string(ra.size(), '9'))));
+  if (!all0)
+    alts.push_back(fmt::format("{} {}", digit_class(a[i], a[i]),
+                               same_length_range(ra, std::string(ra.size(), '9'))));
   if (lo <= hi) alts.push_back(fmt::format("{}{}", digit_class(lo, hi), any_digits(ra.size())));
-  if (!all9) alts.push_back(fmt::format("{} {}", digit_class(b[i], b[i]), same_length_range(std::string(rb.size(), '0'), rb)));
+  if (!all9)
+    alts.push_back(fmt::format("{} {}", digit_class(b[i], b[i]),
+                               same_length_range(std::string(rb.size(), '0'), rb)));
   if (alts.size() == 1) return fmt::format("{}{}", prefix, alts[0]);
   return fmt::format("{}( {} )", prefix, fmt::join(alts, " | "));
 }

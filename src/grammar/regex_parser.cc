@@ -2,11 +2,11 @@
 // supported syntax).
 #include "grammar/regex_parser.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "grammar/ebnf_text.h"
 
@@ -17,10 +17,10 @@ namespace {
 struct Piece {
   enum class Kind { kEmpty, kLiteral, kItem, kSeq, kAlt };
   Kind kind = Kind::kEmpty;
-  std::u32string literal;  // kLiteral: the code points (not yet quoted)
-  std::string text;        // kItem: one EBNF item; kSeq / kAlt: the unparenthesized body
-  bool quantified = false; // kItem ending in a quantifier (needs ( ) before another)
-  uint64_t size = 0;       // expanded size (see regex_parser.h)
+  std::u32string literal;   // kLiteral: the code points (not yet quoted)
+  std::string text;         // kItem: one EBNF item; kSeq / kAlt: the unparenthesized body
+  bool quantified = false;  // kItem ending in a quantifier (needs ( ) before another)
+  uint64_t size = 0;        // expanded size (see regex_parser.h)
 };
 
 std::string literal_text(const std::u32string& cps, bool json) {
@@ -51,11 +51,15 @@ std::string literal_text(const std::u32string& cps, bool json) {
 // The piece as a single EBNF item, ready for a quantifier or a sequence.
 std::string as_item(const Piece& p, bool json) {
   switch (p.kind) {
-    case Piece::Kind::kEmpty: return "\"\"";
-    case Piece::Kind::kLiteral: return literal_text(p.literal, json);
-    case Piece::Kind::kItem: return p.text;
+    case Piece::Kind::kEmpty:
+      return "\"\"";
+    case Piece::Kind::kLiteral:
+      return literal_text(p.literal, json);
+    case Piece::Kind::kItem:
+      return p.text;
     case Piece::Kind::kSeq:
-    case Piece::Kind::kAlt: return "( " + p.text + " )";
+    case Piece::Kind::kAlt:
+      return "( " + p.text + " )";
   }
   return "\"\"";
 }
@@ -281,8 +285,10 @@ class Parser {
   StatusOr<Piece> parse_atom(int depth) {
     const char32_t c = peek();
     switch (c) {
-      case U'(': return parse_group(depth);
-      case U'[': return parse_class();
+      case U'(':
+        return parse_group(depth);
+      case U'[':
+        return parse_class();
       case U'.': {
         ++pos_;
         return class_piece(complement_ranges({{'\n', '\n'}}));
@@ -293,12 +299,15 @@ class Parser {
       }
       case U'*':
       case U'+':
-      case U'?': return error("nothing to repeat");
+      case U'?':
+        return error("nothing to repeat");
       case U'{':
         if (at_quantifier()) return error("nothing to repeat");
         ++pos_;
         return literal_piece(c);
-      default: ++pos_; return literal_piece(c);
+      default:
+        ++pos_;
+        return literal_piece(c);
     }
   }
 
@@ -368,13 +377,19 @@ class Parser {
     ++pos_;
     auto one = [](uint32_t cp) { return CodePointRanges{{cp, cp}}; };
     switch (c) {
-      case U'n': return one('\n');
-      case U't': return one('\t');
-      case U'r': return one('\r');
-      case U'f': return one('\f');
-      case U'v': return one('\v');
+      case U'n':
+        return one('\n');
+      case U't':
+        return one('\t');
+      case U'r':
+        return one('\r');
+      case U'f':
+        return one('\f');
+      case U'v':
+        return one('\v');
       case U'0':
-        if (!at_end() && peek() >= U'0' && peek() <= U'9') return error("octal escapes are unsupported");
+        if (!at_end() && peek() >= U'0' && peek() <= U'9')
+          return error("octal escapes are unsupported");
         return one(0);
       case U'x': {
         OMNIBUS_ASSIGN_OR_RETURN(uint32_t v, parse_hex(2));
@@ -385,19 +400,27 @@ class Parser {
         if (v >= 0xD800 && v <= 0xDFFF) return error("surrogate escapes are unsupported");
         return one(v);
       }
-      case U'd': return digit_ranges();
-      case U'w': return word_ranges();
-      case U's': return space_ranges();
-      case U'D': return complement_ranges(digit_ranges());
-      case U'W': return complement_ranges(word_ranges());
-      case U'S': return complement_ranges(space_ranges());
+      case U'd':
+        return digit_ranges();
+      case U'w':
+        return word_ranges();
+      case U's':
+        return space_ranges();
+      case U'D':
+        return complement_ranges(digit_ranges());
+      case U'W':
+        return complement_ranges(word_ranges());
+      case U'S':
+        return complement_ranges(space_ranges());
       case U'b':
         if (in_class) return one('\b');
         pos_ -= 2;
         return error("\\b (word boundary) is unsupported");
-      default: break;
+      default:
+        break;
     }
-    const bool alnum = (c >= U'a' && c <= U'z') || (c >= U'A' && c <= U'Z') || (c >= U'0' && c <= U'9');
+    const bool alnum =
+        (c >= U'a' && c <= U'z') || (c >= U'A' && c <= U'Z') || (c >= U'0' && c <= U'9');
     if (alnum) {
       pos_ -= 2;
       if (c >= U'1' && c <= U'9') return error("backreferences are unsupported");

@@ -139,7 +139,10 @@ TEST(RegexAcceptance, FullMatchThroughMatcher) {
       {"(?:yes|no)", {"yes", "no"}, {"yesno"}},
       {"a{2}b{0,2}", {"aa", "aab", "aabb"}, {"a", "aabbb"}},
       {"x*?y+?", {"y", "xxyy"}, {"x"}},
-      {"\\u00e9\\x41", {"\xc3\xa9" "A"}, {"eA"}},
+      {"\\u00e9\\x41",
+       {"\xc3\xa9"
+        "A"},
+       {"eA"}},
       {"[\\]\\[]", {"]", "["}, {"\\\\"}},
       {"\"q\"", {"\"q\""}, {"q"}},
       {"(a|)b", {"ab", "b"}, {"a"}},
@@ -150,8 +153,10 @@ TEST(RegexAcceptance, FullMatchThroughMatcher) {
     ASSERT_TRUE(ebnf.is_ok()) << ebnf.status().to_string();
     testing::Acceptor a("root ::= r-root\n" + *ebnf);
     ASSERT_TRUE(a.ok());
-    for (const char* m : c.match) EXPECT_TRUE(a.accepts(m)) << "should match " << m << "\n" << *ebnf;
-    for (const char* m : c.no_match) EXPECT_FALSE(a.accepts(m)) << "should not match " << m << "\n" << *ebnf;
+    for (const char* m : c.match)
+      EXPECT_TRUE(a.accepts(m)) << "should match " << m << "\n" << *ebnf;
+    for (const char* m : c.no_match)
+      EXPECT_FALSE(a.accepts(m)) << "should not match " << m << "\n" << *ebnf;
   }
 }
 

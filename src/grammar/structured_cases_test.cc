@@ -4,11 +4,11 @@
 // accepted and each invalid one / non-match rejected. The same cases drive
 // the server-level pytest, so a case the compiler cannot handle fails here
 // first.
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "grammar/compiler_test_util.h"
 #include "grammar/grammar.h"
@@ -36,7 +36,9 @@ TEST(StructuredCases, SchemasCompileAndAccept) {
     testing::Acceptor a(*ebnf);
     ASSERT_TRUE(a.ok());
     for (const auto& v : c["valid"]) {
-      EXPECT_TRUE(a.accepts(v.get<std::string>())) << "should accept " << v.get<std::string>() << "\n" << *ebnf;
+      EXPECT_TRUE(a.accepts(v.get<std::string>()))
+          << "should accept " << v.get<std::string>() << "\n"
+          << *ebnf;
     }
     for (const auto& v : c["invalid"]) {
       EXPECT_FALSE(a.accepts(v.get<std::string>())) << "should reject " << v.get<std::string>();
@@ -53,7 +55,8 @@ TEST(StructuredCases, RegexesCompileAndMatch) {
     ASSERT_TRUE(ebnf.is_ok()) << ebnf.status().to_string();
     testing::Acceptor a(*ebnf);
     ASSERT_TRUE(a.ok());
-    for (const auto& s : c["match"]) EXPECT_TRUE(a.accepts(s.get<std::string>())) << s << "\n" << *ebnf;
+    for (const auto& s : c["match"])
+      EXPECT_TRUE(a.accepts(s.get<std::string>())) << s << "\n" << *ebnf;
     for (const auto& s : c["no_match"]) EXPECT_FALSE(a.accepts(s.get<std::string>())) << s;
   }
 }

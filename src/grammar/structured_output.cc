@@ -53,7 +53,8 @@ std::function<std::shared_ptr<const VocabTrie>()> existing(std::shared_ptr<const
 GrammarCache::GrammarCache(std::shared_ptr<const VocabTrie> trie, size_t capacity)
     : GrammarCache(existing(std::move(trie)), capacity) {}
 
-GrammarCache::GrammarCache(std::function<std::shared_ptr<const VocabTrie>()> make_trie, size_t capacity)
+GrammarCache::GrammarCache(std::function<std::shared_ptr<const VocabTrie>()> make_trie,
+                           size_t capacity)
     : make_trie_(std::move(make_trie)), capacity_(capacity) {
   OMNIBUS_CHECK(make_trie_ != nullptr && capacity_ > 0);
 }
@@ -84,7 +85,8 @@ StatusOr<std::shared_ptr<const TokenMasker>> GrammarCache::get(const std::string
   // a whole holds at most capacity_ x kMaskCacheBytes.
   const std::shared_ptr<const VocabTrie>& vocab = trie();
   const size_t mask_bytes = size_t(vocab->n_vocab() + 63) / 64 * 8;
-  const size_t entries = std::clamp<size_t>(kMaskCacheBytes / std::max<size_t>(mask_bytes, 1), 64, 4096);
+  const size_t entries =
+      std::clamp<size_t>(kMaskCacheBytes / std::max<size_t>(mask_bytes, 1), 64, 4096);
   auto masker = std::make_shared<const TokenMasker>(std::move(g).value(), vocab, entries);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(ebnf);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-
 #include <limits>
 #include <unordered_map>
 
@@ -19,8 +18,8 @@ namespace {
 // string, every ordinary byte leads back to the same state), so it interns
 // states and memoizes their transitions: once a (state, byte) pair is known,
 // a trie node costs one table lookup. At most 4096 states per walk get
-// a transition row (detail::g_walk_max_interned); states beyond that live in per-depth matchers and are
-// advanced directly (correct, just slower).
+// a transition row (detail::g_walk_max_interned); states beyond that live in per-depth matchers and
+// are advanced directly (correct, just slower).
 constexpr int32_t kUnknown = -2;  // transition not computed yet
 constexpr int32_t kDead = -1;     // the grammar rejects the byte
 
@@ -48,8 +47,8 @@ namespace detail {
 std::atomic<size_t> g_walk_max_interned{4096};
 }  // namespace detail
 
-TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const VocabTrie> trie,
-                         size_t cache_entries)
+TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar,
+                         std::shared_ptr<const VocabTrie> trie, size_t cache_entries)
     : grammar_(std::move(grammar)), trie_(std::move(trie)), cache_entries_(cache_entries) {
   OMNIBUS_CHECK(grammar_ != nullptr && trie_ != nullptr);
 }

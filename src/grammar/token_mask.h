@@ -70,7 +70,7 @@ class VocabTrie {
   std::vector<uint8_t> edge_byte_;    // [n_edges]
   std::vector<uint32_t> edge_child_;  // [n_edges]
   std::vector<int32_t> tokens_;
-  std::vector<bool> is_eog_;          // [n_vocab]
+  std::vector<bool> is_eog_;  // [n_vocab]
 };
 
 class TokenMasker {

@@ -21,9 +21,10 @@ void apply_mask_avx2(const uint64_t* words, float* logits, int32_t n_vocab) {
       const uint32_t bits = uint32_t(w >> j) & 0xFFu;
       if (bits == 0xFFu) continue;
       // lanes whose bit is 0 (forbidden) become -inf
-      const __m256i forbidden =
-          _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(bits)), lane_bit), _mm256_setzero_si256());
-      _mm256_storeu_ps(l + j, _mm256_blendv_ps(_mm256_loadu_ps(l + j), neg_inf, _mm256_castsi256_ps(forbidden)));
+      const __m256i forbidden = _mm256_cmpeq_epi32(
+          _mm256_and_si256(_mm256_set1_epi32(int(bits)), lane_bit), _mm256_setzero_si256());
+      _mm256_storeu_ps(
+          l + j, _mm256_blendv_ps(_mm256_loadu_ps(l + j), neg_inf, _mm256_castsi256_ps(forbidden)));
     }
     for (; j < n; ++j) {
       if (((w >> j) & 1) == 0) l[j] = kNegInf;

@@ -66,9 +66,7 @@ void BM_AllowedCold(benchmark::State& state) {
   }
   state.counters["allowed"] = static_cast<double>(allowed);
 }
-BENCHMARK(BM_AllowedCold)
-    ->ArgsProduct({{49152, 262144}, {0, 1, 2}})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AllowedCold)->ArgsProduct({{49152, 262144}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace omnibus::grammar

@@ -29,7 +29,8 @@ TokenBitmask brute_force(const VocabBytes& v, const GrammarMatcher& m) {
   TokenBitmask mask((v.pieces.size() + 63) / 64, 0);
   for (size_t i = 0; i < v.pieces.size(); ++i) {
     bool ok = false;
-    const bool eog = std::find(v.eog_ids.begin(), v.eog_ids.end(), static_cast<int32_t>(i)) != v.eog_ids.end();
+    const bool eog =
+        std::find(v.eog_ids.begin(), v.eog_ids.end(), static_cast<int32_t>(i)) != v.eog_ids.end();
     if (eog) {
       ok = m.can_end();
     } else if (v.maskable[i] && !v.pieces[i].empty()) {
@@ -50,9 +51,10 @@ VocabBytes small_vocab() {
     v.maskable.push_back(maskable);
   };
   for (int c = 0; c < 256; c += 1) add(std::string(1, static_cast<char>(c)));
-  for (const char* s : {"ab", "abc", "a", "ba", "{\"", "\":", "\": ", "\",", "\"}", "[1", ", ", "true", "tru",
-                        "null", "\n", "  ", "12", "3.", "e5", "é", "\xc3", "\xa9x", "€", "\xe2\x82", "😀", "ab",
-                        "}", "]}", "\"a\"", "xyz", "zz", "\\u", "00e9", "-1"}) {
+  for (const char* s :
+       {"ab",  "abc",  "a",  "ba", "{\"",   "\":", "\": ", "\",", "\"}",  "[1",    ", ", "true",
+        "tru", "null", "\n", "  ", "12",    "3.",  "e5",   "é",   "\xc3", "\xa9x", "€",  "\xe2\x82",
+        "😀",   "ab",   "}",  "]}", "\"a\"", "xyz", "zz",   "\\u", "00e9", "-1"}) {
     add(s);
   }
   add("</s>", false);  // control
@@ -63,7 +65,8 @@ VocabBytes small_vocab() {
   return v;
 }
 
-void expect_same(const TokenMasker& masker, const VocabBytes& v, const GrammarMatcher& m, const std::string& what) {
+void expect_same(const TokenMasker& masker, const VocabBytes& v, const GrammarMatcher& m,
+                 const std::string& what) {
   const TokenBitmask ref = brute_force(v, m);
   const auto got = masker.allowed(m);
   ASSERT_EQ(got->size(), ref.size());
@@ -74,8 +77,8 @@ void expect_same(const TokenMasker& masker, const VocabBytes& v, const GrammarMa
 }
 
 // Random walk: at each step take a random allowed (non-end) token.
-void walk_and_compare(const std::shared_ptr<const Grammar>& g, const VocabBytes& v, std::mt19937& rng,
-                      const std::string& what, int steps) {
+void walk_and_compare(const std::shared_ptr<const Grammar>& g, const VocabBytes& v,
+                      std::mt19937& rng, const std::string& what, int steps) {
   auto trie = std::make_shared<VocabTrie>(v);
   TokenMasker masker(g, trie, 64);
   GrammarMatcher m = masker.start();
@@ -96,24 +99,32 @@ void walk_and_compare(const std::shared_ptr<const Grammar>& g, const VocabBytes&
 TEST(TokenMask, MatchesBruteForceOnJson) {
   std::mt19937 rng(1);
   auto g = parse(testing::kJsonGbnf);
-  for (int run = 0; run < 20; ++run) walk_and_compare(g, small_vocab(), rng, "json run " + std::to_string(run), 40);
+  for (int run = 0; run < 20; ++run)
+    walk_and_compare(g, small_vocab(), rng, "json run " + std::to_string(run), 40);
 }
 
 std::string random_grammar(std::mt19937& rng) {
-  const char* atoms[] = {"\"a\"", "\"b\"", "\"ab\"", "[a-c]", "[^a]", ".", "\"é\"", "[é-ê€]", "\"\"", "\"{\"",
-                         "\"}\"", "r1", "r2", "[0-9]"};
+  const char* atoms[] = {"\"a\"",  "\"b\"", "\"ab\"", "[a-c]", "[^a]", ".",  "\"é\"",
+                         "[é-ê€]", "\"\"",  "\"{\"",  "\"}\"", "r1",   "r2", "[0-9]"};
   auto atom = [&](int depth) -> std::string {
     std::string s = atoms[rng() % (depth > 2 ? 11 : 14)];
     switch (rng() % 8) {
-      case 0: s += "*"; break;
-      case 1: s += "?"; break;
-      case 2: s += "+"; break;
+      case 0:
+        s += "*";
+        break;
+      case 1:
+        s += "?";
+        break;
+      case 2:
+        s += "+";
+        break;
       case 3: {
         const unsigned lo = rng() % 3, hi = 2 + rng() % 3;
         s += fmt::format("{{{},{}}}", lo, hi);
         break;
       }
-      default: break;
+      default:
+        break;
     }
     return s;
   };
@@ -132,7 +143,8 @@ std::string random_grammar(std::mt19937& rng) {
     return out;
   };
   // r1 and r2 start with a byte, so references to them are never left-recursive
-  return "root ::= " + alts(0) + "\nr1 ::= \"{\" " + alts(3) + " \"}\"\nr2 ::= [0-9] " + alts(3) + "\n";
+  return "root ::= " + alts(0) + "\nr1 ::= \"{\" " + alts(3) + " \"}\"\nr2 ::= [0-9] " + alts(3) +
+         "\n";
 }
 
 TEST(TokenMask, MatchesBruteForceOnRandomGrammars) {
@@ -154,10 +166,12 @@ TEST(TokenMask, MatchesBruteForceWithoutMemo) {
   for (size_t cap : {size_t{0}, size_t{1}, size_t{3}}) {
     detail::g_walk_max_interned = cap;
     std::mt19937 rng(11);
-    walk_and_compare(parse(testing::kJsonGbnf), small_vocab(), rng, "json cap " + std::to_string(cap), 30);
+    walk_and_compare(parse(testing::kJsonGbnf), small_vocab(), rng,
+                     "json cap " + std::to_string(cap), 30);
     for (int i = 0; i < 30 && !HasFatalFailure(); ++i) {
       auto g = parse_ebnf(random_grammar(rng));
-      if (g.is_ok()) walk_and_compare(*g, small_vocab(), rng, "random cap " + std::to_string(cap), 8);
+      if (g.is_ok())
+        walk_and_compare(*g, small_vocab(), rng, "random cap " + std::to_string(cap), 8);
     }
   }
   detail::g_walk_max_interned = 4096;
@@ -212,7 +226,8 @@ TEST(TokenMask, ApplyMatchesTheBitByBitReferenceOnEveryWordKind) {
       std::vector<float> got(size_t(n_vocab) + 8, 2.0f), want = got;  // +8: must stay untouched
       TokenMasker::apply(mask, got.data(), n_vocab);
       for (int32_t i = 0; i < n_vocab; ++i) {
-        if (((mask[size_t(i) >> 6] >> (i & 63)) & 1) == 0) want[size_t(i)] = -std::numeric_limits<float>::infinity();
+        if (((mask[size_t(i) >> 6] >> (i & 63)) & 1) == 0)
+          want[size_t(i)] = -std::numeric_limits<float>::infinity();
       }
       ASSERT_EQ(got, want) << "n_vocab " << n_vocab;
     }
@@ -230,14 +245,18 @@ TEST(TokenMask, ApplyEqualsItsScalarReference) {
       TokenBitmask mask(size_t(n_vocab + 63) / 64);
       for (uint64_t& w : mask) {
         const int kind = int(rng() % 4);
-        w = kind == 0 ? 0 : kind == 1 ? ~uint64_t{0} : kind == 2 ? rng() : (rng() | 0xFF00FF00FF00FF00ull);
+        w = kind == 0   ? 0
+            : kind == 1 ? ~uint64_t{0}
+            : kind == 2 ? rng()
+                        : (rng() | 0xFF00FF00FF00FF00ull);
       }
       std::vector<float> got(size_t(n_vocab) + 8);
       for (float& x : got) x = float(int64_t(rng() % 2001) - 1000) / 7.0f;
       std::vector<float> want = got;
       TokenMasker::apply(mask, got.data(), n_vocab);
       TokenMasker::apply_ref(mask, want.data(), n_vocab);
-      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << "n_vocab " << n_vocab;
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << "n_vocab " << n_vocab;
     }
   }
 }
@@ -262,7 +281,8 @@ TEST(TokenMask, ConcurrentAllowedAgrees) {
   auto g = parse(testing::kJsonGbnf);
   VocabBytes v = small_vocab();
   TokenMasker masker(g, std::make_shared<VocabTrie>(v), 8);
-  const char* prefixes[] = {"{", "{\"k\": [", "{\"k\": \"a", "{\"k\": 1", "{\"k\": tr", "{\"k\": {}"};
+  const char* prefixes[] = {"{",         "{\"k\": [",  "{\"k\": \"a",
+                            "{\"k\": 1", "{\"k\": tr", "{\"k\": {}"};
   std::vector<TokenBitmask> want;
   for (const char* p : prefixes) {
     GrammarMatcher m = masker.start();
@@ -289,7 +309,8 @@ TEST(TokenMask, ConcurrentAllowedAgrees) {
 TEST(TokenMask, LargeSyntheticVocabulary) {
   std::mt19937 rng(3);
   VocabBytes v;
-  const char* alphabet = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789{}[]\":,.-_\\/\n";
+  const char* alphabet =
+      "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789{}[]\":,.-_\\/\n";
   const size_t n_alpha = std::strlen(alphabet);
   for (int i = 0; i < 50000; ++i) {
     std::string s;

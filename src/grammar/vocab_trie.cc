@@ -17,7 +17,8 @@ VocabTrie::VocabTrie(VocabBytes vocab) : vocab_(std::move(vocab)) {
   }
   std::vector<int32_t> ids;
   for (size_t i = 0; i < n; ++i) {
-    if (vocab_.maskable[i] && !vocab_.pieces[i].empty() && !is_eog_[i]) ids.push_back(static_cast<int32_t>(i));
+    if (vocab_.maskable[i] && !vocab_.pieces[i].empty() && !is_eog_[i])
+      ids.push_back(static_cast<int32_t>(i));
   }
   const auto& pieces = vocab_.pieces;
   std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {

@@ -38,10 +38,14 @@ std::atomic<int>& active_isa() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvxVnni: return "avx-vnni";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvxVnni:
+      return "avx-vnni";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -56,10 +60,14 @@ std::optional<Isa> parse_isa(std::string_view name) {
 bool CpuFeatures::supports(Isa tier) const {
   const bool base = avx2 && fma && f16c;
   switch (tier) {
-    case Isa::kScalar: return true;
-    case Isa::kAvx2: return base;
-    case Isa::kAvxVnni: return base && avx_vnni;
-    case Isa::kAvx512: return base && avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni;
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return base;
+    case Isa::kAvxVnni:
+      return base && avx_vnni;
+    case Isa::kAvx512:
+      return base && avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni;
   }
   return false;
 }
@@ -95,7 +103,8 @@ const CpuFeatures& cpu_features() {
     if (const char* env = std::getenv("OMNIBUS_ISA"); env != nullptr && *env != '\0') {
       const std::optional<Isa> parsed = parse_isa(env);
       if (!parsed) {
-        std::fprintf(stderr, "OMNIBUS_ISA=%s: unknown tier (one of scalar, avx2, avx-vnni, avx512)\n", env);
+        std::fprintf(stderr,
+                     "OMNIBUS_ISA=%s: unknown tier (one of scalar, avx2, avx-vnni, avx512)\n", env);
         std::exit(2);
       }
       if (*parsed < cap) cap = *parsed;

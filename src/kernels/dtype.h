@@ -41,9 +41,9 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 
 struct DTypeTraits {
   DType type;
-  const char* name;        // "q4_1", as ggml names it (gguf_block_geometry)
-  int64_t block_size;      // elements per block (1 for float types); from gguf
-  size_t type_size;        // bytes per block; from gguf
+  const char* name;    // "q4_1", as ggml names it (gguf_block_geometry)
+  int64_t block_size;  // elements per block (1 for float types); from gguf
+  size_t type_size;    // bytes per block; from gguf
   bool is_quantized;
   DType vec_dot_type;      // activation format for vec_dot
   ToFloatFn to_float;      // null if this type cannot be dequantized

@@ -20,16 +20,18 @@ int64_t rows_per_task(int64_t n_out, int n_threads) {
 // Any weight type (the fallback without AVX2, and Q2_K / Q3_K): quantize x
 // once, then one vec_dot per output element.
 // Batch invariant because every y[t, r] is the same vec_dot of the same rows.
-void matmul_generic(const WeightView& w, const float* x, int64_t n_tok, float* y,
-                    ThreadPool& pool, MatmulScratch& scratch) {
+void matmul_generic(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+                    MatmulScratch& scratch) {
   const DTypeTraits& wt = dtype_traits(w.type);
   const DTypeTraits& at = dtype_traits(wt.vec_dot_type);
   OMNIBUS_CHECK(wt.vec_dot != nullptr && at.from_float != nullptr);
   const size_t w_row = dtype_row_size(w.type, w.n_in);
   const size_t a_row = dtype_row_size(at.type, w.n_in);
-  if (scratch.quantized_x.size() < size_t(n_tok) * a_row) scratch.quantized_x.resize(size_t(n_tok) * a_row);
+  if (scratch.quantized_x.size() < size_t(n_tok) * a_row)
+    scratch.quantized_x.resize(size_t(n_tok) * a_row);
   uint8_t* qx = scratch.quantized_x.data();
-  pool.parallel_for(n_tok, [&](int64_t t, int) { at.from_float(x + t * w.n_in, qx + t * a_row, w.n_in); });
+  pool.parallel_for(n_tok,
+                    [&](int64_t t, int) { at.from_float(x + t * w.n_in, qx + t * a_row, w.n_in); });
 
   const int64_t rows = rows_per_task(w.n_out, pool.n_threads());
   const int64_t n_tasks = (w.n_out + rows - 1) / rows;

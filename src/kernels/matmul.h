@@ -48,7 +48,7 @@ struct WeightView {
 // Reusable buffers so that matmul does not allocate once the engine is warm.
 struct MatmulScratch {
   std::vector<uint8_t> quantized_x;
-  std::vector<uint8_t> packed_rows;  // per-thread row groups packed on the fly
+  std::vector<uint8_t> packed_rows;    // per-thread row groups packed on the fly
   std::vector<uint8_t> unpacked_rows;  // per-thread Q4_1 groups with nibbles split
 };
 

@@ -21,7 +21,8 @@ void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* a
       std::memcpy(act[sb].qs[lane], q.qs, kQKK);
       act[sb].d[lane] = q.d;
       std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
-      for (int j = 0; j < 8; ++j) act[sb].bsum_pairs[lane][j] = int16_t(q.bsums[2 * j] + q.bsums[2 * j + 1]);
+      for (int j = 0; j < 8; ++j)
+        act[sb].bsum_pairs[lane][j] = int16_t(q.bsums[2 * j] + q.bsums[2 * j + 1]);
     }
   }
 }
@@ -44,7 +45,8 @@ void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum,
       if (with_sum || qsum != nullptr) {
         const int32_t total = simd::hsum_i32(sum);
         if (qsum != nullptr) qsum[b * kTok + lane] = total;
-        if (with_sum) act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(total) * d, _MM_FROUND_TO_NEAREST_INT));
+        if (with_sum)
+          act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(total) * d, _MM_FROUND_TO_NEAREST_INT));
       }
     }
   }

@@ -15,9 +15,9 @@
 namespace omnibus {
 namespace {
 
-// range(1) = threads, range(2) = 1: weights packed at load (pack_weight). One-thread runs report rates per CPU second of the
-// (only) working thread — stable on a loaded machine; two-thread runs use
-// wall time.
+// range(1) = threads, range(2) = 1: weights packed at load (pack_weight). One-thread runs report
+// rates per CPU second of the (only) working thread — stable on a loaded machine; two-thread runs
+// use wall time.
 ThreadPool& bench_pool(int64_t n_threads) {
   static ThreadPool one(1), two(2);
   return n_threads == 1 ? one : two;
@@ -42,8 +42,10 @@ void run_shape(benchmark::State& state, DType type, int64_t n_in, int64_t n_out)
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n_in * n_out * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GB/s"] = benchmark::Counter(double(wdata.size()) * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n_in * n_out * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(wdata.size()) * iters / 1e9, benchmark::Counter::kIsRate);
   state.counters["tok/s"] = benchmark::Counter(double(n_tok) * iters, benchmark::Counter::kIsRate);
 }
 
@@ -53,25 +55,35 @@ void BM_Matmul_Q4_1_576x576(benchmark::State& s) { run_shape(s, DType::Q4_1, 576
 void BM_Matmul_Q4_1_576x192(benchmark::State& s) { run_shape(s, DType::Q4_1, 576, 192); }
 void BM_Matmul_Q8_0_576x49152(benchmark::State& s) { run_shape(s, DType::Q8_0, 576, 49152); }
 // K-quants need n_in % 256 == 0: 768 stands in for 576.
-void BM_Matmul_Q5_0_640x2048(benchmark::State& s) { run_shape(s, DType::Q5_0, 640, 2048); }  // Gemma 3 gate/up
+void BM_Matmul_Q5_0_640x2048(benchmark::State& s) {
+  run_shape(s, DType::Q5_0, 640, 2048);
+}  // Gemma 3 gate/up
 // Common formats the bundled models do not use (Q4_0, Q5_1, Q5_K_M files).
 void BM_Matmul_Q4_0_576x1536(benchmark::State& s) { run_shape(s, DType::Q4_0, 576, 1536); }
 void BM_Matmul_Q5_1_576x1536(benchmark::State& s) { run_shape(s, DType::Q5_1, 576, 1536); }
 void BM_Matmul_Q5_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q5_K, 768, 1536); }
-void BM_Matmul_Q2_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q2_K, 768, 1536); }  // generic path
-void BM_Matmul_Q3_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q3_K, 768, 1536); }  // generic path
+void BM_Matmul_Q2_K_768x1536(benchmark::State& s) {
+  run_shape(s, DType::Q2_K, 768, 1536);
+}  // generic path
+void BM_Matmul_Q3_K_768x1536(benchmark::State& s) {
+  run_shape(s, DType::Q3_K, 768, 1536);
+}  // generic path
 // Unquantized weights (F16 / BF16 GGUFs).
 void BM_Matmul_F16_576x1536(benchmark::State& s) { run_shape(s, DType::F16, 576, 1536); }
 void BM_Matmul_BF16_576x1536(benchmark::State& s) { run_shape(s, DType::BF16, 576, 1536); }
 void BM_Matmul_F16_1536x576(benchmark::State& s) { run_shape(s, DType::F16, 1536, 576); }
-void BM_Matmul_F16_576x49152(benchmark::State& s) { run_shape(s, DType::F16, 576, 49152); }  // an F16 output head (DRAM)
+void BM_Matmul_F16_576x49152(benchmark::State& s) {
+  run_shape(s, DType::F16, 576, 49152);
+}  // an F16 output head (DRAM)
 void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 768, 1536); }
 void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
 
 // {n_tok, threads, packed}
 #define OMNIBUS_1T ->ArgsProduct({{1, 16, 64, 256, 512}, {1}, {0, 1}})
 #define OMNIBUS_2T ->ArgsProduct({{1, 16, 64, 256}, {2}, {0, 1}})->UseRealTime()
-#define OMNIBUS_SHAPE(fn) BENCHMARK(fn) OMNIBUS_1T; BENCHMARK(fn) OMNIBUS_2T
+#define OMNIBUS_SHAPE(fn)   \
+  BENCHMARK(fn) OMNIBUS_1T; \
+  BENCHMARK(fn) OMNIBUS_2T
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x1536);
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_1536x576);
 OMNIBUS_SHAPE(BM_Matmul_Q4_1_576x576);
@@ -104,8 +116,11 @@ struct SmolLM2Stack {
   double macs = 0;  // per token, projections only
 
   SmolLM2Stack() {
-    struct Shape { int64_t n_in, n_out; };
-    const Shape shapes[] = {{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}};
+    struct Shape {
+      int64_t n_in, n_out;
+    };
+    const Shape shapes[] = {{576, 576},  {576, 192},  {576, 192}, {576, 576},
+                            {576, 1536}, {576, 1536}, {1536, 576}};
     std::mt19937 rng(2);
     for (int layer = 0; layer < 30; ++layer) {
       for (const Shape& s : shapes) {
@@ -150,7 +165,8 @@ void BM_Matmul_SmolLM2_Layers(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m.macs * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m.macs * n_tok * iters / 1e9, benchmark::Counter::kIsRate);
   state.counters["tok/s"] = benchmark::Counter(double(n_tok) * iters, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Matmul_SmolLM2_Layers)->ArgsProduct({{1, 16, 64, 256}, {1}, {0, 1}});
@@ -178,7 +194,8 @@ void BM_SmolLM2_Step(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(logits.data());
   }
-  state.counters["tok/s"] = benchmark::Counter(double(n_tok) * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(double(n_tok) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SmolLM2_Step)->ArgsProduct({{1, 16, 64, 512}, {1}, {0, 1}});
 BENCHMARK(BM_SmolLM2_Step)->ArgsProduct({{1, 16, 64, 512}, {2}, {0, 1}})->UseRealTime();

@@ -36,17 +36,27 @@ using internal::kTok;
 using internal::Ops;
 
 // One tier's kernel table for `type` (the tier's namespace in internal).
-#define OMNIBUS_TIER_OPS(tier)                                                        \
-  switch (type) {                                                                     \
-    case DType::Q4_0: return internal::tier::ops_q4_0();                              \
-    case DType::Q4_1: return internal::tier::ops_q4_1();                              \
-    case DType::Q5_0: return internal::tier::ops_q5_0();                              \
-    case DType::Q5_1: return internal::tier::ops_q5_1();                              \
-    case DType::Q8_0: return internal::tier::ops_q8_0();                              \
-    case DType::Q4_K: return internal::tier::ops_q4_K();                              \
-    case DType::Q5_K: return internal::tier::ops_q5_K();                              \
-    case DType::Q6_K: return internal::tier::ops_q6_K();                              \
-    default: OMNIBUS_CHECK(false && "no packed kernel for this type"); std::abort(); \
+#define OMNIBUS_TIER_OPS(tier)                                  \
+  switch (type) {                                               \
+    case DType::Q4_0:                                           \
+      return internal::tier::ops_q4_0();                        \
+    case DType::Q4_1:                                           \
+      return internal::tier::ops_q4_1();                        \
+    case DType::Q5_0:                                           \
+      return internal::tier::ops_q5_0();                        \
+    case DType::Q5_1:                                           \
+      return internal::tier::ops_q5_1();                        \
+    case DType::Q8_0:                                           \
+      return internal::tier::ops_q8_0();                        \
+    case DType::Q4_K:                                           \
+      return internal::tier::ops_q4_K();                        \
+    case DType::Q5_K:                                           \
+      return internal::tier::ops_q5_K();                        \
+    case DType::Q6_K:                                           \
+      return internal::tier::ops_q6_K();                        \
+    default:                                                    \
+      OMNIBUS_CHECK(false && "no packed kernel for this type"); \
+      std::abort();                                             \
   }
 
 // The kernels of the tier the CPU runs now (isa(): every tier packs the same
@@ -54,9 +64,12 @@ using internal::Ops;
 // packing and use).
 const Ops& ops_for(DType type) {
   switch (isa()) {
-    case Isa::kAvx512: OMNIBUS_TIER_OPS(avx512)
-    case Isa::kAvxVnni: OMNIBUS_TIER_OPS(avx_vnni)
-    default: OMNIBUS_TIER_OPS(avx2)
+    case Isa::kAvx512:
+      OMNIBUS_TIER_OPS(avx512)
+    case Isa::kAvxVnni:
+      OMNIBUS_TIER_OPS(avx_vnni)
+    default:
+      OMNIBUS_TIER_OPS(avx2)
   }
 }
 #undef OMNIBUS_TIER_OPS
@@ -66,7 +79,8 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // Prefetches a whole packed group (bytes) into L2; null (packed on the fly) is skipped.
 void prefetch_group(const uint8_t* p, size_t bytes) {
   if (p == nullptr) return;
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T1);
+  for (size_t off = 0; off < bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T1);
 }
 
 #ifndef OMNIBUS_UNPACKED_TOK
@@ -120,8 +134,9 @@ void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t 
   matmul_multi(ws, ps, ys, 1, x, n_tok, pool, scratch);
 }
 
-void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys, int n_mats,
-                  const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch) {
+void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
+                  int n_mats, const float* x, int64_t n_tok, ThreadPool& pool,
+                  MatmulScratch& scratch) {
   OMNIBUS_CHECK(n_mats >= 1 && n_tok >= 1);
   const DType type = ws[0]->type;
   const int64_t n_in = ws[0]->n_in;
@@ -149,12 +164,15 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
   uint8_t* act = scratch.quantized_x.data();
   // The activation tile `tile` (nb blocks).
-  auto tile_act = [&](int64_t tile) -> const uint8_t* { return act + size_t(tile * nb) * act_block; };
+  auto tile_act = [&](int64_t tile) -> const uint8_t* {
+    return act + size_t(tile * nb) * act_block;
+  };
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
     uint8_t* a = act + size_t(tile * nb) * act_block;
     if (ops.k_act) {
-      matmul_act::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, reinterpret_cast<ActBlockK*>(a));
+      matmul_act::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid,
+                                  reinterpret_cast<ActBlockK*>(a));
     } else {
       auto* blocks = reinterpret_cast<ActBlock32*>(a);
       int32_t* qsum = ops.with_qsum ? reinterpret_cast<int32_t*>(blocks + nb) : nullptr;
@@ -198,7 +216,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   constexpr int64_t kRunBlockTiles = 1536, kMinSubtasks = 4, kMaxSubtasks = 64;
   const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
   const int64_t region_work = n_groups / n_regions * n_tiles * nb;
-  const int64_t n_sub = std::clamp<int64_t>(region_work / kRunBlockTiles, kMinSubtasks, kMaxSubtasks);
+  const int64_t n_sub =
+      std::clamp<int64_t>(region_work / kRunBlockTiles, kMinSubtasks, kMaxSubtasks);
   const int64_t n_tasks = n_regions * n_sub;
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
     const int64_t region = task % n_regions, sub = task / n_regions;
@@ -206,7 +225,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     auto cut = [](int64_t lo, int64_t hi, int64_t i, int64_t n) {
       return i == n ? hi : lo + (hi - lo) * i / n / 2 * 2;
     };
-    const int64_t r0 = cut(0, n_groups, region, n_regions), r1 = cut(0, n_groups, region + 1, n_regions);
+    const int64_t r0 = cut(0, n_groups, region, n_regions),
+                  r1 = cut(0, n_groups, region + 1, n_regions);
     const int64_t g0 = cut(r0, r1, sub, n_sub), g1 = cut(r0, r1, sub + 1, n_sub);
     // Group gg of the index space: its matrix, and its packed bytes (packed
     // on the fly into this thread's pack slot `slot` where not packed at load).
@@ -239,10 +259,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         float* y = ys[m] + g * kGroupRows;
         const uint8_t* gp = group_ptr(m, g, 0);
         const int n_rows = int(std::min<int64_t>(kGroupRows, w.n_out - g * kGroupRows));
-        if (!unpack && n_tiles > 1 && ops.pair[1] != nullptr && gg + 1 < g1 && gg + 1 < first_group[m + 1]) {
+        if (!unpack && n_tiles > 1 && ops.pair[1] != nullptr && gg + 1 < g1 &&
+            gg + 1 < first_group[m + 1]) {
           // Many tiles of a type with a pair kernel: two groups per call.
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
-          for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next) prefetch_group(packed_addr(next), gb);
+          for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
+            prefetch_group(packed_addr(next), gb);
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
@@ -280,8 +302,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
-            ops.upair[T](ubuf, ubuf + ub, gp, gp1, nb, tile_act(tile), y + tile * kTok * w.n_out, w.n_out,
-                         n_rows1);
+            ops.upair[T](ubuf, ubuf + ub, gp, gp1, nb, tile_act(tile), y + tile * kTok * w.n_out,
+                         w.n_out, n_rows1);
           }
         } else if (!single_unpacked) {
           for (int64_t tile = c0; tile < c1; ++tile) {
@@ -291,10 +313,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         } else {
           constexpr int64_t tiles_per_call = kUnpackedTok / kTok;
           for (int64_t tile = c0; tile < c1; tile += tiles_per_call) {
-            const int T = int(std::min<int64_t>({kUnpackedTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
+            const int T =
+                int(std::min<int64_t>({kUnpackedTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
             const uint8_t* a0 = tile_act(tile);
             const uint8_t* a1 = T > kTok ? tile_act(tile + 1) : a0;
-            ops.unpacked_single[T](ubuf, gp, nb, a0, a1, y + tile * kTok * w.n_out, w.n_out, n_rows);
+            ops.unpacked_single[T](ubuf, gp, nb, a0, a1, y + tile * kTok * w.n_out, w.n_out,
+                                   n_rows);
           }
         }
         gg += step;

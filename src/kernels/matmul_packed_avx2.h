@@ -45,7 +45,8 @@ extern const GroupedMatmulKernels kKernels;
 // ys[m] = Ws[m] x for n_mats (<= 4) matrices of one type and n_in sharing the
 // input x: x is quantized once and all their groups form one parallel job.
 // packed[m] as for matmul(). Each ys[m] bitwise equal to matmul(*ws[m], ...).
-void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys, int n_mats,
-                  const float* x, int64_t n_tok, ThreadPool& pool, MatmulScratch& scratch);
+void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
+                  int n_mats, const float* x, int64_t n_tok, ThreadPool& pool,
+                  MatmulScratch& scratch);
 
 }  // namespace omnibus::matmul_packed

@@ -82,17 +82,18 @@ GroupRows group_rows(const WeightView& w, int64_t g, size_t block_bytes, const u
 // Kernels take the activation tile as void*: ActBlock32[nb] (32-element
 // formats; with Ops::with_qsum followed by int32 qsum[nb][kTok]) or
 // ActBlockK[nb] (K-quants), per Ops::k_act.
-using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y, int64_t y_stride,
-                          int n_rows);
-using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act, float* y,
-                        int64_t y_stride, int n_rows1);
+using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y,
+                          int64_t y_stride, int n_rows);
+using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act,
+                        float* y, int64_t y_stride, int n_rows1);
 using PackFn = void (*)(const WeightView& w, int64_t g, uint8_t* out);
 using UnpackFn = void (*)(const uint8_t* group, int64_t nb, uint8_t* out);
 using UnpackedPairFn = void (*)(const uint8_t* u0, const uint8_t* u1, const uint8_t* group0,
-                                const uint8_t* group1, int64_t nb, const void* act, float* y, int64_t y_stride,
-                                int n_rows1);
-using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb, const void* act0,
-                                  const void* act1, float* y, int64_t y_stride, int n_rows);
+                                const uint8_t* group1, int64_t nb, const void* act, float* y,
+                                int64_t y_stride, int n_rows1);
+using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb,
+                                  const void* act0, const void* act1, float* y, int64_t y_stride,
+                                  int n_rows);
 
 // A packed type's kernels. Calls with several token tiles take the first of:
 // unpack (quants split to bytes once per group; upair for two groups, else
@@ -101,10 +102,10 @@ struct Ops {
   KernelFn kernel[kTok + 1];  // one packed group, T tokens
   PackFn pack;
   size_t (*used_bytes)(int64_t nb);  // bytes of a group of nb activation blocks
-  int block_elems = 32;       // elements per activation block
-  bool k_act = false;         // ActBlockK (Q8_K) activation tiles, else ActBlock32
-  bool with_sum = false;      // ActBlock32 with Q8_1 sums
-  bool with_qsum = false;     // ActBlock32 tiles followed by exact sums (quantize_tile's qsum)
+  int block_elems = 32;              // elements per activation block
+  bool k_act = false;                // ActBlockK (Q8_K) activation tiles, else ActBlock32
+  bool with_sum = false;             // ActBlock32 with Q8_1 sums
+  bool with_qsum = false;      // ActBlock32 tiles followed by exact sums (quantize_tile's qsum)
   PairFn pair[kTok + 1] = {};  // two packed groups per call (null: none)
   UnpackFn unpack = nullptr;   // null: no unpacked path
   UnpackedPairFn upair[kTok + 1] = {};
@@ -114,17 +115,23 @@ struct Ops {
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:
 // the *_vnni.cc and *_avx512.cc files include them with that tier's flags).
 #define OMNIBUS_PACKED_OPS_DECLS \
-  const Ops& ops_q4_0(); \
-  const Ops& ops_q4_1(); \
-  const Ops& ops_q5_0(); \
-  const Ops& ops_q5_1(); \
-  const Ops& ops_q8_0(); \
-  const Ops& ops_q4_K(); \
-  const Ops& ops_q5_K(); \
+  const Ops& ops_q4_0();         \
+  const Ops& ops_q4_1();         \
+  const Ops& ops_q5_0();         \
+  const Ops& ops_q5_1();         \
+  const Ops& ops_q8_0();         \
+  const Ops& ops_q4_K();         \
+  const Ops& ops_q5_K();         \
   const Ops& ops_q6_K();
-namespace avx2 { OMNIBUS_PACKED_OPS_DECLS }
-namespace avx_vnni { OMNIBUS_PACKED_OPS_DECLS }
-namespace avx512 { OMNIBUS_PACKED_OPS_DECLS }
+namespace avx2 {
+OMNIBUS_PACKED_OPS_DECLS
+}
+namespace avx_vnni {
+OMNIBUS_PACKED_OPS_DECLS
+}
+namespace avx512 {
+OMNIBUS_PACKED_OPS_DECLS
+}
 #undef OMNIBUS_PACKED_OPS_DECLS
 
 namespace OMNIBUS_PACKED_TIER {
@@ -152,7 +159,8 @@ inline __m256i bcast32(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
 inline constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
 
 inline void prefetch(const uint8_t* p) {
-  if constexpr (kPrefetch > 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
+  if constexpr (kPrefetch > 0)
+    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
 }
 
 // prefetch() of every cache line of [p, p + Bytes): a kernel that consumes
@@ -187,7 +195,8 @@ inline void store_rows(float* y, __m256 acc, int n_rows) {
 // Stores the T tokens' results of a group pair: rows 0-7 from acc0, rows
 // 8..8+n_rows1 from acc1.
 template <int T>
-inline void store_pair_rows(float* y, int64_t y_stride, const __m256 acc0[T], const __m256 acc1[T], int n_rows1) {
+inline void store_pair_rows(float* y, int64_t y_stride, const __m256 acc0[T], const __m256 acc1[T],
+                            int n_rows1) {
   for (int t = 0; t < T; ++t) {
     store_rows(y + t * y_stride, acc0[t], kGroupRows);
     store_rows(y + t * y_stride + kGroupRows, acc1[t], n_rows1);
@@ -248,7 +257,8 @@ inline __m256i step_add(__m256i s, __m256i u0, __m256i a0, __m256i u1, __m256i a
 #if OMNIBUS_PACKED_VNNI
   return dpbusd(dpbusd(s, u0, a0), u1, a1);
 #else
-  return _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1)));
+  return _mm256_add_epi16(
+      s, _mm256_add_epi16(_mm256_maddubs_epi16(u0, a0), _mm256_maddubs_epi16(u1, a1)));
 #endif
 }
 
@@ -308,8 +318,8 @@ inline void steps_sum(Load load, const int8_t* const aq[T], __m256i s[T]) {
 // steps_sum on two unpacked groups at once (v0, v1: the block's
 // kUnpackedBlock bytes of each): each activation broadcast feeds both.
 template <int T, int I0, int I1>
-inline void pair_steps_sum(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T], __m256i s0[T],
-                           __m256i s1[T]) {
+inline void pair_steps_sum(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T],
+                           __m256i s0[T], __m256i s1[T]) {
 #pragma GCC unroll 4
   for (int i = I0; i < I1; ++i) {
     const __m256i lo0 = load256a(v0 + 64 * i), hi0 = load256a(v0 + 64 * i + 32);
@@ -442,12 +452,14 @@ inline void store_pair_rows512(float* y, int64_t y_stride, const __m512 acc[T], 
 // The low and high halves go to separate sums (added at the end) so that
 // 2T vpdpbusd chains, not T, hide its latency.
 template <int T>
-inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T], __m512i s[T]) {
+inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T],
+                              __m512i s[T]) {
   __m512i h[T];
   for (int t = 0; t < T; ++t) s[t] = h[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
-    const __m512i lo = join256(v0 + 64 * i, v1 + 64 * i), hi = join256(v0 + 64 * i + 32, v1 + 64 * i + 32);
+    const __m512i lo = join256(v0 + 64 * i, v1 + 64 * i),
+                  hi = join256(v0 + 64 * i + 32, v1 + 64 * i + 32);
     for (int t = 0; t < T; ++t) {
       s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast32_512(aq[t] + 4 * i));
       h[t] = _mm512_dpbusd_epi32(h[t], hi, bcast32_512(aq[t] + 16 + 4 * i));

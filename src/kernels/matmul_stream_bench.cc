@@ -63,7 +63,8 @@ struct StreamMatrix {
       const size_t n_copies = (kMinBytes + raw.size() - 1) / raw.size();
       for (size_t c = 0; c < n_copies; ++c) {
         m->raw.push_back(raw);  // the fallback of a type without a packed layout reads it
-        m->packed.push_back(pack_weight(WeightView{type, m->raw.back().data(), n_in, n_out}, &stream_pool(2)));
+        m->packed.push_back(
+            pack_weight(WeightView{type, m->raw.back().data(), n_in, n_out}, &stream_pool(2)));
         if (m->packed.back().is_packed()) std::vector<uint8_t>().swap(m->raw.back());
       }
     }
@@ -86,27 +87,32 @@ void run_stream(benchmark::State& state, DType type, int64_t n_in, int64_t n_out
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
-  const double streamed = m.packed[0].is_packed() ? double(m.packed[0].size_bytes()) : double(m.file_bytes);
+  const double streamed =
+      m.packed[0].is_packed() ? double(m.packed[0].size_bytes()) : double(m.file_bytes);
   state.SetBytesProcessed(int64_t(double(m.file_bytes) * iters));
-  state.counters["packed_bytes/s"] =
-      benchmark::Counter(streamed * iters, benchmark::Counter::kIsRate, benchmark::Counter::OneK::kIs1024);
-  state.counters["GMAC/s"] =
-      benchmark::Counter(double(n_in) * double(n_out) * double(n_tok) * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["packed_bytes/s"] = benchmark::Counter(
+      streamed * iters, benchmark::Counter::kIsRate, benchmark::Counter::OneK::kIs1024);
+  state.counters["GMAC/s"] = benchmark::Counter(
+      double(n_in) * double(n_out) * double(n_tok) * iters / 1e9, benchmark::Counter::kIsRate);
 }
 
-#define OMNIBUS_STREAM(type, n_in, n_out, tokens)                                                      \
-  void BM_Stream_##type##_##n_in##x##n_out(benchmark::State& s) { run_stream(s, DType::type, n_in, n_out); } \
-  BENCHMARK(BM_Stream_##type##_##n_in##x##n_out)                                                       \
-      ->ArgsProduct({tokens, {1, 2}})                                                                  \
-      ->UseRealTime()                                                                                  \
+#define OMNIBUS_STREAM(type, n_in, n_out, tokens)                 \
+  void BM_Stream_##type##_##n_in##x##n_out(benchmark::State& s) { \
+    run_stream(s, DType::type, n_in, n_out);                      \
+  }                                                               \
+  BENCHMARK(BM_Stream_##type##_##n_in##x##n_out)                  \
+      ->ArgsProduct({tokens, {1, 2}})                             \
+      ->UseRealTime()                                             \
       ->Unit(benchmark::kMillisecond)
 
-#define OMNIBUS_STREAM_TOKENS {1, 4, 16, 64, 512}
-#define OMNIBUS_HEAD_TOKENS {1, 4, 16, 64}
+#define OMNIBUS_STREAM_TOKENS \
+  { 1, 4, 16, 64, 512 }
+#define OMNIBUS_HEAD_TOKENS \
+  { 1, 4, 16, 64 }
 // Each format at the three 8B shapes (n_in x n_out as the loader sees them).
-#define OMNIBUS_STREAM_TYPE(type)                                  \
-  OMNIBUS_STREAM(type, 4096, 14336, OMNIBUS_STREAM_TOKENS);        \
-  OMNIBUS_STREAM(type, 14336, 4096, OMNIBUS_STREAM_TOKENS);        \
+#define OMNIBUS_STREAM_TYPE(type)                           \
+  OMNIBUS_STREAM(type, 4096, 14336, OMNIBUS_STREAM_TOKENS); \
+  OMNIBUS_STREAM(type, 14336, 4096, OMNIBUS_STREAM_TOKENS); \
   OMNIBUS_STREAM(type, 4096, 128256, OMNIBUS_HEAD_TOKENS)
 
 OMNIBUS_STREAM_TYPE(Q4_K);

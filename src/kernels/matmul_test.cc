@@ -36,7 +36,8 @@ void expect_matches_ref(const WeightView& w, const std::vector<float>& x, int64_
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* xt = x.data() + t * w.n_in;
     for (int64_t r = 0; r < w.n_out; ++r) {
-      const float* wr = fw.data() + r * w.n_in;  // raw pointers: this file is built at -O0 under ASan
+      const float* wr =
+          fw.data() + r * w.n_in;  // raw pointers: this file is built at -O0 under ASan
       double l1 = 0;
       for (int64_t k = 0; k < w.n_in; ++k) l1 += std::fabs(double(wr[k]) * xt[k]);
       const size_t i = size_t(t * w.n_out + r);
@@ -76,8 +77,8 @@ TEST_P(MatmulTest, MatchesReference) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       for (int64_t n_tok : {1, 2, 3, 5, 8, 17, 64}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_out=" << n_out
-                                        << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in
+                                          << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> y(size_t(n_tok * n_out), NAN);
         matmul(w, x.data(), n_tok, y.data(), pool, scratch);
@@ -119,7 +120,8 @@ TEST_P(MatmulTest, BatchInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTest, ::testing::ValuesIn(quant_testing::weight_types()),
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTest,
+                         ::testing::ValuesIn(quant_testing::weight_types()),
                          [](const ::testing::TestParamInfo<DType>& p) {
                            return std::string(dtype_name(p.param));
                          });
@@ -192,7 +194,9 @@ TEST_P(MatmulTest, SharedInputEqualsSeparate) {
     matmul_shared_input(ws, x.data(), n_tok, ys, n_tok % 2 ? pool3 : pool2, scratch);
     for (int m = 0; m < 3; ++m) {
       matmul(packed[size_t(m)], x.data(), n_tok, alone[size_t(m)].data(), pool2, scratch);
-      ASSERT_EQ(std::memcmp(fused[size_t(m)].data(), alone[size_t(m)].data(), fused[size_t(m)].size() * 4), 0)
+      ASSERT_EQ(std::memcmp(fused[size_t(m)].data(), alone[size_t(m)].data(),
+                            fused[size_t(m)].size() * 4),
+                0)
           << "m=" << m;
     }
   }
@@ -202,7 +206,8 @@ TEST_P(MatmulTest, SharedInputEqualsSeparate) {
 TEST(Matmul, SharedInputMixedTypes) {
   std::mt19937 rng(15);
   const int64_t n_in = 64;
-  std::vector<uint8_t> a = random_rows(DType::Q4_1, 9, n_in, rng), b = random_rows(DType::Q8_0, 5, n_in, rng);
+  std::vector<uint8_t> a = random_rows(DType::Q4_1, 9, n_in, rng),
+                       b = random_rows(DType::Q8_0, 5, n_in, rng);
   const PackedWeight pa = pack_weight(WeightView{DType::Q4_1, a.data(), n_in, 9});
   const PackedWeight pb = pack_weight(WeightView{DType::Q8_0, b.data(), n_in, 5});
   const PackedWeight* ws[2] = {&pa, &pb};
@@ -226,8 +231,8 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
   ThreadPool pool(1);
   MatmulScratch scratch;
   const int64_t n_out = 41;  // 6 groups: runs of two (paired kernels) and one
-  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
-                     DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K}) {
     const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
     const int64_t n_in = k_quant ? 512 : 64;
     std::vector<float> x(static_cast<size_t>(n_in));
@@ -241,7 +246,8 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
     for (size_t b = 0; b < wdata.size() / bs; ++b) {
       wdata[b * bs] = 0x00;
       wdata[b * bs + 1] = 0x3C;
-      if (type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K) {
+      if (type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K ||
+          type == DType::Q5_K) {
         wdata[b * bs + 2] = wdata[b * bs + 3] = 0;
       }
       if (type == DType::Q6_K) {  // scales at 192, d last
@@ -255,7 +261,8 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
     std::vector<float> got(static_cast<size_t>(n_out)), want(static_cast<size_t>(n_out));
     matmul(w, x.data(), 1, got.data(), pool, scratch);
     matmul_ref(w, x.data(), 1, want.data());
-    for (int64_t r = 0; r < n_out; ++r) EXPECT_FLOAT_EQ(got[size_t(r)], want[size_t(r)]) << dtype_name(type);
+    for (int64_t r = 0; r < n_out; ++r)
+      EXPECT_FLOAT_EQ(got[size_t(r)], want[size_t(r)]) << dtype_name(type);
     // many tokens: the multi-tile kernels (pre-split nibbles, wide token tiles)
     const int64_t n_tok = 13;
     std::vector<float> xs(size_t(n_tok * n_in));
@@ -264,31 +271,34 @@ TEST(Matmul, PackedExtremeQuantsAreExact) {
     matmul(w, xs.data(), n_tok, ys.data(), pool, scratch);
     for (int64_t t = 0; t < n_tok; ++t) {
       for (int64_t r = 0; r < n_out; ++r) {
-        EXPECT_FLOAT_EQ(ys[size_t(t * n_out + r)], want[size_t(r)]) << dtype_name(type) << " t=" << t;
+        EXPECT_FLOAT_EQ(ys[size_t(t * n_out + r)], want[size_t(r)])
+            << dtype_name(type) << " t=" << t;
       }
     }
   }
 }
 
 // Many tokens run two 8-row groups per kernel call where a thread's run of
-// groups allows (every packed type but Q8_0 at one tile); single tokens run one group at a time. Every
-// output bitwise the same either way, for several thread counts and odd row,
-// block and token counts; and close to the reference.
+// groups allows (every packed type but Q8_0 at one tile); single tokens run one group at a time.
+// Every output bitwise the same either way, for several thread counts and odd row, block and token
+// counts; and close to the reference.
 TEST(Matmul, GroupPairsEqualSingleGroups) {
   std::mt19937 rng(16);
   ThreadPool pool1(1), pool2(2), pool3(3);
   ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
   MatmulScratch scratch;
-  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
-                     DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K}) {
     for (int64_t n_in : {96, 160}) {
-      if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) n_in *= 8;  // 3 and 5 super-blocks
+      if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K)
+        n_in *= 8;  // 3 and 5 super-blocks
       const int64_t n_out = 8 * 37 + 5;
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
       for (int64_t n_tok : {2, 13, 64, 130}) {  // 130: token chunks of 16, 16 and 1 tiles
-        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> all(size_t(n_tok * n_out), NAN);
         matmul(packed, x.data(), n_tok, all.data(), *pools[n_tok % 3], scratch);
@@ -299,7 +309,8 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
         std::vector<float> one(static_cast<size_t>(n_out));
         for (int64_t t = 0; t < n_tok; ++t) {
           matmul(packed, x.data() + t * n_in, 1, one.data(), *pools[t % 3], scratch);
-          ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0) << "t=" << t;
+          ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0)
+              << "t=" << t;
         }
       }
     }
@@ -322,7 +333,8 @@ TEST(Matmul, FloatTypesOddRowLengths) {
       const PackedWeight packed = pack_weight(w);
       EXPECT_EQ(packed.is_packed(), cpu_features().use_avx2());
       for (int64_t n_tok : {1, 6, 70}) {  // 70: two token chunks
-        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> y(size_t(n_tok * n_out), NAN);
         matmul(w, x.data(), n_tok, y.data(), pool, scratch);
@@ -363,13 +375,14 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
   for (Isa tier : kAllIsas) {
     if (tier > Isa::kAvx2 && f.supports(tier)) tiers.push_back(tier);
   }
-  if (tiers.empty()) GTEST_SKIP() << "this CPU runs only the avx2 tier (best: " << isa_name(f.best) << ")";
+  if (tiers.empty())
+    GTEST_SKIP() << "this CPU runs only the avx2 tier (best: " << isa_name(f.best) << ")";
   std::mt19937 rng(21);
   ThreadPool pool(2);
   MatmulScratch scratch;
   const Isa start = isa();
-  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
-                     DType::Q6_K}) {
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K}) {
     const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
     for (int extreme = 0; extreme < 2; ++extreme) {
       const int64_t n_in = k_quant ? 768 : 160, n_out = 8 * 5 + 3;
@@ -377,7 +390,8 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
       if (extreme) {  // every quant byte at its largest magnitude (scales stay random)
         const size_t bs = dtype_traits_ref(type).type_size;
         for (size_t b = 0; b < wdata.size() / bs; ++b) {
-          const size_t skip = type == DType::Q6_K ? 0 : (type == DType::Q4_K || type == DType::Q5_K ? 16 : 4);
+          const size_t skip =
+              type == DType::Q6_K ? 0 : (type == DType::Q4_K || type == DType::Q5_K ? 16 : 4);
           const size_t end = type == DType::Q6_K ? 192 : bs;  // Q6_K: ql and qh, not scales and d
           for (size_t i = skip; i < end; ++i) wdata[b * bs + i] = type == DType::Q8_0 ? 0x80 : 0xFF;
         }
@@ -386,7 +400,8 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
       set_isa_for_testing(Isa::kAvx2);
       const PackedWeight packed = pack_weight(w);
       for (int64_t n_tok : {1, 3, 13, 64}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         if (extreme) {
           for (float& v : x) v = v < 0 ? -1.0f : 1.0f;  // activations quantize to +-127

@@ -31,9 +31,9 @@ enum class RopeMode {
 
 struct RopeParams {
   RopeMode mode = RopeMode::kNormal;
-  int n_rot = 0;            // rotated dims per head (<= head_dim, even); rest pass through
+  int n_rot = 0;  // rotated dims per head (<= head_dim, even); rest pass through
   float freq_base = 10000.f;
-  float freq_scale = 1.f;   // linear position scaling: theta = pos * freq_scale * base^(-2i/n_rot)
+  float freq_scale = 1.f;  // linear position scaling: theta = pos * freq_scale * base^(-2i/n_rot)
   // Per-frequency divisors, [n_rot / 2] or null: theta_i = freq_scale * pos * s^i / f[i]
   // (Llama 3's rope_freqs.weight, Phi-3's LongRoPE short/long factors). Not owned.
   const float* freq_factors = nullptr;
@@ -46,7 +46,8 @@ struct RopeParams {
 // s = powf(freq_base, -2/n_rot) and s^i formed by repeated multiplication,
 // then cosf/sinf, so results match it closely; freq_factors and attn_factor
 // as ggml_rope_ext applies them (theta / f[i], then cos and sin times
-// attn_factor; no YaRN ramp). Dims [n_rot, head_dim) pass through. REQUIRES: 0 < n_rot <= head_dim, n_rot even.
+// attn_factor; no YaRN ramp). Dims [n_rot, head_dim) pass through. REQUIRES: 0 < n_rot <= head_dim,
+// n_rot even.
 void rope(float* x, const int32_t* pos, int64_t n_tok, int n_heads, int head_dim,
           const RopeParams& p);
 

@@ -64,7 +64,8 @@ void rms_norm_avx2(const float* x, const float* w, float* y, int64_t n_rows, int
     const float mean = static_cast<float>(sum / static_cast<double>(n));
     const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(mean + eps));
     if (w) {
-      map2(xr, w, yr, n, [&](__m256 a, __m256 b) { return _mm256_mul_ps(_mm256_mul_ps(a, scale), b); });
+      map2(xr, w, yr, n,
+           [&](__m256 a, __m256 b) { return _mm256_mul_ps(_mm256_mul_ps(a, scale), b); });
     } else {
       map1(xr, yr, n, [&](__m256 a) { return _mm256_mul_ps(a, scale); });
     }
@@ -91,7 +92,8 @@ void softmax_avx2(float* x, int64_t n) {
   for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
   if (i < n) {
     const __m256i m = tail_mask(static_cast<int>(n - i));
-    const __m256 v = _mm256_blendv_ps(kNegInf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+    const __m256 v =
+        _mm256_blendv_ps(kNegInf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
     vmax = _mm256_max_ps(vmax, v);
   }
   const __m256 max = _mm256_set1_ps(avx2::hmax_ps(vmax));
@@ -142,7 +144,8 @@ float log_sum_exp_avx2(const float* x, int64_t n, float max) {
   const __m256 vmax = _mm256_set1_ps(max);
   __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) sum_pd(avx2::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)), acc0, acc1);
+  for (; i + 8 <= n; i += 8)
+    sum_pd(avx2::exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)), acc0, acc1);
   if (i < n) {
     const __m256i m = tail_mask(static_cast<int>(n - i));
     const __m256 e = avx2::exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmax));

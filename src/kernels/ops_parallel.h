@@ -27,8 +27,10 @@ namespace omnibus {
 inline constexpr int64_t kOpsParallelMinElems = 16384;
 
 // swiglu / geglu of [n_rows, n] gate and up rows; out may alias gate.
-void swiglu(const float* gate, const float* up, float* out, int64_t n_rows, int64_t n, ThreadPool& pool);
-void geglu(const float* gate, const float* up, float* out, int64_t n_rows, int64_t n, ThreadPool& pool);
+void swiglu(const float* gate, const float* up, float* out, int64_t n_rows, int64_t n,
+            ThreadPool& pool);
+void geglu(const float* gate, const float* up, float* out, int64_t n_rows, int64_t n,
+           ThreadPool& pool);
 
 // Runs fn(r0, r1) over contiguous row ranges covering [0, n_rows): inline
 // when n_rows * row_elems < kOpsParallelMinElems, else one range per thread.
@@ -40,7 +42,8 @@ void for_row_ranges(int64_t n_rows, int64_t row_elems, ThreadPool& pool, const F
     if (n_rows > 0) fn(int64_t(0), n_rows);
     return;
   }
-  pool.parallel_for(n_tasks, [&](int64_t t, int) { fn(n_rows * t / n_tasks, n_rows * (t + 1) / n_tasks); });
+  pool.parallel_for(n_tasks,
+                    [&](int64_t t, int) { fn(n_rows * t / n_tasks, n_rows * (t + 1) / n_tasks); });
 }
 
 }  // namespace omnibus

@@ -29,8 +29,8 @@ TEST(OpsParallel, SameBitsAsTheSingleThreadKernels) {
       for (int64_t n : {576, 1536, 100, 2051}) {  // 100, 2051: rows not a multiple of 8
         const size_t len = size_t(n_rows * n);
         const std::vector<float> a = randn(len, 1), b = randn(len, 2);
-        const std::string where = std::to_string(threads) + " threads, " + std::to_string(n_rows) + " x " +
-                                  std::to_string(n);
+        const std::string where = std::to_string(threads) + " threads, " + std::to_string(n_rows) +
+                                  " x " + std::to_string(n);
         for (bool gelu_gate : {false, true}) {
           std::vector<float> want(len), got(len);
           for (int64_t r = 0; r < n_rows; ++r) {  // the contract: each row on its own

@@ -25,8 +25,8 @@ std::vector<float> random_vec(int64_t n, float scale, uint32_t seed) {
 }
 
 // |a - ref| <= rtol * |ref| + atol
-void expect_close(const std::vector<float>& a, const std::vector<float>& ref, float rtol, float atol,
-                  const char* what) {
+void expect_close(const std::vector<float>& a, const std::vector<float>& ref, float rtol,
+                  float atol, const char* what) {
   ASSERT_EQ(a.size(), ref.size());
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_LE(std::fabs(a[i] - ref[i]), rtol * std::fabs(ref[i]) + atol)
@@ -96,7 +96,8 @@ TEST(OpsTest, ActivationsMatchRef) {
     gelu_avx2(g.data(), a.data(), n);
     gelu_ref(g.data(), r.data(), n);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_LE(std::fabs(a[i] - r[i]), 1e-6f * std::fabs(r[i]) + 1.2e-7f * std::fabs(g[i])) << "gelu " << g[i];
+      ASSERT_LE(std::fabs(a[i] - r[i]), 1e-6f * std::fabs(r[i]) + 1.2e-7f * std::fabs(g[i]))
+          << "gelu " << g[i];
     }
     swiglu_avx2(g.data(), u.data(), a.data(), n);
     swiglu_ref(g.data(), u.data(), r.data(), n);
@@ -104,8 +105,8 @@ TEST(OpsTest, ActivationsMatchRef) {
     geglu_avx2(g.data(), u.data(), a.data(), n);
     geglu_ref(g.data(), u.data(), r.data(), n);
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_LE(std::fabs(a[i] - r[i]),
-                1e-6f * std::fabs(r[i]) + 1.2e-7f * std::fabs(g[i] * u[i])) << "geglu " << g[i];
+      ASSERT_LE(std::fabs(a[i] - r[i]), 1e-6f * std::fabs(r[i]) + 1.2e-7f * std::fabs(g[i] * u[i]))
+          << "geglu " << g[i];
     }
   }
 }
@@ -250,7 +251,8 @@ TEST(OpsTest, RopeMatchesDirectFormula) {
         rope_ref(ref.data(), pos, n_tok, n_heads, head_dim, p);
         EXPECT_EQ(x, ref) << "rope and rope_ref must agree bit for bit";
         for (int t = 0; t < n_tok; ++t) {
-          for (int h = 0; h < n_heads; ++h) rope_direct(&want[(t * n_heads + h) * head_dim], pos[t], head_dim, p);
+          for (int h = 0; h < n_heads; ++h)
+            rope_direct(&want[(t * n_heads + h) * head_dim], pos[t], head_dim, p);
         }
         // float angles (theta up to ~500 rad) lose ~pos * 2^-24 of accuracy
         for (size_t i = 0; i < x.size(); ++i) {
@@ -294,7 +296,8 @@ TEST(OpsTest, RopeFrequencyFactorsAndAttnFactor) {
       rope_ref(ref.data(), pos, n_tok, n_heads, head_dim, p);
       EXPECT_EQ(x, ref) << "rope and rope_ref must agree bit for bit";
       for (int t = 0; t < n_tok; ++t) {
-        for (int h = 0; h < n_heads; ++h) rope_direct(&want[(t * n_heads + h) * head_dim], pos[t], head_dim, p);
+        for (int h = 0; h < n_heads; ++h)
+          rope_direct(&want[(t * n_heads + h) * head_dim], pos[t], head_dim, p);
       }
       for (size_t i = 0; i < x.size(); ++i) {
         const int t = static_cast<int>(i / (n_heads * head_dim));

@@ -17,7 +17,7 @@
 namespace omnibus::avx2 {
 
 inline __m256 exp_ps(__m256 x) {
-  const __m256 kHi = _mm256_set1_ps(88.7228393f);    // above: +inf
+  const __m256 kHi = _mm256_set1_ps(88.7228393f);   // above: +inf
   const __m256 kLo = _mm256_set1_ps(-103.972084f);  // below: 0
   const __m256 kLog2e = _mm256_set1_ps(1.44269504088896341f);
   const __m256 kLn2Hi = _mm256_set1_ps(0.693145751953125f);
@@ -25,7 +25,8 @@ inline __m256 exp_ps(__m256 x) {
   // clamp, keeping NaN (min/max return the second operand when one is NaN)
   __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
   xc = _mm256_max_ps(_mm256_set1_ps(-105.0f), xc);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(xc, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, kLn2Hi, xc);
   r = _mm256_fnmadd_ps(n, kLn2Lo, r);
   // e^r = 1 + r + r^2/2! + ... + r^6/6!

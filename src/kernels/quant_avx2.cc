@@ -18,9 +18,7 @@ namespace {
 
 using simd::half_to_float;
 
-inline __m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 }  // namespace
 
@@ -28,7 +26,8 @@ void to_float_f16(const void* x, float* y, int64_t n) {
   const auto* h = static_cast<const uint16_t*>(x);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+    _mm256_storeu_ps(y + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
   }
   for (; i < n; ++i) y[i] = half_to_float(h[i]);
 }
@@ -43,9 +42,11 @@ void from_float_bf16(const float* x, void* y, int64_t n) {
   auto* h = static_cast<uint16_t*>(y);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i bits = float_dot::bf16_round_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+    const __m256i bits =
+        float_dot::bf16_round_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
     const __m256i top = _mm256_srli_epi32(bits, 16);  // <= 0xffff: packus keeps it
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(top, top), _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(top, top), _MM_SHUFFLE(3, 1, 2, 0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_castsi256_si128(packed));
   }
   for (; i < n; ++i) h[i] = fp32_to_bf16(x[i]);
@@ -113,8 +114,8 @@ void from_float_q8_K(const float* x, void* y, int64_t n) {
       const __m256i packed = simd::pack_i32_to_i8(q[0], q[1], q[2], q[3]);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs + k), packed);
       // bsums of the two groups of 16 in this 32
-      const __m256i s16 = _mm256_madd_epi16(
-          _mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
+      const __m256i s16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), packed),
+                                            _mm256_set1_epi16(1));
       const __m128i lo = _mm256_castsi256_si128(s16), hi = _mm256_extracti128_si256(s16, 1);
       const __m128i h = _mm_hadd_epi32(lo, hi);  // [lo0+lo1, lo2+lo3, hi0+hi1, hi2+hi3]
       const __m128i g = _mm_hadd_epi32(h, h);    // [lo sum, hi sum, ...]
@@ -309,7 +310,8 @@ inline int32_t k16_isum(const int16_t sc[16], const int8_t* a, QuantsFn u) {
     for (int j = 0; j < 4; ++j) {
       const int c = 4 * half + j;
       const __m256i p = _mm256_maddubs_epi16(u(half, j), load256(a + 32 * c));
-      const __m256i scv = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * c]), _mm_set1_epi16(sc[2 * c + 1]));
+      const __m256i scv =
+          _mm256_setr_m128i(_mm_set1_epi16(sc[2 * c]), _mm_set1_epi16(sc[2 * c + 1]));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, scv));
     }
   }
@@ -356,7 +358,8 @@ float vec_dot_q3_K(int64_t n, const void* w, const void* a) {
       const int bit = 4 * half + j;
       const __m256i hb = bit >= 2 ? _mm256_srl_epi16(hm, _mm_cvtsi32_si128(bit - 2))
                                   : _mm256_sll_epi16(hm, _mm_cvtsi32_si128(2 - bit));
-      return _mm256_or_si256(low2_chunk(x[i].qs, half, j), _mm256_and_si256(hb, _mm256_set1_epi8(4)));
+      return _mm256_or_si256(low2_chunk(x[i].qs, half, j),
+                             _mm256_and_si256(hb, _mm256_set1_epi8(4)));
     });
     acc = std::fma(half_to_float(x[i].d) * y[i].d, float(usum - 4 * corr), acc);
   }
@@ -374,7 +377,8 @@ float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const int8_t* sc = x[i].scales;
     // sum_s sc_s * sum (q - 32) a = sum_s sc_s * (sum q a - 32 * bsum_s)
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     const __m256i corr = _mm256_madd_epi16(sc16, load256(y[i].bsums));
     __m256i isum = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
@@ -382,9 +386,12 @@ float vec_dot_q6_K(int64_t n, const void* w, const void* a) {
       const __m256i ql1 = load256(x[i].ql + 64 * half + 32);
       const __m256i qh = load256(x[i].qh + 32 * half);
       const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_and_si256(qh, m30)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
       };

@@ -22,13 +22,21 @@ using quant_testing::random_floats;
 using quant_testing::random_rows;
 
 TEST(DTypeTable, GeometryMatchesGgml) {
-  struct Row { DType t; const char* name; int64_t bs; size_t ts; };
+  struct Row {
+    DType t;
+    const char* name;
+    int64_t bs;
+    size_t ts;
+  };
   const Row rows[] = {
-      {DType::F32, "f32", 1, 4},       {DType::F16, "f16", 1, 2},       {DType::BF16, "bf16", 1, 2},
-      {DType::Q4_0, "q4_0", 32, 18},   {DType::Q4_1, "q4_1", 32, 20},   {DType::Q5_0, "q5_0", 32, 22},
-      {DType::Q5_1, "q5_1", 32, 24},   {DType::Q8_0, "q8_0", 32, 34},   {DType::Q8_1, "q8_1", 32, 36},
-      {DType::Q2_K, "q2_K", 256, 84},  {DType::Q3_K, "q3_K", 256, 110}, {DType::Q4_K, "q4_K", 256, 144},
-      {DType::Q5_K, "q5_K", 256, 176}, {DType::Q6_K, "q6_K", 256, 210}, {DType::Q8_K, "q8_K", 256, 292},
+      {DType::F32, "f32", 1, 4},       {DType::F16, "f16", 1, 2},
+      {DType::BF16, "bf16", 1, 2},     {DType::Q4_0, "q4_0", 32, 18},
+      {DType::Q4_1, "q4_1", 32, 20},   {DType::Q5_0, "q5_0", 32, 22},
+      {DType::Q5_1, "q5_1", 32, 24},   {DType::Q8_0, "q8_0", 32, 34},
+      {DType::Q8_1, "q8_1", 32, 36},   {DType::Q2_K, "q2_K", 256, 84},
+      {DType::Q3_K, "q3_K", 256, 110}, {DType::Q4_K, "q4_K", 256, 144},
+      {DType::Q5_K, "q5_K", 256, 176}, {DType::Q6_K, "q6_K", 256, 210},
+      {DType::Q8_K, "q8_K", 256, 292},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.name);
@@ -77,8 +85,8 @@ TEST(QuantRef, Q5_0FifthBitAndQ4KScales) {
   EXPECT_EQ(y[15], -16);
 
   uint8_t s[12] = {};
-  s[1] = 5 | (2 << 6);  // sc1 = 5; high bits of sc5 = 2
-  s[5] = 9 | (1 << 6);  // m1 = 9; high bits of m5 = 1
+  s[1] = 5 | (2 << 6);      // sc1 = 5; high bits of sc5 = 2
+  s[5] = 9 | (1 << 6);      // m1 = 9; high bits of m5 = 1
   s[9] = 0x3 | (0x4 << 4);  // sc5 low = 3, m5 low = 4
   uint8_t sc, m;
   get_scale_min_k4(1, s, &sc, &m);
@@ -100,13 +108,20 @@ double block_tolerance(DType t, const float* x, int64_t bs) {
   const double half_rel = 1.0 / 2048;  // fp16 rounding of the scale
   switch (t) {
     case DType::Q8_0:
-    case DType::Q8_1: return amax / 127 * (0.5 + 127 * half_rel) + 1e-7;
-    case DType::Q8_K: return amax / 127 * 0.501 + 1e-7;
-    case DType::Q4_0: return amax / 8 * (1.0 + 8 * half_rel) + 1e-7;
-    case DType::Q5_0: return amax / 16 * (1.0 + 16 * half_rel) + 1e-7;
-    case DType::Q4_1: return (mx - mn) / 15 * (0.5 + 15 * half_rel) + std::fabs(mn) * half_rel + 1e-7;
-    case DType::Q5_1: return (mx - mn) / 31 * (0.5 + 31 * half_rel) + std::fabs(mn) * half_rel + 1e-7;
-    default: return 0;
+    case DType::Q8_1:
+      return amax / 127 * (0.5 + 127 * half_rel) + 1e-7;
+    case DType::Q8_K:
+      return amax / 127 * 0.501 + 1e-7;
+    case DType::Q4_0:
+      return amax / 8 * (1.0 + 8 * half_rel) + 1e-7;
+    case DType::Q5_0:
+      return amax / 16 * (1.0 + 16 * half_rel) + 1e-7;
+    case DType::Q4_1:
+      return (mx - mn) / 15 * (0.5 + 15 * half_rel) + std::fabs(mn) * half_rel + 1e-7;
+    case DType::Q5_1:
+      return (mx - mn) / 31 * (0.5 + 31 * half_rel) + std::fabs(mn) * half_rel + 1e-7;
+    default:
+      return 0;
   }
 }
 
@@ -126,10 +141,14 @@ TEST(QuantRef, RoundTripWithinFormatError) {
     tr.to_float(q.data(), back.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       double tol;
-      if (t == DType::F32) tol = 0;
-      else if (t == DType::F16) tol = std::fabs(x[i]) / 2048 + 1e-7;
-      else if (t == DType::BF16) tol = std::fabs(x[i]) / 256;
-      else tol = block_tolerance(t, x.data() + i / tr.block_size * tr.block_size, tr.block_size);
+      if (t == DType::F32)
+        tol = 0;
+      else if (t == DType::F16)
+        tol = std::fabs(x[i]) / 2048 + 1e-7;
+      else if (t == DType::BF16)
+        tol = std::fabs(x[i]) / 256;
+      else
+        tol = block_tolerance(t, x.data() + i / tr.block_size * tr.block_size, tr.block_size);
       ASSERT_LE(std::fabs(double(back[i]) - x[i]), tol) << "i=" << i;
     }
   }
@@ -185,9 +204,11 @@ TEST_F(Avx2Test, ActivationQuantizersBitExact) {
   for (DType t : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(t));
     for (int64_t k : {1, 2, 3, 7, 16}) {
-      const int64_t n = dtype_traits_ref(t).block_size == 1 ? 32 * k + 5 : dtype_traits_ref(t).block_size * k * 2;
+      const int64_t n =
+          dtype_traits_ref(t).block_size == 1 ? 32 * k + 5 : dtype_traits_ref(t).block_size * k * 2;
       std::vector<float> x = tricky_floats(n, rng);
-      if (t == DType::BF16 && n >= 40) {  // rounding ties either way, NaNs, infinities, the largest finite
+      if (t == DType::BF16 &&
+          n >= 40) {  // rounding ties either way, NaNs, infinities, the largest finite
         const uint32_t special[8] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0x7f800001u,
                                      0xff800000u, 0x7f800000u, 0x7f7fffffu, 0x80000000u};
         for (int j = 0; j < 8; ++j) std::memcpy(&x[size_t(32 + j)], &special[j], 4);

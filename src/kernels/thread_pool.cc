@@ -111,7 +111,8 @@ struct ThreadPool::Impl {
     uint64_t m = members.load(std::memory_order_acquire);
     for (;;) {
       if ((m >> 32) != (g & 0xffffffffu) || (m & kClosed)) return false;
-      if (members.compare_exchange_weak(m, m + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      if (members.compare_exchange_weak(m, m + 1, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
         return true;
       }
     }

@@ -32,7 +32,8 @@ TEST(ThreadPoolTest, EveryTaskRunsExactlyOnce) {
       });
       EXPECT_FALSE(bad_thread);
       for (int64_t t = 0; t < n_tasks; ++t) {
-        ASSERT_EQ(hits[t].load(), 1) << "threads " << n_threads << " tasks " << n_tasks << " t " << t;
+        ASSERT_EQ(hits[t].load(), 1)
+            << "threads " << n_threads << " tasks " << n_tasks << " t " << t;
       }
     }
   }
@@ -44,7 +45,8 @@ TEST(ThreadPoolTest, ManySuccessiveJobs) {
   for (int job = 0; job < 2000; ++job) {
     // Plain (non-atomic) writes: each slot is written by exactly one task, and
     // parallel_for's join must make them visible to the caller.
-    pool.parallel_for(static_cast<int64_t>(out.size()), [&](int64_t t, int) { out[t] = job * 100 + t; });
+    pool.parallel_for(static_cast<int64_t>(out.size()),
+                      [&](int64_t t, int) { out[t] = job * 100 + t; });
     for (size_t t = 0; t < out.size(); ++t) ASSERT_EQ(out[t], job * 100 + static_cast<int64_t>(t));
   }
 }

@@ -57,22 +57,22 @@ struct PagedKvLayer {
 
 // One sequence's part of a step.
 struct AttentionSeq {
-  int32_t first_token;     // index of its first query row in the step's flat token list
-  int32_t n_tokens;        // query rows (chunk length; 1 for a decode)
-  int32_t n_past;          // tokens cached before this chunk; the chunk is positions
-                           // [n_past, n_past + n_tokens)
+  int32_t first_token;         // index of its first query row in the step's flat token list
+  int32_t n_tokens;            // query rows (chunk length; 1 for a decode)
+  int32_t n_past;              // tokens cached before this chunk; the chunk is positions
+                               // [n_past, n_past + n_tokens)
   const int32_t* block_table;  // blocks covering positions [0, n_past + n_tokens); < 0
                                // where no query of the call sees any position (a
                                // sliding-window group's, kv/kv_layer_groups.h)
-  int32_t sliding_window;  // 0: full attention; w > 0: query at p sees keys (p - w, p]
+  int32_t sliding_window;      // 0: full attention; w > 0: query at p sees keys (p - w, p]
 };
 
 struct AttentionParams {
   int n_head;
   int n_kv_head;
   int head_dim;
-  float scale;             // usually 1/sqrt(head_dim)
-  float softcap = 0.f;     // 0: off; c > 0: scores = c * tanh(scores / c)
+  float scale;          // usually 1/sqrt(head_dim)
+  float softcap = 0.f;  // 0: off; c > 0: scores = c * tanh(scores / c)
 };
 
 // Writes the step's new keys and values into their slots.
@@ -82,8 +82,8 @@ void kv_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, cons
 
 // q: [n_tok_total, n_head, head_dim] f32 (already rotated); out: same shape.
 // REQUIRES: kv_store for this step's tokens ran before (a chunk attends to itself).
-void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs,
-                     int n_seqs, const AttentionParams& p, float* out, ThreadPool& pool);
+void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs,
+                     const AttentionParams& p, float* out, ThreadPool& pool);
 
 // Scalar reference: gathers each sequence's keys/values to f32 and does
 // textbook attention. The definition of correct.

@@ -24,8 +24,8 @@ namespace omnibus {
 constexpr int kAttnTile = 32;  // context positions per online-softmax update
 
 struct AttnTask {
-  int32_t seq;      // index into the call's AttentionSeq array
-  int32_t tok0;     // first query token, relative to the sequence's chunk
+  int32_t seq;   // index into the call's AttentionSeq array
+  int32_t tok0;  // first query token, relative to the sequence's chunk
   int32_t n_tok;
   int32_t head0;    // first query head
   int32_t n_heads;  // query heads, all in KV head head0 / n_rep
@@ -45,8 +45,8 @@ void attention_task_avx2(const float* q, const PagedKvLayer& kv, const Attention
 // prefetches its own later tiles itself): called for the task or two that
 // come next. No effect on results.
 // REQUIRES: cpu_features().use_avx2().
-void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s, const AttentionParams& p,
-                                  const AttnTask& t);
+void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s,
+                                  const AttentionParams& p, const AttnTask& t);
 // Portable scalar version of the same algorithm (any head_dim).
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                            const AttentionParams& p, const AttnTask& t, float* out);
@@ -60,8 +60,8 @@ void load_f16_avx2(const uint16_t* src, float* dst, int64_t n);
 // s, dequantized from the block into y [j1 - j0, head_dim] (KIVI keys of q4
 // and kivi2: the quantized view; rows of a group still open are left as zeros).
 // REQUIRES: use_avx2(), head_dim % 8 == 0.
-void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h, int32_t j0,
-                          int32_t j1, float* y);
+void kv_dequant_rows_avx2(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int h,
+                          int32_t j0, int32_t j1, float* y);
 
 // kv_hadamard over blocks of n (a power of two >= 8) channels: the same
 // butterflies in the same order as the scalar transform, so the same bits.
@@ -77,7 +77,7 @@ void kv_channel_minmax_avx2(const float* x, int n_rows, int hd, float* lo, float
 // b-bit row codes (byte j holds channels j + k*q at bits b*k, q = hd*b/8),
 // levels of x against {d, m} per channel or d[0], m[0] for the row.
 // REQUIRES: q % 16 == 0.
-void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m,
-                      bool per_channel);
+void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const float* d,
+                      const float* m, bool per_channel);
 
 }  // namespace omnibus

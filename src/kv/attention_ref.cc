@@ -24,7 +24,8 @@ void gather(const PagedKvLayer& kv, bool is_v, const AttentionSeq& s, int32_t n_
   for (int32_t pos = 0; pos < n_ctx; ++pos) {
     if (s.block_table[pos / kv.block_size] < 0) continue;
     for (int h = 0; h < kv.n_kv_heads; ++h) {
-      kv_read_row(kv, s, is_v, pos, h, qpos, &g[(static_cast<size_t>(pos) * kv.n_kv_heads + h) * kv.head_dim]);
+      kv_read_row(kv, s, is_v, pos, h, qpos,
+                  &g[(static_cast<size_t>(pos) * kv.n_kv_heads + h) * kv.head_dim]);
     }
   }
 }

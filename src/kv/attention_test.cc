@@ -312,8 +312,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{9, 3, 64, 16, kKivi2}, Shape{8, 2, 256, 32, kKivi2},
                       Shape{6, 2, 24, 1, kKivi2}, Shape{4, 2, 12, 16, kKivi2},
                       Shape{4, 2, 12, 16, kQ4}, Shape{6, 2, 24, 16, kQ8}, Shape{4, 1, 256, 16, kQ8},
-                      Shape{9, 3, 64, 16, kKivi2, 0},
-                      Shape{9, 3, 64, 16, kKivi2, 2}, Shape{9, 3, 64, 16, kQ4, 1}),
+                      Shape{9, 3, 64, 16, kKivi2, 0}, Shape{9, 3, 64, 16, kKivi2, 2},
+                      Shape{9, 3, 64, 16, kQ4, 1}),
     [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 }  // namespace

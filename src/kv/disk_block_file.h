@@ -82,14 +82,14 @@ uint64_t disk_block_payload_checksum(std::span<const uint8_t> payload);
 // The outcome of reading a block file; one metric per kind of failure.
 enum class DiskBlockCheck : uint8_t {
   kOk,
-  kMissing,    // no such file (evicted meanwhile): a plain miss
-  kCorrupt,    // bad magic, a checksum, a key or size field that disagrees
-  kTruncated,  // shorter than its header says (or a header cut short)
-  kForeign,    // a valid file of another namespace or format version
-  kMismatch,   // a valid file of this namespace, but other tokens or parent
-  kIo,         // the OS refused (open, read): neither loaded nor blamed on the file
-  kNotRegular, // not a regular file (a FIFO, device, socket, directory or symlink):
-               // never read from, left alone
+  kMissing,     // no such file (evicted meanwhile): a plain miss
+  kCorrupt,     // bad magic, a checksum, a key or size field that disagrees
+  kTruncated,   // shorter than its header says (or a header cut short)
+  kForeign,     // a valid file of another namespace or format version
+  kMismatch,    // a valid file of this namespace, but other tokens or parent
+  kIo,          // the OS refused (open, read): neither loaded nor blamed on the file
+  kNotRegular,  // not a regular file (a FIFO, device, socket, directory or symlink):
+                // never read from, left alone
 };
 const char* disk_block_check_name(DiskBlockCheck c);
 

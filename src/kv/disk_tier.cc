@@ -40,7 +40,8 @@ int write_full(int fd, const uint8_t* b, size_t n) {
 // existing FIFO (whose open would wait for a reader), device or symlink.
 int create_new_file(const std::string& path) {
   ::unlink(path.c_str());
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                0600);
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
@@ -129,11 +130,13 @@ bool DiskTier::open_dir() {
   }
   // The blocks are other tenants' KV: only this user may read them or plant
   // new ones (checksums catch corruption, not a well-formed forgery).
-  std::filesystem::permissions(ns_dir_, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
-                               ec);
-  if (ec) log("cannot make {} private ({}); other users may read its blocks", ns_dir_, ec.message());
+  std::filesystem::permissions(ns_dir_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (ec)
+    log("cannot make {} private ({}); other users may read its blocks", ns_dir_, ec.message());
   const std::string lock_path = ns_dir_ + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0600);
+  lock_fd_ =
+      ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0600);
   if (lock_fd_ < 0) {
     log("disabled: cannot open {}: {}", lock_path, std::strerror(errno));
     return false;
@@ -384,7 +387,8 @@ bool DiskTier::make_room_locked(uint64_t need, uint64_t free_bytes) {
   const bool full = limit < need;
   if (full != fs_full_) {
     fs_full_ = full;
-    if (full) log("writes paused: the file system has no room for a block ({} bytes free)", free_bytes);
+    if (full)
+      log("writes paused: the file system has no room for a block ({} bytes free)", free_bytes);
     if (!full) log("writes resumed: the file system has room again");
   }
   if (!full) evict_locked(need, limit);

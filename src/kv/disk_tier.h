@@ -279,7 +279,7 @@ class DiskTier {
   // Guarded by mu_.
   bool stopping_ = false;
   bool writes_enabled_ = false;
-  bool fs_full_ = false;  // the last write found no room for a block: paused
+  bool fs_full_ = false;   // the last write found no room for a block: paused
   uint64_t n_queued_ = 0;  // blocks ever queued
   uint64_t n_done_ = 0;    // of those, written or dropped by the writer
   std::deque<DiskBlock> write_queue_;

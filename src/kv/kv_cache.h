@@ -101,7 +101,9 @@ class KvCache {
   }
   int32_t n_groups() const { return manager_.n_groups(); }
   // Slots `seq` can grow by with `spare` free blocks (KvCacheManager::max_new_slots).
-  int32_t max_new_slots(int32_t seq, int32_t spare) const { return manager_.max_new_slots(seq, spare); }
+  int32_t max_new_slots(int32_t seq, int32_t spare) const {
+    return manager_.max_new_slots(seq, spare);
+  }
   KvStorage& storage() { return *storage_; }
 
   // --- queries ---

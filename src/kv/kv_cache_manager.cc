@@ -85,7 +85,8 @@ int32_t KvCacheManager::fork(int32_t parent) {
   const Seq& p = seqs_[size_t(parent)];
   Seq& c = seqs_[size_t(child)];
   c.blocks.assign(p.blocks.begin(), p.blocks.end());
-  for (size_t g = 0; g < p.slide.size(); ++g) c.slide[g].assign(p.slide[g].begin(), p.slide[g].end());
+  for (size_t g = 0; g < p.slide.size(); ++g)
+    c.slide[g].assign(p.slide[g].begin(), p.slide[g].end());
   c.n_tokens = p.n_tokens;
   c.n_slid = p.n_slid;
   c.n_cached_blocks = p.n_cached_blocks;
@@ -176,8 +177,8 @@ void KvCacheManager::clear_prefix_cache() {
   std::fill(anchor_of_.begin(), anchor_of_.end(), -1);
 }
 
-void KvCacheManager::match_prefix(const TokenView& t, int32_t max_blocks, std::vector<uint64_t>& keys,
-                                  PrefixMatch& out) const {
+void KvCacheManager::match_prefix(const TokenView& t, int32_t max_blocks,
+                                  std::vector<uint64_t>& keys, PrefixMatch& out) const {
   out.clear();
   if (!prefix_caching_) return;
   max_blocks = std::min(max_blocks, t.size() / block_size_);
@@ -216,7 +217,8 @@ void KvCacheManager::match_prefix(const TokenView& t, int32_t max_blocks, std::v
     out.blocks.resize(size_t(L));
     out.window_first = first_kept_block(L * block_size_);
     for (size_t g = 0; g < n_slide; ++g) {
-      for (int32_t i = out.window_first; i < L; ++i) out.window.push_back(hit[g * size_t(n) + size_t(i)]);
+      for (int32_t i = out.window_first; i < L; ++i)
+        out.window.push_back(hit[g * size_t(n) + size_t(i)]);
     }
   }
   for (int32_t b : out.blocks) out.n_free += pool_.ref_count(b) == 0;
@@ -350,7 +352,8 @@ double KvCacheManager::n_unfilled_slots() const {
     const int32_t unfilled = int32_t(s.blocks.size()) * block_size_ - s.n_tokens;
     if (unfilled == 0) continue;
     n += double(unfilled) / double(pool_.ref_count(s.blocks.back()));
-    for (const std::vector<int32_t>& t : s.slide) n += double(unfilled) / double(pool_.ref_count(t.back()));
+    for (const std::vector<int32_t>& t : s.slide)
+      n += double(unfilled) / double(pool_.ref_count(t.back()));
   }
   return n;
 }

@@ -86,7 +86,7 @@ struct PrefixMatch {
   // group after group (empty with one group).
   std::vector<int32_t> window;
   int32_t window_first = 0;
-  int32_t n_free = 0;           // of all of them, blocks in the free list (ref count 0)
+  int32_t n_free = 0;  // of all of them, blocks in the free list (ref count 0)
 
   int32_t n_blocks() const { return int32_t(blocks.size()); }
   void clear() {
@@ -220,9 +220,9 @@ class KvCacheManager {
   struct Seq {
     bool live = false;
     int32_t n_tokens = 0;
-    std::vector<int32_t> blocks;                  // group 0
-    std::vector<std::vector<int32_t>> slide;      // [n_groups - 1] sliding groups' tables
-    int32_t n_slid = 0;  // sliding tables hold kNoBlock exactly at [0, n_slid)
+    std::vector<int32_t> blocks;              // group 0
+    std::vector<std::vector<int32_t>> slide;  // [n_groups - 1] sliding groups' tables
+    int32_t n_slid = 0;                       // sliding tables hold kNoBlock exactly at [0, n_slid)
     // Prefix caching: blocks [0, n_cached_blocks) are registered (or verified
     // duplicates of registered ones); `last` is the canonical block of the
     // last of them, the parent of the next. stop_caching after a collision.

@@ -85,8 +85,9 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
                             (limits.groups != nullptr ? limits.groups->n_groups() : 1);
     // The transfer slots (kivi2's window rows for disaggregated prefill/decode)
     // come off the top; the residual slots share what is left with the blocks.
-    const int64_t budget = std::max<int64_t>(
-        0, (limits.kv_cache_bytes > 0 ? limits.kv_cache_bytes : default_bytes) - int64_t(geometry.transfer_bytes()));
+    const int64_t budget =
+        std::max<int64_t>(0, (limits.kv_cache_bytes > 0 ? limits.kv_cache_bytes : default_bytes) -
+                                 int64_t(geometry.transfer_bytes()));
     const int64_t seq_bytes = per_seq * int64_t(geometry.residual_slot_bytes());
     int64_t seqs = std::min<int64_t>(limits.max_num_seqs, budget / 2 / seq_bytes);
     if (seqs > kResidualSeqsAlways) {
@@ -128,8 +129,8 @@ StatusOr<KvCachePlan> plan_kv_cache(const KvGeometry& g, const KvCacheLimits& li
   n_blocks = std::min<int64_t>(n_blocks, std::numeric_limits<int32_t>::max() / g.block_size);
   plan.n_blocks = n_blocks;
   const int64_t pool_tokens = limits.groups != nullptr
-                                 ? limits.groups->max_seq_tokens(n_blocks, g.block_size)
-                                 : n_blocks * g.block_size;
+                                  ? limits.groups->max_seq_tokens(n_blocks, g.block_size)
+                                  : n_blocks * g.block_size;
   if (limits.max_model_len > 0) {
     if (limits.n_ctx_train > 0 && limits.max_model_len > limits.n_ctx_train &&
         !limits.allow_beyond_n_ctx_train) {

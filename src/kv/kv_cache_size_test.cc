@@ -103,7 +103,8 @@ TEST(PlanKvCache, FixedBytesComeOutOfTheBudget) {
     const int64_t bb = int64_t(g.bytes_per_block());
     const int64_t per_seq = 1 + g.residual_blocks(), slot = int64_t(g.residual_slot_bytes());
     for (int64_t extra : {int64_t(0), bb / 2, bb - 1}) {
-      const int64_t fixed = 4 * per_seq * slot + int64_t(g.transfer_bytes());  // kivi2: + transfer slots
+      const int64_t fixed =
+          4 * per_seq * slot + int64_t(g.transfer_bytes());  // kivi2: + transfer slots
       StatusOr<KvCachePlan> p = plan_kv_cache(g, limits_of(300 * bb + fixed + extra, 4));
       ASSERT_TRUE(p.is_ok());
       EXPECT_EQ(p->n_blocks, 300) << kv_format_name(f);
@@ -121,7 +122,8 @@ TEST(PlanKvCache, ResidualSlotsCapTheSequences) {
     const int64_t seq = (1 + g.residual_blocks()) * int64_t(g.residual_slot_bytes());
     const auto seqs = [&](int64_t bytes, int32_t max_num_seqs) {
       // kivi2's transfer slots come off the top of the budget
-      StatusOr<KvCachePlan> p = plan_kv_cache(g, limits_of(bytes + int64_t(g.transfer_bytes()), max_num_seqs));
+      StatusOr<KvCachePlan> p =
+          plan_kv_cache(g, limits_of(bytes + int64_t(g.transfer_bytes()), max_num_seqs));
       EXPECT_TRUE(p.is_ok());
       EXPECT_EQ(p->geometry.kv_residual_slots, p->max_num_seqs * (1 + g.residual_blocks()));
       return p->max_num_seqs;

@@ -109,7 +109,9 @@ void KiviResidual::begin_call() {
 int32_t KiviResidual::lru_retained(int32_t avoid) const {
   int32_t best = -1;
   for (int32_t s = 0; s < n_slots_; ++s) {
-    if (s != avoid && retained_[size_t(s)] && (best < 0 || stamp_[size_t(s)] < stamp_[size_t(best)])) best = s;
+    if (s != avoid && retained_[size_t(s)] &&
+        (best < 0 || stamp_[size_t(s)] < stamp_[size_t(best)]))
+      best = s;
   }
   return best;
 }
@@ -119,7 +121,8 @@ int32_t KiviResidual::take_spare(int32_t avoid) {
   if (!free_.empty()) {
     slot = free_.back();
     free_.pop_back();
-  } else if ((slot = lru_retained(avoid)) >= 0) {  // a sealed block left behind: read quantized from now on
+  } else if ((slot = lru_retained(avoid)) >=
+             0) {  // a sealed block left behind: read quantized from now on
     slot_of_[size_t(owner_[size_t(slot)])] = -1;
   }
   return slot;
@@ -184,7 +187,8 @@ int32_t KiviResidual::claim(const PagedKvLayer& kv, int64_t block, int32_t avoid
   return slot;
 }
 
-void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k, const float* v) {
+void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, const float* k,
+                const float* v) {
   KiviResidual& R = *kv.kivi;
   OMNIBUS_CHECK(R.n_kv_ == kv.n_kv_heads && R.bs_ == kv.block_size && R.hd_ == kv.head_dim);
   R.begin_call();
@@ -195,7 +199,8 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
 
   // Stage the step's rows in fp16: every later read of them goes through fp16.
   int64_t n_tok = 0;
-  for (int i = 0; i < n_seqs; ++i) n_tok = std::max<int64_t>(n_tok, seqs[i].first_token + seqs[i].n_tokens);
+  for (int i = 0; i < n_seqs; ++i)
+    n_tok = std::max<int64_t>(n_tok, seqs[i].first_token + seqs[i].n_tokens);
   KiviStaging& st = R.staging();
   if (st.k.size() < size_t(n_tok * row_elems)) {
     st.k.resize(size_t(n_tok * row_elems));
@@ -305,7 +310,9 @@ void kivi_store(const PagedKvLayer& kv, const AttentionSeq* seqs, int n_seqs, co
         }
         for (int h = 0; h < nkv; ++h) {
           for (int r = 0; r < bs; ++r) {
-            const uint16_t* src = r >= r0 ? stage(false, h, r) : slot >= 0 ? R.row(slot, false, h, r) : nullptr;
+            const uint16_t* src = r >= r0     ? stage(false, h, r)
+                                  : slot >= 0 ? R.row(slot, false, h, r)
+                                              : nullptr;
             if (src != nullptr) {
               to_f32(src, xs.data() + size_t(r) * hd, hd);
             } else {
@@ -372,7 +379,8 @@ void kivi_copy_block(const PagedKvLayer& kv, int64_t src, int64_t dst) {
   }
 }
 
-const uint16_t* kivi_f16_row(const PagedKvLayer& kv, const AttentionSeq& s, int kvh, int32_t j, bool is_v) {
+const uint16_t* kivi_f16_row(const PagedKvLayer& kv, const AttentionSeq& s, int kvh, int32_t j,
+                             bool is_v) {
   const KiviResidual& R = *kv.kivi;
   const int64_t b = s.block_table[j / kv.block_size];
   if (kivi_k_state(kv_unit(kv, false, b, kvh)) == kKiviPerToken) return nullptr;

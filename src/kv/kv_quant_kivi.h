@@ -61,7 +61,7 @@
 namespace omnibus {
 
 struct KiviStaging {
-  std::vector<uint16_t> k, v;     // [n_tok, n_kv_heads, head_dim] fp16
+  std::vector<uint16_t> k, v;           // [n_tok, n_kv_heads, head_dim] fp16
   const KiviResidual* owner = nullptr;  // layer whose kv_store filled it last
 };
 
@@ -142,14 +142,15 @@ class KiviResidual {
 
   const int n_kv_, bs_, hd_, n_slots_, residual_blocks_;
   KiviStaging* const staging_;
-  std::vector<uint16_t> k_, v_;      // [n_slots, n_kv, bs, hd]
-  std::vector<int32_t> slot_of_;     // [n_blocks]: slot or -1
-  std::vector<int64_t> owner_;       // [n_slots]: block or -1
-  std::vector<int32_t> fill_;        // [n_slots]: rows [0, fill) written
-  std::vector<uint64_t> stamp_;      // [n_slots]: call of the last write or pin
-  std::vector<uint8_t> retained_;    // [n_slots]: 1 = owned but no longer pinned (W > 0)
+  std::vector<uint16_t> k_, v_;    // [n_slots, n_kv, bs, hd]
+  std::vector<int32_t> slot_of_;   // [n_blocks]: slot or -1
+  std::vector<int64_t> owner_;     // [n_slots]: block or -1
+  std::vector<int32_t> fill_;      // [n_slots]: rows [0, fill) written
+  std::vector<uint64_t> stamp_;    // [n_slots]: call of the last write or pin
+  std::vector<uint8_t> retained_;  // [n_slots]: 1 = owned but no longer pinned (W > 0)
   std::vector<int32_t> free_;
-  std::vector<std::pair<int32_t, int64_t>> pending_;  // (slot, block) left behind: released next call
+  std::vector<std::pair<int32_t, int64_t>>
+      pending_;  // (slot, block) left behind: released next call
   uint64_t calls_ = 0;
   uint64_t n_steals_ = 0, n_no_slot_ = 0;
 };

@@ -9,8 +9,8 @@
 
 namespace omnibus {
 
-void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32_t j, int h, int32_t qpos,
-                 float* y) {
+void kv_read_row(const PagedKvLayer& kv, const AttentionSeq& s, bool is_v, int32_t j, int h,
+                 int32_t qpos, float* y) {
   const int bs = kv.block_size, hd = kv.head_dim;
   const int64_t b = s.block_table[j / bs];
   const int r = j % bs;

@@ -28,7 +28,8 @@ inline float hmax(__m256 v) {
 
 // Levels of 8 values: d > 0 ? clamp(round_even((x - m) / d), 0, max) : 0.
 inline __m256i levels8(__m256 x, __m256 d, __m256 m, __m256i max_level) {
-  const __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_sub_ps(x, m), d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_sub_ps(x, m), d),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256i l = _mm256_cvtps_epi32(q);  // NaN / out of range -> INT_MIN -> 0 below, like lrint
   l = _mm256_min_epi32(_mm256_max_epi32(l, _mm256_setzero_si256()), max_level);
   const __m256 ok = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_GT_OQ);
@@ -37,7 +38,8 @@ inline __m256i levels8(__m256 x, __m256 d, __m256 m, __m256i max_level) {
 
 // 16 levels (each 0..255) of two vectors as 16 bytes, in order.
 inline __m128i to_bytes16(__m256i a, __m256i b) {
-  const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // a0..7 b0..7 as int16
+  const __m256i w =
+      _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // a0..7 b0..7 as int16
   return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
 }
 
@@ -67,8 +69,8 @@ void kv_channel_minmax_avx2(const float* x, int n_rows, int hd, float* lo, float
   }
 }
 
-void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const float* d, const float* m,
-                      bool per_channel) {
+void kv_pack_row_avx2(uint8_t* codes, int hd, int bits, const float* x, const float* d,
+                      const float* m, bool per_channel) {
   const int per = 8 / bits, q = hd / per;
   const __m256i max_level = _mm256_set1_epi32((1 << bits) - 1);
   for (int j = 0; j < q; j += 16) {

@@ -66,7 +66,8 @@ std::vector<float> keys_with_outliers(int n_tok, int hd, uint32_t seed) {
   return x;
 }
 
-void store(Pool& p, const std::vector<int32_t>& table, int n_past, int n_tok, const float* k, const float* v) {
+void store(Pool& p, const std::vector<int32_t>& table, int n_past, int n_tok, const float* k,
+           const float* v) {
   AttentionSeq s{0, n_tok, n_past, table.data(), 0};
   kv_store(p.layer(), &s, 1, k, v);
 }
@@ -123,7 +124,8 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
       for (int j = 0; j < n; ++j) {
         for (int h = 0; h < kKv; ++h) {
           kv_read_row(p.layer(), s, is_v, j, h, n, y.data());
-          std::vector<float> xr(&x[(size_t(j) * kKv + h) * hd], &x[(size_t(j) * kKv + h) * hd] + hd);
+          std::vector<float> xr(&x[(size_t(j) * kKv + h) * hd],
+                                &x[(size_t(j) * kKv + h) * hd] + hd);
           for (int c = 0; c < hd; ++c) {
             sum_sq += double(xr[c]) * xr[c];
             sum_err += double(y[c] - xr[c]) * (y[c] - xr[c]);
@@ -138,7 +140,8 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
             kv_hadamard(xr.data(), hd);
             kv_hadamard(y.data(), hd);
             kv_gauss_range(xr.data(), hd, &glo, &ghi);
-            EXPECT_LT(ghi - glo, *std::max_element(xr.begin(), xr.end()) - *std::min_element(xr.begin(), xr.end()));
+            EXPECT_LT(ghi - glo, *std::max_element(xr.begin(), xr.end()) -
+                                     *std::min_element(xr.begin(), xr.end()));
           }
           float lo = xr[0], hi = xr[0], amax = 0;
           for (int c = 0; c < hd; ++c) {
@@ -157,7 +160,8 @@ TEST_P(RoundTrip, ErrorWithinFormatBound) {
                 clo = std::min(clo, x[(size_t(r) * kKv + h) * hd + c]);
                 chi = std::max(chi, x[(size_t(r) * kKv + h) * hd + c]);
               }
-              bound = (chi - clo) / float((1 << kbits) - 1) * 0.5f * 1.05f + std::fabs(clo) * 1e-3f + 1e-6f;
+              bound = (chi - clo) / float((1 << kbits) - 1) * 0.5f * 1.05f +
+                      std::fabs(clo) * 1e-3f + 1e-6f;
             } else if (t == KvFormat::kQ4) {  // q4 values: per token, groups of G channels
               const int g = kv_q4_group(hd), g0 = c / g * g;
               float qlo = xr[g0], qhi = xr[g0];
@@ -274,8 +278,9 @@ TEST(KvFormat, AvxStoreQuantizersMatchTheDefinition) {
           d[size_t(c)] = trial % 7 == 0 && c % 5 == 0 ? 0.f : std::fabs(nd(rng)) / 4.f;
           const int kind = int(rng() % 4);
           const float t = kind == 0 ? float(int(rng() % 4)) + 0.5f  // an exact tie
-                          : kind == 1 ? float(int(rng() % 9)) - 3.f   // beyond either end
-                                      : std::uniform_real_distribution<float>(0.f, float(max_level))(rng);
+                          : kind == 1
+                              ? float(int(rng() % 9)) - 3.f  // beyond either end
+                              : std::uniform_real_distribution<float>(0.f, float(max_level))(rng);
           x[size_t(c)] = m[size_t(c)] + t * d[size_t(c)];
         }
         for (bool per_channel : {true, false}) {
@@ -285,8 +290,9 @@ TEST(KvFormat, AvxStoreQuantizersMatchTheDefinition) {
             for (int k = 0; k < per; ++k) {
               const int c = j + k * q;
               const int e = per_channel ? c : 0;
-              want[size_t(j)] = uint8_t(want[size_t(j)] | level(x[size_t(c)], d[size_t(e)], m[size_t(e)], max_level)
-                                                             << (bits * k));
+              want[size_t(j)] =
+                  uint8_t(want[size_t(j)] |
+                          level(x[size_t(c)], d[size_t(e)], m[size_t(e)], max_level) << (bits * k));
             }
           }
           ASSERT_EQ(got, want) << bits << " bits, hd " << hd << ", per channel " << per_channel;
@@ -345,8 +351,8 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n = 13;
   const std::vector<int32_t> table{3};
-  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 5), k = randn(size_t(n) * kKv * hd, 6),
-                           v = randn(size_t(n) * kKv * hd, 7);
+  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 5),
+                           k = randn(size_t(n) * kKv * hd, 6), v = randn(size_t(n) * kKv * hd, 7);
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
   std::vector<float> out[3];
   int i = 0;
@@ -363,7 +369,8 @@ TEST(Kivi, OpenGroupReadsExactFp16) {
   }
   EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4));
   double max_diff = 0;
-  for (size_t e = 0; e < out[0].size(); ++e) max_diff = std::max(max_diff, double(std::fabs(out[2][e] - out[0][e])));
+  for (size_t e = 0; e < out[0].size(); ++e)
+    max_diff = std::max(max_diff, double(std::fabs(out[2][e] - out[0][e])));
   EXPECT_LT(max_diff, 2e-3);  // fp16 of H v against fp16 of v; 2 bits would be ~0.3
 }
 
@@ -376,8 +383,8 @@ TEST(Kivi, WindowReadsTheLastCompletedGroupInFp16) {
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n = 27;
   const std::vector<int32_t> table{3, 1};
-  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 15), k = keys_with_outliers(n, hd, 16),
-                           v = randn(size_t(n) * kKv * hd, 17);
+  const std::vector<float> q = randn(size_t(n) * kHeads * hd, 15),
+                           k = keys_with_outliers(n, hd, 16), v = randn(size_t(n) * kKv * hd, 17);
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
   auto run = [&](KvFormat t, int window) {
     Pool p(t, bs, hd, 4, 16, window);
@@ -431,9 +438,12 @@ std::vector<float> decode_many(KvFormat t, int slots, int n_seq, int n, uint64_t
     std::vector<float> qs, ks, vs;
     for (int i = 0; i < n_seq; ++i) {
       seqs.push_back(AttentionSeq{i, 1, pos, tables[size_t(i)].data(), 0});
-      qs.insert(qs.end(), q[size_t(i)].begin() + pos * kHeads * hd, q[size_t(i)].begin() + (pos + 1) * kHeads * hd);
-      ks.insert(ks.end(), k[size_t(i)].begin() + pos * kKv * hd, k[size_t(i)].begin() + (pos + 1) * kKv * hd);
-      vs.insert(vs.end(), v[size_t(i)].begin() + pos * kKv * hd, v[size_t(i)].begin() + (pos + 1) * kKv * hd);
+      qs.insert(qs.end(), q[size_t(i)].begin() + pos * kHeads * hd,
+                q[size_t(i)].begin() + (pos + 1) * kHeads * hd);
+      ks.insert(ks.end(), k[size_t(i)].begin() + pos * kKv * hd,
+                k[size_t(i)].begin() + (pos + 1) * kKv * hd);
+      vs.insert(vs.end(), v[size_t(i)].begin() + pos * kKv * hd,
+                v[size_t(i)].begin() + (pos + 1) * kKv * hd);
     }
     kv_store(p.layer(), seqs.data(), n_seq, ks.data(), vs.data());
     std::vector<float> out(qs.size()), ref(qs.size());
@@ -473,7 +483,8 @@ TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
   ThreadPool tp(2);
   const int hd = 64, bs = 16, n = 21;
   const std::vector<float> q = randn(size_t(n + 1) * kHeads * hd, 8);
-  const std::vector<float> k = keys_with_outliers(n + 1, hd, 9), v = randn(size_t(n + 1) * kKv * hd, 10);
+  const std::vector<float> k = keys_with_outliers(n + 1, hd, 9),
+                           v = randn(size_t(n + 1) * kKv * hd, 10);
   const AttentionParams ap{kHeads, kKv, hd, 0.125f};
   Pool p(t, bs, hd, 8);
   const std::vector<int32_t> a{0, 1}, forked{0, 2}, fresh{3, 4};
@@ -486,7 +497,8 @@ TEST_P(KiviFormats, CopyOfOpenBlockMatchesRecompute) {
   kivi_copy_block(p.layer(), 1, 2);
   ASSERT_GE(p.kivi->slot_of(2), 0);
   ASSERT_NE(p.kivi->slot_of(2), p.kivi->slot_of(1));
-  std::vector<AttentionSeq> seqs{AttentionSeq{0, 1, n, forked.data(), 0}, AttentionSeq{1, 1, n, fresh.data(), 0}};
+  std::vector<AttentionSeq> seqs{AttentionSeq{0, 1, n, forked.data(), 0},
+                                 AttentionSeq{1, 1, n, fresh.data(), 0}};
   store_tails_twice(p, seqs, k, v, n);
   const std::vector<float> out = attend_tails_twice(p, seqs, q, n, ap, tp);
   const size_t row = size_t(kHeads) * hd;

@@ -43,8 +43,9 @@ size_t KvGeometry::fixed_bytes(int64_t n_blocks) const {
 StatusOr<std::unique_ptr<KvStorage>> KvStorage::create(const KvGeometry& g, int64_t n_blocks,
                                                        KvLayerGroups groups) {
   if (g.n_layers <= 0 || g.n_kv_heads <= 0 || g.head_dim <= 0 || g.block_size <= 0) {
-    return Status::invalid_argument("KV geometry must be positive (layers {}, kv heads {}, head dim {}, block size {})",
-                                    g.n_layers, g.n_kv_heads, g.head_dim, g.block_size);
+    return Status::invalid_argument(
+        "KV geometry must be positive (layers {}, kv heads {}, head dim {}, block size {})",
+        g.n_layers, g.n_kv_heads, g.head_dim, g.block_size);
   }
   if (n_blocks < 1) return Status::invalid_argument("KV cache needs at least one block");
   if (groups.n_groups() == 0) groups = KvLayerGroups::uniform(g.n_layers);
@@ -84,7 +85,12 @@ size_t KvStorage::resident_bytes() const {
 
 KvStorage::KvStorage(const KvGeometry& g, KvLayerGroups groups, int64_t n_blocks, void* mem,
                      size_t blocks_bytes, size_t n_bytes)
-    : geometry_(g), groups_(std::move(groups)), n_blocks_(n_blocks), mem_(mem), blocks_bytes_(blocks_bytes), n_bytes_(n_bytes) {
+    : geometry_(g),
+      groups_(std::move(groups)),
+      n_blocks_(n_blocks),
+      mem_(mem),
+      blocks_bytes_(blocks_bytes),
+      n_bytes_(n_bytes) {
   if (g.transfer_slot_bytes() > 0) transfer_used_.assign(size_t(kKvTransferSlots), 0);
   if (kv_has_residual(g.format)) {
     kivi_staging_ = std::make_unique<KiviStaging>();
@@ -224,7 +230,8 @@ bool KvStorage::import_window_rows(std::span<const int32_t> blocks, int32_t slot
                 size_t(slot) < transfer_used_.size() && transfer_used_[size_t(slot)]);
   const size_t rows_bytes = kivi_.empty() ? 0 : kivi_[0]->slot_bytes() / 2;
   const size_t rows_elems = rows_bytes / sizeof(uint16_t);
-  const auto* in = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(mem_) + transfer_slot_offset(slot));
+  const auto* in = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(mem_) +
+                                                     transfer_slot_offset(slot));
   bool all = true;
   for (int32_t b : blocks) {
     OMNIBUS_CHECK(b >= 0 && b < n_blocks_);

@@ -191,11 +191,11 @@ class KvStorage {
   const KvLayerGroups groups_;
   const int64_t n_blocks_;
   void* const mem_;
-  const size_t blocks_bytes_;  // the blocks, at the start of mem_
-  const size_t n_bytes_;       // of mem_: the blocks, then the transfer slots
-  std::vector<uint8_t> transfer_used_;                   // [kKvTransferSlots] when W > 0
-  std::unique_ptr<KiviStaging> kivi_staging_;            // kivi2, q4 only
-  std::vector<std::unique_ptr<KiviResidual>> kivi_;      // kivi2, q4 only: per layer
+  const size_t blocks_bytes_;                        // the blocks, at the start of mem_
+  const size_t n_bytes_;                             // of mem_: the blocks, then the transfer slots
+  std::vector<uint8_t> transfer_used_;               // [kKvTransferSlots] when W > 0
+  std::unique_ptr<KiviStaging> kivi_staging_;        // kivi2, q4 only
+  std::vector<std::unique_ptr<KiviResidual>> kivi_;  // kivi2, q4 only: per layer
 };
 
 }  // namespace omnibus

@@ -33,9 +33,9 @@ TEST(KvStorage, BytesPerTokenFollowTheFormat) {
   EXPECT_LT(smollm_like(KvFormat::kQ4).bytes_per_token(), f16 * 34 / 100);
   EXPECT_LE(smollm_like(KvFormat::kKivi2).bytes_per_token(), f16 / 5);
   EXPECT_EQ(smollm_like(KvFormat::kQ8).fixed_bytes(1000), 0u);
-  // the KIVI formats' fp16 residual: 64 * (1 + window) slots x 30 layers x (K + V) x 3 heads x 16 rows x 64
-  // x 2 bytes; the window is 1 block for kivi2, 0 for q4 by default; with a
-  // window, kKvTransferSlots transfer slots of window x slot_bytes more
+  // the KIVI formats' fp16 residual: 64 * (1 + window) slots x 30 layers x (K + V) x 3 heads x 16
+  // rows x 64 x 2 bytes; the window is 1 block for kivi2, 0 for q4 by default; with a window,
+  // kKvTransferSlots transfer slots of window x slot_bytes more
   const size_t slot_bytes = size_t(30) * 2 * 3 * 16 * 64 * 2;
   EXPECT_EQ(smollm_like(KvFormat::kKivi2).residual_slot_bytes(), slot_bytes);
   EXPECT_EQ(smollm_like(KvFormat::kKivi2).transfer_bytes(), 16 * slot_bytes);  // 5.625 MiB
@@ -146,7 +146,7 @@ TEST(KvStorage, ReleasedBlocksLetGoOfTheirSlots) {
     if (release) {
       for (int32_t blk : a) kv.release_residual(blk);
     }
-    EXPECT_EQ(kv.usable_prefix(hit), 2);  // retained, not dropped
+    EXPECT_EQ(kv.usable_prefix(hit), 2);     // retained, not dropped
     AttentionSeq sb{0, 20, 0, b.data(), 0};  // block 2 sealed in its window, 3 open: two slots
     for (int il = 0; il < 2; ++il) kv_store(kv.layer(il), &sb, 1, k.data(), v.data());
     EXPECT_EQ(kv.kivi_steals(), release ? 0u : 4u) << release;  // 2 claims x 2 layers
@@ -231,7 +231,8 @@ TEST(KvStorage, WindowRowsMoveWithTheBlocks) {
   }
   const int32_t slot_b = b.claim_transfer_slot();
   ASSERT_EQ(a.transfer_slot_bytes(), b.transfer_slot_bytes());
-  std::memcpy(rb + b.transfer_slot_offset(slot_b), ra + a.transfer_slot_offset(slot_a), a.transfer_slot_bytes());
+  std::memcpy(rb + b.transfer_slot_offset(slot_b), ra + a.transfer_slot_offset(slot_a),
+              a.transfer_slot_bytes());
   EXPECT_EQ(b.usable_prefix(hit_b), 0);  // the blocks alone: no window rows
   const std::vector<int32_t> window_b{2};
   ASSERT_TRUE(b.import_window_rows(window_b, slot_b));

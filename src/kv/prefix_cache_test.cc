@@ -27,7 +27,8 @@ struct SeqRun {
   std::vector<int32_t> table;
 };
 
-SeqRun run(KvCacheManager& m, const std::vector<int32_t>& tokens, uint64_t root = PrefixCache::kRootKey) {
+SeqRun run(KvCacheManager& m, const std::vector<int32_t>& tokens,
+           uint64_t root = PrefixCache::kRootKey) {
   std::vector<uint64_t> keys;
   PrefixMatch match;
   m.match_prefix(view(tokens, root), (int32_t(tokens.size()) - 1) / kBlock, keys, match);
@@ -205,7 +206,8 @@ TEST(PrefixCache, SaltsSeparateTenants) {
     const std::vector<int32_t> secret = concat(iota_tokens(12, 0), {99});
     const SeqRun a = run(m, secret, ra);
     EXPECT_EQ(a.n_matched, 0);
-    EXPECT_EQ(run(m, secret, rb).n_matched, 0) << "mask " << mask << ": tenant b saw tenant a's blocks";
+    EXPECT_EQ(run(m, secret, rb).n_matched, 0)
+        << "mask " << mask << ": tenant b saw tenant a's blocks";
     EXPECT_EQ(run(m, secret).n_matched, 0) << "mask " << mask << ": an unsalted request saw them";
     if (mask != 0) {
       EXPECT_EQ(run(m, secret, ra).n_matched, 3) << "tenant a's own repeat hits";

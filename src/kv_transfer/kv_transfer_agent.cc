@@ -7,8 +7,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -39,15 +39,18 @@ Status check_layout(const KvRegionLayout& l) {
   if (l.base == nullptr || l.bytes == 0) return Status::invalid_argument("the KV region is empty");
   if (l.n_blocks < 0) return Status::invalid_argument("n_blocks {} < 0", l.n_blocks);
   if (l.k_offset.size() != l.v_offset.size()) {
-    return Status::invalid_argument("{} K offsets but {} V offsets", l.k_offset.size(), l.v_offset.size());
+    return Status::invalid_argument("{} K offsets but {} V offsets", l.k_offset.size(),
+                                    l.v_offset.size());
   }
   auto pool_fits = [&](uint64_t offset, uint64_t block_bytes) {
-    unsigned __int128 end = static_cast<unsigned __int128>(block_bytes) * static_cast<uint64_t>(l.n_blocks) + offset;
+    unsigned __int128 end =
+        static_cast<unsigned __int128>(block_bytes) * static_cast<uint64_t>(l.n_blocks) + offset;
     return end <= l.bytes;
   };
   for (size_t i = 0; i < l.k_offset.size(); ++i) {
     if (!pool_fits(l.k_offset[i], l.k_block_bytes) || !pool_fits(l.v_offset[i], l.v_block_bytes)) {
-      return Status::invalid_argument("layer {}'s K or V pool ends past the region ({} bytes)", i, l.bytes);
+      return Status::invalid_argument("layer {}'s K or V pool ends past the region ({} bytes)", i,
+                                      l.bytes);
     }
   }
   return Status::ok();
@@ -56,26 +59,32 @@ Status check_layout(const KvRegionLayout& l) {
 bool valid_offer_id(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
   for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
 }
 
 template <typename T>
-std::string first_difference(const char* what, const std::vector<T>& claimed, const std::vector<T>& offered) {
+std::string first_difference(const char* what, const std::vector<T>& claimed,
+                             const std::vector<T>& offered) {
   if (claimed.size() != offered.size()) {
-    return fmt::format("{} differ: the claim names {}, the offer holds {}", what, claimed.size(), offered.size());
+    return fmt::format("{} differ: the claim names {}, the offer holds {}", what, claimed.size(),
+                       offered.size());
   }
   for (size_t i = 0; i < claimed.size(); ++i) {
     if (claimed[i] != offered[i]) {
-      return fmt::format("{} differ at position {}: claimed {}, offered {}", what, i, claimed[i], offered[i]);
+      return fmt::format("{} differ at position {}: claimed {}, offered {}", what, i, claimed[i],
+                         offered[i]);
     }
   }
   return {};
 }
 
-std::string peer_name(const std::string& host, int port) { return fmt::format("{}:{}", host, port); }
+std::string peer_name(const std::string& host, int port) {
+  return fmt::format("{}:{}", host, port);
+}
 
 std::string random_token() {
   std::random_device rd;  // the kernel's CSPRNG on Linux (getrandom)
@@ -89,14 +98,16 @@ std::string random_token() {
 
 // Byte ranges of the region that offer `o` lets a fetch read: each block's
 // K and V bytes in every layer, and the window rows.
-bool inside_offer(const KvRegionLayout& l, const KvOffer& o, const std::unordered_set<int32_t>& blocks,
-                  uint64_t offset, uint64_t bytes) {
-  if (o.window_offset >= 0 && offset == uint64_t(o.window_offset) && bytes == o.window_bytes) return true;
+bool inside_offer(const KvRegionLayout& l, const KvOffer& o,
+                  const std::unordered_set<int32_t>& blocks, uint64_t offset, uint64_t bytes) {
+  if (o.window_offset >= 0 && offset == uint64_t(o.window_offset) && bytes == o.window_bytes)
+    return true;
   for (size_t layer = 0; layer < l.k_offset.size(); ++layer) {
     for (int kv = 0; kv < 2; ++kv) {
       const uint64_t start = kv == 0 ? l.k_offset[layer] : l.v_offset[layer];
       const uint64_t bb = kv == 0 ? l.k_block_bytes : l.v_block_bytes;
-      if (bb == 0 || offset < start || (offset - start) % bb != 0 || bytes % bb != 0 || bytes == 0) continue;
+      if (bb == 0 || offset < start || (offset - start) % bb != 0 || bytes % bb != 0 || bytes == 0)
+        continue;
       const uint64_t first = (offset - start) / bb, n = bytes / bb;
       if (first + n > uint64_t(l.n_blocks)) continue;
       bool all = true;
@@ -119,10 +130,10 @@ struct KvTransferAgent::Impl {
     std::string token;  // set once claimed; a second claim is refused
   };
   mutable std::mutex mu;
-  std::unordered_map<std::string, Offered> offers;                        // guarded by mu
-  std::unordered_map<std::string, std::string> claimed;                   // token -> offer id, guarded by mu
-  std::map<std::string, std::shared_ptr<const RemotePeer>> peers;         // guarded by mu
-  KvTransferStats stats;                                                  // guarded by mu
+  std::unordered_map<std::string, Offered> offers;       // guarded by mu
+  std::unordered_map<std::string, std::string> claimed;  // token -> offer id, guarded by mu
+  std::map<std::string, std::shared_ptr<const RemotePeer>> peers;  // guarded by mu
+  KvTransferStats stats;                                           // guarded by mu
 
   // Releases are sent by their own thread (fire and forget).
   std::mutex release_mu;
@@ -165,7 +176,8 @@ struct KvTransferAgent::Impl {
 
 json KvTransferAgent::Impl::handle(const json& request) {
   auto type = request.find("type");
-  if (type == request.end() || !type->is_string()) return kv_transfer::error_json("'type' must be a string");
+  if (type == request.end() || !type->is_string())
+    return kv_transfer::error_json("'type' must be a string");
   if (*type == "claim") return handle_claim(request);
   if (*type == "release") return handle_release(request);
   return kv_transfer::error_json("unknown message type");
@@ -181,7 +193,8 @@ json KvTransferAgent::Impl::handle_claim(const json& request) {
     if (it == offers.end()) {
       why = fmt::format("no offer '{}' (unknown, withdrawn or released)", claim->id);
     } else if (!it->second.token.empty()) {
-      why = fmt::format("offer '{}' was claimed already (a replayed kv_transfer_params?)", claim->id);
+      why =
+          fmt::format("offer '{}' was claimed already (a replayed kv_transfer_params?)", claim->id);
     } else if (claim->compat != options.layout.compat) {
       why = fmt::format("incompatible KV layout: compat '{}' vs the owner's '{}'", claim->compat,
                         options.layout.compat);
@@ -195,7 +208,8 @@ json KvTransferAgent::Impl::handle_claim(const json& request) {
       claimed[token] = claim->id;
     }
   }
-  if (!why.empty()) return kv_transfer::error_json(fmt::format("claim of '{}' refused: {}", claim->id, why));
+  if (!why.empty())
+    return kv_transfer::error_json(fmt::format("claim of '{}' refused: {}", claim->id, why));
   kv_transfer::ClaimReply reply;
   reply.layout = options.layout;
   reply.layout.base = nullptr;
@@ -204,19 +218,22 @@ json KvTransferAgent::Impl::handle_claim(const json& request) {
   return kv_transfer::to_json(reply);
 }
 
-Status KvTransferAgent::Impl::authorize(const std::string& token, const std::vector<kv_transfer::FetchRange>& ranges) {
+Status KvTransferAgent::Impl::authorize(const std::string& token,
+                                        const std::vector<kv_transfer::FetchRange>& ranges) {
   std::lock_guard<std::mutex> lock(mu);
   auto c = claimed.find(token);
   auto it = c == claimed.end() ? offers.end() : offers.find(c->second);
   if (it == offers.end()) {
     ++stats.fetches_refused;
-    return Status::invalid_argument("no live claim has this token (released, withdrawn, or never claimed)");
+    return Status::invalid_argument(
+        "no live claim has this token (released, withdrawn, or never claimed)");
   }
   for (size_t i = 0; i < ranges.size(); ++i) {
-    if (!inside_offer(options.layout, it->second.offer, it->second.blocks, ranges[i].offset, ranges[i].bytes)) {
+    if (!inside_offer(options.layout, it->second.offer, it->second.blocks, ranges[i].offset,
+                      ranges[i].bytes)) {
       ++stats.fetches_refused;
-      return Status::invalid_argument("range {} [{}, +{}) is not inside the blocks of offer '{}'", i,
-                                      ranges[i].offset, ranges[i].bytes, c->second);
+      return Status::invalid_argument("range {} [{}, +{}) is not inside the blocks of offer '{}'",
+                                      i, ranges[i].offset, ranges[i].bytes, c->second);
     }
   }
   return Status::ok();
@@ -231,10 +248,12 @@ void KvTransferAgent::Impl::erase_offer(const std::string& id) {
 
 json KvTransferAgent::Impl::handle_release(const json& request) {
   auto release = kv_transfer::parse_release_request(request);
-  if (!release.is_ok()) return kv_transfer::error_json("bad release: " + release.status().message());
+  if (!release.is_ok())
+    return kv_transfer::error_json("bad release: " + release.status().message());
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (offers.count(release->id) == 0) return kv_transfer::error_json("no offer '" + release->id + "'");
+    if (offers.count(release->id) == 0)
+      return kv_transfer::error_json("no offer '" + release->id + "'");
     erase_offer(release->id);
     ++stats.releases_received;
     stats.blocks_served += static_cast<uint64_t>(release->n_blocks);
@@ -253,25 +272,28 @@ void KvTransferAgent::Impl::release_loop() {
       item = std::move(releases.front());
       releases.pop_front();
     }
-    (void)kv_transfer::side_channel_call(item.host, item.port, kv_transfer::to_json(item.request), *options.auth,
-                                         options.io_timeout, release_cancel_fd);  // errors ignored: fire and forget
+    (void)kv_transfer::side_channel_call(item.host, item.port, kv_transfer::to_json(item.request),
+                                         *options.auth, options.io_timeout,
+                                         release_cancel_fd);  // errors ignored: fire and forget
   }
 }
 
 StatusOr<std::unique_ptr<KvTransferAgent>> KvTransferAgent::create(KvTransferOptions options) {
   OMNIBUS_RETURN_IF_ERROR(check_layout(options.layout));
-  if (options.io_timeout.count() <= 0) return Status::invalid_argument("io_timeout must be positive");
-  if (options.auth == nullptr) return Status::invalid_argument("the KV transfer needs the deployment's secret");
+  if (options.io_timeout.count() <= 0)
+    return Status::invalid_argument("io_timeout must be positive");
+  if (options.auth == nullptr)
+    return Status::invalid_argument("the KV transfer needs the deployment's secret");
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   OMNIBUS_ASSIGN_OR_RETURN(impl->ucx, kv_transfer::UcxContext::create(impl->options.layout.base,
-                                                                       impl->options.layout.bytes));
+                                                                      impl->options.layout.bytes));
   Impl* raw = impl.get();
   OMNIBUS_ASSIGN_OR_RETURN(
-      impl->server, kv_transfer::SideChannelServer::start(impl->options.listen_host, impl->options.port,
-                                                          impl->options.io_timeout,
-                                                          {impl->options.auth.get(), &impl->options.peers},
-                                                          [raw](const json& request) { return raw->handle(request); }));
+      impl->server, kv_transfer::SideChannelServer::start(
+                        impl->options.listen_host, impl->options.port, impl->options.io_timeout,
+                        {impl->options.auth.get(), &impl->options.peers},
+                        [raw](const json& request) { return raw->handle(request); }));
   impl->release_cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->release_cancel_fd < 0) return Status::unavailable("eventfd: {}", std::strerror(errno));
   impl->release_thread = std::thread([raw] { raw->release_loop(); });
@@ -315,7 +337,7 @@ KvTransferAgent::~KvTransferAgent() {
   }
   for (auto& job : unclaimed) job(/*cancelled=*/true);
   d.transport.reset();  // pending pulls: done(kCancelled); endpoints gone
-  d.ucx.reset();     // mem unmap, worker, context
+  d.ucx.reset();        // mem unmap, worker, context
 }
 
 int KvTransferAgent::port() const { return impl_->server->port(); }
@@ -408,13 +430,15 @@ StatusOr<KvClaim> KvTransferAgent::Impl::claim(const std::string& host, int port
   if (!ok->get<bool>()) {
     count(&KvTransferStats::claims_refused);
     auto error = reply->find("error");
-    std::string why = error != reply->end() && error->is_string() ? error->get<std::string>() : "no reason given";
+    std::string why =
+        error != reply->end() && error->is_string() ? error->get<std::string>() : "no reason given";
     return Status::invalid_argument("{} refused: {}", name, why);
   }
   auto parsed = kv_transfer::parse_claim_reply(*reply);
   if (!parsed.is_ok()) {
     count(&KvTransferStats::claims_failed);
-    return Status::unavailable("claim of '{}' from {}: malformed reply: {}", id, name, parsed.status().message());
+    return Status::unavailable("claim of '{}' from {}: malformed reply: {}", id, name,
+                               parsed.status().message());
   }
   auto peer = std::make_shared<RemotePeer>();
   peer->name = name;
@@ -425,7 +449,8 @@ StatusOr<KvClaim> KvTransferAgent::Impl::claim(const std::string& host, int port
     auto& cached = d.peers[name];
     // The same owner keeps its entry; a restarted one (new worker address)
     // replaces it, and the progress thread then replaces the endpoint.
-    if (cached == nullptr || cached->worker_address != peer->worker_address || cached->bytes != peer->bytes) {
+    if (cached == nullptr || cached->worker_address != peer->worker_address ||
+        cached->bytes != peer->bytes) {
       cached = std::move(peer);
     }
     ++d.stats.claims_ok;
@@ -442,22 +467,23 @@ void KvTransferAgent::pull(const std::string& host, int port, const std::string&
     auto it = d.peers.find(peer_name(host, port));
     if (it != d.peers.end()) peer = it->second;
   }
-  d.transport->pull(std::move(peer), token, std::move(segments), [&d, done = std::move(done)](Status status,
-                                                                                            uint64_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(d.mu);
-      if (status.is_ok()) {
-        ++d.stats.pulls_ok;
-        d.stats.bytes_pulled += bytes;
-      } else {
-        ++d.stats.pulls_failed;
-      }
-    }
-    done(std::move(status));
-  });
+  d.transport->pull(std::move(peer), token, std::move(segments),
+                    [&d, done = std::move(done)](Status status, uint64_t bytes) {
+                      {
+                        std::lock_guard<std::mutex> lock(d.mu);
+                        if (status.is_ok()) {
+                          ++d.stats.pulls_ok;
+                          d.stats.bytes_pulled += bytes;
+                        } else {
+                          ++d.stats.pulls_failed;
+                        }
+                      }
+                      done(std::move(status));
+                    });
 }
 
-void KvTransferAgent::release(const std::string& host, int port, const std::string& id, int32_t n_blocks) {
+void KvTransferAgent::release(const std::string& host, int port, const std::string& id,
+                              int32_t n_blocks) {
   Impl& d = *impl_;
   {
     std::lock_guard<std::mutex> lock(d.release_mu);

@@ -1,8 +1,8 @@
 #include "kv_transfer/messages.h"
 
-#include <limits>
-
 #include <fmt/format.h>
+
+#include <limits>
 
 #include "kv_transfer/ucx_context.h"
 #include "util/check.h"
@@ -20,7 +20,8 @@ const json* field(const json& j, const char* name) {
 
 Status get_string(const json& j, const char* name, std::string* out) {
   const json* f = field(j, name);
-  if (f == nullptr || !f->is_string()) return Status::invalid_argument("'{}' must be a string", name);
+  if (f == nullptr || !f->is_string())
+    return Status::invalid_argument("'{}' must be a string", name);
   *out = f->get<std::string>();
   return Status::ok();
 }
@@ -46,11 +47,13 @@ Status get_i32(const json& j, const char* name, int32_t* out) {
 
 Status get_u64_array(const json& j, const char* name, std::vector<uint64_t>* out) {
   const json* f = field(j, name);
-  if (f == nullptr || !f->is_array()) return Status::invalid_argument("'{}' must be an array", name);
+  if (f == nullptr || !f->is_array())
+    return Status::invalid_argument("'{}' must be an array", name);
   out->clear();
   out->reserve(f->size());
   for (const json& v : *f) {
-    if (!v.is_number_unsigned()) return Status::invalid_argument("'{}' must hold non-negative integers", name);
+    if (!v.is_number_unsigned())
+      return Status::invalid_argument("'{}' must hold non-negative integers", name);
     out->push_back(v.get<uint64_t>());
   }
   return Status::ok();
@@ -72,10 +75,14 @@ bool parse_key_hex(const std::string& s, uint64_t* out) {
   uint64_t v = 0;
   for (char c : s) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return false;
     v = v << 4 | static_cast<uint64_t>(d);
   }
   *out = v;
@@ -89,7 +96,8 @@ json error_json(const std::string& message) { return json{{"ok", false}, {"error
 json to_json(const ClaimRequest& r) {
   json keys = json::array();
   for (uint64_t k : r.keys) keys.push_back(key_hex(k));
-  return json{{"type", "claim"}, {"id", r.id}, {"blocks", r.blocks}, {"keys", keys}, {"compat", r.compat}};
+  return json{
+      {"type", "claim"}, {"id", r.id}, {"blocks", r.blocks}, {"keys", keys}, {"compat", r.compat}};
 }
 
 json to_json(const ClaimReply& r) {
@@ -101,7 +109,9 @@ json to_json(const ClaimReply& r) {
               {"k_block_bytes", l.k_block_bytes},
               {"v_block_bytes", l.v_block_bytes},
               {"compat", l.compat}};
-  return json{{"ok", true}, {"layout", layout}, {"worker_address", to_hex(r.worker_address)},
+  return json{{"ok", true},
+              {"layout", layout},
+              {"worker_address", to_hex(r.worker_address)},
               {"token", to_hex(r.token)}};
 }
 
@@ -114,21 +124,25 @@ StatusOr<ClaimRequest> parse_claim_request(const json& j) {
   OMNIBUS_RETURN_IF_ERROR(get_string(j, "id", &r.id));
   OMNIBUS_RETURN_IF_ERROR(get_string(j, "compat", &r.compat));
   const json* blocks = field(j, "blocks");
-  if (blocks == nullptr || !blocks->is_array()) return Status::invalid_argument("'blocks' must be an array");
+  if (blocks == nullptr || !blocks->is_array())
+    return Status::invalid_argument("'blocks' must be an array");
   for (const json& b : *blocks) {
-    if (!b.is_number_unsigned() || b.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+    if (!b.is_number_unsigned() ||
+        b.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
       return Status::invalid_argument("'blocks' must hold block ids (non-negative int32)");
     }
     r.blocks.push_back(static_cast<int32_t>(b.get<uint64_t>()));
   }
   const json* keys = field(j, "keys");
-  if (keys == nullptr || !keys->is_array()) return Status::invalid_argument("'keys' must be an array");
+  if (keys == nullptr || !keys->is_array())
+    return Status::invalid_argument("'keys' must be an array");
   for (const json& k : *keys) {
     uint64_t v = 0;
     if (k.is_number_unsigned()) {  // accepted from clients that send numbers
       v = k.get<uint64_t>();
     } else if (!k.is_string() || !parse_key_hex(k.get_ref<const std::string&>(), &v)) {
-      return Status::invalid_argument("'keys' must hold hex strings of at most 16 digits (or unsigned integers)");
+      return Status::invalid_argument(
+          "'keys' must hold hex strings of at most 16 digits (or unsigned integers)");
     }
     r.keys.push_back(v);
   }
@@ -138,7 +152,8 @@ StatusOr<ClaimRequest> parse_claim_request(const json& j) {
 StatusOr<ClaimReply> parse_claim_reply(const json& j) {
   ClaimReply r;
   const json* layout = field(j, "layout");
-  if (layout == nullptr || !layout->is_object()) return Status::invalid_argument("'layout' must be an object");
+  if (layout == nullptr || !layout->is_object())
+    return Status::invalid_argument("'layout' must be an object");
   KvRegionLayout& l = r.layout;
   OMNIBUS_RETURN_IF_ERROR(get_u64(*layout, "bytes", &l.bytes));
   OMNIBUS_RETURN_IF_ERROR(get_i32(*layout, "n_blocks", &l.n_blocks));
@@ -153,7 +168,8 @@ StatusOr<ClaimReply> parse_claim_reply(const json& j) {
   OMNIBUS_RETURN_IF_ERROR(get_hex_bytes(j, "worker_address", &r.worker_address));
   OMNIBUS_RETURN_IF_ERROR(get_hex_bytes(j, "token", &r.token));
   if (r.worker_address.empty() || r.token.size() != kFetchTokenBytes) {
-    return Status::invalid_argument("an empty worker address, or a token of other than {} bytes", kFetchTokenBytes);
+    return Status::invalid_argument("an empty worker address, or a token of other than {} bytes",
+                                    kFetchTokenBytes);
   }
   return r;
 }
@@ -169,8 +185,8 @@ StatusOr<json> unseal(const TransferAuth& auth, const json& envelope, int64_t no
   const json* msg = field(envelope, "msg");
   const json* ts = field(envelope, "ts");
   const json* mac = field(envelope, "mac");
-  if (msg == nullptr || !msg->is_string() || ts == nullptr || !ts->is_number_integer() || mac == nullptr ||
-      !mac->is_string()) {
+  if (msg == nullptr || !msg->is_string() || ts == nullptr || !ts->is_number_integer() ||
+      mac == nullptr || !mac->is_string()) {
     return Status::permission_denied("unauthenticated");
   }
   const int64_t t = ts->get<int64_t>();
@@ -180,11 +196,13 @@ StatusOr<json> unseal(const TransferAuth& auth, const json& envelope, int64_t no
   }
   // Checked after the MAC, so the answer says nothing to whom lacks the secret.
   if (t < now_ms - kMaxSealAgeMs || t > now_ms + kMaxSealAgeMs) {
-    return Status::permission_denied("stale message (sealed {} ms from now; clocks more than {} s apart?)",
-                                     t - now_ms, kMaxSealAgeMs / 1000);
+    return Status::permission_denied(
+        "stale message (sealed {} ms from now; clocks more than {} s apart?)", t - now_ms,
+        kMaxSealAgeMs / 1000);
   }
   json inner = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (inner.is_discarded() || !inner.is_object()) return Status::invalid_argument("the message is not a JSON object");
+  if (inner.is_discarded() || !inner.is_object())
+    return Status::invalid_argument("the message is not a JSON object");
   return inner;
 }
 
@@ -230,14 +248,17 @@ std::string encode_fetch(const FetchRequest& r) {
 StatusOr<FetchRequest> parse_fetch(std::string_view bytes) {
   Reader rd{bytes};
   FetchRequest r;
-  if (!rd.read(r.fetch_id) || rd.in.size() < kFetchTokenBytes) return Status::invalid_argument("truncated fetch");
+  if (!rd.read(r.fetch_id) || rd.in.size() < kFetchTokenBytes)
+    return Status::invalid_argument("truncated fetch");
   r.token.assign(rd.in.substr(0, kFetchTokenBytes));
   rd.in.remove_prefix(kFetchTokenBytes);
   uint32_t n = 0;
   if (!rd.read(n)) return Status::invalid_argument("truncated fetch");
-  if (n > kMaxFetchRanges) return Status::invalid_argument("{} ranges, more than {}", n, kMaxFetchRanges);
+  if (n > kMaxFetchRanges)
+    return Status::invalid_argument("{} ranges, more than {}", n, kMaxFetchRanges);
   if (rd.in.size() != size_t(n) * 16) {
-    return Status::invalid_argument("{} ranges need {} bytes, the fetch has {}", n, size_t(n) * 16, rd.in.size());
+    return Status::invalid_argument("{} ranges need {} bytes, the fetch has {}", n, size_t(n) * 16,
+                                    rd.in.size());
   }
   r.ranges.resize(n);
   for (FetchRange& g : r.ranges) {

@@ -20,18 +20,17 @@
 //     for status != 0, the refusal's text).
 //
 // Keys travel as 16-digit hex strings: JSON numbers above 2^53 are not safe in
-// every client. (A claim whose keys are unsigned JSON integers is accepted too.) Parsing checks every type and range and reports what is wrong
-// (kInvalidArgument); it never throws.
+// every client. (A claim whose keys are unsigned JSON integers is accepted too.) Parsing checks
+// every type and range and reports what is wrong (kInvalidArgument); it never throws.
 //
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kv_transfer/kv_transfer_agent.h"
 #include "kv_transfer/transfer_auth.h"
@@ -48,7 +47,8 @@ struct ClaimRequest {
 
 inline constexpr size_t kFetchTokenBytes = 16;
 inline constexpr uint32_t kMaxFetchRanges = 1u << 20;
-inline constexpr int64_t kMaxSealAgeMs = 60'000;  // a sealed message older (or newer) than this is refused
+inline constexpr int64_t kMaxSealAgeMs =
+    60'000;  // a sealed message older (or newer) than this is refused
 
 struct ClaimReply {
   KvRegionLayout layout;       // base == nullptr
@@ -91,7 +91,8 @@ StatusOr<ReleaseRequest> parse_release_request(const nlohmann::json& j);
 // missing or wrong or the timestamp is more than kMaxSealAgeMs away from
 // now_ms; kInvalidArgument when the sealed text is not a JSON object.
 nlohmann::json seal(const TransferAuth& auth, const nlohmann::json& message, int64_t now_ms);
-StatusOr<nlohmann::json> unseal(const TransferAuth& auth, const nlohmann::json& envelope, int64_t now_ms);
+StatusOr<nlohmann::json> unseal(const TransferAuth& auth, const nlohmann::json& envelope,
+                                int64_t now_ms);
 
 std::string encode_fetch(const FetchRequest& r);
 // kInvalidArgument for a truncated or oversized message; never reads past it.

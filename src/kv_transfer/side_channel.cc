@@ -59,7 +59,8 @@ Status read_exact(int fd, void* buf, size_t n, Clock::time_point deadline, int c
     }
     if (got == 0) return Status::unavailable("connection closed by peer");
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return Status::unavailable("recv: {}", errno_text(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return Status::unavailable("recv: {}", errno_text(errno));
     OMNIBUS_RETURN_IF_ERROR(wait_fd(fd, POLLIN, deadline, cancel_fd));
   }
   return Status::ok();
@@ -75,7 +76,8 @@ Status write_all(int fd, const void* buf, size_t n, Clock::time_point deadline, 
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return Status::unavailable("send: {}", errno_text(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return Status::unavailable("send: {}", errno_text(errno));
     OMNIBUS_RETURN_IF_ERROR(wait_fd(fd, POLLOUT, deadline, cancel_fd));
   }
   return Status::ok();
@@ -109,7 +111,8 @@ StatusOr<std::string> read_frame(int fd, Clock::time_point deadline, int cancel_
 json error_reply(const std::string& message) { return json{{"ok", false}, {"error", message}}; }
 
 int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -134,10 +137,11 @@ Status resolve(const std::string& host, int port, bool passive, AddrInfo* out) {
 }  // namespace
 
 StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::start(
-    const std::string& host, int port, std::chrono::milliseconds io_timeout, SideChannelSecurity security,
-    SideChannelHandler handler) {
+    const std::string& host, int port, std::chrono::milliseconds io_timeout,
+    SideChannelSecurity security, SideChannelHandler handler) {
   OMNIBUS_CHECK(security.auth != nullptr && security.peers != nullptr);
-  if (port < 0 || port > 65535) return Status::invalid_argument("side channel port {} out of range", port);
+  if (port < 0 || port > 65535)
+    return Status::invalid_argument("side channel port {} out of range", port);
   AddrInfo ai;
   OMNIBUS_RETURN_IF_ERROR(resolve(host, port, true, &ai));
   const addrinfo* a = ai.list;
@@ -145,7 +149,8 @@ StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::start(
   if (fd < 0) return Status::unavailable("socket: {}", errno_text(errno));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0 || !set_nonblocking(fd)) {
+  if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0 ||
+      !set_nonblocking(fd)) {
     int err = errno;
     ::close(fd);
     return Status::unavailable("side channel {}:{}: {}", host, port, errno_text(err));
@@ -166,9 +171,14 @@ StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::start(
       new SideChannelServer(fd, stop_fd, bound_port, io_timeout, security, std::move(handler)));
 }
 
-SideChannelServer::SideChannelServer(int listen_fd, int stop_fd, int port, std::chrono::milliseconds io_timeout,
+SideChannelServer::SideChannelServer(int listen_fd, int stop_fd, int port,
+                                     std::chrono::milliseconds io_timeout,
                                      SideChannelSecurity security, SideChannelHandler handler)
-    : listen_fd_(listen_fd), stop_fd_(stop_fd), port_(port), io_timeout_(io_timeout), security_(security),
+    : listen_fd_(listen_fd),
+      stop_fd_(stop_fd),
+      port_(port),
+      io_timeout_(io_timeout),
+      security_(security),
       handler_(std::move(handler)) {
   accept_thread_ = std::thread([this] { accept_loop(); });
 }
@@ -210,7 +220,8 @@ void SideChannelServer::accept_loop() {
     if (fds[1].revents & POLLIN) return;
     sockaddr_storage from{};
     socklen_t from_len = sizeof(from);
-    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: the pending connection keeps the socket readable;
@@ -259,11 +270,12 @@ void SideChannelServer::serve(int fd) {
   if (!request.is_ok()) {
     if (request.status().code() == StatusCode::kPermissionDenied) {
       refused_auth_.fetch_add(1, std::memory_order_relaxed);
-      (void)write_frame(fd, error_reply("unauthenticated"), deadline, stop_fd_);  // says nothing more
+      (void)write_frame(fd, error_reply("unauthenticated"), deadline,
+                        stop_fd_);  // says nothing more
       return;
     }
-    (void)write_frame(fd, seal(*security_.auth, error_reply(request.status().message()), unix_ms()), deadline,
-                      stop_fd_);
+    (void)write_frame(fd, seal(*security_.auth, error_reply(request.status().message()), unix_ms()),
+                      deadline, stop_fd_);
     return;
   }
   json reply;
@@ -276,11 +288,13 @@ void SideChannelServer::serve(int fd) {
 }
 
 SideChannelRefusals SideChannelServer::refusals() const {
-  return {refused_peer_.load(std::memory_order_relaxed), refused_auth_.load(std::memory_order_relaxed)};
+  return {refused_peer_.load(std::memory_order_relaxed),
+          refused_auth_.load(std::memory_order_relaxed)};
 }
 
-StatusOr<json> side_channel_call(const std::string& host, int port, const json& request, const TransferAuth& auth,
-                                 std::chrono::milliseconds timeout, int cancel_fd) {
+StatusOr<json> side_channel_call(const std::string& host, int port, const json& request,
+                                 const TransferAuth& auth, std::chrono::milliseconds timeout,
+                                 int cancel_fd) {
   auto deadline = Clock::now() + timeout;
   if (port <= 0 || port > 65535) return Status::unavailable("port {} out of range", port);
   AddrInfo ai;
@@ -331,11 +345,13 @@ StatusOr<json> side_channel_call(const std::string& host, int port, const json& 
     }
     StatusOr<json> reply = unseal(auth, envelope, unix_ms());
     if (!reply.is_ok() && reply.status().code() == StatusCode::kPermissionDenied) {
-      return Status::permission_denied("side channel {}:{}: the reply is not sealed with this deployment's "
-                                       "secret (does the peer run with the same --kv-transfer-secret?)",
-                                       host, port);
+      return Status::permission_denied(
+          "side channel {}:{}: the reply is not sealed with this deployment's "
+          "secret (does the peer run with the same --kv-transfer-secret?)",
+          host, port);
     }
-    if (!reply.is_ok()) return Status::unavailable("side channel {}:{}: {}", host, port, reply.status().message());
+    if (!reply.is_ok())
+      return Status::unavailable("side channel {}:{}: {}", host, port, reply.status().message());
     return reply;
   }
   return last;

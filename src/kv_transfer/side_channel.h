@@ -8,9 +8,9 @@
 // Who may use it: the server accepts connections only from the hosts in its
 // PeerList (others are closed unanswered) and answers only messages sealed
 // with its secret (others get an unsealed error reply that says only
-// "unauthenticated"); side_channel_call accepts only replies sealed with it. Frames longer than kMaxFrameBytes, or empty ones, are
-// refused (an error reply, then close); a frame that is not a JSON object gets
-// an error reply. The server faces the network: no input can crash it.
+// "unauthenticated"); side_channel_call accepts only replies sealed with it. Frames longer than
+// kMaxFrameBytes, or empty ones, are refused (an error reply, then close); a frame that is not a
+// JSON object gets an error reply. The server faces the network: no input can crash it.
 //
 // SideChannelServer: binds, then serves each connection on a short-lived
 // thread of its own (at most kMaxConnections at once; more are closed at
@@ -34,10 +34,9 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "kv_transfer/peer_list.h"
 #include "kv_transfer/transfer_auth.h"

@@ -16,7 +16,8 @@ std::string to_hex(const std::string& bytes) {
 }
 
 StatusOr<std::string> from_hex(const std::string& hex) {
-  if (hex.size() % 2 != 0) return Status::invalid_argument("hex string of odd length {}", hex.size());
+  if (hex.size() % 2 != 0)
+    return Status::invalid_argument("hex string of odd length {}", hex.size());
   auto nibble = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;

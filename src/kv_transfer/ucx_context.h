@@ -16,11 +16,11 @@
 // takes it back (thread join) before the destructor.
 #pragma once
 
+#include <ucp/api/ucp.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <ucp/api/ucp.h>
 
 #include "util/status.h"
 
@@ -40,7 +40,7 @@ class UcxContext {
   UcxContext& operator=(const UcxContext&) = delete;
 
   ucp_worker_h worker() const { return worker_; }
-  int event_fd() const { return event_fd_; }                 // for ucp_worker_arm + poll
+  int event_fd() const { return event_fd_; }  // for ucp_worker_arm + poll
   const std::string& worker_address() const { return address_; }
   uint64_t base() const { return reinterpret_cast<uint64_t>(base_); }
   uint64_t bytes() const { return bytes_; }

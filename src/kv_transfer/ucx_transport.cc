@@ -52,7 +52,7 @@ struct Op {
 // One data message the owner is sending; freed when UCX is done with it.
 struct Send {
   DataHeader header;
-  std::string text;          // a refusal's reason
+  std::string text;  // a refusal's reason
   // State::sends_in_flight, shared: a late completion after the thread ended must not touch it.
   std::shared_ptr<int> in_flight;
 };

@@ -43,8 +43,12 @@ constexpr Architecture kArchitectures[] = {
      nullptr,
      {.qk_norm = true}},
     {"phi3", "Phi-3, Phi-3.5, Phi-4-mini", RopeMode::kNeox, nullptr, nullptr, {}},
-    {"bert", "BERT encoders and cross-encoders (all-MiniLM-L6-v2)", RopeMode::kNeox, read_bert_extras,
-     load_bert, {}},
+    {"bert",
+     "BERT encoders and cross-encoders (all-MiniLM-L6-v2)",
+     RopeMode::kNeox,
+     read_bert_extras,
+     load_bert,
+     {}},
 };
 
 }  // namespace

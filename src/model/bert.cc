@@ -22,16 +22,16 @@ struct LayerNormWeights {
 };
 
 struct BertLayer {
-  PackedWeight wq, wk, wv, wo;       // [n_embd -> n_embd]
-  const float* bq = nullptr;         // [n_embd] each, or null
+  PackedWeight wq, wk, wv, wo;  // [n_embd -> n_embd]
+  const float* bq = nullptr;    // [n_embd] each, or null
   const float* bk = nullptr;
   const float* bv = nullptr;
   const float* bo = nullptr;
   LayerNormWeights attn_out_norm;
-  PackedWeight w_up;                 // [n_embd -> n_ff]
-  PackedWeight w_down;               // [n_ff -> n_embd]
-  const float* b_up = nullptr;       // [n_ff]
-  const float* b_down = nullptr;     // [n_embd]
+  PackedWeight w_up;              // [n_embd -> n_ff]
+  PackedWeight w_down;            // [n_ff -> n_embd]
+  const float* b_up = nullptr;    // [n_ff]
+  const float* b_down = nullptr;  // [n_embd]
   LayerNormWeights layer_out_norm;
 };
 
@@ -91,8 +91,8 @@ class BertModel final : public Model {
     if (w.has("token_types.weight")) {
       const std::vector<int64_t> shape = w.shape("token_types.weight");
       const int64_t n_types = shape.size() == 2 ? shape[1] : 0;
-      OMNIBUS_ASSIGN_OR_RETURN(WeightView types,
-                               w.matrix("token_types.weight", c.n_embd, std::max<int64_t>(n_types, 1)));
+      OMNIBUS_ASSIGN_OR_RETURN(WeightView types, w.matrix("token_types.weight", c.n_embd,
+                                                          std::max<int64_t>(n_types, 1)));
       if (dtype_traits(types.type).to_float == nullptr) {
         return Status::unsupported("bert: token_types dtype {}", dtype_name(types.type));
       }
@@ -117,7 +117,8 @@ class BertModel final : public Model {
     if (!w.has("cls.output.weight")) return Status::ok();
     const std::vector<int64_t> shape = w.shape("cls.output.weight");
     const int64_t n_out = shape.size() == 2 ? shape[1] : 1;
-    OMNIBUS_ASSIGN_OR_RETURN(cls_out_, w.packed_matrix("cls.output.weight", c.n_embd, n_out, &pool_));
+    OMNIBUS_ASSIGN_OR_RETURN(cls_out_,
+                             w.packed_matrix("cls.output.weight", c.n_embd, n_out, &pool_));
     return load_bias(w, "cls.output.bias", n_out, &cls_out_b_);
   }
 
@@ -282,25 +283,25 @@ class BertModel final : public Model {
     add_bias(v_.data(), l.bv, n_tok, d);
     kv_store(kv_layer, store_seqs_.data(), int(store_seqs_.size()), k_.data(), v_.data());
     const AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-    paged_attention(q_.data(), kv_layer, query_seqs_.data(), int(query_seqs_.size()), p, attn_.data(),
-                    pool_);
+    paged_attention(q_.data(), kv_layer, query_seqs_.data(), int(query_seqs_.size()), p,
+                    attn_.data(), pool_);
     matmul(l.wo, attn_.data(), n_tok, proj_.data(), pool_, scratch_);  // [n_tok, n_embd]
     add_bias(proj_.data(), l.bo, n_tok, d);
   }
 
   std::shared_ptr<const GgufFile> file_;  // keeps the weights' mapping alive
   ThreadPool& pool_;
-  WeightView token_embd_{};         // [n_embd -> n_vocab] rows are token vectors
-  WeightView pos_embd_{};           // [n_embd -> n_ctx_train]
-  std::vector<float> type_row0_;    // [n_embd] token type 0's vector (zeros without one)
+  WeightView token_embd_{};       // [n_embd -> n_vocab] rows are token vectors
+  WeightView pos_embd_{};         // [n_embd -> n_ctx_train]
+  std::vector<float> type_row0_;  // [n_embd] token type 0's vector (zeros without one)
   LayerNormWeights embd_norm_;
   std::vector<BertLayer> layers_;
   // Activations, grown to the largest step and reused.
   std::vector<float> x_, q_, k_, v_, attn_, proj_, up_, row_;
-  PackedWeight cls_, cls_out_;              // the classification head (rerankers), or empty
-  const float* cls_b_ = nullptr;           // [n_embd]
-  const float* cls_out_b_ = nullptr;       // [n_cls_out]
-  std::vector<float> head_, scores_;       // classify(): [n_seqs, n_embd], [n_seqs, n_cls_out]
+  PackedWeight cls_, cls_out_;            // the classification head (rerankers), or empty
+  const float* cls_b_ = nullptr;          // [n_embd]
+  const float* cls_out_b_ = nullptr;      // [n_cls_out]
+  std::vector<float> head_, scores_;      // classify(): [n_seqs, n_embd], [n_seqs, n_cls_out]
   std::vector<AttentionSeq> store_seqs_;  // [n_seqs] (prepare_attention)
   std::vector<AttentionSeq> query_seqs_;  // [n_tok]
   MatmulScratch scratch_;

@@ -96,12 +96,12 @@ std::vector<Arch> archs() {
        .share_token_seed = 10,
        .missing_tensor = "blk.2.post_ffw_norm.weight",  // "post_ffw" -> "qost_ffw"
        .missing_at = 6},
-      family("llama3", "blk.3.ffn_gate.weight", 10),     // -> ffn_qate
-      family("mistral", "blk.2.attn_output.weight", 11),  // -> attn_qutput
-      family("qwen2", "blk.0.attn_k.bias", 13),           // a required bias -> attn_k.qias
-      family("qwen3", "blk.1.attn_k_norm.weight", 13),    // -> attn_k_qorm
+      family("llama3", "blk.3.ffn_gate.weight", 10),         // -> ffn_qate
+      family("mistral", "blk.2.attn_output.weight", 11),     // -> attn_qutput
+      family("qwen2", "blk.0.attn_k.bias", 13),              // a required bias -> attn_k.qias
+      family("qwen3", "blk.1.attn_k_norm.weight", 13),       // -> attn_k_qorm
       family("qwen3moe", "blk.3.ffn_down_exps.weight", 10),  // -> ffn_qown_exps
-      family("phi3", "blk.1.ffn_down.weight", 10),        // -> ffn_qown
+      family("phi3", "blk.1.ffn_down.weight", 10),           // -> ffn_qown
   };
 }
 

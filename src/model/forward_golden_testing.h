@@ -27,10 +27,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
 #include "kernels/dtype.h"
@@ -183,8 +182,8 @@ inline void check_model_against_golden(const std::string& name, const GoldenTole
       "decisions agree at %d/%d steps (all %d steps with llama.cpp margin >= %.2f required; "
       "largest margin among disagreements %.3f); last-position logits max |diff| %.4f, mean "
       "|diff| %.4f\n",
-      name.c_str(), n_identical, n_prompts, n_steps_agree, n_steps, n_decisive,
-      tol.decisive_margin, worst_decisive_margin_missed, worst, sum_mean_abs / n_prompts);
+      name.c_str(), n_identical, n_prompts, n_steps_agree, n_steps, n_decisive, tol.decisive_margin,
+      worst_decisive_margin_missed, worst, sum_mean_abs / n_prompts);
   EXPECT_GE(n_prompts, 10);
   EXPECT_GE(n_identical, tol.min_identical);
 }

@@ -140,7 +140,8 @@ Status read_gemma3_extras(const GgufFile& f, ModelConfig* c) {
         return Status::corrupt("{}: '{}' has {} entries for {} layers", f.path(), key,
                                per_layer->size(), c->n_layer);
       }
-      for (int il = 0; il < c->n_layer; ++il) c->layer_is_swa[size_t(il)] = (*per_layer)[size_t(il)] != 0;
+      for (int il = 0; il < c->n_layer; ++il)
+        c->layer_is_swa[size_t(il)] = (*per_layer)[size_t(il)] != 0;
     } else {
       int64_t period = 6;
       if (f.find(key)) {
@@ -167,6 +168,5 @@ Status read_gemma3_extras(const GgufFile& f, ModelConfig* c) {
                                    : 1.0f / std::sqrt(float(c->head_dim));
   return Status::ok();
 }
-
 
 }  // namespace omnibus

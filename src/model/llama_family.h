@@ -9,7 +9,8 @@
 //     q, k, v = h Wq + bq, h Wk + bk, h Wv + bv         // biases: Qwen 2; fused QKV: Phi-3
 //     q, k = rms_norm_per_head(q) * q_norm, ...         // Qwen 3
 //     rope(q, k)                                        // Llama: adjacent pairs; the others: NeoX
-//                                                       // halves; Llama 3 / Phi-3 frequency factors
+//                                                       // halves; Llama 3 / Phi-3 frequency
+//                                                       factors
 //     kv_store(k, v); a = paged_attention(q)            // grouped-query attention
 //     x += a Wo
 //     h = rms_norm(x) * ffn_norm

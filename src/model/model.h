@@ -18,8 +18,8 @@
 
 #include <functional>
 #include <memory>
-#include <vector>
 #include <span>
+#include <vector>
 
 #include "kv/kv_storage.h"
 #include "model/model_config.h"

@@ -113,12 +113,18 @@ StatusOr<ModelConfig> read_model_config(const GgufFile& f) {
 
 const char* pooling_name(PoolingType p) {
   switch (p) {
-    case PoolingType::kNone: return "none";
-    case PoolingType::kMean: return "mean";
-    case PoolingType::kCls: return "cls";
-    case PoolingType::kLast: return "last";
-    case PoolingType::kRank: return "rank";
-    case PoolingType::kUnspecified: break;
+    case PoolingType::kNone:
+      return "none";
+    case PoolingType::kMean:
+      return "mean";
+    case PoolingType::kCls:
+      return "cls";
+    case PoolingType::kLast:
+      return "last";
+    case PoolingType::kRank:
+      return "rank";
+    case PoolingType::kUnspecified:
+      break;
   }
   return "unspecified";
 }

@@ -22,7 +22,14 @@ class GgufFile;
 // enum llama_pooling_type; <arch>.pooling_type): none (one vector per token),
 // the mean of all tokens, the first token's ([CLS]), the last token's, or a
 // reranker's score (rank: CLS pooled through the classification head).
-enum class PoolingType : int8_t { kUnspecified = -1, kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+enum class PoolingType : int8_t {
+  kUnspecified = -1,
+  kNone = 0,
+  kMean = 1,
+  kCls = 2,
+  kLast = 3,
+  kRank = 4
+};
 
 // "none", "mean", "cls", "last", "rank" ("unspecified" for kUnspecified).
 const char* pooling_name(PoolingType p);
@@ -30,16 +37,16 @@ const char* pooling_name(PoolingType p);
 std::optional<PoolingType> parse_pooling(std::string_view name);
 
 struct ModelConfig {
-  std::string arch;        // general.architecture: llama, gemma3, qwen2, qwen3, qwen3moe, phi3,
-                           // bert (an encoder)
-  std::string name;        // general.name (for logs)
+  std::string arch;  // general.architecture: llama, gemma3, qwen2, qwen3, qwen3moe, phi3,
+                     // bert (an encoder)
+  std::string name;  // general.name (for logs)
   int n_vocab = 0;
-  int n_ctx_train = 0;     // <arch>.context_length (bert: its absolute positions)
+  int n_ctx_train = 0;  // <arch>.context_length (bert: its absolute positions)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;        // <arch>.attention.key_length, or n_embd / n_head
+  int head_dim = 0;  // <arch>.attention.key_length, or n_embd / n_head
   int n_ff = 0;
   float norm_eps = 1e-5f;  // <arch>.attention.layer_norm_rms_epsilon (bert:
                            // attention.layer_norm_epsilon, of its LayerNorms)
@@ -48,7 +55,7 @@ struct ModelConfig {
   // for (<arch>.pooling_type; kUnspecified when absent: a generator).
   bool causal = true;
   PoolingType pooling = PoolingType::kUnspecified;
-  RopeParams rope;         // mode from the architecture, base/n_rot from metadata
+  RopeParams rope;  // mode from the architecture, base/n_rot from metadata
 
   // Gemma 3 style extras (defaults mean "not used").
   int sliding_window = 0;          // <arch>.attention.sliding_window: a query at p sees
@@ -71,8 +78,8 @@ struct ModelConfig {
   int rope_orig_ctx = 0;         // <arch>.rope.scaling.original_context_length; 0: unknown
   float rope_attn_factor = 1.f;  // <arch>.rope.scaling.attn_factor (LongRoPE magnitude)
 
-  int n_q() const { return n_head * head_dim; }    // width of the query projection
-  int n_kv() const { return n_head_kv * head_dim; } // width of the key/value projections
+  int n_q() const { return n_head * head_dim; }      // width of the query projection
+  int n_kv() const { return n_head_kv * head_dim; }  // width of the key/value projections
   bool is_moe() const { return n_expert > 0; }
   bool is_swa_layer(int il) const {
     return sliding_window > 0 && size_t(il) < layer_is_swa.size() && layer_is_swa[size_t(il)];

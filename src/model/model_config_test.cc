@@ -74,7 +74,8 @@ TEST(ModelConfig, NamesAnUnsupportedArchitecture) {
   if (bytes.empty()) GTEST_SKIP() << "models/random/ not generated (scripts/fetch_models.sh)";
   // general.architecture's value "qwen3moe" -> "qwen9moe"
   const size_t key = after(bytes, "general.architecture");
-  const size_t v = after(std::vector<uint8_t>(bytes.begin() + std::ptrdiff_t(key), bytes.end()), "qwen3") + key;
+  const size_t v =
+      after(std::vector<uint8_t>(bytes.begin() + std::ptrdiff_t(key), bytes.end()), "qwen3") + key;
   bytes[v - 1] = '9';
   auto c = config_of(bytes);
   ASSERT_FALSE(c.is_ok());

@@ -24,8 +24,9 @@ Status load_moe_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadPoo
   m.up.resize(size_t(n_x));
   m.down.resize(size_t(n_x));
   for (int64_t e = 0; e < n_x; ++e) {
-    OMNIBUS_ASSIGN_OR_RETURN(m.gate[size_t(e)], w.packed_rows(p + "ffn_gate_exps.weight",
-                                                              {c.n_embd, ff, n_x}, e * ff, ff, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(
+        m.gate[size_t(e)],
+        w.packed_rows(p + "ffn_gate_exps.weight", {c.n_embd, ff, n_x}, e * ff, ff, pool));
     OMNIBUS_ASSIGN_OR_RETURN(m.up[size_t(e)], w.packed_rows(p + "ffn_up_exps.weight",
                                                             {c.n_embd, ff, n_x}, e * ff, ff, pool));
     OMNIBUS_ASSIGN_OR_RETURN(m.down[size_t(e)],
@@ -144,14 +145,13 @@ Status read_moe_config(const GgufFile& f, ModelConfig* c) {
   OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_count", &c->n_expert));
   OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_used_count", &c->n_expert_used));
   if (c->n_expert_used > c->n_expert) {
-    return Status::corrupt("{}: expert_used_count {} > expert_count {}", f.path(),
-                           c->n_expert_used, c->n_expert);
+    return Status::corrupt("{}: expert_used_count {} > expert_count {}", f.path(), c->n_expert_used,
+                           c->n_expert);
   }
   c->n_ff_exp = c->n_ff / c->n_expert_used;
   OMNIBUS_RETURN_IF_ERROR(read_positive(f, a, "expert_feed_forward_length", &c->n_ff_exp, false));
   if (c->n_ff_exp <= 0) return Status::corrupt("{}: expert feed-forward length is 0", f.path());
   return Status::ok();
 }
-
 
 }  // namespace omnibus

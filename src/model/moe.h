@@ -48,17 +48,17 @@ Status load_moe_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadPoo
 
 // Scratch that grows to the largest step and is then reused.
 struct MoeBuffers {
-  std::vector<float> router;      // [n_tok, n_expert] router logits, then probabilities
-  std::vector<int32_t> expert;    // [n_tok, k] chosen experts, best first
-  std::vector<float> weight;      // [n_tok, k] their normalised weights
-  std::vector<int32_t> row;       // [n_tok, k] the slot's row in the grouped blocks
-  std::vector<int32_t> offset;    // [n_expert + 1] first grouped row of each expert
-  std::vector<float> xg;          // [n_tok * k, n_embd] inputs grouped by expert
-  std::vector<float> gate;        // [n_tok * k, n_ff_exp]
-  std::vector<float> up;          // [n_tok * k, n_ff_exp]
-  std::vector<float> yg;          // [n_tok * k, n_embd] expert outputs, grouped
-  std::vector<int32_t> order;     // [n_expert] scratch: the top-k choice, then each
-                                  // expert's next free grouped row
+  std::vector<float> router;    // [n_tok, n_expert] router logits, then probabilities
+  std::vector<int32_t> expert;  // [n_tok, k] chosen experts, best first
+  std::vector<float> weight;    // [n_tok, k] their normalised weights
+  std::vector<int32_t> row;     // [n_tok, k] the slot's row in the grouped blocks
+  std::vector<int32_t> offset;  // [n_expert + 1] first grouped row of each expert
+  std::vector<float> xg;        // [n_tok * k, n_embd] inputs grouped by expert
+  std::vector<float> gate;      // [n_tok * k, n_ff_exp]
+  std::vector<float> up;        // [n_tok * k, n_ff_exp]
+  std::vector<float> yg;        // [n_tok * k, n_embd] expert outputs, grouped
+  std::vector<int32_t> order;   // [n_expert] scratch: the top-k choice, then each
+                                // expert's next free grouped row
   MatmulScratch matmul;
 };
 

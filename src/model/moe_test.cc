@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -32,8 +32,8 @@ TEST(MoeRoute, TopKByProbabilityWithNormalisedWeights) {
   const ModelConfig c = moe_config(4, 5, 2, 4);
   MoeBuffers b;
   // token 0: experts 3 and 1 lead; token 1: a tie between 2 and 4 for second place.
-  b.router = {0.1f, 2.0f, -1.0f, 3.0f, 0.5f,  //
-              4.0f, 0.0f, 1.0f, -2.0f, 1.0f};
+  b.router = {0.1f, 2.0f, -1.0f, 3.0f,  0.5f,  //
+              4.0f, 0.0f, 1.0f,  -2.0f, 1.0f};
   moe_route(c, 2, b);
   EXPECT_EQ(b.expert, (std::vector<int32_t>{3, 1, 0, 2}));  // the tie goes to the lower id
   const double e3 = std::exp(3.0 - 3.0), e1 = std::exp(2.0 - 3.0);
@@ -52,7 +52,7 @@ TEST(MoeRoute, TopKByProbabilityWithNormalisedWeights) {
 // matrices kept for the reference.
 struct Fixture {
   ModelConfig c;
-  std::vector<std::vector<uint8_t>> storage;  // the quantized bytes the views point into
+  std::vector<std::vector<uint8_t>> storage;    // the quantized bytes the views point into
   std::vector<std::vector<float>> dequantized;  // [3 * n_expert + 1] as the kernels see them
   MoeWeights m;
 
@@ -68,7 +68,8 @@ struct Fixture {
         std::memcpy(q.data(), w.data(), q.size());
       } else {
         EXPECT_NE(dtype_traits(t).from_float, nullptr) << dtype_name(t) << " has no quantizer";
-        for (int64_t r = 0; r < n_out; ++r) dtype_traits(t).from_float(&w[size_t(r * n_in)], &q[size_t(r) * row], n_in);
+        for (int64_t r = 0; r < n_out; ++r)
+          dtype_traits(t).from_float(&w[size_t(r * n_in)], &q[size_t(r) * row], n_in);
       }
       std::vector<float> back(w.size());
       dtype_traits(t).to_float(q.data(), back.data(), int64_t(back.size()));
@@ -107,7 +108,8 @@ TEST_P(MoeDispatchTest, GroupedEqualsPerTokenAndEachTokenAlone) {
   moe_feed_forward(f.m, c, x.data(), n_tok, grouped.data(), b, pool, MoeDispatch::kGrouped);
   // Several tokens share experts (37 tokens x 2 slots over 8 experts).
   int max_rows = 0;
-  for (int e = 0; e < c.n_expert; ++e) max_rows = std::max(max_rows, b.offset[size_t(e) + 1] - b.offset[size_t(e)]);
+  for (int e = 0; e < c.n_expert; ++e)
+    max_rows = std::max(max_rows, b.offset[size_t(e) + 1] - b.offset[size_t(e)]);
   EXPECT_GE(max_rows, 8);
   moe_feed_forward(f.m, c, x.data(), n_tok, per_token.data(), b, pool, MoeDispatch::kPerToken);
   EXPECT_EQ(grouped, per_token);
@@ -144,7 +146,8 @@ TEST_P(MoeDispatchTest, MatchesTheFormulaInDouble) {
     std::vector<double> logits = matvec(f.dequantized[0], xt.data(), E, n_x);
     std::vector<int> order(static_cast<size_t>(n_x));
     for (int e = 0; e < n_x; ++e) order[size_t(e)] = e;
-    std::sort(order.begin(), order.end(), [&](int a, int z) { return logits[size_t(a)] > logits[size_t(z)]; });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int z) { return logits[size_t(a)] > logits[size_t(z)]; });
     double wsum = 0;
     for (int j = 0; j < k; ++j) wsum += std::exp(logits[size_t(order[size_t(j)])]);
     std::vector<double> want(static_cast<size_t>(E), 0.0);
@@ -153,7 +156,8 @@ TEST_P(MoeDispatchTest, MatchesTheFormulaInDouble) {
       const double wj = std::exp(logits[size_t(e)]) / wsum;
       std::vector<double> g = matvec(f.dequantized[size_t(1 + 3 * e)], xt.data(), E, FF);
       std::vector<double> u = matvec(f.dequantized[size_t(2 + 3 * e)], xt.data(), E, FF);
-      for (int i = 0; i < FF; ++i) g[size_t(i)] = g[size_t(i)] / (1 + std::exp(-g[size_t(i)])) * u[size_t(i)];
+      for (int i = 0; i < FF; ++i)
+        g[size_t(i)] = g[size_t(i)] / (1 + std::exp(-g[size_t(i)])) * u[size_t(i)];
       std::vector<double> y = matvec(f.dequantized[size_t(3 + 3 * e)], g.data(), FF, E);
       for (int i = 0; i < E; ++i) want[size_t(i)] += wj * y[size_t(i)];
     }
@@ -161,7 +165,8 @@ TEST_P(MoeDispatchTest, MatchesTheFormulaInDouble) {
     for (double v : want) scale = std::max(scale, std::abs(v));
     for (int i = 0; i < E; ++i) {
       // quantized activations (8-bit) in the kernels: ~1% of the largest output
-      ASSERT_NEAR(out[size_t(t * E + i)], want[size_t(i)], 0.02 * scale) << "token " << t << " i " << i;
+      ASSERT_NEAR(out[size_t(t * E + i)], want[size_t(i)], 0.02 * scale)
+          << "token " << t << " i " << i;
     }
   }
 }

@@ -44,10 +44,12 @@ StatusOr<std::span<const float>> SequenceRunner::eval(std::span<const int32_t> t
     s.all_logits = all_logits;
     batch_.seqs.push_back(s);
     logits = model_.forward(batch_, *kv_);
-    if (all_logits) std::copy(logits.begin(), logits.end(), all_logits_.begin() + long(begin) * n_vocab);
+    if (all_logits)
+      std::copy(logits.begin(), logits.end(), all_logits_.begin() + long(begin) * n_vocab);
     n_past_ += int32_t(n);
   }
-  if (all_logits) return std::span<const float>(all_logits_.data(), tokens.size() * size_t(n_vocab));
+  if (all_logits)
+    return std::span<const float>(all_logits_.data(), tokens.size() * size_t(n_vocab));
   return logits;
 }
 

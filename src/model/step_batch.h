@@ -16,16 +16,16 @@
 namespace omnibus {
 
 struct StepSeq {
-  int32_t n_tokens = 0;        // new tokens this step (>= 1)
-  int32_t n_past = 0;          // tokens already in the KV cache for this sequence
+  int32_t n_tokens = 0;                  // new tokens this step (>= 1)
+  int32_t n_past = 0;                    // tokens already in the KV cache for this sequence
   const int32_t* block_table = nullptr;  // KV blocks covering [0, n_past + n_tokens)
   int32_t n_blocks = 0;
-  bool all_logits = false;     // logits for every new token (perplexity, prompt
-                               // logprobs), not just the last
-  bool pool = false;           // an embedding request: no logits row; the model
-                               // pools the last hidden states into Model::pooled()
-                               // instead (an encoder: REQUIRES the whole sequence in
-                               // this step, n_past == 0)
+  bool all_logits = false;  // logits for every new token (perplexity, prompt
+                            // logprobs), not just the last
+  bool pool = false;        // an embedding request: no logits row; the model
+                            // pools the last hidden states into Model::pooled()
+                            // instead (an encoder: REQUIRES the whole sequence in
+                            // this step, n_past == 0)
 };
 
 struct StepBatch {

@@ -1,10 +1,10 @@
 #include "model/tiny_model_testing.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <random>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "gguf/gguf_writer.h"
 #include "util/check.h"
@@ -64,8 +64,10 @@ std::vector<uint8_t> make_tiny_gemma3_gguf(const TinyGemma3Spec& s, uint64_t see
   w.set_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
   w.set_f32("gemma3.rope.freq_base", s.rope_base);
   if (s.rope_base_swa > 0) w.set_f32("gemma3.rope.freq_base_swa", s.rope_base_swa);
-  if (s.sliding_window > 0) w.set_u32("gemma3.attention.sliding_window", uint32_t(s.sliding_window));
-  if (s.swa_pattern > 0) w.set_u32("gemma3.attention.sliding_window_pattern", uint32_t(s.swa_pattern));
+  if (s.sliding_window > 0)
+    w.set_u32("gemma3.attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.swa_pattern > 0)
+    w.set_u32("gemma3.attention.sliding_window_pattern", uint32_t(s.swa_pattern));
   if (s.final_softcap > 0) w.set_f32("gemma3.final_logit_softcapping", s.final_softcap);
   // SentencePiece-style vocabulary: <pad> <eos> <bos> <unk>, then pieces.
   std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>"};

@@ -39,12 +39,12 @@ struct TinyGemma3Spec : TinyDecoderShape {
   // Three layers: two sliding, then a global one.
   TinyGemma3Spec() { n_layer = 3; }
 
-  int head_dim = 32;            // attention.key_length (n_q = 128 != n_embd)
-  int sliding_window = 8;       // small, so test sequences run past it
-  int swa_pattern = 3;          // layers 0, 1 sliding, layer 2 global; 0: key absent (6)
-  float rope_base = 1e6f;       // global layers
-  float rope_base_swa = 1e4f;   // sliding layers (0: key absent)
-  float final_softcap = 0.f;    // final_logit_softcapping (0: key absent)
+  int head_dim = 32;           // attention.key_length (n_q = 128 != n_embd)
+  int sliding_window = 8;      // small, so test sequences run past it
+  int swa_pattern = 3;         // layers 0, 1 sliding, layer 2 global; 0: key absent (6)
+  float rope_base = 1e6f;      // global layers
+  float rope_base_swa = 1e4f;  // sliding layers (0: key absent)
+  float final_softcap = 0.f;   // final_logit_softcapping (0: key absent)
 };
 
 // A complete Gemma 3 GGUF (v3): scaled embedding, q/k norms, pre/post norms

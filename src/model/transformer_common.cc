@@ -51,8 +51,8 @@ Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadP
       const char* name;
       int64_t n;
       const float** out;
-    } biases[] = {{"attn_q.bias", n_q, &l.bq}, {"attn_k.bias", n_kv, &l.bk},
-                  {"attn_v.bias", n_kv, &l.bv}};
+    } biases[] = {
+        {"attn_q.bias", n_q, &l.bq}, {"attn_k.bias", n_kv, &l.bk}, {"attn_v.bias", n_kv, &l.bv}};
     for (const auto& b : biases) {
       if (!w.has(p + b.name)) continue;
       OMNIBUS_ASSIGN_OR_RETURN(*b.out, w.vector_f32(p + b.name, b.n));
@@ -68,11 +68,13 @@ Status load_block_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadP
     OMNIBUS_ASSIGN_OR_RETURN(l.w_up, w.packed_matrix(p + "ffn_up.weight", c.n_embd, c.n_ff, pool));
   } else {
     const std::string name = p + "ffn_up.weight";  // fused: gate rows, then up rows
-    OMNIBUS_ASSIGN_OR_RETURN(l.w_gate, w.packed_rows(name, {c.n_embd, 2 * c.n_ff}, 0, c.n_ff, pool));
+    OMNIBUS_ASSIGN_OR_RETURN(l.w_gate,
+                             w.packed_rows(name, {c.n_embd, 2 * c.n_ff}, 0, c.n_ff, pool));
     OMNIBUS_ASSIGN_OR_RETURN(l.w_up,
                              w.packed_rows(name, {c.n_embd, 2 * c.n_ff}, c.n_ff, c.n_ff, pool));
   }
-  OMNIBUS_ASSIGN_OR_RETURN(l.w_down, w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, pool));
+  OMNIBUS_ASSIGN_OR_RETURN(l.w_down,
+                           w.packed_matrix(p + "ffn_down.weight", c.n_ff, c.n_embd, pool));
   return Status::ok();
 }
 

@@ -15,9 +15,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "kv/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kv/attention.h"
 #include "kv/kv_storage.h"
 #include "model/forward_buffers.h"
 #include "model/model.h"
@@ -30,8 +30,8 @@ namespace omnibus {
 class ThreadPool;
 
 struct EmbeddingWeights {
-  WeightView token_embd{};           // [n_embd -> n_vocab] rows are token vectors
-  PackedWeight output;               // [n_embd -> n_vocab]; token_embd when tied
+  WeightView token_embd{};             // [n_embd -> n_vocab] rows are token vectors
+  PackedWeight output;                 // [n_embd -> n_vocab]; token_embd when tied
   const float* output_norm = nullptr;  // [n_embd]
 };
 

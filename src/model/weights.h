@@ -87,7 +87,7 @@ class WeightLoader {
   ProgressFn progress_;
   uint64_t total_bytes_ = 0;
   uint64_t done_bytes_ = 0;
-  std::vector<bool> counted_;  // [n_tensors] bytes already counted
+  std::vector<bool> counted_;                // [n_tensors] bytes already counted
   std::vector<const GgufTensor*> released_;  // packed: their pages are not read again
   std::shared_ptr<std::vector<std::vector<float>>> vectors_ =
       std::make_shared<std::vector<std::vector<float>>>();

@@ -51,38 +51,47 @@ ApiResult<int64_t> ApiServer::chat_prompt_tokens(const std::string& chat_body) c
       backend_.chat_renderer(spec->messages, spec->add_generation_prompt, spec->tools.tool_jsons(),
                              spec->reasoning.template_kwargs);
   if (!text.is_ok()) {
-    return ApiError::invalid("messages", "cannot apply the chat template: " + text.status().message());
+    return ApiError::invalid("messages",
+                             "cannot apply the chat template: " + text.status().message());
   }
-  return int64_t(backend_.tokenizer->encode(*text, /*add_special=*/false, /*parse_special=*/true).size());
+  return int64_t(
+      backend_.tokenizer->encode(*text, /*add_special=*/false, /*parse_special=*/true).size());
 }
 
 void ApiServer::handle_anthropic(const HttpRequest& req, const std::string& path,
                                  const std::shared_ptr<ResponseSink>& sink) {
   if (req.method != "POST") {
-    return respond(*sink, ApiError{405, fmt::format("method {} is not allowed on {} (allowed: POST)", req.method, path),
-                                   "invalid_request_error", "", ""},
-                   HttpHeaders{{"Allow", "POST"}});
+    return respond(
+        *sink,
+        ApiError{405,
+                 fmt::format("method {} is not allowed on {} (allowed: POST)", req.method, path),
+                 "invalid_request_error", "", ""},
+        HttpHeaders{{"Allow", "POST"}});
   }
   if (!config_.api_key.empty() && !x_api_key_matches(req.header("x-api-key"), config_.api_key) &&
       !bearer_key_matches(req.authorization, config_.api_key)) {
     return respond(*sink, ApiError::unauthorized("invalid or missing API key (x-api-key: <key>)"));
   }
   if (!req.content_type.empty() && !is_json_media_type(req.content_type)) {
-    return respond(*sink, ApiError{415, fmt::format("{} takes a JSON body: send it with Content-Type: "
-                                                    "application/json (this request says '{}')",
-                                                    path, req.content_type),
+    return respond(*sink, ApiError{415,
+                                   fmt::format("{} takes a JSON body: send it with Content-Type: "
+                                               "application/json (this request says '{}')",
+                                               path, req.content_type),
                                    "invalid_request_error", "", ""});
   }
   const State state = state_.load();
   if (state != State::kReady) {
-    return respond(*sink, ApiError::unavailable(state == State::kLoading ? "the model is loading"
-                                                                         : "the server is shutting down"));
+    return respond(*sink,
+                   ApiError::unavailable(state == State::kLoading ? "the model is loading"
+                                                                  : "the server is shutting down"));
   }
-  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return respond(*sink, ApiError::invalid("", "the request body is not valid JSON"));
+  const nlohmann::ordered_json body =
+      nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded())
+    return respond(*sink, ApiError::invalid("", "the request body is not valid JSON"));
   const bool count = path == "/v1/messages/count_tokens";
-  ApiResult<AnthropicRequest> r =
-      parse_anthropic_request(body, count ? AnthropicEndpoint::kCountTokens : AnthropicEndpoint::kMessages);
+  ApiResult<AnthropicRequest> r = parse_anthropic_request(
+      body, count ? AnthropicEndpoint::kCountTokens : AnthropicEndpoint::kMessages);
   if (!r.ok()) return respond(*sink, r.error());
   HttpRequest chat = req;
   chat.body = r->chat_body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -92,8 +101,9 @@ void ApiServer::handle_anthropic(const HttpRequest& req, const std::string& path
     ApiResult<int64_t> n = chat_prompt_tokens(chat.body);
     if (!n.ok()) return respond(*sink, n.error());
     if (count && r->model != config_.served_model_name) {  // as the chat path answers a create
-      return respond(*sink, ApiError::not_found(fmt::format("the model '{}' does not exist (this server serves '{}')",
-                                                            r->model, config_.served_model_name)));
+      return respond(*sink, ApiError::not_found(fmt::format(
+                                "the model '{}' does not exist (this server serves '{}')", r->model,
+                                config_.served_model_name)));
     }
     if (count) return sink->respond(200, kJson, json_dump({{"input_tokens", *n}}));
     info.input_tokens = *n;

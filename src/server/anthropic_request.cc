@@ -13,17 +13,26 @@ using Json = nlohmann::ordered_json;
 constexpr int64_t kMaxTokensLimit = 1 << 20;
 constexpr size_t kMaxStopSequences = 16;
 
-ApiError bad(const std::string& path, const std::string& what) { return ApiError::invalid(path, path + ": " + what); }
+ApiError bad(const std::string& path, const std::string& what) {
+  return ApiError::invalid(path, path + ": " + what);
+}
 
 const char* type_name(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "boolean";
-    case Json::value_t::string: return "string";
-    case Json::value_t::array: return "list";
-    case Json::value_t::object: return "object";
-    case Json::value_t::number_float: return "number";
-    default: return "integer";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return "boolean";
+    case Json::value_t::string:
+      return "string";
+    case Json::value_t::array:
+      return "list";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::number_float:
+      return "number";
+    default:
+      return "integer";
   }
 }
 
@@ -33,11 +42,12 @@ const Json* field(const Json& obj, const char* key) {
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::optional<ApiError> need_string(const Json& obj, const char* key, const std::string& where, std::string& out,
-                                    bool required = true) {
+std::optional<ApiError> need_string(const Json& obj, const char* key, const std::string& where,
+                                    std::string& out, bool required = true) {
   const Json* v = field(obj, key);
   const std::string path = where.empty() ? key : where + "." + key;
-  if (v == nullptr) return required ? std::optional<ApiError>(bad(path, "Field required")) : std::nullopt;
+  if (v == nullptr)
+    return required ? std::optional<ApiError>(bad(path, "Field required")) : std::nullopt;
   if (!v->is_string()) return bad(path, fmt::format("must be a string, got {}", type_name(*v)));
   out = v->get<std::string>();
   return std::nullopt;
@@ -62,13 +72,15 @@ std::optional<ApiError> text_block(const Json& block, const std::string& where, 
 }
 
 std::optional<ApiError> block_type(const Json& block, const std::string& where, std::string& type) {
-  if (!block.is_object()) return bad(where, fmt::format("must be an object, got {}", type_name(block)));
+  if (!block.is_object())
+    return bad(where, fmt::format("must be an object, got {}", type_name(block)));
   return need_string(block, "type", where, type);
 }
 
 ApiError unsupported_block(const std::string& where, const std::string& type) {
   if (type == "image" || type == "document") {
-    return bad(where + ".type", fmt::format("'{}' blocks are not supported: this server reads text only", type));
+    return bad(where + ".type",
+               fmt::format("'{}' blocks are not supported: this server reads text only", type));
   }
   return bad(where + ".type", fmt::format("unknown or unsupported content block type '{}'", type));
 }
@@ -90,14 +102,16 @@ std::optional<ApiError> parse_system(const Json& body, Json& messages) {
       text += (i == 0 ? "" : "\n") + t;
     }
   } else {
-    return bad("system", fmt::format("must be a string or a list of text blocks, got {}", type_name(*s)));
+    return bad("system",
+               fmt::format("must be a string or a list of text blocks, got {}", type_name(*s)));
   }
   messages.push_back(Json{{"role", "system"}, {"content", text}});
   return std::nullopt;
 }
 
 // tool_result content: a string or a list of text blocks, as one text.
-std::optional<ApiError> tool_result_text(const Json& block, const std::string& where, std::string& out) {
+std::optional<ApiError> tool_result_text(const Json& block, const std::string& where,
+                                         std::string& out) {
   const Json* c = field(block, "content");
   if (c == nullptr) return std::nullopt;
   if (c->is_string()) {
@@ -133,7 +147,8 @@ std::optional<ApiError> user_blocks(const Json& content, const std::string& wher
       if (id.empty()) return bad(w + ".tool_use_id", "must not be empty");
       if (auto e = tool_result_text(content[i], w, text)) return e;
       const Json* is_error = field(content[i], "is_error");
-      if (is_error != nullptr && !is_error->is_boolean()) return bad(w + ".is_error", "must be a boolean");
+      if (is_error != nullptr && !is_error->is_boolean())
+        return bad(w + ".is_error", "must be a boolean");
       if (auto e = check_cache_control(content[i], w)) return e;
       messages.push_back(Json{{"role", "tool"}, {"tool_call_id", id}, {"content", text}});
     } else {
@@ -145,7 +160,8 @@ std::optional<ApiError> user_blocks(const Json& content, const std::string& wher
 }
 
 // An assistant message: text parts, tool_use blocks as tool_calls, thinking as reasoning_content.
-std::optional<ApiError> assistant_blocks(const Json& content, const std::string& where, Json& messages) {
+std::optional<ApiError> assistant_blocks(const Json& content, const std::string& where,
+                                         Json& messages) {
   Json msg{{"role", "assistant"}, {"content", nullptr}};
   Json parts = Json::array(), calls = Json::array();
   std::string thinking;
@@ -165,12 +181,16 @@ std::optional<ApiError> assistant_blocks(const Json& content, const std::string&
       if (name.empty()) return bad(w + ".name", "must not be empty");
       const Json* input = field(content[i], "input");
       if (input == nullptr) return bad(w + ".input", "Field required");
-      if (!input->is_object()) return bad(w + ".input", fmt::format("must be an object, got {}", type_name(*input)));
+      if (!input->is_object())
+        return bad(w + ".input", fmt::format("must be an object, got {}", type_name(*input)));
       if (auto e = check_cache_control(content[i], w)) return e;
       // As JSON text: the chat path keeps the keys in the order the client wrote them.
-      calls.push_back(Json{{"id", id}, {"type", "function"},
-                           {"function", {{"name", name}, {"arguments", input->dump(-1, ' ', false,
-                                                                                    Json::error_handler_t::replace)}}}});
+      calls.push_back(
+          Json{{"id", id},
+               {"type", "function"},
+               {"function",
+                {{"name", name},
+                 {"arguments", input->dump(-1, ' ', false, Json::error_handler_t::replace)}}}});
     } else if (type == "thinking") {
       std::string t, signature;
       if (auto e = need_string(content[i], "thinking", w, t)) return e;
@@ -201,7 +221,8 @@ std::optional<ApiError> parse_messages(const Json& body, Json& messages) {
     if (!x.is_object()) return bad(where, fmt::format("must be an object, got {}", type_name(x)));
     std::string role;
     if (auto e = need_string(x, "role", where, role)) return e;
-    if (role != "user" && role != "assistant") return bad(where + ".role", "must be 'user' or 'assistant'");
+    if (role != "user" && role != "assistant")
+      return bad(where + ".role", "must be 'user' or 'assistant'");
     const Json* c = field(x, "content");
     if (c == nullptr) return bad(where + ".content", "Field required");
     if (c->is_string()) {
@@ -209,11 +230,14 @@ std::optional<ApiError> parse_messages(const Json& body, Json& messages) {
       continue;
     }
     if (!c->is_array()) {
-      return bad(where + ".content", fmt::format("must be a string or a list of content blocks, got {}",
-                                                 type_name(*c)));
+      return bad(
+          where + ".content",
+          fmt::format("must be a string or a list of content blocks, got {}", type_name(*c)));
     }
     if (c->empty()) return bad(where + ".content", "must not be empty");
-    if (auto e = role == "user" ? user_blocks(*c, where, messages) : assistant_blocks(*c, where, messages)) return e;
+    if (auto e = role == "user" ? user_blocks(*c, where, messages)
+                                : assistant_blocks(*c, where, messages))
+      return e;
   }
   return std::nullopt;
 }
@@ -230,12 +254,16 @@ std::optional<ApiError> parse_tools(const Json& body, Json& chat, std::set<std::
     std::string type = "custom", name, description;
     if (auto e = need_string(x, "type", where, type, /*required=*/false)) return e;
     if (type != "custom") {
-      return bad(where + ".type", fmt::format("server tool '{}' is not supported: only client tools "
-                                              "(name, description, input_schema)", type));
+      return bad(where + ".type",
+                 fmt::format("server tool '{}' is not supported: only client tools "
+                             "(name, description, input_schema)",
+                             type));
     }
     if (auto e = need_string(x, "name", where, name)) return e;
-    if (name.empty() || name.size() > 128) return bad(where + ".name", "must be 1 to 128 characters");
-    if (!names.insert(name).second) return bad(where + ".name", fmt::format("duplicate tool name '{}'", name));
+    if (name.empty() || name.size() > 128)
+      return bad(where + ".name", "must be 1 to 128 characters");
+    if (!names.insert(name).second)
+      return bad(where + ".name", fmt::format("duplicate tool name '{}'", name));
     if (auto e = need_string(x, "description", where, description, /*required=*/false)) return e;
     const Json* schema = field(x, "input_schema");
     if (schema == nullptr) return bad(where + ".input_schema", "Field required");
@@ -244,7 +272,8 @@ std::optional<ApiError> parse_tools(const Json& body, Json& chat, std::set<std::
     Json fn{{"name", name}};
     if (!description.empty()) fn["description"] = description;
     fn["parameters"] = *schema;
-    if (const Json* strict = field(x, "strict")) {  // strict schema adherence: the grammar's strict mode
+    if (const Json* strict =
+            field(x, "strict")) {  // strict schema adherence: the grammar's strict mode
       if (!strict->is_boolean()) return bad(where + ".strict", "must be a boolean");
       fn["strict"] = *strict;
     }
@@ -254,16 +283,19 @@ std::optional<ApiError> parse_tools(const Json& body, Json& chat, std::set<std::
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_tool_choice(const Json& body, const std::set<std::string>& names, Json& chat) {
+std::optional<ApiError> parse_tool_choice(const Json& body, const std::set<std::string>& names,
+                                          Json& chat) {
   const Json* c = field(body, "tool_choice");
   if (c == nullptr) return std::nullopt;
-  if (!c->is_object()) return bad("tool_choice", fmt::format("must be an object, got {}", type_name(*c)));
+  if (!c->is_object())
+    return bad("tool_choice", fmt::format("must be an object, got {}", type_name(*c)));
   std::string type;
   if (auto e = need_string(*c, "type", "tool_choice", type)) return e;
   if (type == "tool") {
     std::string name;
     if (auto e = need_string(*c, "name", "tool_choice", name)) return e;
-    if (!names.count(name)) return bad("tool_choice.name", fmt::format("no tool named '{}' in 'tools'", name));
+    if (!names.count(name))
+      return bad("tool_choice.name", fmt::format("no tool named '{}' in 'tools'", name));
     chat["tool_choice"] = Json{{"type", "function"}, {"function", {{"name", name}}}};
   } else if (type == "any" || type == "auto") {
     if (names.empty() && type == "any") return bad("tool_choice", "'any' needs 'tools'");
@@ -281,7 +313,8 @@ std::optional<ApiError> parse_tool_choice(const Json& body, const std::set<std::
 }
 
 // A number field in [lo, hi], copied into the chat body.
-std::optional<ApiError> copy_number(const Json& body, const char* key, double lo, double hi, Json& chat) {
+std::optional<ApiError> copy_number(const Json& body, const char* key, double lo, double hi,
+                                    Json& chat) {
   const Json* v = field(body, key);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number()) return bad(key, fmt::format("must be a number, got {}", type_name(*v)));
@@ -291,11 +324,15 @@ std::optional<ApiError> copy_number(const Json& body, const char* key, double lo
   return std::nullopt;
 }
 
-std::optional<ApiError> get_int(const Json& body, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+std::optional<ApiError> get_int(const Json& body, const char* key, int64_t lo, int64_t hi,
+                                int64_t& out) {
   const Json* v = field(body, key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer()) return bad(key, fmt::format("must be an integer, got {}", type_name(*v)));
-  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
+  if (!v->is_number_integer())
+    return bad(key, fmt::format("must be an integer, got {}", type_name(*v)));
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
+                        ? INT64_MAX
+                        : v->get<int64_t>();
   if (x < lo || x > hi) return bad(key, fmt::format("must be in [{}, {}], got {}", lo, hi, x));
   out = x;
   return std::nullopt;
@@ -314,7 +351,8 @@ std::optional<ApiError> parse_sampling(const Json& body, AnthropicRequest& r) {
   if (const Json* s = field(body, "stop_sequences")) {
     if (!s->is_array()) return bad("stop_sequences", "must be a list of strings");
     if (s->size() > kMaxStopSequences) {
-      return bad("stop_sequences", fmt::format("at most {} stop sequences are allowed", kMaxStopSequences));
+      return bad("stop_sequences",
+                 fmt::format("at most {} stop sequences are allowed", kMaxStopSequences));
     }
     for (size_t i = 0; i < s->size(); ++i) {
       const Json& x = (*s)[i];
@@ -333,7 +371,8 @@ std::optional<ApiError> parse_sampling(const Json& body, AnthropicRequest& r) {
 std::optional<ApiError> parse_thinking(const Json& body, int64_t max_tokens, AnthropicRequest& r) {
   const Json* t = field(body, "thinking");
   if (t == nullptr) return std::nullopt;
-  if (!t->is_object()) return bad("thinking", fmt::format("must be an object, got {}", type_name(*t)));
+  if (!t->is_object())
+    return bad("thinking", fmt::format("must be an object, got {}", type_name(*t)));
   std::string type, display;
   if (auto e = need_string(*t, "type", "thinking", type)) return e;
   if (type != "enabled" && type != "adaptive" && type != "disabled") {
@@ -366,11 +405,13 @@ std::optional<ApiError> parse_thinking(const Json& body, int64_t max_tokens, Ant
 std::optional<ApiError> parse_output_config(const Json& body, Json& chat) {
   const Json* oc = field(body, "output_config");
   if (oc == nullptr) return std::nullopt;
-  if (!oc->is_object()) return bad("output_config", fmt::format("must be an object, got {}", type_name(*oc)));
+  if (!oc->is_object())
+    return bad("output_config", fmt::format("must be an object, got {}", type_name(*oc)));
   std::string effort;
   if (auto e = need_string(*oc, "effort", "output_config", effort, /*required=*/false)) return e;
   if (!effort.empty()) {
-    if (effort != "low" && effort != "medium" && effort != "high" && effort != "xhigh" && effort != "max") {
+    if (effort != "low" && effort != "medium" && effort != "high" && effort != "xhigh" &&
+        effort != "max") {
       return bad("output_config.effort", "must be one of 'low', 'medium', 'high', 'xhigh', 'max'");
     }
     chat["reasoning_effort"] = effort == "low" || effort == "medium" ? effort : "high";
@@ -382,13 +423,16 @@ std::optional<ApiError> parse_output_config(const Json& body, Json& chat) {
     if (type != "json_schema") return bad("output_config.format.type", "must be 'json_schema'");
     const Json* schema = field(*f, "schema");
     if (schema == nullptr) return bad("output_config.format.schema", "Field required");
-    if (!schema->is_object()) return bad("output_config.format.schema", "must be a JSON Schema object");
-    chat["response_format"] = Json{{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
+    if (!schema->is_object())
+      return bad("output_config.format.schema", "must be a JSON Schema object");
+    chat["response_format"] =
+        Json{{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_body(const Json& body, AnthropicEndpoint endpoint, AnthropicRequest& r) {
+std::optional<ApiError> parse_body(const Json& body, AnthropicEndpoint endpoint,
+                                   AnthropicRequest& r) {
   Json& chat = r.chat_body;
   if (auto e = need_string(body, "model", "", r.model)) return e;
   chat["model"] = r.model;
@@ -409,7 +453,8 @@ std::optional<ApiError> parse_body(const Json& body, AnthropicEndpoint endpoint,
   if (auto e = parse_sampling(body, r)) return e;
   if (auto e = parse_thinking(body, max_tokens, r)) return e;
   if (const Json* s = field(body, "stream")) {
-    if (!s->is_boolean()) return bad("stream", fmt::format("must be a boolean, got {}", type_name(*s)));
+    if (!s->is_boolean())
+      return bad("stream", fmt::format("must be a boolean, got {}", type_name(*s)));
     r.stream = s->get<bool>() && endpoint == AnthropicEndpoint::kMessages;
   }
   if (r.stream) {
@@ -417,7 +462,8 @@ std::optional<ApiError> parse_body(const Json& body, AnthropicEndpoint endpoint,
     chat["stream_options"] = Json{{"include_usage", true}};
   }
   if (auto e = parse_output_config(body, chat)) return e;
-  if (field(body, "cache_control") != nullptr) {  // automatic caching: a hint, as the block-level ones
+  if (field(body, "cache_control") !=
+      nullptr) {  // automatic caching: a hint, as the block-level ones
     Json holder{{"cache_control", body["cache_control"]}};
     if (auto e = check_cache_control(holder, "")) return e;
   }
@@ -429,7 +475,8 @@ std::optional<ApiError> parse_body(const Json& body, AnthropicEndpoint endpoint,
 
 }  // namespace
 
-ApiResult<AnthropicRequest> parse_anthropic_request(const nlohmann::ordered_json& body, AnthropicEndpoint endpoint) {
+ApiResult<AnthropicRequest> parse_anthropic_request(const nlohmann::ordered_json& body,
+                                                    AnthropicEndpoint endpoint) {
   if (!body.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
   AnthropicRequest r;
   r.chat_body = Json::object();

@@ -9,13 +9,16 @@
 //   system (string | [text blocks]) -> a leading "system" message
 //   messages[i] (role user | assistant; content string | blocks):
 //     text              -> content parts [{"type": "text", "text"}]
-//     tool_use          -> assistant tool_calls [{"id", "type": "function", "function": {"name", "arguments": input}}]
-//     tool_result       -> a "tool" message {"tool_call_id": tool_use_id, "content": its text}, placed
-//                          before the user's text of the same message (Anthropic puts results first)
+//     tool_use          -> assistant tool_calls [{"id", "type": "function", "function": {"name",
+//     "arguments": input}}] tool_result       -> a "tool" message {"tool_call_id": tool_use_id,
+//     "content": its text}, placed
+//                          before the user's text of the same message (Anthropic puts results
+//                          first)
 //     thinking          -> the assistant message's reasoning_content (templates that show past
 //                          thinking read it; others ignore it); redacted_thinking is dropped
-//   tools [{name, description?, input_schema}] -> [{"type": "function", "function": {name, description, parameters}}]
-//   tool_choice {type: auto | any | tool (+ name) | none, disable_parallel_tool_use?}
+//   tools [{name, description?, input_schema}] -> [{"type": "function", "function": {name,
+//   description, parameters}}] tool_choice {type: auto | any | tool (+ name) | none,
+//   disable_parallel_tool_use?}
 //                     -> "auto" | "required" | {"type": "function", "function": {"name"}} | "none",
 //                        parallel_tool_calls = !disable_parallel_tool_use
 //   stop_sequences -> stop    temperature (0..1), top_p, top_k -> the same
@@ -23,7 +26,8 @@
 //   thinking {type: enabled, budget_tokens} -> chat_template_kwargs {"enable_thinking": true},
 //                        thinking_token_budget (the engine's hard budget); {type: adaptive}: the
 //                        same without a budget; {type: disabled} -> enable_thinking false;
-//                        display "omitted" -> include_reasoning false. Absent: the template's default.
+//                        display "omitted" -> include_reasoning false. Absent: the template's
+//                        default.
 //   output_config {effort -> reasoning_effort (xhigh, max -> high), format {type: json_schema,
 //                        schema} -> response_format json_schema}
 //   cache_control (top level or on any block): accepted, a hint (the prefix cache is
@@ -40,10 +44,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
 
@@ -52,15 +55,16 @@ namespace omnibus::server {
 enum class AnthropicEndpoint { kMessages, kCountTokens };
 
 struct AnthropicRequest {
-  nlohmann::ordered_json chat_body;         // the chat completions request
+  nlohmann::ordered_json chat_body;  // the chat completions request
   std::string model;
   bool stream = false;
   std::vector<std::string> stop_sequences;  // to report which one ended the message
   bool has_tools = false;
-  int32_t thinking_budget = -1;             // thinking enabled: budget_tokens (adaptive: 0); -1: not enabled
+  int32_t thinking_budget = -1;  // thinking enabled: budget_tokens (adaptive: 0); -1: not enabled
 };
 
 // REQUIRES: nothing (any JSON value is refused or converted).
-ApiResult<AnthropicRequest> parse_anthropic_request(const nlohmann::ordered_json& body, AnthropicEndpoint endpoint);
+ApiResult<AnthropicRequest> parse_anthropic_request(const nlohmann::ordered_json& body,
+                                                    AnthropicEndpoint endpoint);
 
 }  // namespace omnibus::server

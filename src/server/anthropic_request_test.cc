@@ -9,7 +9,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-ApiResult<AnthropicRequest> parse(const std::string& text, AnthropicEndpoint e = AnthropicEndpoint::kMessages) {
+ApiResult<AnthropicRequest> parse(const std::string& text,
+                                  AnthropicEndpoint e = AnthropicEndpoint::kMessages) {
   return parse_anthropic_request(Json::parse(text), e);
 }
 
@@ -29,11 +30,13 @@ void expect_invalid(const std::string& body, const std::string& param,
   ASSERT_FALSE(r.ok()) << "accepted, expected an error on " << param;
   EXPECT_EQ(r.error().status, 400);
   EXPECT_EQ(r.error().param, param) << r.error().message;
-  EXPECT_EQ(r.error().message.rfind(param + ": ", 0), 0u) << r.error().message;  // the message names the field
+  EXPECT_EQ(r.error().message.rfind(param + ": ", 0), 0u)
+      << r.error().message;  // the message names the field
 }
 
 TEST(AnthropicRequest, PlainMessageMapsOntoChat) {
-  auto r = parse(R"({"model": "m", "max_tokens": 64, "system": "Be brief.", "temperature": 0.5, "top_k": 5,
+  auto r = parse(
+      R"({"model": "m", "max_tokens": 64, "system": "Be brief.", "temperature": 0.5, "top_k": 5,
                      "top_p": 0.9, "stop_sequences": ["END"],
                      "messages": [{"role": "user", "content": "hi"}]})");
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -102,7 +105,8 @@ TEST(AnthropicRequest, ToolRoundTripBecomesToolCallsAndToolMessages) {
 }
 
 TEST(AnthropicRequest, ToolChoiceKinds) {
-  const std::string head = R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "q"}],
+  const std::string head =
+      R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "q"}],
     "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": )";
   auto named = parse(head + R"({"type": "tool", "name": "f"}})");
   ASSERT_TRUE(named.ok()) << named.error().message;
@@ -125,14 +129,16 @@ TEST(AnthropicRequest, InputSchemaKeepsItsKeyOrder) {
   ASSERT_TRUE(r.ok());
   const std::string text = r->chat_body["tools"][0]["function"]["parameters"].dump();
   EXPECT_LT(text.find("zeta"), text.find("alpha")) << text;
-  auto call = parse(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "q"},
+  auto call =
+      parse(R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "q"},
     {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"zeta": 1, "alpha": 2}}]}]})");
   ASSERT_TRUE(call.ok());
   EXPECT_EQ(chat_spec(*call).messages[1].tool_calls[0].arguments, R"({"zeta":1,"alpha":2})");
 }
 
 TEST(AnthropicRequest, StreamAsksForTheUsageChunk) {
-  auto r = parse(R"({"model": "m", "max_tokens": 8, "stream": true, "messages": [{"role": "user", "content": "q"}]})");
+  auto r = parse(
+      R"({"model": "m", "max_tokens": 8, "stream": true, "messages": [{"role": "user", "content": "q"}]})");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->stream);
   GenerationSpec s = chat_spec(*r);
@@ -141,7 +147,8 @@ TEST(AnthropicRequest, StreamAsksForTheUsageChunk) {
 }
 
 TEST(AnthropicRequest, ThinkingIsValidatedAndKept) {
-  auto r = parse(R"({"model": "m", "max_tokens": 100, "thinking": {"type": "enabled", "budget_tokens": 40},
+  auto r = parse(
+      R"({"model": "m", "max_tokens": 100, "thinking": {"type": "enabled", "budget_tokens": 40},
                      "messages": [{"role": "user", "content": "q"}]})");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->thinking_budget, 40);
@@ -154,13 +161,15 @@ TEST(AnthropicRequest, ThinkingIsValidatedAndKept) {
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->thinking_budget, -1);
   EXPECT_EQ(chat_spec(*off).reasoning.template_kwargs, R"({"enable_thinking":false})");
-  auto adaptive = parse(R"({"model": "m", "max_tokens": 100, "thinking": {"type": "adaptive", "display": "omitted"},
+  auto adaptive = parse(
+      R"({"model": "m", "max_tokens": 100, "thinking": {"type": "adaptive", "display": "omitted"},
                             "messages": [{"role": "user", "content": "q"}]})");
   ASSERT_TRUE(adaptive.ok());
   GenerationSpec a = chat_spec(*adaptive);
   EXPECT_EQ(a.reasoning.thinking_budget, -1);  // the server's default
   EXPECT_FALSE(a.reasoning.include_reasoning);
-  auto absent = parse(R"({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "q"}]})");
+  auto absent =
+      parse(R"({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "q"}]})");
   ASSERT_TRUE(absent.ok());
   EXPECT_EQ(chat_spec(*absent).reasoning.template_kwargs, "");  // the template's own default
 }
@@ -180,7 +189,8 @@ TEST(AnthropicRequest, OutputConfigMapsOntoEffortAndStructuredOutput) {
 }
 
 TEST(AnthropicRequest, CountTokensNeedsNoMaxTokens) {
-  auto r = parse(R"({"model": "m", "messages": [{"role": "user", "content": "q"}]})", AnthropicEndpoint::kCountTokens);
+  auto r = parse(R"({"model": "m", "messages": [{"role": "user", "content": "q"}]})",
+                 AnthropicEndpoint::kCountTokens);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->chat_body.contains("max_tokens"));
   expect_invalid(R"({"model": "m", "messages": [{"role": "user", "content": "q"}]})", "max_tokens");
@@ -195,18 +205,25 @@ TEST(AnthropicRequest, MalformedFieldsNameTheirPath) {
   expect_invalid(R"({"model": "m", "max_tokens": "8", )" + q + "}", "max_tokens");
   expect_invalid("{" + m + R"("messages": []})", "messages");
   expect_invalid("{" + m + R"("messages": {}})", "messages");
-  expect_invalid("{" + m + R"("messages": [{"role": "system", "content": "x"}]})", "messages.0.role");
+  expect_invalid("{" + m + R"("messages": [{"role": "system", "content": "x"}]})",
+                 "messages.0.role");
   expect_invalid("{" + m + R"("messages": [{"role": "user"}]})", "messages.0.content");
-  expect_invalid("{" + m + R"("messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})",
-                 "messages.0.content.0.type");
+  expect_invalid(
+      "{" + m + R"("messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})",
+      "messages.0.content.0.type");
   expect_invalid("{" + m + R"("messages": [{"role": "user", "content": [{"type": "text"}]}]})",
                  "messages.0.content.0.text");
-  expect_invalid("{" + m + R"("messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})",
-                 "messages.0.content.0.tool_use_id");
-  expect_invalid("{" + m + R"("messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a",
-                 "name": "f", "input": []}]}]})", "messages.0.content.0.input");
-  expect_invalid("{" + m + R"("messages": [{"role": "user", "content": [{"type": "text", "text": "x",
-                 "cache_control": {"type": "forever"}}]}]})", "messages.0.content.0.cache_control.type");
+  expect_invalid(
+      "{" + m + R"("messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})",
+      "messages.0.content.0.tool_use_id");
+  expect_invalid(
+      "{" + m + R"("messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a",
+                 "name": "f", "input": []}]}]})",
+      "messages.0.content.0.input");
+  expect_invalid(
+      "{" + m + R"("messages": [{"role": "user", "content": [{"type": "text", "text": "x",
+                 "cache_control": {"type": "forever"}}]}]})",
+      "messages.0.content.0.cache_control.type");
   expect_invalid("{" + m + q + R"(, "system": 5})", "system");
   expect_invalid("{" + m + q + R"(, "system": [{"type": "image"}]})", "system.0.type");
   expect_invalid("{" + m + q + R"(, "temperature": 1.5})", "temperature");
@@ -216,25 +233,35 @@ TEST(AnthropicRequest, MalformedFieldsNameTheirPath) {
   expect_invalid("{" + m + q + R"(, "stop_sequences": ["ok", ""]})", "stop_sequences.1");
   expect_invalid("{" + m + q + R"(, "stream": "yes"})", "stream");
   expect_invalid("{" + m + q + R"(, "tools": [{"name": "f"}]})", "tools.0.input_schema");
-  expect_invalid("{" + m + q + R"(, "tools": [{"type": "web_search_20250305", "name": "web_search"}]})",
-                 "tools.0.type");
-  expect_invalid("{" + m + q + R"(, "tools": [{"name": "f", "input_schema": {}}, {"name": "f", "input_schema": {}}]})",
-                 "tools.1.name");
-  expect_invalid("{" + m + q + R"(, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": "any"})",
-                 "tool_choice");
-  expect_invalid("{" + m + q + R"(, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "x"}})",
-                 "tool_choice.type");
+  expect_invalid(
+      "{" + m + q + R"(, "tools": [{"type": "web_search_20250305", "name": "web_search"}]})",
+      "tools.0.type");
+  expect_invalid(
+      "{" + m + q +
+          R"(, "tools": [{"name": "f", "input_schema": {}}, {"name": "f", "input_schema": {}}]})",
+      "tools.1.name");
+  expect_invalid(
+      "{" + m + q + R"(, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": "any"})",
+      "tool_choice");
+  expect_invalid(
+      "{" + m + q +
+          R"(, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "x"}})",
+      "tool_choice.type");
   expect_invalid("{" + m + q + R"(, "tools": [{"name": "f", "input_schema": {}}],
-                 "tool_choice": {"type": "tool", "name": "g"}})", "tool_choice.name");
+                 "tool_choice": {"type": "tool", "name": "g"}})",
+                 "tool_choice.name");
   expect_invalid("{" + m + q + R"(, "tool_choice": {"type": "any"}})", "tool_choice");
   expect_invalid("{" + m + q + R"(, "thinking": {"type": "enabled"}})", "thinking.budget_tokens");
-  expect_invalid("{" + m + q + R"(, "thinking": {"type": "enabled", "budget_tokens": 8}})", "thinking.budget_tokens");
+  expect_invalid("{" + m + q + R"(, "thinking": {"type": "enabled", "budget_tokens": 8}})",
+                 "thinking.budget_tokens");
   expect_invalid("{" + m + q + R"(, "metadata": 1})", "metadata");
   expect_invalid("{" + m + q + R"(, "thinking": {"type": "sometimes"}})", "thinking.type");
-  expect_invalid("{" + m + q + R"(, "thinking": {"type": "adaptive", "display": "loud"}})", "thinking.display");
+  expect_invalid("{" + m + q + R"(, "thinking": {"type": "adaptive", "display": "loud"}})",
+                 "thinking.display");
   expect_invalid("{" + m + q + R"(, "cache_control": {"type": "forever"}})", "cache_control.type");
   expect_invalid("{" + m + q + R"(, "output_config": {"effort": "huge"}})", "output_config.effort");
-  expect_invalid("{" + m + q + R"(, "output_config": {"format": {"type": "xml"}}})", "output_config.format.type");
+  expect_invalid("{" + m + q + R"(, "output_config": {"format": {"type": "xml"}}})",
+                 "output_config.format.type");
   expect_invalid("{" + m + q + R"(, "output_config": {"format": {"type": "json_schema"}}})",
                  "output_config.format.schema");
   EXPECT_FALSE(parse_anthropic_request(Json::array(), AnthropicEndpoint::kMessages).ok());

@@ -6,21 +6,33 @@ namespace omnibus::server {
 
 const char* anthropic_error_type(int status) {
   switch (status) {
-    case 400: case 405: case 415: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 503: return "overloaded_error";
-    default: return "api_error";
+    case 400:
+    case 405:
+    case 415:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "overloaded_error";
+    default:
+      return "api_error";
   }
 }
 
 std::string anthropic_error_json(const ApiError& e) {
   std::string message = e.message;
   if (!e.param.empty() && message.rfind(e.param, 0) != 0) message = e.param + ": " + message;
-  const nlohmann::json j{{"type", "error"}, {"error", {{"type", anthropic_error_type(e.status)}, {"message", message}}}};
+  const nlohmann::json j{
+      {"type", "error"},
+      {"error", {{"type", anthropic_error_type(e.status)}, {"message", message}}}};
   return json_dump(j);
 }
 
@@ -32,7 +44,8 @@ std::string anthropic_error_from_chat(int status, const std::string& chat_body) 
   if (j.is_object() && j.contains("error") && j["error"].is_object()) err = &j["error"];
   if (err != nullptr && err->contains("message") && (*err)["message"].is_string()) {
     e.message = (*err)["message"].get<std::string>();
-    if (err->contains("param") && (*err)["param"].is_string()) e.param = (*err)["param"].get<std::string>();
+    if (err->contains("param") && (*err)["param"].is_string())
+      e.param = (*err)["param"].get<std::string>();
   } else {
     e.message = chat_body.empty() ? "the request failed" : chat_body;
   }
@@ -53,9 +66,13 @@ int64_t int_at(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-std::string anthropic_message_id(const std::string& chat_id) { return replace_prefix(chat_id, "chatcmpl-", "msg_"); }
+std::string anthropic_message_id(const std::string& chat_id) {
+  return replace_prefix(chat_id, "chatcmpl-", "msg_");
+}
 
-std::string anthropic_tool_use_id(const std::string& call_id) { return replace_prefix(call_id, "call_", "toolu_"); }
+std::string anthropic_tool_use_id(const std::string& call_id) {
+  return replace_prefix(call_id, "call_", "toolu_");
+}
 
 nlohmann::json anthropic_usage(const nlohmann::json& chat_usage) {
   if (!chat_usage.is_object()) return {{"input_tokens", 0}, {"output_tokens", 0}};
@@ -100,16 +117,19 @@ nlohmann::json anthropic_message(const nlohmann::json& chat, const AnthropicRepl
     const nlohmann::json msg = choice.value("message", nlohmann::json::object());
     if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string() &&
         !msg["reasoning_content"].get<std::string>().empty()) {
-      content.push_back({{"type", "thinking"}, {"thinking", msg["reasoning_content"]}, {"signature", ""}});
+      content.push_back(
+          {{"type", "thinking"}, {"thinking", msg["reasoning_content"]}, {"signature", ""}});
     }
-    if (msg.contains("content") && msg["content"].is_string() && !msg["content"].get<std::string>().empty()) {
+    if (msg.contains("content") && msg["content"].is_string() &&
+        !msg["content"].get<std::string>().empty()) {
       content.push_back({{"type", "text"}, {"text", msg["content"]}});
     }
     if (msg.contains("tool_calls") && msg["tool_calls"].is_array()) {
       for (const nlohmann::json& call : msg["tool_calls"]) {
         if (!call.is_object()) continue;
         const nlohmann::json fn = call.value("function", nlohmann::json::object());
-        nlohmann::json input = nlohmann::json::parse(fn.value("arguments", std::string("{}")), nullptr, false);
+        nlohmann::json input =
+            nlohmann::json::parse(fn.value("arguments", std::string("{}")), nullptr, false);
         if (!input.is_object()) input = nlohmann::json::object();
         content.push_back({{"type", "tool_use"},
                            {"id", anthropic_tool_use_id(call.value("id", std::string()))},

@@ -7,18 +7,23 @@ namespace omnibus::server {
 AnthropicSink::AnthropicSink(std::shared_ptr<ResponseSink> client, AnthropicReplyInfo info)
     : client_(std::move(client)), info_(info), writer_(std::move(info)) {}
 
-void AnthropicSink::respond(int status, std::string content_type, std::string body, HttpHeaders headers) {
+void AnthropicSink::respond(int status, std::string content_type, std::string body,
+                            HttpHeaders headers) {
   if (status >= 400) {
-    return client_->respond(status, "application/json", anthropic_error_from_chat(status, body), std::move(headers));
+    return client_->respond(status, "application/json", anthropic_error_from_chat(status, body),
+                            std::move(headers));
   }
   const nlohmann::json chat = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (chat.is_discarded() || !chat.is_object()) {
     return client_->respond(status, std::move(content_type), std::move(body), std::move(headers));
   }
-  client_->respond(status, "application/json", json_dump(anthropic_message(chat, info_)), std::move(headers));
+  client_->respond(status, "application/json", json_dump(anthropic_message(chat, info_)),
+                   std::move(headers));
 }
 
-void AnthropicSink::begin_stream(std::string content_type) { client_->begin_stream(std::move(content_type)); }
+void AnthropicSink::begin_stream(std::string content_type) {
+  client_->begin_stream(std::move(content_type));
+}
 
 void AnthropicSink::write(std::string data) {
   std::string out;
@@ -35,7 +40,8 @@ void AnthropicSink::write(std::string data) {
         out += writer_.on_done();
         continue;
       }
-      const nlohmann::json chunk = nlohmann::json::parse(frame, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json chunk =
+          nlohmann::json::parse(frame, nullptr, /*allow_exceptions=*/false);
       if (!chunk.is_discarded()) out += writer_.on_chunk(chunk);
     }
   }

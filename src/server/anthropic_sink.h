@@ -26,7 +26,8 @@ class AnthropicSink : public ResponseSink {
   AnthropicSink(std::shared_ptr<ResponseSink> client, AnthropicReplyInfo info);
 
   using ResponseSink::respond;
-  void respond(int status, std::string content_type, std::string body, HttpHeaders headers) override;
+  void respond(int status, std::string content_type, std::string body,
+               HttpHeaders headers) override;
   void begin_stream(std::string content_type) override;
   void write(std::string data) override;
   void end_stream() override;

@@ -27,14 +27,16 @@ std::string AnthropicStreamWriter::start(const nlohmann::json& chunk) {
                 {"cache_creation_input_tokens", 0},
                 {"cache_read_input_tokens", 0},
                 {"output_tokens", 0}};
-  return anthropic_sse({{"type", "message_start"}, {"message", std::move(m)}}) + anthropic_sse({{"type", "ping"}});
+  return anthropic_sse({{"type", "message_start"}, {"message", std::move(m)}}) +
+         anthropic_sse({{"type", "ping"}});
 }
 
 std::string AnthropicStreamWriter::open(Block kind, nlohmann::json content_block) {
   std::string out = close();
   open_ = kind;
   ++index_;
-  return out + anthropic_sse({{"type", "content_block_start"}, {"index", index_},
+  return out + anthropic_sse({{"type", "content_block_start"},
+                              {"index", index_},
                               {"content_block", std::move(content_block)}});
 }
 
@@ -45,7 +47,8 @@ std::string AnthropicStreamWriter::close() {
 }
 
 std::string AnthropicStreamWriter::delta(nlohmann::json d) {
-  return anthropic_sse({{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(d)}});
+  return anthropic_sse(
+      {{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(d)}});
 }
 
 std::string AnthropicStreamWriter::on_choice(const nlohmann::json& choice) {
@@ -56,8 +59,8 @@ std::string AnthropicStreamWriter::on_choice(const nlohmann::json& choice) {
     return it != d.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   if (const std::string t = text_of("reasoning_content"); !t.empty()) {
-    if (open_ != Block::kThinking) out += open(Block::kThinking, {{"type", "thinking"}, {"thinking", ""},
-                                                                   {"signature", ""}});
+    if (open_ != Block::kThinking)
+      out += open(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
     out += delta({{"type", "thinking_delta"}, {"thinking", t}});
   }
   if (const std::string t = text_of("content"); !t.empty()) {
@@ -102,12 +105,15 @@ std::string AnthropicStreamWriter::on_done() {
   out += close();
   if (finish_reason_ == "abort" || finish_reason_.empty()) {
     return out + anthropic_sse({{"type", "error"},
-                                {"error", {{"type", "overloaded_error"},
-                                           {"message", "the server stopped this response before it finished "
-                                                       "(it is shutting down); retry it"}}}});
+                                {"error",
+                                 {{"type", "overloaded_error"},
+                                  {"message",
+                                   "the server stopped this response before it finished "
+                                   "(it is shutting down); retry it"}}}});
   }
   const nlohmann::json stop = anthropic_stop(finish_reason_, matched_stop_, info_);
-  out += anthropic_sse({{"type", "message_delta"}, {"delta", stop}, {"usage", anthropic_usage(usage_)}});
+  out += anthropic_sse(
+      {{"type", "message_delta"}, {"delta", stop}, {"usage", anthropic_usage(usage_)}});
   return out + anthropic_sse({{"type", "message_stop"}});
 }
 

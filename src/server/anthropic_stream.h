@@ -5,11 +5,11 @@
 //   event: message_start        {"message": {id, model, content: [], usage: {input_tokens, ...}}}
 //   event: ping
 //   per content block i, in the order the text arrives:
-//     event: content_block_start  {"index": i, "content_block": {"type": "text" | "thinking" | "tool_use", ...}}
-//     event: content_block_delta  {"index": i, "delta": text_delta | thinking_delta | input_json_delta}
-//     event: content_block_stop   {"index": i}
-//   event: message_delta        {"delta": {stop_reason, stop_sequence}, "usage": {output_tokens, input_tokens, ...}}
-//   event: message_stop
+//     event: content_block_start  {"index": i, "content_block": {"type": "text" | "thinking" |
+//     "tool_use", ...}} event: content_block_delta  {"index": i, "delta": text_delta |
+//     thinking_delta | input_json_delta} event: content_block_stop   {"index": i}
+//   event: message_delta        {"delta": {stop_reason, stop_sequence}, "usage": {output_tokens,
+//   input_tokens, ...}} event: message_stop
 //
 // delta.content opens (or continues) a text block, delta.reasoning_content a
 // thinking block, each delta.tool_calls entry (omnibus sends whole calls) a
@@ -24,9 +24,8 @@
 // Thread-safety: one stream, one thread.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "server/anthropic_response.h"
 
@@ -59,7 +58,7 @@ class AnthropicStreamWriter {
   int index_ = -1;             // the open (or last) block's index
   std::string finish_reason_;  // the chat choice's, once it ended
   nlohmann::json matched_stop_;
-  nlohmann::json usage_;       // the chat usage chunk's
+  nlohmann::json usage_;  // the chat usage chunk's
 };
 
 }  // namespace omnibus::server

@@ -13,13 +13,15 @@ namespace {
 using nlohmann::json;
 
 TEST(AnthropicResponse, ErrorsTakeAnthropicShapeAndNameTheField) {
-  const json e = json::parse(anthropic_error_json(ApiError::invalid("max_tokens", "'max_tokens' must be >= 1")));
+  const json e = json::parse(
+      anthropic_error_json(ApiError::invalid("max_tokens", "'max_tokens' must be >= 1")));
   EXPECT_EQ(e["type"], "error");
   EXPECT_EQ(e["error"]["type"], "invalid_request_error");
   EXPECT_EQ(e["error"]["message"], "max_tokens: 'max_tokens' must be >= 1");
   const json same = json::parse(anthropic_error_json(ApiError::invalid("a.b", "a.b: bad")));
   EXPECT_EQ(same["error"]["message"], "a.b: bad");  // already named: not twice
-  const json chat = json::parse(anthropic_error_from_chat(404, ApiError::not_found("no such model").to_json()));
+  const json chat =
+      json::parse(anthropic_error_from_chat(404, ApiError::not_found("no such model").to_json()));
   EXPECT_EQ(chat["error"]["type"], "not_found_error");
   EXPECT_EQ(chat["error"]["message"], "no such model");
   EXPECT_STREQ(anthropic_error_type(401), "authentication_error");
@@ -28,7 +30,8 @@ TEST(AnthropicResponse, ErrorsTakeAnthropicShapeAndNameTheField) {
 }
 
 TEST(AnthropicResponse, UsageSplitsThePromptByTheCache) {
-  const json u = anthropic_usage(json::parse(R"({"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
+  const json u = anthropic_usage(
+      json::parse(R"({"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107,
                                                  "prompt_tokens_details": {"cached_tokens": 64}})"));
   EXPECT_EQ(u["input_tokens"], 36);
   EXPECT_EQ(u["cache_read_input_tokens"], 64);
@@ -48,7 +51,8 @@ TEST(AnthropicResponse, StopReasons) {
 }
 
 TEST(AnthropicResponse, MessageFromChatCompletion) {
-  const json chat = json::parse(R"({"id": "chatcmpl-abc", "object": "chat.completion", "choices": [{"index": 0,
+  const json chat =
+      json::parse(R"({"id": "chatcmpl-abc", "object": "chat.completion", "choices": [{"index": 0,
     "message": {"role": "assistant", "content": "Looking.", "tool_calls": [{"id": "call_x", "type": "function",
     "function": {"name": "f", "arguments": "{\"a\":1}"}}]}, "finish_reason": "tool_calls", "stop_reason": null}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 0}}})");
@@ -59,7 +63,9 @@ TEST(AnthropicResponse, MessageFromChatCompletion) {
   EXPECT_EQ(m["model"], "model-x");
   ASSERT_EQ(m["content"].size(), 2u);
   EXPECT_EQ(m["content"][0], json::parse(R"({"type": "text", "text": "Looking."})"));
-  EXPECT_EQ(m["content"][1], json::parse(R"({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {"a": 1}})"));
+  EXPECT_EQ(
+      m["content"][1],
+      json::parse(R"({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {"a": 1}})"));
   EXPECT_EQ(m["stop_reason"], "tool_use");
   EXPECT_EQ(m["usage"]["input_tokens"], 10);
   EXPECT_EQ(m["usage"]["output_tokens"], 4);
@@ -71,7 +77,9 @@ struct RecordingSink : ResponseSink {
   std::string body;
   bool streaming = false, ended = false;
   using ResponseSink::respond;
-  void respond(int s, std::string, std::string b, HttpHeaders) override { status = s, body = std::move(b); }
+  void respond(int s, std::string, std::string b, HttpHeaders) override {
+    status = s, body = std::move(b);
+  }
   void begin_stream(std::string) override { streaming = true; }
   void write(std::string d) override { body += d; }
   void end_stream() override { ended = true; }
@@ -108,15 +116,22 @@ TEST(AnthropicSink, StreamBecomesTheEventSequence) {
   sink.begin_stream("text/event-stream");
   sink.write(sse_event(chunk({{"role", "assistant"}, {"content", ""}})));
   sink.write(sse_event(chunk({{"reasoning_content", "think"}})));
-  const std::string two = sse_event(chunk({{"content", "Hel"}})) + sse_event(chunk({{"content", "lo"}}));
+  const std::string two =
+      sse_event(chunk({{"content", "Hel"}})) + sse_event(chunk({{"content", "lo"}}));
   sink.write(two.substr(0, 10));  // frames split anywhere
   sink.write(two.substr(10));
-  sink.write(sse_event(chunk({{"tool_calls", {{{"index", 0}, {"id", "call_1"}, {"type", "function"},
-                                                {"function", {{"name", "f"}, {"arguments", "{\"a\":2}"}}}}}}})));
+  sink.write(sse_event(chunk({{"tool_calls",
+                               {{{"index", 0},
+                                 {"id", "call_1"},
+                                 {"type", "function"},
+                                 {"function", {{"name", "f"}, {"arguments", "{\"a\":2}"}}}}}}})));
   sink.write(sse_event(chunk(json::object(), "stop")));
-  sink.write(sse_event({{"id", "chatcmpl-7"}, {"choices", json::array()},
-                        {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 5},
-                                   {"prompt_tokens_details", {{"cached_tokens", 4}}}}}}));
+  sink.write(sse_event({{"id", "chatcmpl-7"},
+                        {"choices", json::array()},
+                        {"usage",
+                         {{"prompt_tokens", 12},
+                          {"completion_tokens", 5},
+                          {"prompt_tokens_details", {{"cached_tokens", 4}}}}}}));
   sink.write(sse_done());
   sink.end_stream();
   EXPECT_TRUE(client->streaming);
@@ -124,21 +139,26 @@ TEST(AnthropicSink, StreamBecomesTheEventSequence) {
   const auto ev = events(client->body);
   std::vector<std::string> names;
   for (const auto& [n, d] : ev) names.push_back(n);
-  const std::vector<std::string> want = {
-      "message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop",
-      "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
-      "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"};
+  const std::vector<std::string> want = {"message_start",       "ping",
+                                         "content_block_start", "content_block_delta",
+                                         "content_block_stop",  "content_block_start",
+                                         "content_block_delta", "content_block_delta",
+                                         "content_block_stop",  "content_block_start",
+                                         "content_block_delta", "content_block_stop",
+                                         "message_delta",       "message_stop"};
   ASSERT_EQ(names, want) << client->body;
   EXPECT_EQ(ev[0].second["message"]["id"], "msg_7");
   EXPECT_EQ(ev[0].second["message"]["usage"]["input_tokens"], 12);
   EXPECT_EQ(ev[2].second["content_block"]["type"], "thinking");
-  EXPECT_EQ(ev[3].second["delta"], json::parse(R"({"type": "thinking_delta", "thinking": "think"})"));
+  EXPECT_EQ(ev[3].second["delta"],
+            json::parse(R"({"type": "thinking_delta", "thinking": "think"})"));
   EXPECT_EQ(ev[5].second["index"], 1);
   EXPECT_EQ(ev[6].second["delta"]["text"], "Hel");
   EXPECT_EQ(ev[7].second["delta"]["text"], "lo");
   EXPECT_EQ(ev[9].second["content_block"],
             json::parse(R"({"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})"));
-  EXPECT_EQ(ev[10].second["delta"], json::parse(R"({"type": "input_json_delta", "partial_json": "{\"a\":2}"})"));
+  EXPECT_EQ(ev[10].second["delta"],
+            json::parse(R"({"type": "input_json_delta", "partial_json": "{\"a\":2}"})"));
   EXPECT_EQ(ev[11].second["index"], 2);
   EXPECT_EQ(ev[12].second["delta"]["stop_reason"], "stop_sequence");
   EXPECT_EQ(ev[12].second["delta"]["stop_sequence"], "END");
@@ -164,12 +184,15 @@ TEST(AnthropicSink, AbortedStreamEndsWithAnErrorEvent) {
 TEST(AnthropicSink, RespondRewritesErrorsAndMessages) {
   auto client = std::make_shared<RecordingSink>();
   AnthropicSink err(client, AnthropicReplyInfo{"m", {}, 0});
-  err.respond(400, "application/json", ApiError::invalid("messages", "cannot apply the chat template").to_json());
+  err.respond(400, "application/json",
+              ApiError::invalid("messages", "cannot apply the chat template").to_json());
   EXPECT_EQ(client->status, 400);
-  EXPECT_EQ(json::parse(client->body)["error"]["message"], "messages: cannot apply the chat template");
+  EXPECT_EQ(json::parse(client->body)["error"]["message"],
+            "messages: cannot apply the chat template");
   auto client2 = std::make_shared<RecordingSink>();
   AnthropicSink ok(client2, AnthropicReplyInfo{"m", {}, 0});
-  ok.respond(200, "application/json", R"({"id": "chatcmpl-1", "choices": [{"message": {"content": "hi"},
+  ok.respond(200, "application/json",
+             R"({"id": "chatcmpl-1", "choices": [{"message": {"content": "hi"},
                                          "finish_reason": "length"}], "usage": {"prompt_tokens": 3,
                                          "completion_tokens": 2}})");
   EXPECT_EQ(client2->status, 200);

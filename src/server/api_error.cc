@@ -5,7 +5,8 @@
 namespace omnibus::server {
 
 ApiError ApiError::invalid(std::string param, std::string message, std::string code) {
-  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param),
+                  std::move(code)};
 }
 
 ApiError ApiError::not_found(std::string message, std::string code) {

@@ -8,9 +8,9 @@
 // Thread-safety: values.
 #pragma once
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 namespace omnibus::server {
 
@@ -37,7 +37,7 @@ struct ApiError {
 template <typename T>
 class ApiResult {
  public:
-  ApiResult(T value) : value_(std::move(value)), ok_(true) {}  // NOLINT: implicit by design
+  ApiResult(T value) : value_(std::move(value)), ok_(true) {}          // NOLINT: implicit by design
   ApiResult(ApiError error) : error_(std::move(error)), ok_(false) {}  // NOLINT
   bool ok() const { return ok_; }
   const ApiError& error() const { return error_; }

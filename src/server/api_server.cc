@@ -2,9 +2,9 @@
 // (generation_prepare.cc) and launches it on the engine, after the KV claim for a remote prefill.
 #include "server/api_server.h"
 
-#include <ctime>
-
 #include <fmt/format.h>
+
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "server/json_fields.h"
@@ -20,13 +20,16 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 
-void respond_error(ResponseSink& sink, const ApiError& e) { sink.respond(e.status, kJson, e.to_json()); }
+void respond_error(ResponseSink& sink, const ApiError& e) {
+  sink.respond(e.status, kJson, e.to_json());
+}
 
 // 405 naming the methods the route takes (also in the Allow header).
 void respond_method_not_allowed(ResponseSink& sink, const HttpRequest& req, const std::string& path,
                                 const char* allow) {
-  const ApiError e{405, fmt::format("method {} is not allowed on {} (allowed: {})", req.method, path, allow),
-                   "invalid_request_error", "", "method_not_allowed"};
+  const ApiError e{
+      405, fmt::format("method {} is not allowed on {} (allowed: {})", req.method, path, allow),
+      "invalid_request_error", "", "method_not_allowed"};
   sink.respond(e.status, kJson, e.to_json(), HttpHeaders{{"Allow", allow}});
 }
 
@@ -56,7 +59,8 @@ ApiServer::ApiServer(ApiConfig config)
     : config_(std::move(config)),
       metrics_(config_.served_model_name),
       pump_(std::make_unique<StreamPump>()),
-      responses_(std::make_unique<ResponsesStore>(size_t(std::max<int64_t>(0, config_.responses_store_size)))),
+      responses_(std::make_unique<ResponsesStore>(
+          size_t(std::max<int64_t>(0, config_.responses_store_size)))),
       created_(int64_t(std::time(nullptr))) {}
 
 ApiServer::~ApiServer() {
@@ -96,7 +100,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   const bool ready = state != State::kLoading;
 
   const auto not_ready = [state] {
-    return ApiError::unavailable(state == State::kLoading ? "the model is loading" : "the server is shutting down");
+    return ApiError::unavailable(state == State::kLoading ? "the model is loading"
+                                                          : "the server is shutting down");
   };
 
   constexpr const char* kGetMethods = "GET, HEAD";
@@ -118,18 +123,21 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (ready && backend_.kv_events_counts) kv_events = backend_.kv_events_counts();
     std::string text = metrics_.render(st, kv_events);
     if (ready && backend_.kv_transfer != nullptr) {
-      text += backend_.kv_transfer->metrics_text(fmt::format("model_name=\"{}\"", config_.served_model_name), st);
+      text += backend_.kv_transfer->metrics_text(
+          fmt::format("model_name=\"{}\"", config_.served_model_name), st);
     }
     return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
   }
 
   // The Anthropic Messages API (anthropic_endpoints.cc): its own key header and error shape.
-  if (path == "/v1/messages" || path == "/v1/messages/count_tokens") return handle_anthropic(req, path, sink);
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens")
+    return handle_anthropic(req, path, sink);
 
   struct Route {
     const char* path;
     bool post;
-    bool keyed = true;       // false: the read-only router endpoints (vllm-router sends no key), like /health
+    bool keyed =
+        true;  // false: the read-only router endpoints (vllm-router sends no key), like /health
     bool json_body = false;  // the body is a JSON object: a Content-Type other than JSON gets 415
   };
   static const Route kRoutes[] = {{"/v1/models", false},
@@ -157,13 +165,17 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (path == r.path) route = &r;
   }
   if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14) route = &kResponseItem;
-  if (!route) return respond_error(*sink, ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
+  if (!route)
+    return respond_error(*sink,
+                         ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
   if (route == &kResponseItem) {
-    if (!get && req.method != "DELETE") return respond_method_not_allowed(*sink, req, path, "GET, HEAD, DELETE");
+    if (!get && req.method != "DELETE")
+      return respond_method_not_allowed(*sink, req, path, "GET, HEAD, DELETE");
   } else if (route->post ? !post : !get) {
     return respond_method_not_allowed(*sink, req, path, route->post ? "POST" : kGetMethods);
   }
-  if (!route->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
+  if (!route
+           ->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
     if (state != State::kReady) return respond_error(*sink, not_ready());
     if (path == "/get_load") return sink->respond(200, kJson, load());
     if (path == "/health_generate") return health_generate(*sink);
@@ -171,20 +183,25 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     return sink->respond(200, kJson, server_info());
   }
   if (!config_.api_key.empty() && !bearer_key_matches(req.authorization, config_.api_key)) {
-    return respond_error(*sink, ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)"));
+    return respond_error(
+        *sink, ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)"));
   }
   // A missing Content-Type is read as JSON (clients that send none still work).
   if (route->json_body && !req.content_type.empty() && !is_json_media_type(req.content_type)) {
-    return respond_error(*sink, ApiError{415, fmt::format("{} takes a JSON body: send it with Content-Type: "
-                                                          "application/json (this request says '{}')",
-                                                          path, req.content_type),
-                                         "invalid_request_error", "", "unsupported_media_type"});
+    return respond_error(*sink,
+                         ApiError{415,
+                                  fmt::format("{} takes a JSON body: send it with Content-Type: "
+                                              "application/json (this request says '{}')",
+                                              path, req.content_type),
+                                  "invalid_request_error", "", "unsupported_media_type"});
   }
-  if (path.rfind("/v1/engine/", 0) == 0 && config_.api_key.empty() && !config_.enable_debug_endpoints) {
-    return respond_error(*sink, ApiError::not_found(fmt::format("{} is a debug endpoint: start the server with "
-                                                                "--api-key (then it needs the key) or "
-                                                                "--enable-debug-endpoints",
-                                                                path)));
+  if (path.rfind("/v1/engine/", 0) == 0 && config_.api_key.empty() &&
+      !config_.enable_debug_endpoints) {
+    return respond_error(
+        *sink, ApiError::not_found(fmt::format("{} is a debug endpoint: start the server with "
+                                               "--api-key (then it needs the key) or "
+                                               "--enable-debug-endpoints",
+                                               path)));
   }
   if (path == "/v1/engine/state") return sink->respond(200, kJson, engine_state());
   if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
@@ -201,16 +218,19 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     return sink->respond(200, kJson, std::move(*r));
   }
   if (path == "/v1/embeddings") return handle_embeddings(req, sink);
-  if (path == "/v1/rerank" || path == "/v1/score") return handle_pairs(path == "/v1/rerank", req, sink);
-  handle_generation(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat, req, sink);
+  if (path == "/v1/rerank" || path == "/v1/score")
+    return handle_pairs(path == "/v1/rerank", req, sink);
+  handle_generation(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChat, req,
+                    sink);
 }
 
 // The masker for the request's structured output (GrammarCache: compiled once
 // per distinct grammar), or a 400 naming the field and what is unsupported.
-ApiResult<std::shared_ptr<const grammar::TokenMasker>> ApiServer::compile_structured(GenerationSpec& spec,
-                                                                                     const std::string& raw_body) {
+ApiResult<std::shared_ptr<const grammar::TokenMasker>> ApiServer::compile_structured(
+    GenerationSpec& spec, const std::string& raw_body) {
   if (backend_.grammars == nullptr) {
-    return ApiError::invalid(spec.structured_field, "this server does not support structured output");
+    return ApiError::invalid(spec.structured_field,
+                             "this server does not support structured output");
   }
   if (!spec.schema_pointer.empty()) {
     std::string ordered = ordered_schema_text(raw_body, spec.schema_pointer);
@@ -218,8 +238,8 @@ ApiResult<std::shared_ptr<const grammar::TokenMasker>> ApiServer::compile_struct
   }
   StatusOr<std::shared_ptr<const grammar::TokenMasker>> g = backend_.grammars->get(spec.structured);
   if (!g.is_ok()) {
-    return ApiError::invalid(spec.structured_field, fmt::format("'{}': {}", spec.structured_field,
-                                                                g.status().message()));
+    return ApiError::invalid(spec.structured_field,
+                             fmt::format("'{}': {}", spec.structured_field, g.status().message()));
   }
   return std::move(g).value();
 }
@@ -286,9 +306,15 @@ void ApiServer::launch_generation(PreparedGeneration g, std::shared_ptr<KvImport
   }
   counters_.n_pending.fetch_add(int64_t(streams.size()));
 
-  GenerationContext ctx{&engine, &tok, &metrics_, &counters_, config_.served_model_name,
-                        g.kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
-                        backend_.tool_parser, backend_.reasoning_parser};
+  GenerationContext ctx{
+      &engine,
+      &tok,
+      &metrics_,
+      &counters_,
+      config_.served_model_name,
+      g.kv_ask == KvTransferService::Ask::kRemoteDecode ? backend_.kv_transfer : nullptr,
+      backend_.tool_parser,
+      backend_.reasoning_parser};
   auto gen =
       std::make_shared<Generation>(std::move(ctx), std::move(g.spec), std::move(g.prompts), sink);
   std::weak_ptr<Generation> weak = gen;
@@ -306,7 +332,8 @@ void ApiServer::launch_generation(PreparedGeneration g, std::shared_ptr<KvImport
     gens_.push_back(gen);
   }
   for (size_t k = 0; k < streams.size(); ++k) {
-    pump_->add(streams[k], [gen, k](std::vector<EngineEvent>& events) { gen->on_events(k, events); });
+    pump_->add(streams[k],
+               [gen, k](std::vector<EngineEvent>& events) { gen->on_events(k, events); });
   }
 }
 
@@ -320,7 +347,8 @@ ApiResult<std::string> ApiServer::tokenize(const std::string& body_text) const {
   f.get_string("prompt", prompt);
   f.get_bool("add_special_tokens", add_special);
   if (!f.ok()) return *f.error();
-  const std::vector<int32_t> ids = backend_.tokenizer->encode(prompt, add_special, /*parse_special=*/true);
+  const std::vector<int32_t> ids =
+      backend_.tokenizer->encode(prompt, add_special, /*parse_special=*/true);
   nlohmann::json r;
   r["tokens"] = ids;
   r["count"] = ids.size();
@@ -333,11 +361,13 @@ ApiResult<std::string> ApiServer::detokenize(const std::string& body_text) const
   if (!body.ok()) return body.error();
   const int32_t n_vocab = backend_.tokenizer->n_vocab();
   auto it = body->find("tokens");
-  if (it == body->end() || !it->is_array()) return ApiError::invalid("tokens", "'tokens' must be a list of token ids");
+  if (it == body->end() || !it->is_array())
+    return ApiError::invalid("tokens", "'tokens' must be a list of token ids");
   std::vector<int32_t> ids;
   for (const nlohmann::json& x : *it) {
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= n_vocab) {
-      return ApiError::invalid("tokens", fmt::format("'tokens' must be token ids in [0, {})", n_vocab));
+      return ApiError::invalid("tokens",
+                               fmt::format("'tokens' must be token ids in [0, {})", n_vocab));
     }
     ids.push_back(x.get<int32_t>());
   }
@@ -354,7 +384,8 @@ std::string ApiServer::tokenizer_info() const {
   r["bos_token"] = token_text(tok.bos_id());
   r["eos_token"] = token_text(tok.eos_id());
   r["pad_token"] = token_text(backend_.pad_id);
-  r["chat_template"] = backend_.chat_template.empty() ? nlohmann::json(nullptr) : nlohmann::json(backend_.chat_template);
+  r["chat_template"] = backend_.chat_template.empty() ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(backend_.chat_template);
   r["vocab_size"] = tok.n_vocab();
   r["add_bos_token"] = tok.add_bos();
   return json_dump(r);

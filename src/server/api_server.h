@@ -12,7 +12,8 @@
 //   POST /v1/rerank  POST /v1/score   (rerank_request.h; cross-encoders, rank pooling)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
-//   POST /v1/messages  /v1/messages/count_tokens   the Anthropic Messages API (anthropic_request.h):
+//   POST /v1/messages  /v1/messages/count_tokens   the Anthropic Messages API
+//   (anthropic_request.h):
 //        key as x-api-key or Bearer, errors in Anthropic's shape
 //   For routers (worker_endpoints.cc), no key for the read-only ones:
 //   GET  /get_load  /get_server_info  /server_info  /get_model_info  /health_generate
@@ -41,29 +42,30 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "model/model_config.h"
 #include "grammar/structured_output.h"
+#include "model/model_config.h"
 #include "server/chat_renderer.h"
-#include "server/reasoning_parser.h"
-#include "server/responses_store.h"
-#include "server/tool_parsers.h"
 #include "server/generation.h"
 #include "server/http_types.h"
 #include "server/kv_transfer_service.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/reasoning_parser.h"
+#include "server/responses_store.h"
 #include "server/stream_pump.h"
+#include "server/tool_parsers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace omnibus::server {
 
 struct ApiConfig {
   std::string served_model_name = "omnibus";
-  std::string api_key;            // "" = no authentication
-  int64_t max_waiting = 1024;     // engine requests accepted but not started; beyond: 503 (0 = no bound)
+  std::string api_key;  // "" = no authentication
+  int64_t max_waiting =
+      1024;  // engine requests accepted but not started; beyond: 503 (0 = no bound)
   // Bounds on what one request may ask for; beyond them: 400 naming the flag.
-  int32_t max_logprobs = 20;              // logprobs, top_logprobs, prompt_logprobs (--max-logprobs)
-  int32_t max_n = 16;                     // n and best_of (--max-n)
+  int32_t max_logprobs = 20;  // logprobs, top_logprobs, prompt_logprobs (--max-logprobs)
+  int32_t max_n = 16;         // n and best_of (--max-n)
   int64_t max_logprob_entries = 1000000;  // response_bounds.h (--max-logprob-entries; 0 = no bound)
   // Tenant isolation (docs/security.md): the header a gateway sets to the
   // tenant (--prefix-cache-salt-header, lower case; "" = none). When set, a
@@ -88,9 +90,10 @@ struct Backend {
   std::string chat_template;  // the model's template source, for /tokenizer_info ("" if none)
   int32_t pad_id = -1;
   std::string model_path;
-  const ModelConfig* model_config = nullptr;  // for /get_model_info and /get_server_info (may be null in tests)
-  int32_t n_threads = 0;                      // compute threads (0: unknown)
-  std::string isa;                            // the kernels' ISA tier (kernels/cpu_features.h)
+  const ModelConfig* model_config =
+      nullptr;            // for /get_model_info and /get_server_info (may be null in tests)
+  int32_t n_threads = 0;  // compute threads (0: unknown)
+  std::string isa;        // the kernels' ISA tier (kernels/cpu_features.h)
   // The KV-event publisher's counters for /metrics; unset: not publishing.
   std::function<KvEventsCounts()> kv_events_counts;
   // Disaggregated prefill/decode (--kv-role); null: kv_transfer_params other
@@ -172,7 +175,8 @@ class ApiServer {
       GenerationSpec& spec, const std::string& raw_body);
   // POST /v1/messages and /v1/messages/count_tokens (anthropic_endpoints.cc):
   // converted onto handle_generation's chat path.
-  void handle_anthropic(const HttpRequest& req, const std::string& path, const std::shared_ptr<ResponseSink>& sink);
+  void handle_anthropic(const HttpRequest& req, const std::string& path,
+                        const std::shared_ptr<ResponseSink>& sink);
   // The prompt tokens a chat completions body renders to (what its usage reports as prompt_tokens).
   ApiResult<int64_t> chat_prompt_tokens(const std::string& chat_body) const;
   // POST /v1/embeddings, /v1/rerank (rerank) and /v1/score (embeddings_call.cc).
@@ -190,8 +194,8 @@ class ApiServer {
   std::string load() const;
   std::string server_info() const;
   std::string model_info() const;
-  std::string kv_blocks() const;  // waits for the engine thread (between two steps)
-  void flush_cache(ResponseSink& sink);  // waits for the engine thread
+  std::string kv_blocks() const;             // waits for the engine thread (between two steps)
+  void flush_cache(ResponseSink& sink);      // waits for the engine thread
   void health_generate(ResponseSink& sink);  // waits for one generated token (at most 30 s)
   // The Responses API (responses_endpoints.cc): POST /v1/responses on the chat path,
   // GET / DELETE /v1/responses/{id} from responses_.

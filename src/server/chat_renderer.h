@@ -22,10 +22,9 @@ using ChatMessage = omnibus::ChatMessage;
 // the request's tools, each {"type": "function", "function": {...}} as JSON
 // text (empty: none). template_kwargs: "" or a JSON object's text whose keys
 // become template variables (chat_template_kwargs: enable_thinking, ...).
-using ChatRenderer = std::function<StatusOr<std::string>(const std::vector<ChatMessage>& messages,
-                                                         bool add_generation_prompt,
-                                                         const std::vector<std::string>& tools,
-                                                         const std::string& template_kwargs)>;
+using ChatRenderer = std::function<StatusOr<std::string>(
+    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+    const std::vector<std::string>& tools, const std::string& template_kwargs)>;
 
 // Renders with `tmpl`; bos/eos are the tokenizer's BOS/EOS token text. A
 // template that does not mention `tools` gets the conversation rewritten in

@@ -12,7 +12,9 @@ TEST(ChatRenderer, ChatMlFallback) {
   ChatRenderer r = chatml_renderer();
   StatusOr<std::string> s = r({{"system", "Be brief."}, {"user", "Hi"}}, true, {}, "");
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
-  EXPECT_EQ(*s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*s,
+            "<|im_start|>system\nBe "
+            "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   StatusOr<std::string> no_prompt = r({{"user", "Hi"}}, false, {}, "");
   ASSERT_TRUE(no_prompt.is_ok());
   EXPECT_EQ(*no_prompt, "<|im_start|>user\nHi<|im_end|>\n");
@@ -42,7 +44,8 @@ TEST(ChatRenderer, Qwen3ThinkingKwargsAndReasoningContent) {
   EXPECT_EQ(*think, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   StatusOr<std::string> no_think = r({{"user", "Hi"}}, true, {}, R"({"enable_thinking": false})");
   ASSERT_TRUE(no_think.is_ok()) << no_think.status().to_string();
-  EXPECT_EQ(*no_think, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(*no_think,
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   StatusOr<std::string> on = r({{"user", "Hi"}}, true, {}, R"({"enable_thinking": true})");
   ASSERT_TRUE(on.is_ok());
   EXPECT_EQ(*on, *think);
@@ -51,7 +54,8 @@ TEST(ChatRenderer, Qwen3ThinkingKwargsAndReasoningContent) {
   a.reasoning_content = "2 + 2 is 4.";
   StatusOr<std::string> hist = r({{"user", "2+2?"}, a}, false, {}, "");
   ASSERT_TRUE(hist.is_ok()) << hist.status().to_string();
-  EXPECT_NE(hist->find("<|im_start|>assistant\n<think>\n2 + 2 is 4.\n</think>\n\n4<|im_end|>"), std::string::npos)
+  EXPECT_NE(hist->find("<|im_start|>assistant\n<think>\n2 + 2 is 4.\n</think>\n\n4<|im_end|>"),
+            std::string::npos)
       << *hist;
   EXPECT_FALSE(r({{"user", "x"}}, true, {}, "[1]").is_ok());  // kwargs must be an object
 }

@@ -34,8 +34,8 @@ bool is_valid_utf8(const std::string& s) {
       if ((cc & 0xC0) != 0x80) return false;
       cp = (cp << 6) | (cc & 0x3F);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)) {
       return false;
     }
     i += len;
@@ -86,7 +86,8 @@ ChoiceDelta ChoiceOutput::on_event(const EngineEvent& e) {
   if (finished()) return d;
   // The token that ended a sequence by kStop (EOG, stop token) or
   // kGrammarDeadEnd (the grammar rejected it) is not text.
-  const bool ending_token = e.finish == FinishReason::kStop || e.finish == FinishReason::kGrammarDeadEnd;
+  const bool ending_token =
+      e.finish == FinishReason::kStop || e.finish == FinishReason::kGrammarDeadEnd;
   if (e.token >= 0 && !ending_token) {
     n_tokens_ = e.n_output_tokens;
     if (want_logprobs_) {

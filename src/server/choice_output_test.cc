@@ -2,9 +2,9 @@
 // 4 + byte value, plus a few special tokens (0: <|endoftext|>, 1: <|im_end|>).
 #include "server/choice_output.h"
 
-#include <thread>
-
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "engine/request_stream.h"
 #include "server/openai_response.h"

@@ -3,11 +3,11 @@
 // (Request::embed: prompt only, pooled in the same steps as everyone's
 // generation); the StreamPump collects the vectors and the last one to
 // arrive writes the response (no thread waits).
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "server/api_server.h"
 #include "server/embeddings_request.h"
@@ -18,7 +18,9 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 
-void respond_error(ResponseSink& sink, const ApiError& e) { sink.respond(e.status, kJson, e.to_json()); }
+void respond_error(ResponseSink& sink, const ApiError& e) {
+  sink.respond(e.status, kJson, e.to_json());
+}
 
 }  // namespace
 
@@ -44,12 +46,14 @@ struct ApiServer::PooledCall {
     std::lock_guard<std::mutex> lock(mu);
     if (error) return respond_error(*sink, *error);
     metrics.add_prompt_tokens(prompt_tokens);
-    metrics.observe_e2e(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    metrics.observe_e2e(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     sink->respond(200, kJson, body(vectors));
   }
 };
 
-void ApiServer::submit_pooled(std::vector<std::vector<int32_t>> prompts, std::shared_ptr<PooledCall> call) {
+void ApiServer::submit_pooled(std::vector<std::vector<int32_t>> prompts,
+                              std::shared_ptr<PooledCall> call) {
   Engine& engine = *backend_.engine;
   const int64_t n = int64_t(prompts.size());
   call->start = std::chrono::steady_clock::now();
@@ -81,14 +85,18 @@ void ApiServer::submit_pooled(std::vector<std::vector<int32_t>> prompts, std::sh
   }
 }
 
-void ApiServer::handle_embeddings(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink) {
-  if (state_.load() == State::kDraining) return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
+void ApiServer::handle_embeddings(const HttpRequest& req,
+                                  const std::shared_ptr<ResponseSink>& sink) {
+  if (state_.load() == State::kDraining)
+    return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
   const EngineInfo& info = backend_.engine->info();
   if (!info.can_pool) {
-    return respond_error(*sink, ApiError::invalid("", "this model does not serve embeddings: start it with --task "
-                                                      "embed on an embedding model (bert, or a decoder with "
-                                                      "--pooling last)",
-                                                  "model_not_supported"));
+    return respond_error(
+        *sink, ApiError::invalid("",
+                                 "this model does not serve embeddings: start it with --task "
+                                 "embed on an embedding model (bert, or a decoder with "
+                                 "--pooling last)",
+                                 "model_not_supported"));
   }
   const Tokenizer& tok = *backend_.tokenizer;
   ApiResult<EmbeddingSpec> spec = parse_embedding_request(req.body, {tok.n_vocab(), info.n_embd});
@@ -96,36 +104,44 @@ void ApiServer::handle_embeddings(const HttpRequest& req, const std::shared_ptr<
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < spec->inputs.size(); ++i) {
     const PromptInput& in = spec->inputs[i];
-    std::vector<int32_t> ids = in.is_text ? tok.encode(in.text, /*add_special=*/true, /*parse_special=*/true)
-                                          : in.ids;
+    std::vector<int32_t> ids =
+        in.is_text ? tok.encode(in.text, /*add_special=*/true, /*parse_special=*/true) : in.ids;
     const int32_t end = in.is_text && tok.add_eos() ? tok.eos_id() : -1;
-    ApiResult<std::vector<int32_t>> fit = fit_embedding_input(std::move(ids), in.is_text, end,
-                                                              spec->truncate_prompt_tokens, info.max_model_len, i);
+    ApiResult<std::vector<int32_t>> fit = fit_embedding_input(
+        std::move(ids), in.is_text, end, spec->truncate_prompt_tokens, info.max_model_len, i);
     if (!fit.ok()) return respond_error(*sink, fit.error());
-    if (fit->empty()) return respond_error(*sink, ApiError::invalid("input", fmt::format("input {} has no tokens", i)));
+    if (fit->empty())
+      return respond_error(*sink,
+                           ApiError::invalid("input", fmt::format("input {} has no tokens", i)));
     prompts.push_back(std::move(*fit));
   }
   auto call = std::make_shared<PooledCall>();
   call->sink = sink;
   call->body = [normalize = config_.normalize_embeddings, model = config_.served_model_name,
-                dims = spec->dimensions, base64 = spec->base64, call = call.get()](std::vector<std::vector<float>>& v) {
+                dims = spec->dimensions, base64 = spec->base64,
+                call = call.get()](std::vector<std::vector<float>>& v) {
     for (std::vector<float>& e : v) e = finish_embedding(std::move(e), normalize, dims);
     return embedding_response(v, base64, model, call->prompt_tokens);
   };
   submit_pooled(std::move(prompts), std::move(call));
 }
 
-void ApiServer::handle_pairs(bool rerank, const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink) {
-  if (state_.load() == State::kDraining) return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
+void ApiServer::handle_pairs(bool rerank, const HttpRequest& req,
+                             const std::shared_ptr<ResponseSink>& sink) {
+  if (state_.load() == State::kDraining)
+    return respond_error(*sink, ApiError::unavailable("the server is shutting down"));
   const EngineInfo& info = backend_.engine->info();
   if (info.pooling != PoolingType::kRank || !info.can_pool) {
-    return respond_error(*sink, ApiError::invalid("", fmt::format("{} needs a reranker (a cross-encoder served with "
-                                                                  "rank pooling); this model pools '{}'",
-                                                                  rerank ? "/v1/rerank" : "/v1/score",
-                                                                  pooling_name(info.pooling)),
-                                                  "model_not_supported"));
+    return respond_error(
+        *sink, ApiError::invalid(
+                   "",
+                   fmt::format("{} needs a reranker (a cross-encoder served with "
+                               "rank pooling); this model pools '{}'",
+                               rerank ? "/v1/rerank" : "/v1/score", pooling_name(info.pooling)),
+                   "model_not_supported"));
   }
-  ApiResult<PairSpec> spec = rerank ? parse_rerank_request(req.body, 2048) : parse_score_request(req.body, 2048);
+  ApiResult<PairSpec> spec =
+      rerank ? parse_rerank_request(req.body, 2048) : parse_score_request(req.body, 2048);
   if (!spec.ok()) return respond_error(*sink, spec.error());
   const Tokenizer& tok = *backend_.tokenizer;
   std::vector<std::vector<int32_t>> prompts;
@@ -134,15 +150,17 @@ void ApiServer::handle_pairs(bool rerank, const HttpRequest& req, const std::sha
     std::vector<int32_t> p;
     if (tok.add_bos() && tok.bos_id() >= 0) p.push_back(tok.bos_id());
     for (const std::string* part : {&spec->pairs[i].first, &spec->pairs[i].second}) {
-      const std::vector<int32_t> ids = tok.encode(*part, /*add_special=*/false, /*parse_special=*/false);
+      const std::vector<int32_t> ids =
+          tok.encode(*part, /*add_special=*/false, /*parse_special=*/false);
       p.insert(p.end(), ids.begin(), ids.end());
       if (tok.add_eos() && tok.eos_id() >= 0) p.push_back(tok.eos_id());
     }
     if (int64_t(p.size()) > info.max_model_len) {
-      return respond_error(*sink, ApiError::invalid(rerank ? "documents" : "text_2",
-                                                    fmt::format("pair {} has {} tokens, more than the model's "
-                                                                "maximum context length of {} tokens",
-                                                                i, p.size(), info.max_model_len)));
+      return respond_error(
+          *sink, ApiError::invalid(rerank ? "documents" : "text_2",
+                                   fmt::format("pair {} has {} tokens, more than the model's "
+                                               "maximum context length of {} tokens",
+                                               i, p.size(), info.max_model_len)));
     }
     prompts.push_back(std::move(p));
   }

@@ -1,11 +1,11 @@
 #include "server/embeddings_request.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <span>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "model/pooling.h"
 #include "server/json_fields.h"
@@ -14,11 +14,13 @@ namespace omnibus::server {
 namespace {
 
 constexpr const char* kShape =
-    "'input' must be a string, a list of strings, a list of token ids or a list of lists of token ids";
+    "'input' must be a string, a list of strings, a list of token ids or a list of lists of token "
+    "ids";
 
 // A non-empty list of integers; false when `v` is not one. Ids outside the
 // vocabulary set out_of_range.
-bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out, bool& out_of_range) {
+bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out,
+              bool& out_of_range) {
   if (!v.is_array() || v.empty()) return false;
   for (const nlohmann::json& x : v) {
     if (!x.is_number_integer()) return false;
@@ -56,25 +58,30 @@ void parse_input(JsonFields& f, const EmbeddingLimits& limits, EmbeddingSpec& sp
       spec.inputs.push_back(std::move(in));
     }
     if (p->size() > size_t(limits.max_inputs)) {
-      f.fail(ApiError::invalid("input", fmt::format("at most {} inputs per request", limits.max_inputs)));
+      f.fail(ApiError::invalid("input",
+                               fmt::format("at most {} inputs per request", limits.max_inputs)));
     }
   } else {
     f.fail(ApiError::invalid("input", p->is_array() ? "'input' must not be empty" : kShape));
     return;
   }
   if (out_of_range) {
-    f.fail(ApiError::invalid("input", fmt::format("input token ids must be in [0, {})", limits.n_vocab)));
+    f.fail(ApiError::invalid("input",
+                             fmt::format("input token ids must be in [0, {})", limits.n_vocab)));
   }
   for (const PromptInput& in : spec.inputs) {
-    if (in.is_text && in.text.empty()) f.fail(ApiError::invalid("input", "an input must not be empty"));
+    if (in.is_text && in.text.empty())
+      f.fail(ApiError::invalid("input", "an input must not be empty"));
   }
 }
 
 }  // namespace
 
-ApiResult<EmbeddingSpec> parse_embedding_request(const std::string& body, const EmbeddingLimits& limits) {
+ApiResult<EmbeddingSpec> parse_embedding_request(const std::string& body,
+                                                 const EmbeddingLimits& limits) {
   const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return ApiError::invalid("", "the request body is not valid JSON", "invalid_json");
+  if (j.is_discarded())
+    return ApiError::invalid("", "the request body is not valid JSON", "invalid_json");
   if (!j.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
   JsonFields f(j);
   EmbeddingSpec spec;
@@ -82,16 +89,18 @@ ApiResult<EmbeddingSpec> parse_embedding_request(const std::string& body, const 
   std::string format = "float";
   f.get_string("encoding_format", format);
   if (f.ok() && format != "float" && format != "base64") {
-    f.fail(ApiError::invalid("encoding_format", fmt::format("'encoding_format' must be \"float\" or \"base64\", "
-                                                            "got \"{}\"",
-                                                            format)));
+    f.fail(ApiError::invalid("encoding_format",
+                             fmt::format("'encoding_format' must be \"float\" or \"base64\", "
+                                         "got \"{}\"",
+                                         format)));
   }
   spec.base64 = format == "base64";
   f.get_int("dimensions", int32_t(1), std::max(limits.n_embd, 1), spec.dimensions);
   int32_t truncate = 0;
   f.get_int("truncate_prompt_tokens", int32_t(-1), INT32_MAX, truncate);
   if (f.ok() && truncate == 0 && f.find("truncate_prompt_tokens") != nullptr) {
-    f.fail(ApiError::invalid("truncate_prompt_tokens", "'truncate_prompt_tokens' must be -1 or >= 1"));
+    f.fail(
+        ApiError::invalid("truncate_prompt_tokens", "'truncate_prompt_tokens' must be -1 or >= 1"));
   }
   spec.truncate_prompt_tokens = truncate;
   std::string ignored;
@@ -102,8 +111,8 @@ ApiResult<EmbeddingSpec> parse_embedding_request(const std::string& body, const 
 }
 
 ApiResult<std::vector<int32_t>> fit_embedding_input(std::vector<int32_t> ids, bool from_text,
-                                                    int32_t end_token, int32_t truncate, int32_t max_len,
-                                                    size_t index) {
+                                                    int32_t end_token, int32_t truncate,
+                                                    int32_t max_len, size_t index) {
   const int32_t k = truncate < 0 ? max_len : truncate;
   if (k > 0 && int64_t(ids.size()) > k) {
     if (!from_text) {
@@ -115,9 +124,10 @@ ApiResult<std::vector<int32_t>> fit_embedding_input(std::vector<int32_t> ids, bo
     }
   }
   if (int64_t(ids.size()) > max_len) {
-    return ApiError::invalid("input", fmt::format("input {} has {} tokens, more than the model's maximum context "
-                                                  "length of {} tokens (set truncate_prompt_tokens to cut it)",
-                                                  index, ids.size(), max_len));
+    return ApiError::invalid(
+        "input", fmt::format("input {} has {} tokens, more than the model's maximum context "
+                             "length of {} tokens (set truncate_prompt_tokens to cut it)",
+                             index, ids.size(), max_len));
   }
   return ids;
 }
@@ -132,7 +142,8 @@ std::vector<float> finish_embedding(std::vector<float> v, bool normalize, int32_
 }
 
 std::string base64_encode(const void* data, size_t n) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   const auto* b = static_cast<const uint8_t*>(data);
   std::string out;
   out.reserve((n + 2) / 3 * 4);
@@ -160,10 +171,11 @@ std::string embedding_response(const std::vector<std::vector<float>>& vectors, b
     }
     data.push_back(std::move(e));
   }
-  const nlohmann::json r = {{"object", "list"},
-                            {"data", std::move(data)},
-                            {"model", model},
-                            {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+  const nlohmann::json r = {
+      {"object", "list"},
+      {"data", std::move(data)},
+      {"model", model},
+      {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
   return r.dump();
 }
 

@@ -43,14 +43,15 @@ struct EmbeddingLimits {
   int32_t max_inputs = 2048;  // OpenAI's bound on a batch
 };
 
-ApiResult<EmbeddingSpec> parse_embedding_request(const std::string& body, const EmbeddingLimits& limits);
+ApiResult<EmbeddingSpec> parse_embedding_request(const std::string& body,
+                                                 const EmbeddingLimits& limits);
 
 // One input's tokens after truncation (above; truncate -1 means max_len, 0
 // none); `end_token` >= 0: the token a text's tokenization ended with, kept
 // last. A 400 naming `input` when longer than max_len.
 ApiResult<std::vector<int32_t>> fit_embedding_input(std::vector<int32_t> ids, bool from_text,
-                                                    int32_t end_token, int32_t truncate, int32_t max_len,
-                                                    size_t index);
+                                                    int32_t end_token, int32_t truncate,
+                                                    int32_t max_len, size_t index);
 
 // The vector a client gets: normalised (when `normalize`), truncated to
 // `dimensions` (> 0) and then normalised again.

@@ -19,7 +19,8 @@ TEST(EmbeddingsRequest, ParsesEveryInputShape) {
   ASSERT_EQ(a->inputs.size(), 1u);
   EXPECT_TRUE(a->inputs[0].is_text);
   auto b = parse_embedding_request(R"({"input": [[1, 2], "x", [3]], "encoding_format": "base64",
-                                       "dimensions": 4, "truncate_prompt_tokens": -1})", kLimits);
+                                       "dimensions": 4, "truncate_prompt_tokens": -1})",
+                                   kLimits);
   ASSERT_TRUE(b.ok()) << b.error().message;
   ASSERT_EQ(b->inputs.size(), 3u);
   EXPECT_EQ(b->inputs[0].ids, (std::vector<int32_t>{1, 2}));
@@ -33,8 +34,12 @@ TEST(EmbeddingsRequest, ParsesEveryInputShape) {
 
 TEST(EmbeddingsRequest, RejectsWithTheField) {
   for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
-           {"[]", ""}, {R"({})", "input"}, {R"({"input": 3})", "input"}, {R"({"input": [100]})", "input"},
-           {R"({"input": ["a", "b", "c", "d", "e"]})", "input"}, {R"({"input": "x", "dimensions": 9})", "dimensions"},
+           {"[]", ""},
+           {R"({})", "input"},
+           {R"({"input": 3})", "input"},
+           {R"({"input": [100]})", "input"},
+           {R"({"input": ["a", "b", "c", "d", "e"]})", "input"},
+           {R"({"input": "x", "dimensions": 9})", "dimensions"},
            {R"({"input": "x", "encoding_format": "f16"})", "encoding_format"},
            {R"({"input": "x", "truncate_prompt_tokens": 0})", "truncate_prompt_tokens"}}) {
     auto r = parse_embedding_request(body, kLimits);
@@ -74,7 +79,8 @@ TEST(EmbeddingsRequest, NormalisesTruncatesAndEncodes) {
 }
 
 TEST(RerankRequest, OrdersByScoreAndKeepsTopN) {
-  auto spec = parse_rerank_request(R"({"query": "q", "documents": ["a", {"text": "b"}, "c"], "top_n": 2})", 8);
+  auto spec = parse_rerank_request(
+      R"({"query": "q", "documents": ["a", {"text": "b"}, "c"], "top_n": 2})", 8);
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   ASSERT_EQ(spec->pairs.size(), 3u);
   EXPECT_EQ(spec->pairs[1], (std::pair<std::string, std::string>{"q", "b"}));

@@ -2,10 +2,10 @@
 // tool calls and reasoning split -> OpenAI choices, streamed as SSE chunks or answered whole.
 #include "server/generation.h"
 
+#include <fmt/format.h>
+
 #include <ctime>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "server/openai_response.h"
 #include "server/sse.h"
@@ -17,11 +17,13 @@ namespace {
 std::string new_id(Endpoint endpoint) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
-  return fmt::format("{}-{:08x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", uint32_t(salt),
-                     uint32_t(counter.fetch_add(1) + 1));
+  return fmt::format("{}-{:08x}{:08x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",
+                     uint32_t(salt), uint32_t(counter.fetch_add(1) + 1));
 }
 
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 // vLLM's choice.stop_reason: the stop string that ended the choice, else null.
 nlohmann::json stop_reason_json(const ChoiceOutput& out) {
@@ -30,8 +32,8 @@ nlohmann::json stop_reason_json(const ChoiceOutput& out) {
 
 }  // namespace
 
-Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<PreparedPrompt> prompts,
-                       std::shared_ptr<ResponseSink> sink)
+Generation::Generation(GenerationContext ctx, GenerationSpec spec,
+                       std::vector<PreparedPrompt> prompts, std::shared_ptr<ResponseSink> sink)
     : ctx_(std::move(ctx)),
       spec_(std::move(spec)),
       prompts_(std::move(prompts)),
@@ -42,14 +44,16 @@ Generation::Generation(GenerationContext ctx, GenerationSpec spec, std::vector<P
   parts_.resize(prompts_.size());
   choices_.resize(prompts_.size() * n);
   std::shared_ptr<const ToolParamTypes> param_types;
-  if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output()) param_types = tool_param_types(spec_.tools);
+  if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output())
+    param_types = tool_param_types(spec_.tools);
   for (size_t k = 0; k < prompts_.size(); ++k) {
     const size_t base = spec_.echo ? prompts_[k].echo_text.size() : 0;
     for (size_t j = 0; j < n; ++j) {
       choices_[k * n + j].out =
           std::make_unique<ChoiceOutput>(*ctx_.tokenizer, spec_.stop, spec_.logprobs >= 0, base);
       if (spec_.endpoint == Endpoint::kChat && spec_.tools.parse_output()) {
-        choices_[k * n + j].tools = std::make_unique<ChoiceToolCalls>(ctx_.tool_parser, param_types);
+        choices_[k * n + j].tools =
+            std::make_unique<ChoiceToolCalls>(ctx_.tool_parser, param_types);
       }
       if (spec_.endpoint == Endpoint::kChat && ctx_.reasoning_parser != ReasoningFormat::kNone) {
         choices_[k * n + j].reasoning =
@@ -78,9 +82,10 @@ void Generation::start(std::vector<std::shared_ptr<RequestStream>> streams) {
   if (spec_.endpoint == Endpoint::kChat) {
     for (size_t i = 0; i < choices_.size(); ++i) {
       nlohmann::json c = chunk_base();
-      c["choices"] = nlohmann::json::array(
-          {{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-            {"finish_reason", nullptr}}});
+      c["choices"] = nlohmann::json::array({{{"index", i},
+                                             {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                             {"logprobs", nullptr},
+                                             {"finish_reason", nullptr}}});
       if (spec_.include_usage) c["usage"] = nullptr;
       sink_->write(sse_event(c));
     }
@@ -153,7 +158,8 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
     // Scoring a prompt: the one generated token is dropped.
     EngineEvent end = e;
     end.token = -1;
-    if (end.finish == FinishReason::kNone || end.finish == FinishReason::kStop) end.finish = FinishReason::kLength;
+    if (end.finish == FinishReason::kNone || end.finish == FinishReason::kStop)
+      end.finish = FinishReason::kLength;
     d = choice.out->on_event(end);
   } else {
     d = choice.out->on_event(e);
@@ -162,7 +168,8 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
     choice.echoed = true;
     add_echo(k, d);
   }
-  if (!d.finish_reason.empty()) ctx_.metrics->count_finished(cancelled_ ? "abort" : d.finish_reason);
+  if (!d.finish_reason.empty())
+    ctx_.metrics->count_finished(cancelled_ ? "abort" : d.finish_reason);
   if (!was_finished) emit(ci, d);
 
   // Every choice of this request ended on a stop string: stop its sequences in the engine.
@@ -181,7 +188,8 @@ void Generation::handle_event(size_t k, const EngineEvent& e) {
       const auto submit = part.stream->submit_time();
       ctx_.metrics->observe_e2e(seconds(part.last_token - submit));
       if (part.max_tokens_seen > 1) {
-        ctx_.metrics->observe_tpot(seconds(part.last_token - part.first_token) / double(part.max_tokens_seen - 1));
+        ctx_.metrics->observe_tpot(seconds(part.last_token - part.first_token) /
+                                   double(part.max_tokens_seen - 1));
       }
     }
     if (++n_final_ == parts_.size()) finish();
@@ -216,7 +224,8 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
     }
     return;
   }
-  if (d.text.empty() && reasoning.empty() && d.logprobs.empty() && d.finish_reason.empty() && tool_deltas.empty()) {
+  if (d.text.empty() && reasoning.empty() && d.logprobs.empty() && d.finish_reason.empty() &&
+      tool_deltas.empty()) {
     return;
   }
   if (cancelled_) return;
@@ -242,7 +251,8 @@ void Generation::emit(size_t ci, ChoiceDelta& d) {
     ch["text"] = d.text;
   }
   ch["logprobs"] = std::move(lp);
-  ch["finish_reason"] = d.finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.finish_reason);
+  ch["finish_reason"] =
+      d.finish_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.finish_reason);
   if (!d.finish_reason.empty()) ch["stop_reason"] = stop_reason_json(*choice.out);
   c["choices"] = nlohmann::json::array({std::move(ch)});
   if (spec_.include_usage) c["usage"] = nullptr;
@@ -262,10 +272,12 @@ void Generation::finish() {
     cut = cut || c.out->finish_reason().empty() || c.out->finish_reason() == "abort";
   }
   cut = cut && shutdown_.load() && !cancelled_;
-  if (cut) ctx_.counters->n_cut.fetch_add(1);  // before the response is out: the drain reads it after
+  if (cut)
+    ctx_.counters->n_cut.fetch_add(1);  // before the response is out: the drain reads it after
   if (spec_.echo_only) completion_tokens = 0;
-  const nlohmann::json usage = usage_json(prompt_tokens, completion_tokens, cached,
-                                          ctx_.reasoning_parser != ReasoningFormat::kNone ? reasoning_tokens : -1);
+  const nlohmann::json usage =
+      usage_json(prompt_tokens, completion_tokens, cached,
+                 ctx_.reasoning_parser != ReasoningFormat::kNone ? reasoning_tokens : -1);
   if (spec_.stream) {
     // A cut stream has had each unfinished choice's last chunk with
     // finish_reason "abort"; it ends like any other.
@@ -280,10 +292,10 @@ void Generation::finish() {
       sink_->end_stream();
     }
   } else if (cut) {
-    const ApiError e = ApiError::unavailable(
-        fmt::format("the server shut down before this request finished ({} of its tokens had been generated); "
-                    "retry it",
-                    completion_tokens));
+    const ApiError e = ApiError::unavailable(fmt::format(
+        "the server shut down before this request finished ({} of its tokens had been generated); "
+        "retry it",
+        completion_tokens));
     sink_->respond(e.status, "application/json", e.to_json());
   } else if (!cancelled_) {
     sink_->respond(200, "application/json", response_body(usage));  // its JSON tree freed first
@@ -324,9 +336,10 @@ std::string Generation::response_body(const nlohmann::json& usage) {
       ch["text"] = std::move(c.text);
     }
     if (c.reasoning) {
-      const nlohmann::json thinking = spec_.reasoning.include_reasoning && !c.reasoning->reasoning().empty()
-                                          ? nlohmann::json(c.reasoning->reasoning())
-                                          : nlohmann::json(nullptr);
+      const nlohmann::json thinking =
+          spec_.reasoning.include_reasoning && !c.reasoning->reasoning().empty()
+              ? nlohmann::json(c.reasoning->reasoning())
+              : nlohmann::json(nullptr);
       ch["message"]["reasoning_content"] = thinking;
       ch["message"]["reasoning"] = thinking;
     }

@@ -28,10 +28,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "server/choice_output.h"
@@ -106,11 +105,12 @@ class Generation {
   struct Choice {
     std::unique_ptr<ChoiceOutput> out;
     bool echoed = false;
-    std::string text;       // non-streaming: the whole text
-    nlohmann::json logprobs;  // non-streaming: accumulated logprobs
+    std::string text;                        // non-streaming: the whole text
+    nlohmann::json logprobs;                 // non-streaming: accumulated logprobs
     std::unique_ptr<ChoiceToolCalls> tools;  // chat with tools: reads calls out of the text
-    std::unique_ptr<ChoiceReasoning> reasoning;  // chat with a reasoning parser: splits the text first
-    int32_t n_reasoning_tokens = 0;              // the engine's count, up to the choice's end
+    std::unique_ptr<ChoiceReasoning>
+        reasoning;                   // chat with a reasoning parser: splits the text first
+    int32_t n_reasoning_tokens = 0;  // the engine's count, up to the choice's end
   };
 
   void handle_event(size_t k, const EngineEvent& e);

@@ -80,8 +80,9 @@ ApiResult<PreparedGeneration> ApiServer::prepare_generation(Endpoint endpoint,
   std::vector<PreparedPrompt> prompts;
   const char* param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (endpoint == Endpoint::kChat) {
-    StatusOr<std::string> text = backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
-                                                        spec->tools.tool_jsons(), spec->reasoning.template_kwargs);
+    StatusOr<std::string> text =
+        backend_.chat_renderer(spec->messages, spec->add_generation_prompt,
+                               spec->tools.tool_jsons(), spec->reasoning.template_kwargs);
     if (!text.is_ok()) {
       return ApiError::invalid("messages",
                                "cannot apply the chat template: " + text.status().message());
@@ -90,9 +91,10 @@ ApiResult<PreparedGeneration> ApiServer::prepare_generation(Endpoint endpoint,
         PreparedPrompt{tok.encode(*text, /*add_special=*/false, /*parse_special=*/true), ""});
     if (backend_.reasoning_parser != ReasoningFormat::kNone) {
       spec->starts_in_reasoning = starts_in_reasoning(backend_.reasoning_parser, *text);
-      spec->base.thinking = thinking_rule(tok, backend_.reasoning_parser, spec->starts_in_reasoning,
-                                          spec->reasoning.thinking_budget >= 0 ? spec->reasoning.thinking_budget
-                                                                               : backend_.reasoning_budget);
+      spec->base.thinking =
+          thinking_rule(tok, backend_.reasoning_parser, spec->starts_in_reasoning,
+                        spec->reasoning.thinking_budget >= 0 ? spec->reasoning.thinking_budget
+                                                             : backend_.reasoning_budget);
     }
   } else {
     for (const PromptInput& in : spec->prompts) {

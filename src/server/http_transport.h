@@ -35,9 +35,9 @@ namespace omnibus::server {
 
 struct TransportConfig {
   std::string host = "127.0.0.1";
-  int port = 8080;                      // 0: any free port (see port())
-  int threads = 2;                      // I/O threads
-  int64_t max_body_bytes = 8 << 20;     // larger bodies get 413
+  int port = 8080;                   // 0: any free port (see port())
+  int threads = 2;                   // I/O threads
+  int64_t max_body_bytes = 8 << 20;  // larger bodies get 413
   // Read timeouts, against clients that hold connections by sending slowly
   // (slowloris): a request's line and headers must have arrived header_timeout
   // after the read began (the connection's opening, or the end of its

@@ -1,22 +1,30 @@
 #include "server/json_fields.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace omnibus::server {
 
 const char* json_type_name(const nlohmann::json& v) {
   switch (v.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::boolean: return "boolean";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "boolean";
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return "integer";
-    case nlohmann::json::value_t::number_float: return "number";
-    case nlohmann::json::value_t::string: return "string";
-    case nlohmann::json::value_t::array: return "array";
-    case nlohmann::json::value_t::object: return "object";
-    default: return "value";
+    case nlohmann::json::value_t::number_unsigned:
+      return "integer";
+    case nlohmann::json::value_t::number_float:
+      return "number";
+    case nlohmann::json::value_t::string:
+      return "string";
+    case nlohmann::json::value_t::array:
+      return "array";
+    case nlohmann::json::value_t::object:
+      return "object";
+    default:
+      return "value";
   }
 }
 
@@ -78,8 +86,8 @@ void JsonFields::get_number(const char* key, double lo, double hi, float& out, b
   if (!v) return;
   const double x = v->get<double>();
   if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo)) {
-    fail(ApiError::invalid(key, fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[",
-                                            lo, hi, x)));
+    fail(ApiError::invalid(key, fmt::format("'{}' must be in {}{}, {}], got {}", key,
+                                            lo_open ? "(" : "[", lo, hi, x)));
     return;
   }
   out = float(x);

@@ -25,7 +25,8 @@ std::string random_id() {
 
 // The compatibility string: what must be equal for blocks to mean the same
 // thing in both pools. Parsed back field by field to say what differs.
-std::string make_compat(const std::string& fingerprint, const std::string& kv_dtype, int32_t block_size) {
+std::string make_compat(const std::string& fingerprint, const std::string& kv_dtype,
+                        int32_t block_size) {
   return fmt::format("model={};kv_dtype={};block_size={}", fingerprint, kv_dtype, block_size);
 }
 
@@ -44,14 +45,16 @@ std::map<std::string, std::string> split_compat(const std::string& s) {
 }
 
 ApiError kv_params_error(const std::string& field, const std::string& what) {
-  return ApiError::invalid(std::string(kParam) + "." + field, fmt::format("{}.{} {}", kParam, field, what),
+  return ApiError::invalid(std::string(kParam) + "." + field,
+                           fmt::format("{}.{} {}", kParam, field, what),
                            "invalid_kv_transfer_params");
 }
 
 // K and V of every layer of remote block remote_blocks[i] -> local block
 // dst[i]; runs consecutive on both sides move as one range.
 std::vector<KvSegment> block_segments(const KvRegionInfo& local, const KvRegionLayout& remote,
-                                      std::span<const int32_t> remote_blocks, const std::vector<int32_t>& dst) {
+                                      std::span<const int32_t> remote_blocks,
+                                      const std::vector<int32_t>& dst) {
   std::vector<KvSegment> segs;
   for (size_t l = 0; l < local.k_offset.size(); ++l) {
     for (int kv = 0; kv < 2; ++kv) {
@@ -80,9 +83,12 @@ using kv_transfer::offer_signed_text;
 
 const char* kv_role_name(KvRole r) {
   switch (r) {
-    case KvRole::kBoth: return "both";
-    case KvRole::kPrefill: return "prefill";
-    case KvRole::kDecode: return "decode";
+    case KvRole::kBoth:
+      return "both";
+    case KvRole::kPrefill:
+      return "prefill";
+    case KvRole::kDecode:
+      return "decode";
   }
   return "?";
 }
@@ -93,10 +99,12 @@ StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(
     return Status::invalid_argument("--kv-role needs prefix caching (drop --no-prefix-caching)");
   }
   if (options.auth == nullptr) {
-    return Status::invalid_argument("KV transfer needs the deployment's secret: --kv-transfer-secret-file FILE (or "
-                                    "--kv-transfer-secret), the same on every prefill and decode worker");
+    return Status::invalid_argument(
+        "KV transfer needs the deployment's secret: --kv-transfer-secret-file FILE (or "
+        "--kv-transfer-secret), the same on every prefill and decode worker");
   }
-  const std::string compat = make_compat(options.model_fingerprint, kv_dtype, engine.info().block_size);
+  const std::string compat =
+      make_compat(options.model_fingerprint, kv_dtype, engine.info().block_size);
   std::unique_ptr<KvTransferService> s(new KvTransferService(engine, std::move(options), compat));
   KvTransferOptions ao;
   ao.auth = s->options_.auth;
@@ -114,13 +122,16 @@ StatusOr<std::unique_ptr<KvTransferService>> KvTransferService::create(
   ao.layout.v_block_bytes = s->region_.v_block_bytes;
   ao.layout.compat = compat;
   KvTransferService* self = s.get();
-  ao.on_release = [self](const std::string& id, int32_t n_blocks) { self->on_release(id, n_blocks); };
+  ao.on_release = [self](const std::string& id, int32_t n_blocks) {
+    self->on_release(id, n_blocks);
+  };
   OMNIBUS_ASSIGN_OR_RETURN(s->agent_, KvTransferAgent::create(std::move(ao)));
   s->expirer_ = std::thread([self] { self->expire_loop(); });
   return s;
 }
 
-KvTransferService::KvTransferService(Engine& engine, KvTransferServiceOptions options, std::string compat)
+KvTransferService::KvTransferService(Engine& engine, KvTransferServiceOptions options,
+                                     std::string compat)
     : engine_(&engine),
       options_(std::move(options)),
       compat_(std::move(compat)),
@@ -157,20 +168,24 @@ ApiResult<KvTransferService::Ask> KvTransferService::classify(const json* params
     return true;
   };
   bool remote_decode = false, remote_prefill = false;
-  if (!flag("do_remote_decode", remote_decode)) return kv_params_error("do_remote_decode", "must be a boolean");
-  if (!flag("do_remote_prefill", remote_prefill)) return kv_params_error("do_remote_prefill", "must be a boolean");
+  if (!flag("do_remote_decode", remote_decode))
+    return kv_params_error("do_remote_decode", "must be a boolean");
+  if (!flag("do_remote_prefill", remote_prefill))
+    return kv_params_error("do_remote_prefill", "must be a boolean");
   if (remote_decode && remote_prefill) {
     return kv_params_error("do_remote_prefill", "and do_remote_decode cannot both be true");
   }
   if (remote_decode) {
     if (options_.role == KvRole::kDecode) {
-      return kv_params_error("do_remote_decode", "asks for a prefill, but this worker runs with --kv-role decode");
+      return kv_params_error("do_remote_decode",
+                             "asks for a prefill, but this worker runs with --kv-role decode");
     }
     return Ask::kRemoteDecode;
   }
   if (remote_prefill) {
     if (options_.role == KvRole::kPrefill) {
-      return kv_params_error("do_remote_prefill", "asks for a decode, but this worker runs with --kv-role prefill");
+      return kv_params_error("do_remote_prefill",
+                             "asks for a decode, but this worker runs with --kv-role prefill");
     }
     return Ask::kRemotePrefill;
   }
@@ -189,7 +204,8 @@ json KvTransferService::offer(const KvPinned& pinned, int32_t n_prompt_tokens) {
   o.window_bytes = pinned.window_bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    offers_[id] = Offer{pinned.pin_id, int32_t(pinned.blocks.size()), Clock::now() + options_.timeout};
+    offers_[id] =
+        Offer{pinned.pin_id, int32_t(pinned.blocks.size()), Clock::now() + options_.timeout};
     ++offers_total_;
   }
   agent_->offer(std::move(o));
@@ -227,7 +243,8 @@ void KvTransferService::on_release(const std::string& id, int32_t n_blocks) {
     const uint64_t pin_id = it->second.pin_id;
     n_blocks = std::clamp(n_blocks, 0, it->second.n_blocks);
     blocks_served_ += uint64_t(n_blocks);
-    bytes_served_ += uint64_t(n_blocks) * (region_.k_block_bytes + region_.v_block_bytes) * region_.k_offset.size();
+    bytes_served_ += uint64_t(n_blocks) * (region_.k_block_bytes + region_.v_block_bytes) *
+                     region_.k_offset.size();
     offers_.erase(it);
     if (engine_ != nullptr) engine_->unpin(pin_id);  // queues it: cheap under the lock
   }
@@ -267,25 +284,28 @@ void KvTransferService::expire_loop() {
 std::optional<ApiError> KvTransferService::check_offer(const json& params, const ImportParams* p) {
   if (p == nullptr) {  // the signature first: nothing a client wrote is acted on, or connected to
     auto om = params.find("omnibus");
-    const json* mac = om != params.end() && om->is_object() && om->contains("mac") ? &(*om)["mac"] : nullptr;
+    const json* mac =
+        om != params.end() && om->is_object() && om->contains("mac") ? &(*om)["mac"] : nullptr;
     if (mac != nullptr && mac->is_string() &&
         options_.auth->verify_hex(offer_signed_text(params), mac->get_ref<const std::string&>())) {
       return std::nullopt;
     }
     std::lock_guard<std::mutex> lock(mu_);
     ++forged_;
-    return ApiError::invalid(kParam,
-                             "kv_transfer_params are not signed by a prefill worker of this deployment (omnibus.mac "
-                             "is missing or wrong: forged, altered, or a worker with another --kv-transfer-secret)",
-                             "kv_transfer_unauthenticated");
+    return ApiError::invalid(
+        kParam,
+        "kv_transfer_params are not signed by a prefill worker of this deployment (omnibus.mac "
+        "is missing or wrong: forged, altered, or a worker with another --kv-transfer-secret)",
+        "kv_transfer_unauthenticated");
   }
   if (!options_.peers.allows_host(p->host)) {
     std::lock_guard<std::mutex> lock(mu_);
     ++not_a_peer_;
-    return ApiError::invalid(std::string(kParam) + ".remote_host",
-                             fmt::format("{}.remote_host '{}' is not in this worker's --kv-transfer-peers ('{}')",
-                                         kParam, p->host, options_.peers.spec()),
-                             "kv_transfer_peer_not_allowed");
+    return ApiError::invalid(
+        std::string(kParam) + ".remote_host",
+        fmt::format("{}.remote_host '{}' is not in this worker's --kv-transfer-peers ('{}')",
+                    kParam, p->host, options_.peers.spec()),
+        "kv_transfer_peer_not_allowed");
   }
   if (p->compat != compat_) {
     const auto mine = split_compat(compat_), theirs = split_compat(p->compat);
@@ -293,7 +313,9 @@ std::optional<ApiError> KvTransferService::check_offer(const json& params, const
     for (const auto& [k, v] : mine) {
       auto t = theirs.find(k);
       const std::string tv = t == theirs.end() ? "(none)" : t->second;
-      if (tv != v) diff += fmt::format("{}{}: prefill worker {}, this worker {}", diff.empty() ? "" : "; ", k, tv, v);
+      if (tv != v)
+        diff += fmt::format("{}{}: prefill worker {}, this worker {}", diff.empty() ? "" : "; ", k,
+                            tv, v);
     }
     return ApiError::invalid(std::string(kParam),
                              "the prefill worker's KV cache is incompatible with this worker's (" +
@@ -304,21 +326,25 @@ std::optional<ApiError> KvTransferService::check_offer(const json& params, const
     return kv_params_error("omnibus.window", "is given, but this KV format has no fp16 window");
   }
   if (p->window_offset >= 0 && p->window_bytes != region_.window_bytes) {
-    return kv_params_error("omnibus.window", fmt::format("bytes must be {} (this worker's window rows), not {}",
-                                                         region_.window_bytes, p->window_bytes));
+    return kv_params_error("omnibus.window",
+                           fmt::format("bytes must be {} (this worker's window rows), not {}",
+                                       region_.window_bytes, p->window_bytes));
   }
   return std::nullopt;
 }
 
 // The blocks must be this prompt's: the chain of its own tokens from its
 // cache salt's root.
-std::optional<ApiError> KvTransferService::check_chain(const ImportParams& p, const std::vector<int32_t>& prompt,
+std::optional<ApiError> KvTransferService::check_chain(const ImportParams& p,
+                                                       const std::vector<int32_t>& prompt,
                                                        const std::string& cache_salt) const {
   const int32_t n = int32_t(p.blocks.size());
   const int32_t bs = block_size_;
   if (int64_t(n) * bs > int64_t(prompt.size()) - 1) {
-    return kv_params_error("remote_block_ids", fmt::format("names {} blocks of {} tokens, more than this prompt of {} "
-                                                           "tokens has before its last token", n, bs, prompt.size()));
+    return kv_params_error("remote_block_ids",
+                           fmt::format("names {} blocks of {} tokens, more than this prompt of {} "
+                                       "tokens has before its last token",
+                                       n, bs, prompt.size()));
   }
   const std::vector<uint64_t> keys =
       PrefixCache::chain_keys(prompt, n, bs, PrefixCache::root_key(cache_salt));
@@ -372,8 +398,9 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::claimed(const ImportPara
     if (claim.status().code() == StatusCode::kInvalidArgument) {
       std::lock_guard<std::mutex> lock(mu_);
       ++refused_;
-      return ApiError::invalid(kParam, "the prefill worker refused the transfer: " + claim.status().message(),
-                               "kv_transfer_refused");
+      return ApiError::invalid(
+          kParam, "the prefill worker refused the transfer: " + claim.status().message(),
+          "kv_transfer_refused");
     }
     fmt::print(stderr,
                "kv transfer: prefill worker {}:{} unreachable ({}); computing the prompt here\n",
@@ -387,7 +414,8 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::claimed(const ImportPara
 
 // After the claim: the owner's layout checked against ours, then the import
 // whose fetch pulls the claimed blocks into the pool.
-ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const ImportParams& p, KvClaim claim) {
+ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const ImportParams& p,
+                                                                    KvClaim claim) {
   const std::string& host = p.host;
   const std::string& id = p.request_id;
   const int port = p.port;
@@ -397,10 +425,12 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const Import
   const uint64_t window_bytes = p.window_bytes;
   const KvRegionLayout remote = std::move(claim.remote);
   const std::string token = std::move(claim.token);
-  if (remote.k_offset.size() != region_.k_offset.size() || remote.k_block_bytes != region_.k_block_bytes ||
+  if (remote.k_offset.size() != region_.k_offset.size() ||
+      remote.k_block_bytes != region_.k_block_bytes ||
       remote.v_block_bytes != region_.v_block_bytes) {
     agent_->release(host, port, id, 0);
-    return ApiError::invalid(kParam, "the prefill worker's KV block layout differs from this worker's",
+    return ApiError::invalid(kParam,
+                             "the prefill worker's KV block layout differs from this worker's",
                              "kv_transfer_incompatible");
   }
   for (int32_t b : remote_blocks) {
@@ -409,7 +439,8 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const Import
       return kv_params_error("remote_block_ids", "names a block outside the prefill worker's pool");
     }
   }
-  if (window_offset >= 0 && (uint64_t(window_offset) > remote.bytes || window_bytes > remote.bytes - uint64_t(window_offset))) {
+  if (window_offset >= 0 && (uint64_t(window_offset) > remote.bytes ||
+                             window_bytes > remote.bytes - uint64_t(window_offset))) {
     agent_->release(host, port, id, 0);
     return kv_params_error("omnibus.window", "lies outside the prefill worker's KV region");
   }
@@ -419,8 +450,10 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const Import
   const KvRegionInfo local = region_;
   KvTransferService* self = this;
   im->fetch = [self, local, remote, remote_blocks, host, port, token, window_offset, window_bytes](
-                   int32_t first, std::vector<int32_t> dst, int64_t window_dst, std::function<void(bool)> done) {
-    std::vector<KvSegment> segs = block_segments(local, remote, std::span(remote_blocks).subspan(size_t(first)), dst);
+                  int32_t first, std::vector<int32_t> dst, int64_t window_dst,
+                  std::function<void(bool)> done) {
+    std::vector<KvSegment> segs =
+        block_segments(local, remote, std::span(remote_blocks).subspan(size_t(first)), dst);
     if (window_dst >= 0) {  // the engine claimed a transfer slot: the window rows go there
       OMNIBUS_CHECK(window_offset >= 0);
       segs.push_back(KvSegment{uint64_t(window_offset), uint64_t(window_dst), window_bytes});
@@ -429,20 +462,23 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const Import
     uint64_t bytes = 0;
     for (const KvSegment& s : segs) bytes += s.bytes;
     const int32_t n_blocks = int32_t(dst.size());
-    self->agent_->pull(host, port, token, std::move(segs), [self, t0, bytes, n_blocks, done](Status st) {
-      {
-        std::lock_guard<std::mutex> lock(self->mu_);
-        if (st.is_ok()) {
-          self->pull_seconds_.observe(std::chrono::duration<double>(Clock::now() - t0).count());
-          self->bytes_pulled_ += bytes;
-          self->blocks_pulled_ += uint64_t(n_blocks);
-        } else {
-          ++self->pull_failures_;
-        }
-      }
-      if (!st.is_ok()) fmt::print(stderr, "kv transfer: pull failed ({}); computing the prompt here\n", st.message());
-      done(st.is_ok());
-    });
+    self->agent_->pull(
+        host, port, token, std::move(segs), [self, t0, bytes, n_blocks, done](Status st) {
+          {
+            std::lock_guard<std::mutex> lock(self->mu_);
+            if (st.is_ok()) {
+              self->pull_seconds_.observe(std::chrono::duration<double>(Clock::now() - t0).count());
+              self->bytes_pulled_ += bytes;
+              self->blocks_pulled_ += uint64_t(n_blocks);
+            } else {
+              ++self->pull_failures_;
+            }
+          }
+          if (!st.is_ok())
+            fmt::print(stderr, "kv transfer: pull failed ({}); computing the prompt here\n",
+                       st.message());
+          done(st.is_ok());
+        });
   };
   im->finished = [self, host, port, id](int32_t n_local, int32_t n_fetched, bool failed) {
     {
@@ -455,53 +491,76 @@ ApiResult<std::shared_ptr<KvImport>> KvTransferService::make_import(const Import
   return im;
 }
 
-std::string KvTransferService::metrics_text(const std::string& labels, const EngineStats& st) const {
+std::string KvTransferService::metrics_text(const std::string& labels,
+                                            const EngineStats& st) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   const auto header = [&out](const char* name, const char* type, const char* help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };
   header("omnibus:kv_transfer_blocks_total", "counter",
-         "KV blocks moved between workers: pulled here (decode), served from here (prefill), or found in the "
+         "KV blocks moved between workers: pulled here (decode), served from here (prefill), or "
+         "found in the "
          "local prefix cache instead of pulled (local).");
-  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"pulled\"}} {}\n", labels, blocks_pulled_);
-  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"served\"}} {}\n", labels, blocks_served_);
-  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"local\"}} {}\n", labels, blocks_local_);
-  header("omnibus:kv_transfer_bytes_total", "counter", "KV bytes moved between workers, in their stored format.");
-  out += fmt::format("omnibus:kv_transfer_bytes_total{{{},direction=\"pulled\"}} {}\n", labels, bytes_pulled_);
-  out += fmt::format("omnibus:kv_transfer_bytes_total{{{},direction=\"served\"}} {}\n", labels, bytes_served_);
-  header("omnibus:kv_transfer_seconds", "histogram", "Time to pull one request's missing KV blocks.");
+  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"pulled\"}} {}\n", labels,
+                     blocks_pulled_);
+  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"served\"}} {}\n", labels,
+                     blocks_served_);
+  out += fmt::format("omnibus:kv_transfer_blocks_total{{{},direction=\"local\"}} {}\n", labels,
+                     blocks_local_);
+  header("omnibus:kv_transfer_bytes_total", "counter",
+         "KV bytes moved between workers, in their stored format.");
+  out += fmt::format("omnibus:kv_transfer_bytes_total{{{},direction=\"pulled\"}} {}\n", labels,
+                     bytes_pulled_);
+  out += fmt::format("omnibus:kv_transfer_bytes_total{{{},direction=\"served\"}} {}\n", labels,
+                     bytes_served_);
+  header("omnibus:kv_transfer_seconds", "histogram",
+         "Time to pull one request's missing KV blocks.");
   pull_seconds_.render("omnibus:kv_transfer_seconds", labels, out);
   header("omnibus:kv_transfer_pinned_blocks", "gauge",
          "KV blocks pinned for decode workers that have not pulled them yet (prefill side).");
   out += fmt::format("omnibus:kv_transfer_pinned_blocks{{{}}} {}\n", labels, st.kv_blocks_pinned);
-  header("omnibus:kv_transfer_offers_total", "counter", "Prompts offered to decode workers (prefill side).");
+  header("omnibus:kv_transfer_offers_total", "counter",
+         "Prompts offered to decode workers (prefill side).");
   out += fmt::format("omnibus:kv_transfer_offers_total{{{}}} {}\n", labels, offers_total_);
   header("omnibus:kv_transfer_timeouts_total", "counter",
          "Offers unpinned by --kv-transfer-timeout because no decode worker released them.");
   out += fmt::format("omnibus:kv_transfer_timeouts_total{{{}}} {}\n", labels, timeouts_);
   header("omnibus:kv_transfer_fallbacks_total", "counter",
-         "Remotely prefilled requests whose prompt was computed here instead (prefill worker unreachable, pull "
+         "Remotely prefilled requests whose prompt was computed here instead (prefill worker "
+         "unreachable, pull "
          "failed, or no room in the pool).");
   out += fmt::format("omnibus:kv_transfer_fallbacks_total{{{}}} {}\n", labels, fallbacks_);
   header("omnibus:kv_transfer_refused_total", "counter",
-         "kv_transfer_params the prefill worker refused (forged, stale or already used): answered 400.");
+         "kv_transfer_params the prefill worker refused (forged, stale or already used): answered "
+         "400.");
   out += fmt::format("omnibus:kv_transfer_refused_total{{{}}} {}\n", labels, refused_);
-  header("omnibus:kv_transfer_pull_failures_total", "counter", "Pulls that failed part-way (then computed here).");
+  header("omnibus:kv_transfer_pull_failures_total", "counter",
+         "Pulls that failed part-way (then computed here).");
   out += fmt::format("omnibus:kv_transfer_pull_failures_total{{{}}} {}\n", labels, pull_failures_);
   const KvTransferStats a = agent_->stats();
   header("omnibus:kv_transfer_rejected_total", "counter",
-         "What the KV-transfer plane turned away: kv_transfer_params without a valid signature (unsigned), naming "
-         "a remote_host outside --kv-transfer-peers (peer), side-channel connections from unlisted hosts "
-         "(connection), side-channel messages without a valid seal (seal), fetches outside a live claim (fetch).");
-  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"unsigned\"}} {}\n", labels, forged_);
-  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"peer\"}} {}\n", labels, not_a_peer_);
-  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"connection\"}} {}\n", labels, a.not_a_peer);
-  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"seal\"}} {}\n", labels, a.unauthenticated);
-  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"fetch\"}} {}\n", labels, a.fetches_refused);
+         "What the KV-transfer plane turned away: kv_transfer_params without a valid signature "
+         "(unsigned), naming "
+         "a remote_host outside --kv-transfer-peers (peer), side-channel connections from unlisted "
+         "hosts "
+         "(connection), side-channel messages without a valid seal (seal), fetches outside a live "
+         "claim (fetch).");
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"unsigned\"}} {}\n", labels,
+                     forged_);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"peer\"}} {}\n", labels,
+                     not_a_peer_);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"connection\"}} {}\n", labels,
+                     a.not_a_peer);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"seal\"}} {}\n", labels,
+                     a.unauthenticated);
+  out += fmt::format("omnibus:kv_transfer_rejected_total{{{},reason=\"fetch\"}} {}\n", labels,
+                     a.fetches_refused);
   header("omnibus:kv_transfer_pins_refused_total", "counter",
-         "Prefills for a remote decode answered without an offer: --kv-transfer-max-pinned blocks were pinned.");
-  out += fmt::format("omnibus:kv_transfer_pins_refused_total{{{}}} {}\n", labels, st.kv_pins_refused);
+         "Prefills for a remote decode answered without an offer: --kv-transfer-max-pinned blocks "
+         "were pinned.");
+  out +=
+      fmt::format("omnibus:kv_transfer_pins_refused_total{{{}}} {}\n", labels, st.kv_pins_refused);
   return out;
 }
 

@@ -50,17 +50,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/engine.h"
 #include "kv_transfer/kv_transfer_agent.h"
-#include "server/api_error.h"
 #include "kv_transfer/offer_params.h"
+#include "server/api_error.h"
 #include "server/metrics.h"
 
 namespace omnibus::server {
@@ -71,10 +70,10 @@ const char* kv_role_name(KvRole r);
 struct KvTransferServiceOptions {
   KvRole role = KvRole::kBoth;
   std::shared_ptr<const kv_transfer::TransferAuth> auth;  // required
-  kv_transfer::PeerList peers;     // --kv-transfer-peers
+  kv_transfer::PeerList peers;                            // --kv-transfer-peers
   std::string host = "127.0.0.1";  // advertised in remote_host (--kv-transfer-host)
   std::string listen_host = "0.0.0.0";
-  int port = 0;                    // --kv-transfer-port (0: ephemeral)
+  int port = 0;                       // --kv-transfer-port (0: ephemeral)
   std::chrono::seconds timeout{120};  // --kv-transfer-timeout: unpin what was never pulled
   std::string model_fingerprint;      // hex of gguf_fingerprint() of the served GGUF
   std::chrono::milliseconds io_timeout{5000};
@@ -84,7 +83,8 @@ class KvTransferService {
  public:
   // Starts the agent over the engine's KV pool. REQUIRES: the engine outlives
   // the service, prefix caching on.
-  static StatusOr<std::unique_ptr<KvTransferService>> create(Engine& engine, const std::string& kv_dtype,
+  static StatusOr<std::unique_ptr<KvTransferService>> create(Engine& engine,
+                                                             const std::string& kv_dtype,
                                                              KvTransferServiceOptions options);
   // Stops the timeout thread and the agent (pulls in flight end, their
   // callbacks run). Pins left are the engine's to free at its shutdown.

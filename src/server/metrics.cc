@@ -167,8 +167,10 @@ std::string ServerMetrics::render(const EngineStats& st,
     gauge("omnibus:kv_disk_enabled",
           "1 when the prefix cache's disk tier (--kv-offload-dir) works.", d.enabled ? 1.0 : 0.0);
     gauge("omnibus:kv_disk_writes_enabled",
-          "1 while the disk tier writes (0 while the file system has no room for a block, and after a "
-          "write error).", d.writes_enabled ? 1.0 : 0.0);
+          "1 while the disk tier writes (0 while the file system has no room for a block, and "
+          "after a "
+          "write error).",
+          d.writes_enabled ? 1.0 : 0.0);
     counter("omnibus:kv_disk_hit_blocks_total",
             "KV blocks loaded from the disk tier into the pool.", st.kv_disk_hit_blocks);
     counter("omnibus:kv_disk_loads_total",
@@ -267,13 +269,16 @@ std::string ServerMetrics::render(const EngineStats& st,
                      finished_length_);
   out += fmt::format("omnibus:request_success_total{{{},finished_reason=\"abort\"}} {}\n", l,
                      finished_abort_);
-  out += fmt::format("omnibus:request_success_total{{{},finished_reason=\"grammar_dead_end\"}} {}\n",
-                     l, finished_grammar_dead_end_);
+  out +=
+      fmt::format("omnibus:request_success_total{{{},finished_reason=\"grammar_dead_end\"}} {}\n",
+                  l, finished_grammar_dead_end_);
   header(out, "omnibus:http_read_timeouts_total", "counter",
          "Connections closed because a request's header or body did not arrive within "
          "--http-header-timeout / --http-body-timeout.");
-  out += fmt::format("omnibus:http_read_timeouts_total{{{},phase=\"header\"}} {}\n", l, header_timeouts_);
-  out += fmt::format("omnibus:http_read_timeouts_total{{{},phase=\"body\"}} {}\n", l, body_timeouts_);
+  out += fmt::format("omnibus:http_read_timeouts_total{{{},phase=\"header\"}} {}\n", l,
+                     header_timeouts_);
+  out +=
+      fmt::format("omnibus:http_read_timeouts_total{{{},phase=\"body\"}} {}\n", l, body_timeouts_);
   header(out, "omnibus:time_to_first_token_seconds", "histogram",
          "Time from arrival to the first token.");
   ttft_.render("omnibus:time_to_first_token_seconds", l, out);

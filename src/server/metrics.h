@@ -41,7 +41,7 @@ class Histogram {
   uint64_t count() const { return count_; }
 
  private:
-  std::vector<double> bounds_;  // ascending
+  std::vector<double> bounds_;    // ascending
   std::vector<uint64_t> counts_;  // [bounds_.size() + 1], not cumulative
   double sum_ = 0;
   uint64_t count_ = 0;
@@ -71,7 +71,8 @@ class ServerMetrics {
   void count_read_timeout(HttpReadPhase phase);
 
   // The whole exposition, engine gauges first; the KV-event counters when given.
-  std::string render(const EngineStats& stats, const std::optional<KvEventsCounts>& kv_events = std::nullopt) const;
+  std::string render(const EngineStats& stats,
+                     const std::optional<KvEventsCounts>& kv_events = std::nullopt) const;
 
   uint64_t generation_tokens() const;
 
@@ -82,9 +83,9 @@ class ServerMetrics {
   const std::string labels_;  // model_name="..."
 
   mutable std::mutex mu_;
-  Histogram ttft_, tpot_, e2e_, queue_;  // guarded by mu_
-  uint64_t prompt_tokens_ = 0;           // guarded by mu_
-  uint64_t generation_tokens_ = 0;       // guarded by mu_
+  Histogram ttft_, tpot_, e2e_, queue_;                                    // guarded by mu_
+  uint64_t prompt_tokens_ = 0;                                             // guarded by mu_
+  uint64_t generation_tokens_ = 0;                                         // guarded by mu_
   uint64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;  // guarded by mu_
   uint64_t finished_grammar_dead_end_ = 0;                                 // guarded by mu_
   uint64_t header_timeouts_ = 0, body_timeouts_ = 0;                       // guarded by mu_

@@ -70,8 +70,10 @@ TEST(ServerMetrics, GrammarDeadEndsAndReadTimeoutsAreCounted) {
   EXPECT_NE(t.find("finished_reason=\"grammar_dead_end\"} 1\n"), std::string::npos) << t;
   EXPECT_NE(t.find("finished_reason=\"stop\"} 1\n"), std::string::npos);
   EXPECT_NE(t.find("finished_reason=\"abort\"} 0\n"), std::string::npos);
-  EXPECT_NE(t.find("omnibus:http_read_timeouts_total{model_name=\"x\",phase=\"header\"} 2\n"), std::string::npos);
-  EXPECT_NE(t.find("omnibus:http_read_timeouts_total{model_name=\"x\",phase=\"body\"} 1\n"), std::string::npos);
+  EXPECT_NE(t.find("omnibus:http_read_timeouts_total{model_name=\"x\",phase=\"header\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("omnibus:http_read_timeouts_total{model_name=\"x\",phase=\"body\"} 1\n"),
+            std::string::npos);
 }
 
 TEST(ServerMetrics, KvEventCountersOnlyWhenPublishing) {

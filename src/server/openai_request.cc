@@ -20,13 +20,14 @@ constexpr int32_t kMaxTokensLimit = 1 << 20;
 
 // An integer field in [lo, limit], where `limit` is a server setting: a value
 // above it gets a 400 that names the limit and the serve flag that sets it.
-void get_limited_int(JsonFields& f, const char* key, int32_t lo, int32_t limit, const char* flag, int32_t& out) {
+void get_limited_int(JsonFields& f, const char* key, int32_t lo, int32_t limit, const char* flag,
+                     int32_t& out) {
   int32_t x = out;
   f.get_int(key, lo, INT32_MAX, x);
   if (!f.ok()) return;
   if (x > limit) {
-    f.fail(ApiError::invalid(key, fmt::format("'{}' must be at most {} (this server's {}), got {}", key, limit,
-                                              flag, x)));
+    f.fail(ApiError::invalid(key, fmt::format("'{}' must be at most {} (this server's {}), got {}",
+                                              key, limit, flag, x)));
     return;
   }
   out = x;
@@ -41,7 +42,8 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
     if (!so->is_object()) {
       f.fail(ApiError::invalid("stream_options", "'stream_options' must be an object"));
     } else if (!spec.stream) {
-      f.fail(ApiError::invalid("stream_options", "'stream_options' is only allowed when 'stream' is true"));
+      f.fail(ApiError::invalid("stream_options",
+                               "'stream_options' is only allowed when 'stream' is true"));
     } else {
       JsonFields sf(*so);
       sf.get_bool("include_usage", spec.include_usage);
@@ -71,7 +73,8 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
   }
   if (const nlohmann::json* lb = f.find("logit_bias")) {
     if (!lb->is_object()) {
-      f.fail(ApiError::invalid("logit_bias", "'logit_bias' must be an object mapping token ids to biases"));
+      f.fail(ApiError::invalid("logit_bias",
+                               "'logit_bias' must be an object mapping token ids to biases"));
     } else {
       for (auto it = lb->begin(); it != lb->end() && f.ok(); ++it) {
         const std::string& key = it.key();
@@ -79,13 +82,16 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
         errno = 0;
         const long long id = std::strtoll(key.c_str(), &end, 10);
         if (key.empty() || *end != '\0' || errno != 0 || id < 0 || id >= limits.n_vocab) {
-          f.fail(ApiError::invalid("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id in [0, {})",
-                                                             key, limits.n_vocab)));
+          f.fail(ApiError::invalid(
+              "logit_bias", fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", key,
+                                        limits.n_vocab)));
           break;
         }
         if (!it->is_number() || it->get<double>() < -100.0 || it->get<double>() > 100.0) {
-          f.fail(ApiError::invalid("logit_bias", fmt::format("'logit_bias' value for token {} must be a number "
-                                                             "in [-100, 100]", key)));
+          f.fail(ApiError::invalid("logit_bias",
+                                   fmt::format("'logit_bias' value for token {} must be a number "
+                                               "in [-100, 100]",
+                                               key)));
           break;
         }
         s.logit_bias.emplace_back(int32_t(id), it->get<float>());
@@ -104,11 +110,13 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
         spec.stop.push_back(x.get<std::string>());
       }
     } else {
-      f.fail(ApiError::invalid("stop", fmt::format("'stop' must be a string or a list of strings, got {}",
-                                                   json_type_name(*st))));
+      f.fail(ApiError::invalid("stop",
+                               fmt::format("'stop' must be a string or a list of strings, got {}",
+                                           json_type_name(*st))));
     }
     if (int32_t(spec.stop.size()) > limits.max_stop) {
-      f.fail(ApiError::invalid("stop", fmt::format("at most {} stop strings are allowed", limits.max_stop)));
+      f.fail(ApiError::invalid(
+          "stop", fmt::format("at most {} stop strings are allowed", limits.max_stop)));
     }
     for (const std::string& x : spec.stop) {
       if (x.empty()) f.fail(ApiError::invalid("stop", "stop strings must not be empty"));
@@ -126,13 +134,16 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
       }
     }
     if (!good) {
-      f.fail(ApiError::invalid("stop_token_ids", fmt::format("'stop_token_ids' must be a list of token ids in "
-                                                             "[0, {})", limits.n_vocab)));
+      f.fail(ApiError::invalid("stop_token_ids",
+                               fmt::format("'stop_token_ids' must be a list of token ids in "
+                                           "[0, {})",
+                                           limits.n_vocab)));
     }
   }
   f.get_bool("ignore_eos", r.ignore_eos);
   f.get_int("min_tokens", 0, kMaxTokensLimit, r.min_tokens);
-  get_limited_int(f, "prompt_logprobs", 0, limits.max_logprobs, "--max-logprobs", spec.prompt_logprobs);
+  get_limited_int(f, "prompt_logprobs", 0, limits.max_logprobs, "--max-logprobs",
+                  spec.prompt_logprobs);
   if (spec.prompt_logprobs >= 0 && spec.stream) {
     f.fail(ApiError::invalid("prompt_logprobs",
                              "'prompt_logprobs' is not available when 'stream' is true"));
@@ -150,13 +161,15 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
 // min_tokens <= max_tokens, once both are known.
 void check_min_tokens(JsonFields& f, const GenerationSpec& spec) {
   if (spec.max_tokens_set && spec.base.min_tokens > spec.base.max_tokens && !spec.echo_only) {
-    f.fail(ApiError::invalid("min_tokens", fmt::format("'min_tokens' ({}) must not exceed 'max_tokens' ({})",
-                                                       spec.base.min_tokens, spec.base.max_tokens)));
+    f.fail(ApiError::invalid("min_tokens",
+                             fmt::format("'min_tokens' ({}) must not exceed 'max_tokens' ({})",
+                                         spec.base.min_tokens, spec.base.max_tokens)));
   }
 }
 
 // A list of token ids, each in the vocabulary; false when `v` is not one.
-bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out, bool& out_of_range) {
+bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out,
+              bool& out_of_range) {
   if (!v.is_array() || v.empty()) return false;
   for (const nlohmann::json& x : v) {
     if (!x.is_number_integer()) return false;
@@ -173,8 +186,9 @@ void parse_prompt(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
     f.fail(ApiError::invalid("prompt", "'prompt' is required"));
     return;
   }
-  const std::string kShape = "'prompt' must be a string, a list of strings, a list of token ids or a list of lists "
-                             "of token ids";
+  const std::string kShape =
+      "'prompt' must be a string, a list of strings, a list of token ids or a list of lists "
+      "of token ids";
   bool out_of_range = false;
   if (p->is_string()) {
     spec.prompts.push_back(PromptInput{true, p->get<std::string>(), {}});
@@ -203,13 +217,16 @@ void parse_prompt(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
     return;
   }
   if (out_of_range) {
-    f.fail(ApiError::invalid("prompt", fmt::format("prompt token ids must be in [0, {})", limits.n_vocab)));
+    f.fail(ApiError::invalid("prompt",
+                             fmt::format("prompt token ids must be in [0, {})", limits.n_vocab)));
   }
   if (int32_t(spec.prompts.size()) > limits.max_prompts) {
-    f.fail(ApiError::invalid("prompt", fmt::format("at most {} prompts per request", limits.max_prompts)));
+    f.fail(ApiError::invalid("prompt",
+                             fmt::format("at most {} prompts per request", limits.max_prompts)));
   }
   for (const PromptInput& in : spec.prompts) {
-    if (in.is_text && in.text.empty()) f.fail(ApiError::invalid("prompt", "the prompt must not be empty"));
+    if (in.is_text && in.text.empty())
+      f.fail(ApiError::invalid("prompt", "the prompt must not be empty"));
   }
 }
 
@@ -224,7 +241,8 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
     return;
   }
   if (!m->is_array()) {
-    f.fail(ApiError::invalid("messages", fmt::format("'messages' must be a list, got {}", json_type_name(*m))));
+    f.fail(ApiError::invalid("messages",
+                             fmt::format("'messages' must be a list, got {}", json_type_name(*m))));
     return;
   }
   if (m->empty()) {
@@ -241,16 +259,20 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
     ChatMessage msg;
     auto role = x.find("role");
     if (role == x.end() || !role->is_string() || !valid_role(role->get<std::string>())) {
-      f.fail(ApiError::invalid(where + ".role", fmt::format("'{}.role' must be one of system, developer, user, "
-                                                            "assistant, tool", where)));
+      f.fail(ApiError::invalid(where + ".role",
+                               fmt::format("'{}.role' must be one of system, developer, user, "
+                                           "assistant, tool",
+                                           where)));
       break;
     }
     msg.role = role->get<std::string>();
-    if (msg.role == "developer") msg.role = "system";  // OpenAI's newer name; templates know "system"
+    if (msg.role == "developer")
+      msg.role = "system";  // OpenAI's newer name; templates know "system"
     auto content = x.find("content");
     if (content == x.end() || content->is_null()) {
       if (msg.role != "assistant") {
-        f.fail(ApiError::invalid(where + ".content", fmt::format("'{}.content' is required", where)));
+        f.fail(
+            ApiError::invalid(where + ".content", fmt::format("'{}.content' is required", where)));
         break;
       }
     } else if (content->is_string()) {
@@ -259,16 +281,20 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
       for (const nlohmann::json& part : *content) {
         auto type = part.is_object() ? part.find("type") : part.end();
         auto text = part.is_object() ? part.find("text") : part.end();
-        if (!part.is_object() || type == part.end() || *type != "text" || text == part.end() || !text->is_string()) {
-          f.fail(ApiError::invalid(where + ".content", fmt::format("'{}.content' parts must be "
-                                                                   "{{\"type\": \"text\", \"text\": string}}", where)));
+        if (!part.is_object() || type == part.end() || *type != "text" || text == part.end() ||
+            !text->is_string()) {
+          f.fail(ApiError::invalid(where + ".content",
+                                   fmt::format("'{}.content' parts must be "
+                                               "{{\"type\": \"text\", \"text\": string}}",
+                                               where)));
           break;
         }
         msg.content += text->get<std::string>();
       }
     } else {
-      f.fail(ApiError::invalid(where + ".content", fmt::format("'{}.content' must be a string or a list of parts",
-                                                               where)));
+      f.fail(ApiError::invalid(
+          where + ".content",
+          fmt::format("'{}.content' must be a string or a list of parts", where)));
       break;
     }
     if (std::optional<ApiError> e = parse_message_tool_fields(x, where, msg)) {
@@ -285,7 +311,8 @@ void parse_messages(JsonFields& f, GenerationSpec& spec) {
 
 }  // namespace
 
-ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, const ParseLimits& limits) {
+ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body,
+                                                   const ParseLimits& limits) {
   if (!body.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
   GenerationSpec spec;
   spec.endpoint = Endpoint::kCompletions;
@@ -297,7 +324,8 @@ ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, c
   f.get_int("max_tokens", 0, kMaxTokensLimit, max_tokens);
   if (f.ok() && max_tokens == 0) {
     if (!spec.echo) {
-      f.fail(ApiError::invalid("max_tokens", "'max_tokens' must be >= 1 (0 is allowed only with 'echo')"));
+      f.fail(ApiError::invalid("max_tokens",
+                               "'max_tokens' must be >= 1 (0 is allowed only with 'echo')"));
     }
     spec.echo_only = true;
     max_tokens = 1;  // one token is generated and dropped
@@ -325,7 +353,8 @@ ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, c
   return spec;
 }
 
-ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const ParseLimits& limits) {
+ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body,
+                                             const ParseLimits& limits) {
   if (!body.is_object()) return ApiError::invalid("", "the request body must be a JSON object");
   GenerationSpec spec;
   spec.endpoint = Endpoint::kChat;

@@ -26,10 +26,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/request.h"
 #include "grammar/structured_output.h"
@@ -55,9 +54,9 @@ struct GenerationSpec {
   std::vector<ChatMessage> messages;  // chat: non-empty
   bool add_generation_prompt = true;  // chat
 
-  Request base;                    // prompt left empty; max_tokens valid when max_tokens_set
-  bool max_tokens_set = false;     // chat without a limit: the rest of the context
-  std::vector<std::string> stop;   // stop strings, non-empty each
+  Request base;                   // prompt left empty; max_tokens valid when max_tokens_set
+  bool max_tokens_set = false;    // chat without a limit: the rest of the context
+  std::vector<std::string> stop;  // stop strings, non-empty each
   bool stream = false;
   bool include_usage = false;      // stream_options.include_usage
   bool echo = false;               // completions: prompt text before the completion
@@ -73,7 +72,7 @@ struct GenerationSpec {
   grammar::StructuredOutput structured;
   std::string structured_field;
   std::string schema_pointer;
-  ToolsSpec tools;                 // chat: tools, tool_choice, parallel_tool_calls (tool_request.h)
+  ToolsSpec tools;  // chat: tools, tool_choice, parallel_tool_calls (tool_request.h)
   // chat, tool_choice "required" or named: the EBNF that forces the tool-call
   // format (tool_grammar.h); set by the API server, which knows the parser. "" otherwise.
   std::string tool_grammar;
@@ -89,13 +88,15 @@ struct GenerationSpec {
 // in the 400 a request over them gets.
 struct ParseLimits {
   int32_t n_vocab = 0;
-  int32_t max_n = 16;         // most choices per prompt, and best_of (--max-n; the engine's bound is 128)
-  int32_t max_logprobs = 20;  // logprobs, top_logprobs, prompt_logprobs (--max-logprobs; the engine's bound is 20)
-  int32_t max_stop = 16;    // most stop strings
+  int32_t max_n = 16;  // most choices per prompt, and best_of (--max-n; the engine's bound is 128)
+  int32_t max_logprobs =
+      20;  // logprobs, top_logprobs, prompt_logprobs (--max-logprobs; the engine's bound is 20)
+  int32_t max_stop = 16;      // most stop strings
   int32_t max_prompts = 256;  // most prompts in one completions request
 };
 
-ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body, const ParseLimits& limits);
+ApiResult<GenerationSpec> parse_completion_request(const nlohmann::json& body,
+                                                   const ParseLimits& limits);
 ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body, const ParseLimits& limits);
 
 }  // namespace omnibus::server

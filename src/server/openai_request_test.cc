@@ -16,7 +16,9 @@ ParseLimits limits() {
 ApiResult<GenerationSpec> completion(const std::string& body) {
   return parse_completion_request(json::parse(body), limits());
 }
-ApiResult<GenerationSpec> chat(const std::string& body) { return parse_chat_request(json::parse(body), limits()); }
+ApiResult<GenerationSpec> chat(const std::string& body) {
+  return parse_chat_request(json::parse(body), limits());
+}
 
 // The request is rejected with 400 naming `param`.
 void expect_invalid(const ApiResult<GenerationSpec>& r, const std::string& param) {
@@ -36,7 +38,8 @@ void expect_all_invalid(ApiResult<GenerationSpec> (*parse)(const std::string&),
 }
 
 TEST(CompletionRequest, MapsFieldsToTheEngineRequest) {
-  auto r = completion(R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5,
+  auto r =
+      completion(R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5,
       "top_k": 40, "min_p": 0.1, "presence_penalty": 1, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
       "seed": 42, "n": 3, "stop": ["\n", "END"], "stop_token_ids": [2], "ignore_eos": true, "min_tokens": 2,
       "logprobs": 4, "echo": true, "logit_bias": {"17": -100}, "stream": true,
@@ -166,7 +169,8 @@ TEST(Request, ServerLimitsNameTheFlag) {
   ParseLimits l = limits();
   l.max_n = 4;
   l.max_logprobs = 5;
-  const auto expect_over = [](const ApiResult<GenerationSpec>& r, const std::string& param, const std::string& text) {
+  const auto expect_over = [](const ApiResult<GenerationSpec>& r, const std::string& param,
+                              const std::string& text) {
     expect_invalid(r, param);
     if (r.ok()) return;
     EXPECT_NE(r.error().message.find(text), std::string::npos) << r.error().message;
@@ -175,7 +179,8 @@ TEST(Request, ServerLimitsNameTheFlag) {
     return parse_completion_request(json::parse(R"({"prompt": "x", )" + fields + "}"), l);
   };
   const auto ch = [&l](const std::string& fields) {
-    return parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}], )" + fields + "}"), l);
+    return parse_chat_request(
+        json::parse(R"({"messages": [{"role": "user", "content": "x"}], )" + fields + "}"), l);
   };
   expect_over(comp(R"("n": 5)"), "n", "at most 4 (this server's --max-n)");
   expect_over(comp(R"("n": 4, "best_of": 5)"), "best_of", "--max-n");

@@ -14,11 +14,13 @@ nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int6
   u["completion_tokens"] = completion_tokens;
   u["total_tokens"] = prompt_tokens + completion_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
-  if (reasoning_tokens >= 0) u["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
+  if (reasoning_tokens >= 0)
+    u["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
   return u;
 }
 
-void append_completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries, nlohmann::json& out) {
+void append_completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries,
+                                nlohmann::json& out) {
   if (!out.is_object()) {
     out = nlohmann::json::object();
     out["tokens"] = nlohmann::json::array();
@@ -47,12 +49,15 @@ nlohmann::json chat_token(const Tokenizer& tok, int32_t id, float lp) {
   const std::string piece = tok.token_to_piece(id, /*render_special=*/true);
   nlohmann::json bytes = nlohmann::json::array();
   for (char c : piece) bytes.push_back(int(static_cast<unsigned char>(c)));
-  return {{"token", token_display(tok, id)}, {"logprob", json_logprob(lp)}, {"bytes", std::move(bytes)}};
+  return {{"token", token_display(tok, id)},
+          {"logprob", json_logprob(lp)},
+          {"bytes", std::move(bytes)}};
 }
 
 }  // namespace
 
-void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries, nlohmann::json& out) {
+void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries,
+                          nlohmann::json& out) {
   if (!out.is_object()) out = {{"content", nlohmann::json::array()}};
   for (const TokenLogprob& e : entries) {
     nlohmann::json t = chat_token(tok, e.token, e.logprob);

@@ -13,9 +13,8 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "server/choice_output.h"
 #include "tokenizer/tokenizer.h"
@@ -30,7 +29,8 @@ nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int6
 void append_completion_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries,
                                 nlohmann::json& out);
 // Appends entries to a chat logprobs object's "content" (created on first use).
-void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries, nlohmann::json& out);
+void append_chat_logprobs(const Tokenizer& tok, const std::vector<TokenLogprob>& entries,
+                          nlohmann::json& out);
 
 // A prompt_logprobs list from prompt_token_logprobs() entries.
 nlohmann::json prompt_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& entries);

@@ -15,8 +15,8 @@ ReasoningDelta ChoiceReasoning::push(const std::string& text, bool end) {
   return d;
 }
 
-std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format, bool in_reasoning,
-                                                  int32_t budget) {
+std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format,
+                                                  bool in_reasoning, int32_t budget) {
   if (format == ReasoningFormat::kNone) return nullptr;
   auto rule = std::make_shared<ThinkingRule>();
   rule->open = tok.encode(kThinkOpen, /*add_special=*/false, /*parse_special=*/true);

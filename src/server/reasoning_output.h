@@ -36,8 +36,8 @@ class ChoiceReasoning {
 // tokens parsed), the block open from the start when in_reasoning
 // (starts_in_reasoning of the prompt), and the budget (-1: none). null for kNone or a
 // tokenizer that gives a tag no tokens.
-std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format, bool in_reasoning,
-                                                  int32_t budget);
+std::shared_ptr<const ThinkingRule> thinking_rule(const Tokenizer& tok, ReasoningFormat format,
+                                                  bool in_reasoning, int32_t budget);
 
 // The special tokens whose text is a tag, so the choice's text shows them.
 std::vector<int32_t> reasoning_tag_tokens(const Tokenizer& tok);

@@ -142,7 +142,9 @@ bool starts_in_reasoning(ReasoningFormat format, std::string_view prompt) {
 
 ReasoningFormat reasoning_format_for_template(std::string_view template_source) {
   const bool closes = template_source.find(kThinkClose) != std::string_view::npos;
-  if (closes && template_source.find("\xEF\xBD\x9C" "Assistant" "\xEF\xBD\x9C") != std::string_view::npos) {
+  if (closes && template_source.find("\xEF\xBD\x9C"
+                                     "Assistant"
+                                     "\xEF\xBD\x9C") != std::string_view::npos) {
     return ReasoningFormat::kDeepSeekR1;  // "<｜Assistant｜>"
   }
   if (template_source.find(kThinkOpen) != std::string_view::npos) return ReasoningFormat::kQwen3;

@@ -63,7 +63,9 @@ class ReasoningSplitter {
 
   bool finished() const { return finished_; }
   // True once "</think>" was seen: what follows is the answer.
-  bool reasoning_ended() const { return state_ == State::kContentLead || state_ == State::kContent; }
+  bool reasoning_ended() const {
+    return state_ == State::kContentLead || state_ == State::kContent;
+  }
 
  private:
   enum class State { kStart, kReasoningLead, kReasoning, kContentLead, kContent };

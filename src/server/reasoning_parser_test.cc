@@ -19,15 +19,16 @@ const std::vector<Case>& cases() {
   using F = ReasoningFormat;
   static const std::vector<Case> kCases = {
       // qwen3: thinks only when the output opens the block
-      {F::kQwen3, false, "<think>\nLet me see.\n</think>\n\nThe answer is 4.", "Let me see.", "The answer is 4."},
+      {F::kQwen3, false, "<think>\nLet me see.\n</think>\n\nThe answer is 4.", "Let me see.",
+       "The answer is 4."},
       {F::kQwen3, false, "The answer is 4.", "", "The answer is 4."},
       {F::kQwen3, false, "  \n The answer.", "", "  \n The answer."},  // untouched
       {F::kQwen3, false, "\n<think>a b</think>c", "a b", "c"},
       {F::kQwen3, false, "<think>\n\n</think>\n\nHi", "", "Hi"},  // the no-think form
       {F::kQwen3, false, "<think>unclosed, cut by max_tokens  ", "unclosed, cut by max_tokens", ""},
-      {F::kQwen3, false, "<think>x</thi", "x</thi", ""},           // a partial tag is text
+      {F::kQwen3, false, "<think>x</thi", "x</thi", ""},  // a partial tag is text
       {F::kQwen3, false, "<thin", "", "<thin"},
-      {F::kQwen3, false, "a</think>b", "", "a</think>b"},          // no open tag: content
+      {F::kQwen3, false, "a</think>b", "", "a</think>b"},  // no open tag: content
       {F::kQwen3, false, "<think>r</think>c <think>d</think>", "r", "c <think>d</think>"},
       {F::kQwen3, false, "<think> in  ner\n\nspace </think> out  ", "in  ner\n\nspace", "out  "},
       {F::kQwen3, false, "", "", ""},
@@ -132,16 +133,22 @@ TEST(ReasoningParser, PromptOpensThinking) {
 }
 
 TEST(ReasoningParser, FormatNamesAndTemplates) {
-  for (ReasoningFormat f : {ReasoningFormat::kNone, ReasoningFormat::kQwen3, ReasoningFormat::kDeepSeekR1}) {
+  for (ReasoningFormat f :
+       {ReasoningFormat::kNone, ReasoningFormat::kQwen3, ReasoningFormat::kDeepSeekR1}) {
     EXPECT_EQ(reasoning_format_from_name(reasoning_format_name(f)), f);
   }
   EXPECT_EQ(reasoning_format_from_name("auto"), std::nullopt);
   EXPECT_EQ(reasoning_format_from_name("Qwen3"), std::nullopt);
-  EXPECT_EQ(reasoning_format_for_template("{{ '<think>\\n\\n</think>\\n\\n' }}"), ReasoningFormat::kQwen3);
-  EXPECT_EQ(reasoning_format_for_template("{{'<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C><think>\\n'}} x.split('</think>')"),
-            ReasoningFormat::kDeepSeekR1);
-  EXPECT_EQ(reasoning_format_for_template("{{ '<|im_start|>assistant\\n' }}"), ReasoningFormat::kNone);
-  EXPECT_EQ(split_reasoning(ReasoningFormat::kNone, true, "<think>x</think>").content, "<think>x</think>");
+  EXPECT_EQ(reasoning_format_for_template("{{ '<think>\\n\\n</think>\\n\\n' }}"),
+            ReasoningFormat::kQwen3);
+  EXPECT_EQ(
+      reasoning_format_for_template("{{'<\xEF\xBD\x9C"
+                                    "Assistant\xEF\xBD\x9C><think>\\n'}} x.split('</think>')"),
+      ReasoningFormat::kDeepSeekR1);
+  EXPECT_EQ(reasoning_format_for_template("{{ '<|im_start|>assistant\\n' }}"),
+            ReasoningFormat::kNone);
+  EXPECT_EQ(split_reasoning(ReasoningFormat::kNone, true, "<think>x</think>").content,
+            "<think>x</think>");
 }
 
 }  // namespace

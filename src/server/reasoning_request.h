@@ -18,10 +18,9 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -39,7 +38,7 @@ void parse_reasoning_request(JsonFields& f, ReasoningRequest& out);
 
 // An assistant message's thinking: "reasoning_content", else "reasoning",
 // else "". An error names `where`.reasoning_content when it is not a string.
-std::optional<ApiError> parse_message_reasoning(const nlohmann::json& message, const std::string& where,
-                                                std::string& out);
+std::optional<ApiError> parse_message_reasoning(const nlohmann::json& message,
+                                                const std::string& where, std::string& out);
 
 }  // namespace omnibus::server

@@ -31,16 +31,16 @@ namespace omnibus::server {
 
 struct PairSpec {
   std::vector<std::pair<std::string, std::string>> pairs;  // (query, document)
-  bool rerank = true;           // false: /v1/score
-  int32_t top_n = -1;           // rerank: -1 = all
-  bool return_documents = true;  // rerank
+  bool rerank = true;                                      // false: /v1/score
+  int32_t top_n = -1;                                      // rerank: -1 = all
+  bool return_documents = true;                            // rerank
 };
 
 ApiResult<PairSpec> parse_rerank_request(const std::string& body, int32_t max_pairs);
 ApiResult<PairSpec> parse_score_request(const std::string& body, int32_t max_pairs);
 
 // scores[i] is pair i's; the response body for the spec's endpoint.
-std::string pair_response(const PairSpec& spec, const std::vector<float>& scores, const std::string& model,
-                          int64_t prompt_tokens);
+std::string pair_response(const PairSpec& spec, const std::vector<float>& scores,
+                          const std::string& model, int64_t prompt_tokens);
 
 }  // namespace omnibus::server

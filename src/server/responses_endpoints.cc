@@ -3,9 +3,9 @@
 // handle_generation() as a chat completion whose answer goes to a
 // ResponsesSink, which converts it back (responses_output.h) for the client
 // and keeps it in the ResponsesStore when `store` is true.
-#include <ctime>
-
 #include <fmt/format.h>
+
+#include <ctime>
 
 #include "server/api_server.h"
 #include "server/responses_output.h"
@@ -22,7 +22,8 @@ constexpr const char* kJson = "application/json";
 // from one thread at a time (start(), then the pump), as it would a client's sink.
 class ResponsesSink : public ResponseSink {
  public:
-  ResponsesSink(std::shared_ptr<ResponseSink> client, ResponsesCall call, std::string id, ResponsesStore* store)
+  ResponsesSink(std::shared_ptr<ResponseSink> client, ResponsesCall call, std::string id,
+                ResponsesStore* store)
       : client_(std::move(client)),
         call_(std::move(call)),
         id_(std::move(id)),
@@ -30,10 +31,12 @@ class ResponsesSink : public ResponseSink {
         store_(store),
         stream_(id_, created_, call_.echo) {}
 
-  void respond(int status, std::string content_type, std::string body, HttpHeaders headers) override {
+  void respond(int status, std::string content_type, std::string body,
+               HttpHeaders headers) override {
     nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (status != 200) {  // an error in OpenAI's shape: name the Responses field
-      if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"]["param"].is_string()) {
+      if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+          j["error"]["param"].is_string()) {
         j["error"]["param"] = chat_param_to_responses(j["error"]["param"].get<std::string>());
         body = j.dump();
       }
@@ -86,15 +89,18 @@ class ResponsesSink : public ResponseSink {
 };
 
 ApiError unknown_response(const std::string& id, const char* param) {
-  return ApiError{404,
-                  fmt::format("no stored response with id '{}' (never stored, deleted, or evicted from this "
-                              "server's --responses-store-size most recent)", id),
-                  "invalid_request_error", param, "response_not_found"};
+  return ApiError{
+      404,
+      fmt::format("no stored response with id '{}' (never stored, deleted, or evicted from this "
+                  "server's --responses-store-size most recent)",
+                  id),
+      "invalid_request_error", param, "response_not_found"};
 }
 
 }  // namespace
 
-void ApiServer::handle_responses(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink) {
+void ApiServer::handle_responses(const HttpRequest& req,
+                                 const std::shared_ptr<ResponseSink>& sink) {
   nlohmann::json body = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     const ApiError e = ApiError::invalid("", "the request body is not valid JSON", "invalid_json");
@@ -117,7 +123,8 @@ void ApiServer::handle_responses(const HttpRequest& req, const std::shared_ptr<R
   HttpRequest chat = req;
   chat.target = "/v1/chat/completions";
   chat.body = call->chat_body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  auto adapter = std::make_shared<ResponsesSink>(sink, std::move(*call), new_response_id(), responses_.get());
+  auto adapter =
+      std::make_shared<ResponsesSink>(sink, std::move(*call), new_response_id(), responses_.get());
   handle_generation(Endpoint::kChat, chat, adapter);
 }
 
@@ -128,14 +135,16 @@ void ApiServer::response_item(const HttpRequest& req, const std::string& path, R
       const ApiError e = unknown_response(id, "");
       return sink.respond(e.status, kJson, e.to_json());
     }
-    return sink.respond(200, kJson, nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
+    return sink.respond(
+        200, kJson, nlohmann::json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
   }
   std::optional<ResponsesStore::Entry> e = responses_->get(id);
   if (!e) {
     const ApiError err = unknown_response(id, "");
     return sink.respond(err.status, kJson, err.to_json());
   }
-  sink.respond(200, kJson, e->response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  sink.respond(200, kJson,
+               e->response.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 }  // namespace omnibus::server

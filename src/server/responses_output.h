@@ -28,10 +28,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace omnibus::server {
 
@@ -39,8 +38,8 @@ namespace omnibus::server {
 std::string new_response_id();
 
 // echo: ResponsesCall::echo (request fields the object repeats).
-nlohmann::json response_from_chat(const nlohmann::json& chat_completion, const std::string& id, int64_t created,
-                                  const nlohmann::json& echo);
+nlohmann::json response_from_chat(const nlohmann::json& chat_completion, const std::string& id,
+                                  int64_t created, const nlohmann::json& echo);
 
 // The assistant chat message a chat.completion's first choice makes (for
 // the store: the next turn's history).

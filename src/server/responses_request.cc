@@ -11,26 +11,30 @@ namespace {
 
 using json = nlohmann::json;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError::invalid(param, message); }
+ApiError bad(const std::string& param, const std::string& message) {
+  return ApiError::invalid(param, message);
+}
 
 // A string field of an object: nullopt (and *err set) when present but not a
 // string, or absent while required.
-std::optional<std::string> string_field(const json& obj, const char* key, const std::string& where, bool required,
-                                        std::optional<ApiError>* err) {
+std::optional<std::string> string_field(const json& obj, const char* key, const std::string& where,
+                                        bool required, std::optional<ApiError>* err) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) {
     if (required) *err = bad(where + "." + key, fmt::format("'{}.{}' is required", where, key));
     return std::nullopt;
   }
   if (!it->is_string()) {
-    *err = bad(where + "." + key, fmt::format("'{}.{}' must be a string, got {}", where, key, json_type_name(*it)));
+    *err = bad(where + "." + key,
+               fmt::format("'{}.{}' must be a string, got {}", where, key, json_type_name(*it)));
     return std::nullopt;
   }
   return it->get<std::string>();
 }
 
 // Message content: a string or a list of text parts -> the text.
-std::optional<std::string> content_text(const json& c, const std::string& where, std::optional<ApiError>* err) {
+std::optional<std::string> content_text(const json& c, const std::string& where,
+                                        std::optional<ApiError>* err) {
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) {
     *err = bad(where, fmt::format("'{}' must be a string or a list of content parts", where));
@@ -45,8 +49,11 @@ std::optional<std::string> content_text(const json& c, const std::string& where,
     }
     std::optional<std::string> type = string_field(c[j], "type", w, true, err);
     if (!type) return std::nullopt;
-    if (*type != "input_text" && *type != "output_text" && *type != "text" && *type != "reasoning_text") {
-      *err = bad(w + ".type", fmt::format("content part type '{}' is not supported (input_text, output_text)", *type));
+    if (*type != "input_text" && *type != "output_text" && *type != "text" &&
+        *type != "reasoning_text") {
+      *err = bad(
+          w + ".type",
+          fmt::format("content part type '{}' is not supported (input_text, output_text)", *type));
       return std::nullopt;
     }
     std::optional<std::string> t = string_field(c[j], "text", w, true, err);
@@ -67,7 +74,8 @@ json& assistant_for_call(InputState& s) {
     if (last["role"] == "assistant") return last;
   }
   s.messages.push_back({{"role", "assistant"}, {"content", ""}});
-  if (!s.pending_reasoning.empty()) s.messages.back()["reasoning_content"] = std::move(s.pending_reasoning);
+  if (!s.pending_reasoning.empty())
+    s.messages.back()["reasoning_content"] = std::move(s.pending_reasoning);
   s.pending_reasoning.clear();
   return s.messages.back();
 }
@@ -78,10 +86,12 @@ std::optional<ApiError> add_message_item(const json& item, const std::string& w,
   if (!role) return err;
   if (*role == "developer") *role = "system";
   if (*role != "system" && *role != "user" && *role != "assistant") {
-    return bad(w + ".role", fmt::format("'{}.role' must be user, assistant, system or developer", w));
+    return bad(w + ".role",
+               fmt::format("'{}.role' must be user, assistant, system or developer", w));
   }
   auto c = item.find("content");
-  if (c == item.end() || c->is_null()) return bad(w + ".content", fmt::format("'{}.content' is required", w));
+  if (c == item.end() || c->is_null())
+    return bad(w + ".content", fmt::format("'{}.content' is required", w));
   std::optional<std::string> text = content_text(*c, w + ".content", &err);
   if (!text) return err;
   json m = {{"role", *role}, {"content", std::move(*text)}};
@@ -96,12 +106,16 @@ std::optional<ApiError> add_message_item(const json& item, const std::string& w,
 std::optional<ApiError> add_call_item(const json& item, const std::string& w, InputState& s) {
   std::optional<ApiError> err;
   std::optional<std::string> call_id = string_field(item, "call_id", w, true, &err);
-  std::optional<std::string> name = call_id ? string_field(item, "name", w, true, &err) : std::nullopt;
-  std::optional<std::string> args = name ? string_field(item, "arguments", w, true, &err) : std::nullopt;
+  std::optional<std::string> name =
+      call_id ? string_field(item, "name", w, true, &err) : std::nullopt;
+  std::optional<std::string> args =
+      name ? string_field(item, "arguments", w, true, &err) : std::nullopt;
   if (!args) return err;
   json& a = assistant_for_call(s);
   if (!a.contains("tool_calls")) a["tool_calls"] = json::array();
-  a["tool_calls"].push_back({{"id", *call_id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", *args}}}});
+  a["tool_calls"].push_back({{"id", *call_id},
+                             {"type", "function"},
+                             {"function", {{"name", *name}, {"arguments", *args}}}});
   return std::nullopt;
 }
 
@@ -117,7 +131,8 @@ std::optional<ApiError> add_input_item(const json& item, const std::string& w, I
     std::optional<std::string> call_id = string_field(item, "call_id", w, true, &err);
     if (!call_id) return err;
     auto o = item.find("output");
-    if (o == item.end() || o->is_null()) return bad(w + ".output", fmt::format("'{}.output' is required", w));
+    if (o == item.end() || o->is_null())
+      return bad(w + ".output", fmt::format("'{}.output' is required", w));
     std::optional<std::string> out = content_text(*o, w + ".output", &err);
     if (!out) return err;
     s.messages.push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", *out}});
@@ -132,8 +147,10 @@ std::optional<ApiError> add_input_item(const json& item, const std::string& w, I
     }
     return std::nullopt;
   }
-  return bad(w + ".type", fmt::format("input item type '{}' is not supported (message, function_call, "
-                                      "function_call_output, reasoning)", type));
+  return bad(w + ".type",
+             fmt::format("input item type '{}' is not supported (message, function_call, "
+                         "function_call_output, reasoning)",
+                         type));
 }
 
 std::optional<ApiError> convert_input(const json& body, InputState& s) {
@@ -143,10 +160,12 @@ std::optional<ApiError> convert_input(const json& body, InputState& s) {
     s.messages.push_back({{"role", "user"}, {"content", in->get<std::string>()}});
     return std::nullopt;
   }
-  if (!in->is_array()) return bad("input", fmt::format("'input' must be a string or a list of items, got {}",
-                                                      json_type_name(*in)));
+  if (!in->is_array())
+    return bad("input", fmt::format("'input' must be a string or a list of items, got {}",
+                                    json_type_name(*in)));
   for (size_t i = 0; i < in->size(); ++i) {
-    if (std::optional<ApiError> e = add_input_item((*in)[i], fmt::format("input[{}]", i), s)) return e;
+    if (std::optional<ApiError> e = add_input_item((*in)[i], fmt::format("input[{}]", i), s))
+      return e;
   }
   return std::nullopt;
 }
@@ -188,7 +207,8 @@ std::optional<ApiError> convert_tool_choice(const json& body, json& chat) {
   std::optional<std::string> type = string_field(*c, "type", "tool_choice", true, &err);
   if (!type) return err;
   if (*type != "function") {
-    return bad("tool_choice.type", fmt::format("tool_choice type '{}' is not supported (function)", *type));
+    return bad("tool_choice.type",
+               fmt::format("tool_choice type '{}' is not supported (function)", *type));
   }
   std::optional<std::string> name = string_field(*c, "name", "tool_choice", true, &err);
   if (!name) return err;
@@ -212,8 +232,10 @@ std::optional<ApiError> convert_text_format(const json& body, json& chat) {
     return std::nullopt;
   }
   if (*type != "json_schema") {
-    return bad("text.format.type", fmt::format("'text.format.type' must be text, json_object or json_schema, "
-                                               "got '{}'", *type));
+    return bad("text.format.type",
+               fmt::format("'text.format.type' must be text, json_object or json_schema, "
+                           "got '{}'",
+                           *type));
   }
   json js = json::object();
   for (const char* key : {"name", "schema", "strict", "description"}) {
@@ -236,7 +258,8 @@ std::optional<ApiError> convert_scalars(const json& body, json& chat, ResponsesC
     if (!r->is_object()) {
       f.fail(bad("reasoning", "'reasoning' must be an object"));
     } else if (r->contains("effort") && !(*r)["effort"].is_null()) {
-      if (!(*r)["effort"].is_string()) f.fail(bad("reasoning.effort", "'reasoning.effort' must be a string"));
+      if (!(*r)["effort"].is_string())
+        f.fail(bad("reasoning.effort", "'reasoning.effort' must be a string"));
       if (f.ok()) chat["reasoning_effort"] = (*r)["effort"];
     }
   }
@@ -245,30 +268,50 @@ std::optional<ApiError> convert_scalars(const json& body, json& chat, ResponsesC
   }
   if (!f.ok()) return *f.error();
   if (max_out > 0) chat["max_tokens"] = max_out;
-  if (!instructions.empty()) chat["messages"].push_back({{"role", "system"}, {"content", instructions}});
+  if (!instructions.empty())
+    chat["messages"].push_back({{"role", "system"}, {"content", instructions}});
   if (call.stream) chat["stream_options"] = {{"include_usage", true}};
   return std::nullopt;
 }
 
 // Fields the chat endpoint reads under the same name.
-constexpr const char* kPassThrough[] = {"model", "temperature", "top_p", "top_k", "min_p", "seed", "stream",
-                                        "parallel_tool_calls", "logit_bias", "presence_penalty",
-                                        "frequency_penalty", "repetition_penalty", "thinking_token_budget",
-                                        "chat_template_kwargs", "include_reasoning", "cache_salt", "stop"};
+constexpr const char* kPassThrough[] = {"model",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "min_p",
+                                        "seed",
+                                        "stream",
+                                        "parallel_tool_calls",
+                                        "logit_bias",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "repetition_penalty",
+                                        "thinking_token_budget",
+                                        "chat_template_kwargs",
+                                        "include_reasoning",
+                                        "cache_salt",
+                                        "stop"};
 
 // The fields the Response object repeats, with their defaults.
 json echo_fields(const json& body) {
   json e;
   e["instructions"] = body.value("instructions", json(nullptr));
   e["tools"] = body.contains("tools") && body["tools"].is_array() ? body["tools"] : json::array();
-  e["tool_choice"] = body.contains("tool_choice") && !body["tool_choice"].is_null() ? body["tool_choice"] : json("auto");
+  e["tool_choice"] = body.contains("tool_choice") && !body["tool_choice"].is_null()
+                         ? body["tool_choice"]
+                         : json("auto");
   e["parallel_tool_calls"] = body.value("parallel_tool_calls", true);
   e["temperature"] = body.value("temperature", json(nullptr));
   e["top_p"] = body.value("top_p", json(nullptr));
   e["max_output_tokens"] = body.value("max_output_tokens", json(nullptr));
-  e["metadata"] = body.contains("metadata") && body["metadata"].is_object() ? body["metadata"] : json::object();
-  e["text"] = body.contains("text") && body["text"].is_object() ? body["text"] : json{{"format", {{"type", "text"}}}};
-  e["reasoning"] = body.contains("reasoning") && body["reasoning"].is_object() ? body["reasoning"] : json(nullptr);
+  e["metadata"] =
+      body.contains("metadata") && body["metadata"].is_object() ? body["metadata"] : json::object();
+  e["text"] = body.contains("text") && body["text"].is_object()
+                  ? body["text"]
+                  : json{{"format", {{"type", "text"}}}};
+  e["reasoning"] = body.contains("reasoning") && body["reasoning"].is_object() ? body["reasoning"]
+                                                                               : json(nullptr);
   return e;
 }
 
@@ -284,7 +327,8 @@ ApiResult<std::string> previous_response_id_of(const nlohmann::json& body) {
   return p->get<std::string>();
 }
 
-ApiResult<ResponsesCall> parse_responses_request(const nlohmann::json& body, const nlohmann::json& history) {
+ApiResult<ResponsesCall> parse_responses_request(const nlohmann::json& body,
+                                                 const nlohmann::json& history) {
   ApiResult<std::string> prev = previous_response_id_of(body);
   if (!prev.ok()) return prev.error();
   ResponsesCall call;
@@ -305,7 +349,8 @@ ApiResult<ResponsesCall> parse_responses_request(const nlohmann::json& body, con
   call.turn_messages = std::move(s.messages);
   call.chat_body = std::move(chat);
   call.echo = echo_fields(body);
-  call.echo["previous_response_id"] = call.previous_response_id.empty() ? json(nullptr) : json(call.previous_response_id);
+  call.echo["previous_response_id"] =
+      call.previous_response_id.empty() ? json(nullptr) : json(call.previous_response_id);
   call.echo["store"] = call.store;
   return call;
 }

@@ -32,18 +32,17 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "server/api_error.h"
 
 namespace omnibus::server {
 
 struct ResponsesCall {
-  nlohmann::json chat_body;        // a /v1/chat/completions body
-  nlohmann::json turn_messages;    // this turn's chat messages, history first (no instructions)
-  nlohmann::json echo;             // request fields the Response object repeats
+  nlohmann::json chat_body;      // a /v1/chat/completions body
+  nlohmann::json turn_messages;  // this turn's chat messages, history first (no instructions)
+  nlohmann::json echo;           // request fields the Response object repeats
   bool stream = false;
   bool store = true;
   std::string previous_response_id;  // "" when none
@@ -52,14 +51,16 @@ struct ResponsesCall {
 // REQUIRES: nothing of the body (any JSON value is checked).
 // history: the stored chat messages of previous_response_id's conversation
 // (null when none); they come before this turn's input.
-ApiResult<ResponsesCall> parse_responses_request(const nlohmann::json& body, const nlohmann::json& history);
+ApiResult<ResponsesCall> parse_responses_request(const nlohmann::json& body,
+                                                 const nlohmann::json& history);
 
 // previous_response_id of a body, "" when absent; an error when it is not a string.
 ApiResult<std::string> previous_response_id_of(const nlohmann::json& body);
 
 // The Responses field for a param the chat parser named ("max_tokens" ->
 // "max_output_tokens", "messages[3]..." -> "input", "response_format..." ->
-// "text.format...", "reasoning_effort" -> "reasoning.effort", "tools[i].function.x" -> "tools[i].x").
+// "text.format...", "reasoning_effort" -> "reasoning.effort", "tools[i].function.x" ->
+// "tools[i].x").
 std::string chat_param_to_responses(const std::string& param);
 
 }  // namespace omnibus::server

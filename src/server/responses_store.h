@@ -12,11 +12,10 @@
 #include <cstddef>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 namespace omnibus::server {
 
@@ -41,7 +40,7 @@ class ResponsesStore {
   using Lru = std::list<std::pair<std::string, Entry>>;  // most recent first
   const size_t capacity_;
   mutable std::mutex mu_;
-  Lru lru_;                                                // guarded by mu_
+  Lru lru_;                                               // guarded by mu_
   std::unordered_map<std::string, Lru::iterator> index_;  // guarded by mu_
 };
 

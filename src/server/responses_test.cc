@@ -47,9 +47,11 @@ TEST(ResponsesRequest, ItemsBecomeChatMessages) {
   EXPECT_EQ(chat["max_tokens"], 7);
   EXPECT_EQ(chat["temperature"], 0.5);
   EXPECT_EQ(chat["reasoning_effort"], "low");
-  EXPECT_EQ(chat["tools"][0], json::parse(R"({"type": "function", "function": {"name": "get_weather",
+  EXPECT_EQ(chat["tools"][0],
+            json::parse(R"({"type": "function", "function": {"name": "get_weather",
                                               "parameters": {"type": "object"}}})"));
-  EXPECT_EQ(chat["tool_choice"], json::parse(R"({"type": "function", "function": {"name": "get_weather"}})"));
+  EXPECT_EQ(chat["tool_choice"],
+            json::parse(R"({"type": "function", "function": {"name": "get_weather"}})"));
   EXPECT_EQ(chat["response_format"]["type"], "json_schema");
   EXPECT_EQ(chat["response_format"]["json_schema"]["name"], "w");
   EXPECT_FALSE(call->store);
@@ -63,7 +65,8 @@ TEST(ResponsesRequest, ErrorsNameTheField) {
       {R"({"input": {"a": 1}})", "input"},
       {R"({"input": [1]})", "input[0]"},
       {R"({"input": [{"role": "user"}]})", "input[0].content"},
-      {R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})", "input[0].content[0].type"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})",
+       "input[0].content[0].type"},
       {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})", "input[0].output"},
       {R"({"input": "x", "tools": {}})", "tools"},
       {R"({"input": "x", "tool_choice": 3})", "tool_choice"},
@@ -89,7 +92,8 @@ TEST(ResponsesRequest, ErrorsNameTheField) {
 }
 
 json chat_answer() {
-  return json::parse(R"({"model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+  return json::parse(
+      R"({"model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
     "role": "assistant", "content": "Checking.", "reasoning_content": "Hmm.",
     "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]}}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 6, "prompt_tokens_details": {"cached_tokens": 4},
@@ -134,7 +138,8 @@ TEST(ResponsesOutput, TheStreamIsTheDocumentedSequenceAndEndsWithTheSameResponse
   ResponsesStream s("resp_ab", 5, json::object());
   std::string sse = s.begin();
   auto chunk = [](json delta, json finish = nullptr) {
-    return json{{"choices", json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
+    return json{
+        {"choices", json::array({{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}})}};
   };
   sse += s.on_chunk(chunk({{"role", "assistant"}, {"content", ""}}));
   sse += s.on_chunk(chunk({{"reasoning_content", "Hm"}, {"reasoning", "Hm"}}));
@@ -152,16 +157,27 @@ TEST(ResponsesOutput, TheStreamIsTheDocumentedSequenceAndEndsWithTheSameResponse
     types.push_back(events[i]["type"]);
     EXPECT_EQ(events[i]["sequence_number"], int64_t(i));
   }
-  const std::vector<std::string> want = {
-      "response.created", "response.in_progress",
-      "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
-      "response.reasoning_text.delta", "response.reasoning_text.done", "response.content_part.done",
-      "response.output_item.done",
-      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-      "response.output_text.delta", "response.output_text.done", "response.content_part.done",
-      "response.output_item.done",
-      "response.output_item.added", "response.function_call_arguments.delta",
-      "response.function_call_arguments.done", "response.output_item.done", "response.completed"};
+  const std::vector<std::string> want = {"response.created",
+                                         "response.in_progress",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.reasoning_text.delta",
+                                         "response.reasoning_text.delta",
+                                         "response.reasoning_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.output_text.delta",
+                                         "response.output_text.delta",
+                                         "response.output_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.function_call_arguments.delta",
+                                         "response.function_call_arguments.done",
+                                         "response.output_item.done",
+                                         "response.completed"};
   EXPECT_EQ(types, want);
   json whole = chat_answer();
   whole.erase("model");

@@ -7,9 +7,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace omnibus::server {
 

@@ -40,7 +40,8 @@ std::string StopMatcher::push(std::string_view text) {
   for (const std::string& s : stops_) {
     const size_t max_len = std::min(s.size() - 1, pending_.size());
     for (size_t len = max_len; len > hold; --len) {
-      if (std::string_view(pending_).substr(pending_.size() - len) == std::string_view(s).substr(0, len)) {
+      if (std::string_view(pending_).substr(pending_.size() - len) ==
+          std::string_view(s).substr(0, len)) {
         hold = len;
         break;
       }

@@ -6,7 +6,8 @@ namespace omnibus::server {
 namespace {
 
 // Feeds pieces one by one; returns everything emitted (flushing at the end if not stopped).
-std::string run(StopMatcher& m, const std::vector<std::string>& pieces, std::vector<std::string>* emitted = nullptr) {
+std::string run(StopMatcher& m, const std::vector<std::string>& pieces,
+                std::vector<std::string>* emitted = nullptr) {
   std::string out;
   for (const std::string& p : pieces) {
     std::string e = m.push(p);
@@ -39,7 +40,8 @@ TEST(StopMatcher, StopSplitAcrossPiecesIsNeverEmitted) {
   const std::string out = run(m, {"Hi", " there", "\n", "\nUs", "er", ":", " ignored"}, &emitted);
   EXPECT_EQ(out, "Hi there");
   EXPECT_TRUE(m.stopped());
-  for (const std::string& e : emitted) EXPECT_EQ(e.find('\n'), std::string::npos) << "leaked part of the stop string";
+  for (const std::string& e : emitted)
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "leaked part of the stop string";
 }
 
 TEST(StopMatcher, HeldBackTextIsReleasedWhenItDiverges) {

@@ -54,9 +54,9 @@ class StreamPump {
   const std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   mutable std::mutex mu_;
   mutable std::condition_variable empty_cv_;  // notified when n_entries_ drops to 0
-  std::vector<Entry> incoming_;  // guarded by mu_
-  size_t n_entries_ = 0;         // guarded by mu_: incoming + active
-  bool stop_ = false;            // guarded by mu_
+  std::vector<Entry> incoming_;               // guarded by mu_
+  size_t n_entries_ = 0;                      // guarded by mu_: incoming + active
+  bool stop_ = false;                         // guarded by mu_
   std::thread thread_;
 };
 

@@ -21,8 +21,10 @@ class Reader {
 
   void found(Ask ask) {
     if (!first_.empty()) {
-      f_.fail(ApiError::invalid(ask.field, fmt::format("'{}' and '{}' both ask for a structured output; give "
-                                                       "only one", first_, ask.field)));
+      f_.fail(ApiError::invalid(ask.field,
+                                fmt::format("'{}' and '{}' both ask for a structured output; give "
+                                            "only one",
+                                            first_, ask.field)));
       return;
     }
     first_ = ask.field;
@@ -32,8 +34,8 @@ class Reader {
   }
 
   // A schema given as an object or a boolean, or (vLLM's guided_json) as JSON text.
-  void schema(const nlohmann::json& v, const std::string& field, const std::string& pointer, bool strict,
-              bool text_allowed) {
+  void schema(const nlohmann::json& v, const std::string& field, const std::string& pointer,
+              bool strict, bool text_allowed) {
     Ask a{field, "", {}};
     a.so.kind = Kind::kJsonSchema;
     a.so.strict = strict;
@@ -42,14 +44,16 @@ class Reader {
       a.pointer = pointer;
     } else if (text_allowed && v.is_string()) {
       a.so.text = v.get<std::string>();
-      const nlohmann::json parsed = nlohmann::json::parse(a.so.text, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json parsed =
+          nlohmann::json::parse(a.so.text, nullptr, /*allow_exceptions=*/false);
       if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) {
-        f_.fail(ApiError::invalid(field, fmt::format("'{}' is not a JSON schema (a JSON object)", field)));
+        f_.fail(ApiError::invalid(field,
+                                  fmt::format("'{}' is not a JSON schema (a JSON object)", field)));
         return;
       }
     } else {
-      f_.fail(ApiError::invalid(field, fmt::format("'{}' must be a JSON schema object, got {}", field,
-                                                   json_type_name(v))));
+      f_.fail(ApiError::invalid(field, fmt::format("'{}' must be a JSON schema object, got {}",
+                                                   field, json_type_name(v))));
       return;
     }
     found(std::move(a));
@@ -68,15 +72,17 @@ class Reader {
 
   void choice(const nlohmann::json& v, const std::string& field) {
     if (!v.is_array() || v.empty()) {
-      f_.fail(ApiError::invalid(field, fmt::format("'{}' must be a non-empty list of strings", field)));
+      f_.fail(
+          ApiError::invalid(field, fmt::format("'{}' must be a non-empty list of strings", field)));
       return;
     }
     Ask a{field, "", {}};
     a.so.kind = Kind::kChoice;
     for (size_t i = 0; i < v.size(); ++i) {
       if (!v[i].is_string()) {
-        f_.fail(ApiError::invalid(fmt::format("{}[{}]", field, i), fmt::format("'{}[{}]' must be a string, got {}",
-                                                                                field, i, json_type_name(v[i]))));
+        f_.fail(ApiError::invalid(
+            fmt::format("{}[{}]", field, i),
+            fmt::format("'{}[{}]' must be a string, got {}", field, i, json_type_name(v[i]))));
         return;
       }
       a.so.choices.push_back(v[i].get<std::string>());
@@ -100,28 +106,33 @@ void read_response_format(JsonFields& f, Reader& r) {
   const nlohmann::json* rf = f.find("response_format");
   if (rf == nullptr) return;
   if (!rf->is_object()) {
-    f.fail(ApiError::invalid("response_format", fmt::format("'response_format' must be an object, got {}",
-                                                            json_type_name(*rf))));
+    f.fail(ApiError::invalid(
+        "response_format",
+        fmt::format("'response_format' must be an object, got {}", json_type_name(*rf))));
     return;
   }
   const auto type = rf->find("type");
   if (type == rf->end() || !type->is_string()) {
-    f.fail(ApiError::invalid("response_format.type", "'response_format.type' must be \"text\", \"json_object\" or "
-                                                     "\"json_schema\""));
+    f.fail(ApiError::invalid("response_format.type",
+                             "'response_format.type' must be \"text\", \"json_object\" or "
+                             "\"json_schema\""));
     return;
   }
   const std::string t = type->get<std::string>();
   if (t == "text") return;
   if (t == "json_object") return r.json_object("response_format");
   if (t != "json_schema") {
-    f.fail(ApiError::invalid("response_format.type", fmt::format("response_format type '{}' is not supported "
-                                                                 "(text, json_object, json_schema are)", t)));
+    f.fail(ApiError::invalid("response_format.type",
+                             fmt::format("response_format type '{}' is not supported "
+                                         "(text, json_object, json_schema are)",
+                                         t)));
     return;
   }
   const auto js = rf->find("json_schema");
   if (js == rf->end() || !js->is_object()) {
-    f.fail(ApiError::invalid("response_format.json_schema", "'response_format.json_schema' must be an object with "
-                                                            "a 'schema'"));
+    f.fail(ApiError::invalid("response_format.json_schema",
+                             "'response_format.json_schema' must be an object with "
+                             "a 'schema'"));
     return;
   }
   bool strict = false;
@@ -134,11 +145,13 @@ void read_response_format(JsonFields& f, Reader& r) {
   }
   const auto schema = js->find("schema");
   if (schema == js->end() || schema->is_null()) {
-    f.fail(ApiError::invalid("response_format.json_schema.schema", "'response_format.json_schema.schema' is "
-                                                                   "required"));
+    f.fail(ApiError::invalid("response_format.json_schema.schema",
+                             "'response_format.json_schema.schema' is "
+                             "required"));
     return;
   }
-  r.schema(*schema, "response_format.json_schema.schema", "/response_format/json_schema/schema", strict, false);
+  r.schema(*schema, "response_format.json_schema.schema", "/response_format/json_schema/schema",
+           strict, false);
 }
 
 void read_structured_outputs(JsonFields& f, Reader& r) {
@@ -172,8 +185,10 @@ void read_structured_outputs(JsonFields& f, Reader& r) {
         f.fail(ApiError::invalid(field, fmt::format("'{}' is not supported", field)));
       }
     } else {
-      f.fail(ApiError::invalid(field, fmt::format("'{}' is not supported (json, regex, choice, grammar and "
-                                                  "json_object are)", field)));
+      f.fail(ApiError::invalid(
+          field, fmt::format("'{}' is not supported (json, regex, choice, grammar and "
+                             "json_object are)",
+                             field)));
     }
     if (!f.ok()) return;
   }
@@ -185,11 +200,14 @@ void parse_structured_output(JsonFields& f, GenerationSpec& spec) {
   Reader r(f, spec);
   read_response_format(f, r);
   read_structured_outputs(f, r);
-  if (const nlohmann::json* v = f.find("guided_json")) r.schema(*v, "guided_json", "/guided_json", false, true);
+  if (const nlohmann::json* v = f.find("guided_json"))
+    r.schema(*v, "guided_json", "/guided_json", false, true);
   if (const nlohmann::json* v = f.find("guided_regex")) r.text(*v, Kind::kRegex, "guided_regex");
   if (const nlohmann::json* v = f.find("guided_choice")) r.choice(*v, "guided_choice");
-  if (const nlohmann::json* v = f.find("guided_grammar")) r.text(*v, Kind::kGrammar, "guided_grammar");
-  if (const nlohmann::json* v = f.find("json_schema")) r.schema(*v, "json_schema", "/json_schema", false, false);
+  if (const nlohmann::json* v = f.find("guided_grammar"))
+    r.text(*v, Kind::kGrammar, "guided_grammar");
+  if (const nlohmann::json* v = f.find("json_schema"))
+    r.schema(*v, "json_schema", "/json_schema", false, false);
   if (const nlohmann::json* v = f.find("grammar")) r.text(*v, Kind::kGrammar, "grammar");
   for (const char* unsupported : {"guided_whitespace_pattern", "structural_tag"}) {
     if (f.find(unsupported) != nullptr) {
@@ -203,9 +221,11 @@ std::string ordered_schema_text(const std::string& raw_body, const std::string& 
   return ordered_schema_texts(raw_body, {pointer})[0];
 }
 
-std::vector<std::string> ordered_schema_texts(const std::string& raw_body, const std::vector<std::string>& pointers) {
+std::vector<std::string> ordered_schema_texts(const std::string& raw_body,
+                                              const std::vector<std::string>& pointers) {
   std::vector<std::string> out(pointers.size());
-  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::ordered_json body =
+      nlohmann::ordered_json::parse(raw_body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return out;
   for (size_t i = 0; i < pointers.size(); ++i) {
     const nlohmann::ordered_json::json_pointer p(pointers[i]);  // REQUIRES: a valid pointer (ours)

@@ -33,7 +33,8 @@ void parse_structured_output(JsonFields& f, GenerationSpec& spec);
 // were written; "" when it cannot be found (the caller keeps the sorted text).
 std::string ordered_schema_text(const std::string& raw_body, const std::string& pointer);
 // The same for several pointers, parsing the body once.
-std::vector<std::string> ordered_schema_texts(const std::string& raw_body, const std::vector<std::string>& pointers);
+std::vector<std::string> ordered_schema_texts(const std::string& raw_body,
+                                              const std::vector<std::string>& pointers);
 // A chat request's tools (parameters and whole tool texts) re-read from the raw
 // body in the order they were written: what the template shows and the tool
 // grammar follows (tool_request.h, "Key order"). Every endpoint that renders

@@ -11,7 +11,8 @@ using nlohmann::json;
 ApiResult<GenerationSpec> chat(const std::string& extra) {
   ParseLimits l;
   l.n_vocab = 1000;
-  return parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}])" + extra + "}"), l);
+  return parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}])" + extra + "}"), l);
 }
 ApiResult<GenerationSpec> completion(const std::string& extra) {
   ParseLimits l;
@@ -29,7 +30,8 @@ TEST(StructuredRequest, EverySpellingGivesItsKindOnBothEndpoints) {
       {R"("response_format": {"type": "json_object"})", Kind::kJsonObject, ""},
       {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}}})",
        Kind::kJsonSchema, R"({"type":"integer"})"},
-      {R"("structured_outputs": {"json": {"type": "string"}})", Kind::kJsonSchema, R"({"type":"string"})"},
+      {R"("structured_outputs": {"json": {"type": "string"}})", Kind::kJsonSchema,
+       R"({"type":"string"})"},
       {R"("structured_outputs": {"regex": "a+"})", Kind::kRegex, "a+"},
       {R"("structured_outputs": {"grammar": "root ::= \"a\""})", Kind::kGrammar, "root ::= \"a\""},
       {R"("structured_outputs": {"json_object": true})", Kind::kJsonObject, ""},
@@ -52,7 +54,8 @@ TEST(StructuredRequest, EverySpellingGivesItsKindOnBothEndpoints) {
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->structured.kind, Kind::kChoice);
   EXPECT_EQ(choice->structured.choices, (std::vector<std::string>{"yes", "no"}));
-  auto strict = chat(R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": true}})");
+  auto strict = chat(
+      R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": true}})");
   ASSERT_TRUE(strict.ok());
   EXPECT_TRUE(strict->structured.strict);
   EXPECT_EQ(strict->schema_pointer, "/response_format/json_schema/schema");
@@ -88,8 +91,10 @@ TEST(StructuredRequest, BadOrConflictingFieldsAre400sNamingTheField) {
 }
 
 TEST(StructuredRequest, OrderedSchemaTextKeepsTheClientsKeyOrder) {
-  const std::string body = R"({"json_schema": {"properties": {"zeta": {}, "alpha": {}}, "type": "object"}})";
-  EXPECT_EQ(ordered_schema_text(body, "/json_schema"), R"({"properties":{"zeta":{},"alpha":{}},"type":"object"})");
+  const std::string body =
+      R"({"json_schema": {"properties": {"zeta": {}, "alpha": {}}, "type": "object"}})";
+  EXPECT_EQ(ordered_schema_text(body, "/json_schema"),
+            R"({"properties":{"zeta":{},"alpha":{}},"type":"object"})");
   EXPECT_EQ(ordered_schema_text(body, "/missing"), "");
   EXPECT_EQ(ordered_schema_text("{broken", "/json_schema"), "");
 }

@@ -1,9 +1,8 @@
 #include "server/tool_call_syntax.h"
 
 #include <cstdlib>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "server/tool_parsers.h"
 
@@ -88,21 +87,42 @@ class PyReader {
       if (i_ >= s_.size()) return false;
       const char e = s_[i_++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case '0': out += '\0'; break;
-        case '\\': case '\'': case '"': case '/': out += e; break;
-        case 'x': case 'u': case 'U': {
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case '0':
+          out += '\0';
+          break;
+        case '\\':
+        case '\'':
+        case '"':
+        case '/':
+          out += e;
+          break;
+        case 'x':
+        case 'u':
+        case 'U': {
           const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           if (i_ + n > s_.size()) return false;
           uint32_t cp = 0;
           for (size_t k = 0; k < n; ++k) {
             const char h = s_[i_ + k];
-            const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            const int d = h >= '0' && h <= '9'   ? h - '0'
+                          : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                          : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                 : -1;
             if (d < 0) return false;
             cp = cp * 16 + uint32_t(d);
           }
@@ -111,7 +131,9 @@ class PyReader {
           append_utf8(cp, out);
           break;
         }
-        default: out += '\\'; out += e;  // Python keeps unknown escapes
+        default:
+          out += '\\';
+          out += e;  // Python keeps unknown escapes
       }
     }
     return false;
@@ -252,7 +274,8 @@ Json xml_value(std::string_view raw, const std::string& type) {
 
 }  // namespace
 
-bool parse_xml_function_call(std::string_view text, const ToolParamTypes* types, ParsedToolCall& out) {
+bool parse_xml_function_call(std::string_view text, const ToolParamTypes* types,
+                             ParsedToolCall& out) {
   size_t at = after(text, 0, "<function=");
   if (at == std::string_view::npos) return false;
   const size_t close = text.find('>', at);

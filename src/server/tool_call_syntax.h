@@ -41,7 +41,8 @@ using ToolParamTypes = std::map<std::string, std::map<std::string, std::string>>
 
 // One <function=...>...</function> body (the text between <tool_call> and
 // </tool_call>, surrounding whitespace allowed). `types` may be null.
-bool parse_xml_function_call(std::string_view text, const ToolParamTypes* types, ParsedToolCall& out);
+bool parse_xml_function_call(std::string_view text, const ToolParamTypes* types,
+                             ParsedToolCall& out);
 
 // The index one past the ']' that closes the list starting at text[0] ('['),
 // Python strings respected; npos when the text ends first.

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
@@ -24,17 +23,19 @@ struct ParamRule {
 
 // The value grammar of one property. XML values of type string are raw text
 // (no '<', lengths kept); everything else is JSON by the property's schema.
-StatusOr<std::string> param_value(const OJson& schema, bool xml, const std::string& prefix, bool strict,
-                                  std::string& rules) {
+StatusOr<std::string> param_value(const OJson& schema, bool xml, const std::string& prefix,
+                                  bool strict, std::string& rules) {
   if (xml && schema.is_object() && schema.value("type", OJson()) == "string") {
     if (schema.contains("pattern") || schema.contains("format")) {
-      return Status::invalid_argument("qwen3_coder forced calls take string parameters with enum, minLength "
-                                      "and maxLength only");
+      return Status::invalid_argument(
+          "qwen3_coder forced calls take string parameters with enum, minLength "
+          "and maxLength only");
     }
     if (auto e = schema.find("enum"); e != schema.end() && e->is_array() && !e->empty()) {
       std::string alt;
       for (const OJson& v : *e) {
-        if (!v.is_string()) return Status::invalid_argument("a string parameter's enum must list strings");
+        if (!v.is_string())
+          return Status::invalid_argument("a string parameter's enum must list strings");
         alt += (alt.empty() ? "" : " | ") + ebnf_literal(v.get<std::string>());
       }
       return "( " + alt + " )";
@@ -55,12 +56,13 @@ StatusOr<std::string> param_value(const OJson& schema, bool xml, const std::stri
   return prefix + "root";
 }
 
-StatusOr<std::vector<ParamRule>> param_rules(const ToolFunction& f, bool xml, const std::string& prefix,
-                                             std::string& rules) {
+StatusOr<std::vector<ParamRule>> param_rules(const ToolFunction& f, bool xml,
+                                             const std::string& prefix, std::string& rules) {
   std::vector<ParamRule> out;
   if (f.parameters.empty()) return out;
   const OJson schema = OJson::parse(f.parameters, nullptr, /*allow_exceptions=*/false);
-  if (!schema.is_object()) return Status::invalid_argument("parameters must be a JSON Schema object");
+  if (!schema.is_object())
+    return Status::invalid_argument("parameters must be a JSON Schema object");
   std::vector<std::string> required;
   if (auto r = schema.find("required"); r != schema.end() && r->is_array()) {
     for (const OJson& x : *r) {
@@ -71,7 +73,8 @@ StatusOr<std::vector<ParamRule>> param_rules(const ToolFunction& f, bool xml, co
   if (props == schema.end() || !props->is_object()) return out;
   size_t j = 0;
   for (auto it = props->begin(); it != props->end(); ++it, ++j) {
-    StatusOr<std::string> v = param_value(*it, xml, fmt::format("{}p{}-", prefix, j), f.strict, rules);
+    StatusOr<std::string> v =
+        param_value(*it, xml, fmt::format("{}p{}-", prefix, j), f.strict, rules);
     if (!v.is_ok()) return Status::invalid_argument("'{}': {}", it.key(), v.status().message());
     const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
     out.push_back(ParamRule{it.key(), req, *v});
@@ -83,14 +86,15 @@ StatusOr<std::vector<ParamRule>> param_rules(const ToolFunction& f, bool xml, co
 std::string xml_call(const ToolFunction& f, const std::vector<ParamRule>& params) {
   std::string body = ebnf_literal("<function=" + f.name + ">\n");
   for (const ParamRule& p : params) {
-    const std::string item = fmt::format("{} {} {}", ebnf_literal("<parameter=" + p.name + ">\n"), p.value,
-                                         ebnf_literal("\n</parameter>\n"));
+    const std::string item = fmt::format("{} {} {}", ebnf_literal("<parameter=" + p.name + ">\n"),
+                                         p.value, ebnf_literal("\n</parameter>\n"));
     body += p.required ? " " + item : " ( " + item + " )?";
   }
   return body + " " + ebnf_literal("</function>");
 }
 
-// Pythonic: NAME(p=VALUE, ...), required parameters first in order, then the optional ones in order.
+// Pythonic: NAME(p=VALUE, ...), required parameters first in order, then the optional ones in
+// order.
 std::string python_call(const ToolFunction& f, const std::vector<ParamRule>& params) {
   std::vector<std::string> req, opt;
   for (const ParamRule& p : params) {
@@ -108,7 +112,8 @@ std::string python_call(const ToolFunction& f, const std::vector<ParamRule>& par
     args += optional_tail(0);
   } else if (!opt.empty()) {
     std::string alt;  // the first optional one present, then any later ones
-    for (size_t j = 0; j < opt.size(); ++j) alt += (j == 0 ? "" : " | ") + opt[j] + optional_tail(j + 1);
+    for (size_t j = 0; j < opt.size(); ++j)
+      alt += (j == 0 ? "" : " | ") + opt[j] + optional_tail(j + 1);
     args = "( " + alt + " )?";
   }
   return fmt::format("{} {} {}", ebnf_literal(f.name + "("), args, ebnf_literal(")"));
@@ -124,21 +129,25 @@ StatusOr<std::string> keyword_call_grammar(const ToolsSpec& tools, ToolParserKin
     if (tools.choice == ToolChoice::kNamed && f.name != tools.named) continue;
     StatusOr<std::vector<ParamRule>> params = param_rules(f, xml, fmt::format("t{}-", i), rules);
     if (!params.is_ok()) {
-      return Status::invalid_argument("tools[{}].function.parameters: {}", i, params.status().message());
+      return Status::invalid_argument("tools[{}].function.parameters: {}", i,
+                                      params.status().message());
     }
     alternatives.push_back(xml ? xml_call(f, *params) : python_call(f, *params));
   }
-  if (alternatives.empty()) return Status::invalid_argument("tool_choice names no function in 'tools'");
+  if (alternatives.empty())
+    return Status::invalid_argument("tool_choice names no function in 'tools'");
   std::string call = "tool-kw ::= " + alternatives[0];
   for (size_t i = 1; i < alternatives.size(); ++i) call += " | " + alternatives[i];
   const bool many = tools.parallel_tool_calls;
   std::string top;
   if (xml) {
-    top = fmt::format("tool-call ::= {} tool-kw {}\n", ebnf_literal("<tool_call>\n"), ebnf_literal("\n</tool_call>"));
-    top += many ? fmt::format("root ::= tool-call ( {} tool-call )*\n", ebnf_literal("\n")) : "root ::= tool-call\n";
+    top = fmt::format("tool-call ::= {} tool-kw {}\n", ebnf_literal("<tool_call>\n"),
+                      ebnf_literal("\n</tool_call>"));
+    top += many ? fmt::format("root ::= tool-call ( {} tool-call )*\n", ebnf_literal("\n"))
+                : "root ::= tool-call\n";
   } else {
-    top = many ? fmt::format("root ::= {} tool-kw ( {} tool-kw )* {}\n", ebnf_literal("["), ebnf_literal(", "),
-                             ebnf_literal("]"))
+    top = many ? fmt::format("root ::= {} tool-kw ( {} tool-kw )* {}\n", ebnf_literal("["),
+                             ebnf_literal(", "), ebnf_literal("]"))
                : fmt::format("root ::= {} tool-kw {}\n", ebnf_literal("["), ebnf_literal("]"));
   }
   return top + call + "\n" + rules;

@@ -8,7 +8,8 @@
 //                (parallel_tool_calls: one or more, separated by "\n")
 //   llama3_json  {"name": "f", "parameters": ARGS}   (parallel: joined by "; ")
 //   mistral      [TOOL_CALLS][{"name": "f", "arguments": ARGS}]  (parallel: ", " between)
-//   qwen3_coder  <tool_call>\n<function=f>\n(<parameter=p>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
+//   qwen3_coder
+//   <tool_call>\n<function=f>\n(<parameter=p>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
 //                (parallel: "\n" between); the schema's properties in order, required ones
 //                present, optional ones optional; a string VALUE is raw text without '<'
 //                (enum, minLength, maxLength kept; pattern and format refused), others JSON

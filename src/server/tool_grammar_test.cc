@@ -115,7 +115,8 @@ ToolsSpec keyword_tools(ToolChoice choice, bool parallel) {
                      "required": ["city"], "additionalProperties": false})";
   ToolFunction o;
   o.name = "opts";
-  o.parameters = R"({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "integer"}}})";
+  o.parameters =
+      R"({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "integer"}}})";
   t.functions = {w, o};
   t.choice = choice;
   t.named = choice == ToolChoice::kNamed ? "get_weather" : "";
@@ -124,19 +125,27 @@ ToolsSpec keyword_tools(ToolChoice choice, bool parallel) {
 }
 
 TEST(ToolGrammar, Qwen3CoderAcceptsWhatTheParserReads) {
-  StatusOr<std::string> g = tool_call_grammar(keyword_tools(ToolChoice::kRequired, true), ToolParserKind::kQwen3Coder);
+  StatusOr<std::string> g =
+      tool_call_grammar(keyword_tools(ToolChoice::kRequired, true), ToolParserKind::kQwen3Coder);
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-  const std::string w = "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n"
-                        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
-  const std::string o = "<tool_call>\n<function=opts>\n<parameter=b>\n-4\n</parameter>\n</function>\n</tool_call>";
+  const std::string w =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n"
+      "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+  const std::string o =
+      "<tool_call>\n<function=opts>\n<parameter=b>\n-4\n</parameter>\n</function>\n</tool_call>";
   EXPECT_TRUE(accepts(*g, w)) << *g;
   EXPECT_TRUE(accepts(*g, o));
   EXPECT_TRUE(accepts(*g, w + "\n" + o));
-  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>"));  // city required
-  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nA much too long city\n"
-                           "</parameter>\n</function>\n</tool_call>"));  // maxLength 12
-  EXPECT_FALSE(accepts(*g, "<tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</parameter>\n"
-                           "<parameter=unit>\nkelvin\n</parameter>\n</function>\n</tool_call>"));  // enum
+  EXPECT_FALSE(accepts(
+      *g, "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>"));  // city required
+  EXPECT_FALSE(
+      accepts(*g,
+              "<tool_call>\n<function=get_weather>\n<parameter=city>\nA much too long city\n"
+              "</parameter>\n</function>\n</tool_call>"));  // maxLength 12
+  EXPECT_FALSE(
+      accepts(*g,
+              "<tool_call>\n<function=get_weather>\n<parameter=city>\nX\n</parameter>\n"
+              "<parameter=unit>\nkelvin\n</parameter>\n</function>\n</tool_call>"));  // enum
   auto types = tool_param_types(keyword_tools(ToolChoice::kRequired, true));
   StreamingToolParser p(ToolParserKind::kQwen3Coder, types);
   ToolParseOutput out = p.push(w + "\n" + o);
@@ -145,7 +154,8 @@ TEST(ToolGrammar, Qwen3CoderAcceptsWhatTheParserReads) {
   ASSERT_EQ(out.calls.size(), 2u);
   EXPECT_EQ(out.calls[0].arguments, R"({"city":"San Jose","days":3})");
   EXPECT_EQ(out.calls[1].arguments, R"({"b":-4})");
-  StatusOr<std::string> one = tool_call_grammar(keyword_tools(ToolChoice::kNamed, false), ToolParserKind::kQwen3Coder);
+  StatusOr<std::string> one =
+      tool_call_grammar(keyword_tools(ToolChoice::kNamed, false), ToolParserKind::kQwen3Coder);
   ASSERT_TRUE(one.is_ok());
   EXPECT_TRUE(accepts(*one, w));
   EXPECT_FALSE(accepts(*one, o));
@@ -153,22 +163,25 @@ TEST(ToolGrammar, Qwen3CoderAcceptsWhatTheParserReads) {
 }
 
 TEST(ToolGrammar, PythonicAcceptsWhatTheParserReads) {
-  StatusOr<std::string> g = tool_call_grammar(keyword_tools(ToolChoice::kRequired, true), ToolParserKind::kPythonic);
+  StatusOr<std::string> g =
+      tool_call_grammar(keyword_tools(ToolChoice::kRequired, true), ToolParserKind::kPythonic);
   ASSERT_TRUE(g.is_ok()) << g.status().to_string();
   const std::string w = "get_weather(city=\"Oslo\", unit=\"celsius\")";
-  for (const std::string& text : std::vector<std::string>{"[" + w + "]", "[get_weather(city=\"Oslo\", days=2)]", "[opts()]",
-                                  "[opts(b=3)]", "[opts(a=true, b=3)]", "[" + w + ", opts(a=false)]"}) {
+  for (const std::string& text : std::vector<std::string>{
+           "[" + w + "]", "[get_weather(city=\"Oslo\", days=2)]", "[opts()]", "[opts(b=3)]",
+           "[opts(a=true, b=3)]", "[" + w + ", opts(a=false)]"}) {
     EXPECT_TRUE(accepts(*g, text)) << text << "\n" << *g;
     ToolParseOutput parsed = parse_tool_calls(ToolParserKind::kPythonic, text);
     EXPECT_FALSE(parsed.calls.empty()) << text;
     EXPECT_EQ(parsed.content, "") << text;
   }
-  EXPECT_FALSE(accepts(*g, "[get_weather()]"));            // city required
+  EXPECT_FALSE(accepts(*g, "[get_weather()]"));  // city required
   EXPECT_FALSE(accepts(*g, "[opts(, b=3)]"));
   EXPECT_FALSE(accepts(*g, "[get_weather(days=2, city=\"Oslo\")]"));  // the schema's order
   EXPECT_EQ(parse_tool_calls(ToolParserKind::kPythonic, "[opts(a=true, b=3)]").calls[0].arguments,
             R"({"a":true,"b":3})");
-  StatusOr<std::string> one = tool_call_grammar(keyword_tools(ToolChoice::kNamed, false), ToolParserKind::kPythonic);
+  StatusOr<std::string> one =
+      tool_call_grammar(keyword_tools(ToolChoice::kNamed, false), ToolParserKind::kPythonic);
   ASSERT_TRUE(one.is_ok());
   EXPECT_TRUE(accepts(*one, "[" + w + "]"));
   EXPECT_FALSE(accepts(*one, "[" + w + ", " + w + "]"));
@@ -176,12 +189,14 @@ TEST(ToolGrammar, PythonicAcceptsWhatTheParserReads) {
 
 TEST(ToolGrammar, Qwen3CoderRefusesStringPatterns) {
   ToolsSpec t = keyword_tools(ToolChoice::kRequired, true);
-  t.functions[0].parameters = R"({"type": "object", "properties": {"c": {"type": "string", "pattern": "a+"}}})";
+  t.functions[0].parameters =
+      R"({"type": "object", "properties": {"c": {"type": "string", "pattern": "a+"}}})";
   StatusOr<std::string> g = tool_call_grammar(t, ToolParserKind::kQwen3Coder);
   ASSERT_FALSE(g.is_ok());
   EXPECT_NE(g.status().message().find("tools[0].function.parameters: 'c'"), std::string::npos)
       << g.status().message();
-  EXPECT_TRUE(tool_call_grammar(t, ToolParserKind::kPythonic).is_ok());  // JSON strings take patterns
+  EXPECT_TRUE(
+      tool_call_grammar(t, ToolParserKind::kPythonic).is_ok());  // JSON strings take patterns
 }
 
 TEST(ToolGrammar, BadSchemaNamesTheTool) {

@@ -19,7 +19,8 @@ namespace omnibus::server {
 
 class ChoiceToolCalls {
  public:
-  explicit ChoiceToolCalls(ToolParserKind kind, std::shared_ptr<const ToolParamTypes> types = nullptr)
+  explicit ChoiceToolCalls(ToolParserKind kind,
+                           std::shared_ptr<const ToolParamTypes> types = nullptr)
       : parser_(kind, std::move(types)) {}
 
   struct Delta {

@@ -167,7 +167,8 @@ void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
       std::vector<ParsedToolCall> calls;
       const std::string_view body = std::string_view(buf_).substr(begin, body_end - begin);
       ParsedToolCall xml_call;
-      const bool parsed = xml ? parse_xml_function_call(body, types_.get(), xml_call) : parse_calls(body, !hermes, calls);
+      const bool parsed = xml ? parse_xml_function_call(body, types_.get(), xml_call)
+                              : parse_calls(body, !hermes, calls);
       if (xml && parsed) calls.push_back(std::move(xml_call));
       if (parsed) {
         for (ParsedToolCall& c : calls) add_call(std::move(c), out);
@@ -299,7 +300,8 @@ void StreamingToolParser::run_pythonic(bool final, ToolParseOutput& out) {
         if (rest.substr(0, kPythonStart.size()) == kPythonStart) {
           buf_.erase(0, i + kPythonStart.size());
           state_ = State::kInCall;
-        } else if (rest.size() < kPythonStart.size() && kPythonStart.substr(0, rest.size()) == rest) {
+        } else if (rest.size() < kPythonStart.size() &&
+                   kPythonStart.substr(0, rest.size()) == rest) {
           if (!final) return;
           state_ = State::kText;
         } else {
@@ -320,7 +322,8 @@ void StreamingToolParser::run_pythonic(bool final, ToolParseOutput& out) {
         const size_t end = pythonic_list_end(std::string_view(buf_).substr(i));
         if (end == std::string::npos && !final) return;
         std::vector<ParsedToolCall> calls;
-        if (end == std::string::npos || !parse_pythonic_calls(std::string_view(buf_).substr(i, end), calls)) {
+        if (end == std::string::npos ||
+            !parse_pythonic_calls(std::string_view(buf_).substr(i, end), calls)) {
           state_ = State::kText;
           continue;
         }
@@ -340,7 +343,8 @@ void StreamingToolParser::run_pythonic(bool final, ToolParseOutput& out) {
           buf_.erase(0, i + kPythonEnd.size());
           continue;
         }
-        if (rest.size() < kPythonEnd.size() && kPythonEnd.substr(0, rest.size()) == rest && !final) return;
+        if (rest.size() < kPythonEnd.size() && kPythonEnd.substr(0, rest.size()) == rest && !final)
+          return;
         buf_.erase(0, i);
         state_ = State::kText;
         continue;

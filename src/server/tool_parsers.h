@@ -6,7 +6,8 @@
 //   llama3_json  [<|python_tag|>]{"name": "f", "parameters"|"arguments": {...}} [; {...}]*
 //                (the output must start with the tag or '{'; else it is all content)
 //   mistral      [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]  (text before is content)
-//   qwen3_coder  <tool_call>\n<function=f>\n<parameter=p>\nVALUE\n</parameter>\n</function>\n</tool_call>
+//   qwen3_coder
+//   <tool_call>\n<function=f>\n<parameter=p>\nVALUE\n</parameter>\n</function>\n</tool_call>
 //                (as hermes, with Qwen3-Coder's XML body: tool_call_syntax.h)
 //   pythonic     [<|python_start|>][f(a=1, b="x"), g()][<|python_end|>]  (Llama 3.2 / 4; the
 //                output must start with the list; else it is all content; tool_call_syntax.h)
@@ -50,7 +51,8 @@ struct ToolParseOutput {
 class StreamingToolParser {
  public:
   // types: the request's parameter types, which qwen3_coder reads values by (may be null).
-  explicit StreamingToolParser(ToolParserKind kind, std::shared_ptr<const ToolParamTypes> types = nullptr)
+  explicit StreamingToolParser(ToolParserKind kind,
+                               std::shared_ptr<const ToolParamTypes> types = nullptr)
       : kind_(kind), types_(std::move(types)) {}
 
   // REQUIRES: !finished().

@@ -94,17 +94,20 @@ const std::vector<Case>& cases() {
        {}},
       // qwen3_coder (no parameter types known: JSON when it is JSON, else text)
       {ToolParserKind::kQwen3Coder,
-       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</"
+       "parameter>\n<parameter=days>\n3\n"
        "</parameter>\n</function>\n</tool_call>",
        "",
        {{"get_weather", R"({"city":"Paris","days":3})"}}},
       {ToolParserKind::kQwen3Coder,
-       "Sure.\n<tool_call>\n<function=f>\n</function>\n</tool_call>\n<tool_call>\n<function=g>\n<parameter=o>\n"
+       "Sure.\n<tool_call>\n<function=f>\n</function>\n</"
+       "tool_call>\n<tool_call>\n<function=g>\n<parameter=o>\n"
        "{\"k\": [1, true]}\n</parameter>\n</function>\n</tool_call>",
        "Sure.\n",
        {{"f", "{}"}, {"g", R"({"o":{"k":[1,true]}})"}}},
       {ToolParserKind::kQwen3Coder,
-       "<tool_call>\n<function=run>\n<parameter=code>\nif a < b:\n  x = 1\n\n</parameter>\n</function>\n"
+       "<tool_call>\n<function=run>\n<parameter=code>\nif a < b:\n  x = "
+       "1\n\n</parameter>\n</function>\n"
        "</tool_call>",
        "",
        {{"run", R"({"code":"if a < b:\n  x = 1\n"})"}}},
@@ -123,7 +126,8 @@ const std::vector<Case>& cases() {
        "",
        {{"get_weather", R"({"city":"Paris","unit":"celsius"})"}, {"add", R"({"a":1,"b":-25.0})"}}},
       {ToolParserKind::kPythonic,
-       "<|python_start|>[f(flag=True, x=None, items=[1, 'two', (3,)], opts={'k': False, \"j\": null},)]"
+       "<|python_start|>[f(flag=True, x=None, items=[1, 'two', (3,)], opts={'k': False, \"j\": "
+       "null},)]"
        "<|python_end|>",
        "",
        {{"f", R"({"flag":true,"x":null,"items":[1,"two",[3]],"opts":{"k":false,"j":null}})"}}},
@@ -211,7 +215,8 @@ TEST(ToolParsers, Qwen3CoderReadsValuesByTheParameterTypes) {
 }
 
 TEST(ToolParsers, NewFormatsSelection) {
-  EXPECT_EQ(tool_parser_for_template("{{ '<tool_call>\n<function=' + name }}"), ToolParserKind::kQwen3Coder);
+  EXPECT_EQ(tool_parser_for_template("{{ '<tool_call>\n<function=' + name }}"),
+            ToolParserKind::kQwen3Coder);
   EXPECT_EQ(tool_parser_for_template("{{ '<|python_start|>' }}"), ToolParserKind::kPythonic);
   EXPECT_EQ(tool_parser_for_template("Respond as [func_name1(params_name1=params_value1)]"),
             ToolParserKind::kPythonic);

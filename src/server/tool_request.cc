@@ -180,10 +180,13 @@ std::shared_ptr<const ToolParamTypes> tool_param_types(const ToolsSpec& tools) {
   auto out = std::make_shared<ToolParamTypes>();
   for (const ToolFunction& f : tools.functions) {
     std::map<std::string, std::string>& params = (*out)[f.name];
-    const nlohmann::json schema = nlohmann::json::parse(f.parameters, nullptr, /*allow_exceptions=*/false);
-    if (!schema.is_object() || !schema.contains("properties") || !schema["properties"].is_object()) continue;
+    const nlohmann::json schema =
+        nlohmann::json::parse(f.parameters, nullptr, /*allow_exceptions=*/false);
+    if (!schema.is_object() || !schema.contains("properties") || !schema["properties"].is_object())
+      continue;
     for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it) {
-      const nlohmann::json* type = it->is_object() && it->contains("type") ? &(*it)["type"] : nullptr;
+      const nlohmann::json* type =
+          it->is_object() && it->contains("type") ? &(*it)["type"] : nullptr;
       params[it.key()] = type != nullptr && type->is_string() ? type->get<std::string>() : "";
     }
   }

@@ -159,16 +159,21 @@ TEST(ToolRequest, ToolResultsNeedACallIdAndArgumentsMustParse) {
   };
   invalid(R"([{"role": "user", "content": "x"}, {"role": "tool", "content": "22 C"}])",
           "messages[1].tool_call_id");
-  invalid(R"([{"role": "tool", "content": "22 C", "tool_call_id": null}])", "messages[0].tool_call_id");
-  invalid(R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{\"city\": "}}]}])",
-          "messages[0].tool_calls[0].function.arguments");
-  invalid(R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "not json"}}]}])",
-          "messages[0].tool_calls[0].function.arguments");
+  invalid(R"([{"role": "tool", "content": "22 C", "tool_call_id": null}])",
+          "messages[0].tool_call_id");
+  invalid(
+      R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{\"city\": "}}]}])",
+      "messages[0].tool_calls[0].function.arguments");
+  invalid(
+      R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "not json"}}]}])",
+      "messages[0].tool_calls[0].function.arguments");
   // Still fine: JSON text, an object, or no arguments at all.
-  for (const char* args : {R"("arguments": "{\"city\": \"Paris\"}")", R"("arguments": {"city": "Paris"})", R"("x": 1)"}) {
+  for (const char* args : {R"("arguments": "{\"city\": \"Paris\"}")",
+                           R"("arguments": {"city": "Paris"})", R"("x": 1)"}) {
     ApiResult<GenerationSpec> r = chat_messages(
-        std::string(R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", )") + args +
-        R"(}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}])");
+        std::string(
+            R"([{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", )") +
+        args + R"(}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}])");
     EXPECT_TRUE(r.ok()) << args << ": " << r.error().message;
   }
 }

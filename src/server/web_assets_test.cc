@@ -1,9 +1,9 @@
 #include "server/web_assets.h"
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 namespace omnibus::server {
 namespace {
@@ -13,7 +13,8 @@ namespace {
 TEST(WebAssets, EmbeddedFilesMatchTheSources) {
   ASSERT_FALSE(web_assets().empty());
   for (const WebAsset& a : web_assets()) {
-    std::ifstream in(std::string(OMNIBUS_SOURCE_DIR) + "/src/server/web" + std::string(a.path), std::ios::binary);
+    std::ifstream in(std::string(OMNIBUS_SOURCE_DIR) + "/src/server/web" + std::string(a.path),
+                     std::ios::binary);
     ASSERT_TRUE(in) << a.path;
     std::stringstream ss;
     ss << in.rdbuf();

@@ -7,11 +7,11 @@
 //   POST /flush_cache       sent to every worker by the router's /flush_cache; 2xx = flushed
 //   GET  /health_generate   proxied: 200 once the engine generated a token (SGLang's deep check)
 // The rest of each answer is for people and dashboards (docs/server.md).
-#include <chrono>
-#include <optional>
-
 #include <fmt/format.h>
+
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "server/api_server.h"
 #include "server/sse.h"
@@ -114,8 +114,8 @@ void ApiServer::health_generate(ResponseSink& sink) {
   constexpr std::chrono::seconds kTimeout(30);
   const auto deadline = std::chrono::steady_clock::now() + kTimeout;
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::steady_clock::now());
     std::optional<EngineEvent> ev = left.count() > 0 ? (*stream)->pop(left) : std::nullopt;
     if (!ev) {
       backend_.engine->abort((*stream)->id());
@@ -129,8 +129,9 @@ void ApiServer::health_generate(ResponseSink& sink) {
 void ApiServer::flush_cache(ResponseSink& sink) {
   const int32_t before = backend_.engine->stats().kv_blocks_cached;
   if (!backend_.engine->flush_prefix_cache()) {
-    ApiError e{409, "the prefix cache was not flushed: requests are running or waiting (retry when idle)",
-               "invalid_request_error", "", "requests_running"};
+    ApiError e{
+        409, "the prefix cache was not flushed: requests are running or waiting (retry when idle)",
+        "invalid_request_error", "", "requests_running"};
     return sink.respond(e.status, "application/json", e.to_json());
   }
   nlohmann::json r;

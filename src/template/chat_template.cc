@@ -8,8 +8,10 @@ namespace {
 
 // Plain ChatML (as Qwen-style models and llama.cpp's default use it).
 constexpr std::string_view kChatml =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}"
     "{% endif %}";
 
 // Gemma 3 instruction-tuned models' template (google/gemma-3-*-it
@@ -94,8 +96,9 @@ jinja::Value tool_call_value(const ChatToolCall& call) {
 
 bool ChatTemplate::mentions_tools() const { return source().find("tools") != std::string::npos; }
 
-StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                                           const std::string& bos_token, const std::string& eos_token,
+StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                           bool add_generation_prompt, const std::string& bos_token,
+                                           const std::string& eos_token,
                                            const std::vector<std::string>& tools,
                                            const std::string& extra_variables) const {
   jinja::ValueList list;
@@ -111,7 +114,8 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
     }
     if (!msg.tool_call_id.empty()) m.set("tool_call_id", jinja::Value(msg.tool_call_id));
     if (!msg.name.empty()) m.set("name", jinja::Value(msg.name));
-    if (!msg.reasoning_content.empty()) m.set("reasoning_content", jinja::Value(msg.reasoning_content));
+    if (!msg.reasoning_content.empty())
+      m.set("reasoning_content", jinja::Value(msg.reasoning_content));
     list.emplace_back(std::move(m));
   }
   jinja::Value tools_value = jinja::Value::none();
@@ -128,7 +132,8 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
   jinja::ValueMap vars;
   if (!extra_variables.empty()) {
     OMNIBUS_ASSIGN_OR_RETURN(jinja::Value extra, jinja::json_text_to_value(extra_variables));
-    if (!extra.is_map()) return Status::invalid_argument("the extra template variables must be a JSON object");
+    if (!extra.is_map())
+      return Status::invalid_argument("the extra template variables must be a JSON object");
     for (const auto& [key, value] : extra.as_map().entries) vars.set(key, value);
   }
   vars.set("messages", jinja::Value(std::move(list)));

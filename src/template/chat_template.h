@@ -32,7 +32,7 @@ class GgufFile;
 
 // One call an assistant message made (OpenAI's message.tool_calls[i]).
 struct ChatToolCall {
-  std::string id;         // "" when the client gave none
+  std::string id;  // "" when the client gave none
   std::string name;
   std::string arguments;  // JSON text (normally an object)
 };
@@ -46,8 +46,8 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant: set as message.tool_calls only when non-empty
   std::string tool_call_id;              // tool: set as message.tool_call_id when non-empty
   std::string name;                      // set as message.name when non-empty
-  std::string reasoning_content;         // assistant: its thinking, set as message.reasoning_content
-                                         // when non-empty (Qwen 3's template shows it)
+  std::string reasoning_content;  // assistant: its thinking, set as message.reasoning_content
+                                  // when non-empty (Qwen 3's template shows it)
 };
 
 class ChatTemplate {

@@ -10,10 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
 #include "template/jinja2_golden_testing.h"
@@ -34,7 +33,8 @@ nlohmann::json load_golden() {
 
 std::vector<ChatMessage> messages_of(const nlohmann::json& j) {
   std::vector<ChatMessage> out;
-  for (const auto& m : j) out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  for (const auto& m : j)
+    out.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   return out;
 }
 
@@ -60,8 +60,9 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
       }
       it = parsed.emplace(name, *t).first;
     }
-    const std::string what = name + " / " + c["conversation"].get<std::string>() +
-                             " / add_generation_prompt=" + (c["add_generation_prompt"].get<bool>() ? "1" : "0");
+    const std::string what =
+        name + " / " + c["conversation"].get<std::string>() +
+        " / add_generation_prompt=" + (c["add_generation_prompt"].get<bool>() ? "1" : "0");
     StatusOr<std::string> out =
         it->second.render(messages_of(c["messages"]), c["add_generation_prompt"].get<bool>(),
                           c["bos_token"].get<std::string>(), c["eos_token"].get<std::string>());
@@ -69,7 +70,8 @@ TEST(ChatTemplateGolden, EveryCaseMatchesJinja2) {
     ++n_checked;
   }
   // The families the acceptance asks for are all covered.
-  for (const char* need : {"smollm2.jinja", "gemma3.jinja", "chatml.jinja", "llama3.jinja", "llama3.1.jinja"}) {
+  for (const char* need :
+       {"smollm2.jinja", "gemma3.jinja", "chatml.jinja", "llama3.jinja", "llama3.1.jinja"}) {
     EXPECT_TRUE(seen_templates.count(need)) << need;
   }
   EXPECT_EQ(n_checked, int(golden.size()));
@@ -98,7 +100,9 @@ TEST(ChatTemplate, RendersChatml) {
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   StatusOr<std::string> out = t->render({{"system", "S"}, {"user", "U"}}, true, "", "");
   ASSERT_TRUE(out.is_ok()) << out.status().to_string();
-  EXPECT_EQ(*out, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      *out,
+      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, RaiseExceptionIsAnError) {
@@ -121,7 +125,8 @@ TEST(ChatTemplate, ParseErrorNamesThePosition) {
 TEST(ChatTemplate, RendersConcurrently) {
   StatusOr<ChatTemplate> t = ChatTemplate::parse(read_file(templates_dir() + "/llama3.1.jinja"));
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-  const std::vector<ChatMessage> conv = {{"system", "sys"}, {"user", "hi"}, {"assistant", "yo"}, {"user", "q"}};
+  const std::vector<ChatMessage> conv = {
+      {"system", "sys"}, {"user", "hi"}, {"assistant", "yo"}, {"user", "q"}};
   StatusOr<std::string> expected = t->render(conv, true, "<|begin_of_text|>", "<|eot_id|>");
   ASSERT_TRUE(expected.is_ok());
   std::atomic<int> mismatches{0};
@@ -158,7 +163,8 @@ TEST_F(ChatTemplateGguf, SmolLm2UsesItsOwnTemplate) {
   StatusOr<std::string> out = t->render({{"user", "Hi"}}, true, "<|im_start|>", "<|im_end|>");
   ASSERT_TRUE(out.is_ok());
   EXPECT_EQ(*out,
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 

@@ -64,7 +64,7 @@ enum class StmtKind {
   kMacro,     // {% macro name(params) %}body{% endmacro %}
   kBreak,
   kContinue,
-  kScope,     // a block that only wraps its body ({% generation %})
+  kScope,  // a block that only wraps its body ({% generation %})
 };
 
 struct Stmt {

@@ -31,7 +31,8 @@ Value get_attr(const Value& obj, std::string_view name);
 // the end), else undefined.
 Value get_item(const Value& obj, const Value& key);
 // obj[start:stop:step] on a list or string (code points); nulls are omitted parts.
-StatusOr<Value> get_slice(const Value& obj, const Value* start, const Value* stop, const Value* step);
+StatusOr<Value> get_slice(const Value& obj, const Value* start, const Value* stop,
+                          const Value* step);
 // The items a for loop visits: list items, map keys, string characters;
 // nothing for undefined. Error for other types.
 StatusOr<ValueList> iterate(const Value& v);
@@ -49,7 +50,8 @@ StatusOr<Value> call_filter(std::string_view name, const Value& input, const Cal
 StatusOr<bool> call_test(std::string_view name, const Value& v, const CallArgs& args);
 // obj.name(args) for Python methods of str and dict (strip, split, startswith,
 // get, items, ...); nullopt when obj has no such method.
-std::optional<StatusOr<Value>> call_method(const Value& obj, std::string_view name, const CallArgs& args);
+std::optional<StatusOr<Value>> call_method(const Value& obj, std::string_view name,
+                                           const CallArgs& args);
 // range, namespace, dict, strftime_now; undefined for other names.
 Value global_function(std::string_view name);
 
@@ -63,7 +65,7 @@ std::string py_strip(std::string_view s, bool left, bool right, const std::strin
 
 // json.dumps(v, ensure_ascii=False, indent=indent (<0: None), sort_keys=...),
 // separators default as Python's.
-StatusOr<std::string> to_json(const Value& v, int indent, bool sort_keys,
-                              std::string_view item_sep, std::string_view key_sep);
+StatusOr<std::string> to_json(const Value& v, int indent, bool sort_keys, std::string_view item_sep,
+                              std::string_view key_sep);
 
 }  // namespace omnibus::jinja

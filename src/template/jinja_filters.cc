@@ -24,15 +24,16 @@ std::string lower(std::string s) {
 
 Status arity(std::string_view what, const CallArgs& a, size_t max_positional) {
   if (a.args.size() > max_positional) {
-    return Status::invalid_argument("{} takes at most {} argument(s), {} given", what, max_positional,
-                                    a.args.size());
+    return Status::invalid_argument("{} takes at most {} argument(s), {} given", what,
+                                    max_positional, a.args.size());
   }
   return Status::ok();
 }
 
 StatusOr<std::string> want_string(std::string_view what, const Value* v) {
   if (v == nullptr) return Status::invalid_argument("{}: missing argument", what);
-  if (!v->is_string()) return Status::invalid_argument("{}: expected a string, got {}", what, v->type_name());
+  if (!v->is_string())
+    return Status::invalid_argument("{}: expected a string, got {}", what, v->type_name());
   return v->as_string();
 }
 
@@ -64,7 +65,8 @@ StatusOr<Value> to_int(const Value& v, const Value* deflt) {
     const long long i = std::strtoll(s.c_str(), &end, 10);
     if (errno == 0 && end == s.c_str() + s.size()) return Value(int64_t(i));
     const double d = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() + s.size() && std::isfinite(d) && std::fabs(d) < 9.2e18) return Value(int64_t(d));
+    if (end == s.c_str() + s.size() && std::isfinite(d) && std::fabs(d) < 9.2e18)
+      return Value(int64_t(d));
   }
   return fallback;
 }
@@ -120,7 +122,8 @@ StatusOr<Value> select(const Value& input, const CallArgs& a, bool by_attr, bool
   size_t next = 0;
   std::string attr;
   if (by_attr) {
-    OMNIBUS_ASSIGN_OR_RETURN(attr, want_string("selectattr", a.args.empty() ? nullptr : &a.args[0]));
+    OMNIBUS_ASSIGN_OR_RETURN(attr,
+                             want_string("selectattr", a.args.empty() ? nullptr : &a.args[0]));
     next = 1;
   }
   std::string test;
@@ -179,7 +182,8 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
       item_sep = seps->as_list()[0].as_string();
       key_sep = seps->as_list()[1].as_string();
     }
-    OMNIBUS_ASSIGN_OR_RETURN(std::string json, to_json(in, width, sort && sort->truthy(), item_sep, key_sep));
+    OMNIBUS_ASSIGN_OR_RETURN(std::string json,
+                             to_json(in, width, sort && sort->truthy(), item_sep, key_sep));
     return Value(std::move(json));
   }
   if (name == "length" || name == "count") {
@@ -191,7 +195,8 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
   }
   if (name == "items") {
     if (in.is_undefined()) return Value(ValueList{});
-    if (!in.is_map()) return Status::invalid_argument("items: expected a mapping, got {}", in.type_name());
+    if (!in.is_map())
+      return Status::invalid_argument("items: expected a mapping, got {}", in.type_name());
     ValueList out;
     for (const auto& [k, v] : in.as_map().entries) out.push_back(Value::make_tuple({Value(k), v}));
     return Value(std::move(out));
@@ -233,7 +238,8 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
       }
       return Value(std::move(out));
     }
-    OMNIBUS_ASSIGN_OR_RETURN(std::string filter, want_string("map", a.args.empty() ? nullptr : &a.args[0]));
+    OMNIBUS_ASSIGN_OR_RETURN(std::string filter,
+                             want_string("map", a.args.empty() ? nullptr : &a.args[0]));
     CallArgs rest;
     rest.args.assign(a.args.begin() + 1, a.args.end());
     rest.kwargs = a.kwargs;
@@ -244,7 +250,8 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
     return Value(std::move(out));
   }
   if (name == "select" || name == "reject") return select(in, a, false, name == "select");
-  if (name == "selectattr" || name == "rejectattr") return select(in, a, true, name == "selectattr");
+  if (name == "selectattr" || name == "rejectattr")
+    return select(in, a, true, name == "selectattr");
   if (name == "reverse") {
     if (in.is_string()) {
       ValueList chars;
@@ -269,8 +276,10 @@ StatusOr<Value> call_filter(std::string_view name, const Value& in, const CallAr
     const Value* first = a.get(1, "first");
     const Value* blank = a.get(2, "blank");
     std::string pad(4, ' ');
-    if (w && w->is_string()) pad = w->as_string();
-    else if (w && (w->is_int() || w->is_bool())) pad = std::string(size_t(std::clamp<int64_t>(w->as_int(), 0, 1024)), ' ');
+    if (w && w->is_string())
+      pad = w->as_string();
+    else if (w && (w->is_int() || w->is_bool()))
+      pad = std::string(size_t(std::clamp<int64_t>(w->as_int(), 0, 1024)), ' ');
     return Value(indent(in.to_str(), pad, first && first->truthy(), blank && blank->truthy()));
   }
   // String filters: Jinja converts the input with str() first.
@@ -344,10 +353,12 @@ StatusOr<bool> call_test(std::string_view name, const Value& v, const CallArgs& 
   if (name == "callable") return v.is_function();
   if (name == "lower" || name == "upper") {
     if (!v.is_string()) return Status::invalid_argument("test '{}' needs a string", name);
-    return name == "lower" ? lower(v.as_string()) == v.as_string() : upper(v.as_string()) == v.as_string();
+    return name == "lower" ? lower(v.as_string()) == v.as_string()
+                           : upper(v.as_string()) == v.as_string();
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!(v.is_int() || v.is_bool())) return Status::invalid_argument("test '{}' needs an integer", name);
+    if (!(v.is_int() || v.is_bool()))
+      return Status::invalid_argument("test '{}' needs an integer", name);
     if (name == "odd") return v.as_int() % 2 != 0;
     if (name == "even") return v.as_int() % 2 == 0;
     OMNIBUS_RETURN_IF_ERROR(need_arg());
@@ -364,9 +375,10 @@ StatusOr<bool> call_test(std::string_view name, const Value& v, const CallArgs& 
     return false;
   }
   static constexpr std::pair<std::string_view, std::string_view> kCompare[] = {
-      {"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="}, {"lt", "<"},
-      {"lessthan", "<"}, {"<", "<"}, {"le", "<="}, {"<=", "<="}, {"gt", ">"}, {"greaterthan", ">"},
-      {">", ">"}, {"ge", ">="}, {">=", ">="}, {"in", "in"}};
+      {"eq", "=="}, {"equalto", "=="}, {"==", "=="},      {"ne", "!="},
+      {"!=", "!="}, {"lt", "<"},       {"lessthan", "<"}, {"<", "<"},
+      {"le", "<="}, {"<=", "<="},      {"gt", ">"},       {"greaterthan", ">"},
+      {">", ">"},   {"ge", ">="},      {">=", ">="},      {"in", "in"}};
   for (const auto& [test, op] : kCompare) {
     if (name == test) {
       OMNIBUS_RETURN_IF_ERROR(need_arg());

@@ -14,9 +14,7 @@ bool is_space(char c) {
          (c >= 0x1c && c <= 0x1f);
 }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -62,8 +60,10 @@ void decode_escapes(std::string_view body, std::string& out) {
         bool ok = i + n < body.size();
         for (size_t k = 1; ok && k <= n; ++k) {
           const int h = hex_value(body[i + k]);
-          if (h < 0) ok = false;
-          else cp = cp * 16 + uint32_t(h);
+          if (h < 0)
+            ok = false;
+          else
+            cp = cp * 16 + uint32_t(h);
         }
         if (!ok) {  // Python rejects these; keep them as written
           out += '\\';
@@ -77,7 +77,8 @@ void decode_escapes(std::string_view body, std::string& out) {
       default:
         if (e >= '0' && e <= '7') {
           uint32_t cp = uint32_t(e - '0');
-          for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k) {
+          for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7';
+               ++k) {
             cp = cp * 8 + uint32_t(body[++i] - '0');
           }
           append_escaped(out, cp);
@@ -105,7 +106,8 @@ class Lexer {
         break;
       }
       const char type = s[tag + 1];  // '{', '%' or '#'
-      const char sign = tag + 2 < s.size() && (s[tag + 2] == '-' || s[tag + 2] == '+') ? s[tag + 2] : 0;
+      const char sign =
+          tag + 2 < s.size() && (s[tag + 2] == '-' || s[tag + 2] == '+') ? s[tag + 2] : 0;
       if (sign == '-') {
         while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
       } else if (sign != '+' && type != '{') {  // lstrip_blocks
@@ -144,7 +146,8 @@ class Lexer {
   }
 
   Status error(size_t pos, std::string_view what) const {
-    return Status::invalid_argument("chat template {}: {}", describe_position(result_.source, pos), what);
+    return Status::invalid_argument("chat template {}: {}", describe_position(result_.source, pos),
+                                    what);
   }
 
   // After a closing delimiter: `-` eats all whitespace, trim_blocks one "\n".
@@ -162,7 +165,8 @@ class Lexer {
     const std::string& s = result_.source;
     const size_t close = s.find("#}", body);
     if (close == std::string::npos) return error(tag, "unterminated comment '{#'");
-    const char sign = close > body && (s[close - 1] == '-' || s[close - 1] == '+') ? s[close - 1] : 0;
+    const char sign =
+        close > body && (s[close - 1] == '-' || s[close - 1] == '+') ? s[close - 1] : 0;
     return after_close(close + 2, sign, /*trim_newline=*/true);
   }
 
@@ -180,7 +184,8 @@ class Lexer {
       if (depth == 0) {
         size_t p = pos;
         char sign = 0;
-        if ((s[p] == '-' || s[p] == '+') && p + 1 < s.size() && s[p + 1] == close_char) sign = s[p++];
+        if ((s[p] == '-' || s[p] == '+') && p + 1 < s.size() && s[p + 1] == close_char)
+          sign = s[p++];
         if (s[p] == close_char && p + 1 < s.size() && s[p + 1] == '}') {
           push(type == '{' ? TokenKind::kVarEnd : TokenKind::kBlockEnd, "", pos);
           return after_close(p + 2, sign, /*trim_newline=*/type == '%');
@@ -228,24 +233,29 @@ class Lexer {
     const size_t start = pos;
     auto digits = [&](auto pred) {
       std::string d;
-      while (pos < s.size() && (pred(s[pos]) || (s[pos] == '_' && pos + 1 < s.size() && pred(s[pos + 1])))) {
+      while (pos < s.size() &&
+             (pred(s[pos]) || (s[pos] == '_' && pos + 1 < s.size() && pred(s[pos + 1])))) {
         if (s[pos] != '_') d += s[pos];
         ++pos;
       }
       return d;
     };
-    if (s[pos] == '0' && pos + 1 < s.size() && std::string_view("xXoObB").find(s[pos + 1]) != std::string_view::npos) {
+    if (s[pos] == '0' && pos + 1 < s.size() &&
+        std::string_view("xXoObB").find(s[pos + 1]) != std::string_view::npos) {
       const char base = char(s[pos + 1] | 0x20);
       pos += 2;
       std::string d = digits([base](char c) {
-        return base == 'x' ? hex_value(c) >= 0 : base == 'o' ? (c >= '0' && c <= '7') : (c == '0' || c == '1');
+        return base == 'x'   ? hex_value(c) >= 0
+               : base == 'o' ? (c >= '0' && c <= '7')
+                             : (c == '0' || c == '1');
       });
       if (d.empty()) return error(start, "malformed number");
       const int radix = base == 'x' ? 16 : base == 'o' ? 8 : 2;
       uint64_t v = 0;
       for (char c : d) {
         const uint64_t next = v * uint64_t(radix) + uint64_t(hex_value(c));
-        if (next / uint64_t(radix) != v || next > uint64_t(INT64_MAX)) return error(start, "integer literal too large");
+        if (next / uint64_t(radix) != v || next > uint64_t(INT64_MAX))
+          return error(start, "integer literal too large");
         v = next;
       }
       push(TokenKind::kInt, std::to_string(v), start);

@@ -10,7 +10,8 @@ namespace {
 constexpr int64_t kMaxRange = 1 << 20;
 
 bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' || (c >= 0x1c && c <= 0x1f);
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
+         (c >= 0x1c && c <= 0x1f);
 }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -19,7 +20,8 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
     const Value* v = a.get(i, kw);
     if (v == nullptr || v->is_none()) return std::optional<std::string>();
     if (!v->is_string()) {
-      return Status::invalid_argument("str.{}: expected a string argument, got {}", name, v->type_name());
+      return Status::invalid_argument("str.{}: expected a string argument, got {}", name,
+                                      v->type_name());
     }
     return std::optional<std::string>(v->as_string());
   };
@@ -51,10 +53,12 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
     if (p == nullptr) return Status::invalid_argument("str.{}: missing argument", name);
     ValueList options = p->is_list() ? p->as_list() : ValueList{*p};
     for (const Value& o : options) {
-      if (!o.is_string()) return Status::invalid_argument("str.{}: expected a string, got {}", name, o.type_name());
+      if (!o.is_string())
+        return Status::invalid_argument("str.{}: expected a string, got {}", name, o.type_name());
       const std::string& x = o.as_string();
       if (x.size() > s.size()) continue;
-      if (name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0) {
+      if (name == "startswith" ? s.compare(0, x.size(), x) == 0
+                               : s.compare(s.size() - x.size(), x.size(), x) == 0) {
         return Value(true);
       }
     }
@@ -133,7 +137,8 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
     std::string out;
     for (size_t i = 0; i < list.size(); ++i) {
       if (!list[i].is_string()) {
-        return Status::invalid_argument("sequence item {}: expected str instance, {} found", i, list[i].type_name());
+        return Status::invalid_argument("sequence item {}: expected str instance, {} found", i,
+                                        list[i].type_name());
       }
       if (i > 0) out += s;
       out += list[i].as_string();
@@ -150,7 +155,8 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
     }
     if (sub->empty()) return Value(int64_t(utf8_length(s) + 1));
     int64_t n = 0;
-    for (size_t at = s.find(*sub); at != std::string::npos; at = s.find(*sub, at + sub->size())) ++n;
+    for (size_t at = s.find(*sub); at != std::string::npos; at = s.find(*sub, at + sub->size()))
+      ++n;
     return Value(n);
   }
   if (name == "format") {  // "{}", "{0}", "{name}" and "{{" / "}}"; no format specs
@@ -170,16 +176,20 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
         continue;
       }
       const size_t close = s.find('}', i);
-      if (close == std::string::npos) return Status::invalid_argument("Single '{{' encountered in format string");
+      if (close == std::string::npos)
+        return Status::invalid_argument("Single '{{' encountered in format string");
       const std::string field = s.substr(i + 1, close - i - 1);
       if (field.find_first_of(":!.[") != std::string::npos) {
-        return Status::unsupported("str.format: format specs and attribute fields are not supported");
+        return Status::unsupported(
+            "str.format: format specs and attribute fields are not supported");
       }
       const Value* v = nullptr;
-      if (field.empty() || (field.find_first_not_of("0123456789") == std::string::npos && field.size() < 6)) {
+      if (field.empty() ||
+          (field.find_first_not_of("0123456789") == std::string::npos && field.size() < 6)) {
         (field.empty() ? used_auto : used_manual) = true;
         if (used_auto && used_manual) {
-          return Status::invalid_argument("cannot switch from manual field specification to automatic field numbering");
+          return Status::invalid_argument(
+              "cannot switch from manual field specification to automatic field numbering");
         }
         const size_t idx = field.empty() ? next_auto++ : size_t(std::stoul(field));
         if (idx < a.args.size()) v = &a.args[idx];
@@ -188,7 +198,8 @@ StatusOr<Value> str_method(const std::string& s, std::string_view name, const Ca
           if (k == field) v = &x;
         }
       }
-      if (v == nullptr) return Status::invalid_argument("str.format: no argument for field '{{{}}}'", field);
+      if (v == nullptr)
+        return Status::invalid_argument("str.format: no argument for field '{{{}}}'", field);
       out += v->to_str();
       i = close;
     }
@@ -202,7 +213,8 @@ StatusOr<Value> range(const CallArgs& a) {
     return Status::invalid_argument("range expects 1 to 3 integer arguments");
   }
   for (const Value& v : a.args) {
-    if (!v.is_int() && !v.is_bool()) return Status::invalid_argument("range: '{}' is not an integer", v.type_name());
+    if (!v.is_int() && !v.is_bool())
+      return Status::invalid_argument("range: '{}' is not an integer", v.type_name());
   }
   const int64_t start = a.args.size() == 1 ? 0 : a.args[0].as_int();
   const int64_t stop = a.args.size() == 1 ? a.args[0].as_int() : a.args[1].as_int();
@@ -210,7 +222,8 @@ StatusOr<Value> range(const CallArgs& a) {
   if (step == 0) return Status::invalid_argument("range() arg 3 must not be zero");
   ValueList out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (int64_t(out.size()) >= kMaxRange) return Status::resource_exhausted("range() too long (limit {})", kMaxRange);
+    if (int64_t(out.size()) >= kMaxRange)
+      return Status::resource_exhausted("range() too long (limit {})", kMaxRange);
     out.emplace_back(i);
     if ((step > 0 && i > INT64_MAX - step) || (step < 0 && i < INT64_MIN - step)) break;
   }
@@ -221,7 +234,8 @@ StatusOr<Value> make_map(const CallArgs& a, bool as_namespace) {
   ValueMap m;
   for (const Value& v : a.args) {
     if (!v.is_map() && !v.is_namespace()) {
-      return Status::invalid_argument("{}: positional argument must be a mapping", as_namespace ? "namespace" : "dict");
+      return Status::invalid_argument("{}: positional argument must be a mapping",
+                                      as_namespace ? "namespace" : "dict");
     }
     for (const auto& [k, x] : v.as_map().entries) m.set(k, x);
   }
@@ -231,7 +245,8 @@ StatusOr<Value> make_map(const CallArgs& a, bool as_namespace) {
 
 }  // namespace
 
-std::optional<StatusOr<Value>> call_method(const Value& obj, std::string_view name, const CallArgs& a) {
+std::optional<StatusOr<Value>> call_method(const Value& obj, std::string_view name,
+                                           const CallArgs& a) {
   if (obj.is_string()) {
     StatusOr<Value> r = str_method(obj.as_string(), name, a);
     if (!r.is_ok() && r.status().code() == StatusCode::kNotFound) return std::nullopt;
@@ -250,9 +265,12 @@ std::optional<StatusOr<Value>> call_method(const Value& obj, std::string_view na
     if (name == "items" || name == "keys" || name == "values") {
       ValueList out;
       for (const auto& [k, v] : m.entries) {
-        if (name == "items") out.push_back(Value::make_tuple({Value(k), v}));
-        else if (name == "keys") out.emplace_back(k);
-        else out.push_back(v);
+        if (name == "items")
+          out.push_back(Value::make_tuple({Value(k), v}));
+        else if (name == "keys")
+          out.emplace_back(k);
+        else
+          out.push_back(v);
       }
       return StatusOr<Value>(Value(std::move(out)));
     }
@@ -265,17 +283,20 @@ Value global_function(std::string_view name) {
   if (name == "namespace") {
     return Value::make_function("namespace", [](const CallArgs& a) { return make_map(a, true); });
   }
-  if (name == "dict") return Value::make_function("dict", [](const CallArgs& a) { return make_map(a, false); });
+  if (name == "dict")
+    return Value::make_function("dict", [](const CallArgs& a) { return make_map(a, false); });
   if (name == "raise_exception") {
     return Value::make_function("raise_exception", [](const CallArgs& a) -> StatusOr<Value> {
       const Value* msg = a.get(0, "message");
-      return Status::invalid_argument("{}", msg ? msg->to_str() : std::string("raise_exception called"));
+      return Status::invalid_argument("{}",
+                                      msg ? msg->to_str() : std::string("raise_exception called"));
     });
   }
   if (name == "strftime_now") {
     return Value::make_function("strftime_now", [](const CallArgs& a) -> StatusOr<Value> {
       const Value* f = a.get(0, "format");
-      if (f == nullptr || !f->is_string()) return Status::invalid_argument("strftime_now needs a format string");
+      if (f == nullptr || !f->is_string())
+        return Status::invalid_argument("strftime_now needs a format string");
       const std::time_t now = std::time(nullptr);
       std::tm tm{};
       localtime_r(&now, &tm);

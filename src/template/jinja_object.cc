@@ -45,7 +45,8 @@ StatusOr<std::vector<int64_t>> slice_indices(int64_t n, const Value* start, cons
   auto as_index = [](const Value* v, std::optional<int64_t>& out) -> Status {
     if (v == nullptr || v->is_none()) return Status::ok();
     if (!v->is_int() && !v->is_bool()) {
-      return Status::invalid_argument("slice indices must be integers or None, not {}", v->type_name());
+      return Status::invalid_argument("slice indices must be integers or None, not {}",
+                                      v->type_name());
     }
     out = v->as_int();
     return Status::ok();
@@ -82,8 +83,8 @@ Status overflow_error() {
 }
 
 StatusOr<Value> type_error(std::string_view op, const Value& a, const Value& b) {
-  return Status::invalid_argument("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(),
-                                  b.type_name());
+  return Status::invalid_argument("unsupported operand type(s) for {}: '{}' and '{}'", op,
+                                  a.type_name(), b.type_name());
 }
 
 StatusOr<Value> repeat(const Value& seq, int64_t times) {
@@ -100,7 +101,8 @@ StatusOr<Value> repeat(const Value& seq, int64_t times) {
     return Status::resource_exhausted("list repetition too large");
   }
   ValueList out;
-  for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
+  for (int64_t i = 0; i < times; ++i)
+    out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
   return Value(std::move(out));
 }
 
@@ -126,8 +128,8 @@ StatusOr<int> order(const Value& a, const Value& b) {
     }
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
-  return Status::invalid_argument("'<' not supported between instances of '{}' and '{}'", a.type_name(),
-                                  b.type_name());
+  return Status::invalid_argument("'<' not supported between instances of '{}' and '{}'",
+                                  a.type_name(), b.type_name());
 }
 
 // json.dumps's short escapes; other control characters are written as \uXXXX.
@@ -177,15 +179,25 @@ Status json_value(const Value& v, int indent, bool sort_keys, std::string_view i
                   std::string_view key_sep, int level, std::string& out) {
   if (level > 100) return Status::invalid_argument("tojson: value nested too deeply");
   switch (v.kind()) {
-    case Value::Kind::kNone: out += "null"; return Status::ok();
-    case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; return Status::ok();
-    case Value::Kind::kInt: out += std::to_string(v.as_int()); return Status::ok();
+    case Value::Kind::kNone:
+      out += "null";
+      return Status::ok();
+    case Value::Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return Status::ok();
+    case Value::Kind::kInt:
+      out += std::to_string(v.as_int());
+      return Status::ok();
     case Value::Kind::kFloat: {
       const double d = v.as_float();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : python_float_repr(d);
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                             : python_float_repr(d);
       return Status::ok();
     }
-    case Value::Kind::kString: json_string(v.as_string(), out); return Status::ok();
+    case Value::Kind::kString:
+      json_string(v.as_string(), out);
+      return Status::ok();
     case Value::Kind::kList: {
       const ValueList& l = v.as_list();
       return json_container('[', ']', l.size(), indent, item_sep, level, out, [&](size_t i) {
@@ -196,7 +208,8 @@ Status json_value(const Value& v, int indent, bool sort_keys, std::string_view i
       std::vector<const std::pair<std::string, Value>*> entries;
       for (const auto& e : v.as_map().entries) entries.push_back(&e);
       if (sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](auto* a, auto* b) { return a->first < b->first; });
       }
       return json_container('{', '}', entries.size(), indent, item_sep, level, out, [&](size_t i) {
         json_string(entries[i]->first, out);
@@ -260,7 +273,8 @@ std::string py_strip(std::string_view s, bool left, bool right, const std::strin
 }
 
 Status undefined_error(const Value& v) {
-  if (v.is_undefined() && !v.undefined_hint().empty()) return Status::invalid_argument("{}", v.undefined_hint());
+  if (v.is_undefined() && !v.undefined_hint().empty())
+    return Status::invalid_argument("{}", v.undefined_hint());
   return Status::invalid_argument("value is undefined");
 }
 
@@ -274,7 +288,8 @@ Value get_attr(const Value& obj, std::string_view name) {
 }
 
 Value get_item(const Value& obj, const Value& key) {
-  if ((obj.is_map() || obj.is_namespace()) && key.is_string()) return get_attr(obj, key.as_string());
+  if ((obj.is_map() || obj.is_namespace()) && key.is_string())
+    return get_attr(obj, key.as_string());
   if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     int64_t i = key.as_int();
     if (obj.is_list()) {
@@ -286,18 +301,22 @@ Value get_item(const Value& obj, const Value& key) {
       std::vector<size_t> starts = utf8_starts(s);
       const int64_t n = int64_t(starts.size()) - 1;
       if (i < 0) i += n;
-      if (i >= 0 && i < n) return Value(s.substr(starts[size_t(i)], starts[size_t(i) + 1] - starts[size_t(i)]));
+      if (i >= 0 && i < n)
+        return Value(s.substr(starts[size_t(i)], starts[size_t(i) + 1] - starts[size_t(i)]));
     }
-    return Value::undefined(fmt::format("{} object has no element {}", obj.type_name(), key.as_int()));
+    return Value::undefined(
+        fmt::format("{} object has no element {}", obj.type_name(), key.as_int()));
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
   return Value::undefined(fmt::format("{} object has no element {}", obj.type_name(), key.repr()));
 }
 
-StatusOr<Value> get_slice(const Value& obj, const Value* start, const Value* stop, const Value* step) {
+StatusOr<Value> get_slice(const Value& obj, const Value* start, const Value* stop,
+                          const Value* step) {
   if (obj.is_list()) {
     const ValueList& l = obj.as_list();
-    OMNIBUS_ASSIGN_OR_RETURN(std::vector<int64_t> idx, slice_indices(int64_t(l.size()), start, stop, step));
+    OMNIBUS_ASSIGN_OR_RETURN(std::vector<int64_t> idx,
+                             slice_indices(int64_t(l.size()), start, stop, step));
     ValueList out;
     out.reserve(idx.size());
     for (int64_t i : idx) out.push_back(l[size_t(i)]);
@@ -309,7 +328,8 @@ StatusOr<Value> get_slice(const Value& obj, const Value* start, const Value* sto
     OMNIBUS_ASSIGN_OR_RETURN(std::vector<int64_t> idx,
                              slice_indices(int64_t(starts.size()) - 1, start, stop, step));
     std::string out;
-    for (int64_t i : idx) out.append(s, starts[size_t(i)], starts[size_t(i) + 1] - starts[size_t(i)]);
+    for (int64_t i : idx)
+      out.append(s, starts[size_t(i)], starts[size_t(i) + 1] - starts[size_t(i)]);
     return Value(std::move(out));
   }
   if (obj.is_undefined()) return undefined_error(obj);
@@ -318,8 +338,10 @@ StatusOr<Value> get_slice(const Value& obj, const Value* start, const Value* sto
 
 StatusOr<ValueList> iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return ValueList{};
-    case Value::Kind::kList: return v.as_list();
+    case Value::Kind::kUndefined:
+      return ValueList{};
+    case Value::Kind::kList:
+      return v.as_list();
     case Value::Kind::kMap: {
       ValueList keys;
       for (const auto& [k, _] : v.as_map().entries) keys.emplace_back(k);
@@ -329,10 +351,12 @@ StatusOr<ValueList> iterate(const Value& v) {
       const std::string& s = v.as_string();
       std::vector<size_t> starts = utf8_starts(s);
       ValueList chars;
-      for (size_t i = 0; i + 1 < starts.size(); ++i) chars.emplace_back(s.substr(starts[i], starts[i + 1] - starts[i]));
+      for (size_t i = 0; i + 1 < starts.size(); ++i)
+        chars.emplace_back(s.substr(starts[i], starts[i + 1] - starts[i]));
       return chars;
     }
-    default: return Status::invalid_argument("'{}' object is not iterable", v.type_name());
+    default:
+      return Status::invalid_argument("'{}' object is not iterable", v.type_name());
   }
 }
 
@@ -347,7 +371,9 @@ StatusOr<Value> binary_op(std::string_view op, const Value& a, const Value& b) {
   const bool nums = a.is_number() && b.is_number();
   int64_t r = 0;
   if (op == "+") {
-    if (ints) return __builtin_add_overflow(a.as_int(), b.as_int(), &r) ? StatusOr<Value>(overflow_error()) : Value(r);
+    if (ints)
+      return __builtin_add_overflow(a.as_int(), b.as_int(), &r) ? StatusOr<Value>(overflow_error())
+                                                                : Value(r);
     if (nums) return Value(a.as_float() + b.as_float());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list()) {
@@ -358,12 +384,16 @@ StatusOr<Value> binary_op(std::string_view op, const Value& a, const Value& b) {
     return type_error(op, a, b);
   }
   if (op == "-") {
-    if (ints) return __builtin_sub_overflow(a.as_int(), b.as_int(), &r) ? StatusOr<Value>(overflow_error()) : Value(r);
+    if (ints)
+      return __builtin_sub_overflow(a.as_int(), b.as_int(), &r) ? StatusOr<Value>(overflow_error())
+                                                                : Value(r);
     if (nums) return Value(a.as_float() - b.as_float());
     return type_error(op, a, b);
   }
   if (op == "*") {
-    if (ints) return __builtin_mul_overflow(a.as_int(), b.as_int(), &r) ? StatusOr<Value>(overflow_error()) : Value(r);
+    if (ints)
+      return __builtin_mul_overflow(a.as_int(), b.as_int(), &r) ? StatusOr<Value>(overflow_error())
+                                                                : Value(r);
     if (nums) return Value(a.as_float() * b.as_float());
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
@@ -410,7 +440,8 @@ StatusOr<Value> binary_op(std::string_view op, const Value& a, const Value& b) {
 
 StatusOr<Value> unary_op(std::string_view op, const Value& a) {
   if (a.is_undefined()) return undefined_error(a);
-  if (!a.is_number()) return Status::invalid_argument("bad operand type for unary {}: '{}'", op, a.type_name());
+  if (!a.is_number())
+    return Status::invalid_argument("bad operand type for unary {}: '{}'", op, a.type_name());
   if (op == "+") return a.is_float() ? Value(a.as_float()) : Value(a.as_int());
   if (a.is_float()) return Value(-a.as_float());
   if (a.as_int() == std::numeric_limits<int64_t>::min()) return overflow_error();
@@ -424,7 +455,8 @@ StatusOr<bool> compare_op(std::string_view op, const Value& a, const Value& b) {
     bool found = false;
     if (b.is_string()) {
       if (!a.is_string()) {
-        return Status::invalid_argument("'in <string>' requires string as left operand, not {}", a.type_name());
+        return Status::invalid_argument("'in <string>' requires string as left operand, not {}",
+                                        a.type_name());
       }
       found = b.as_string().find(a.as_string()) != std::string::npos;
     } else if (b.is_list()) {

@@ -21,10 +21,14 @@ constexpr uint32_t kMaxValueDepth = 256;
 
 Status with_code(StatusCode code, std::string msg) {
   switch (code) {
-    case StatusCode::kUnsupported: return Status::unsupported("{}", msg);
-    case StatusCode::kResourceExhausted: return Status::resource_exhausted("{}", msg);
-    case StatusCode::kInternal: return Status::internal("{}", msg);
-    default: return Status::invalid_argument("{}", msg);
+    case StatusCode::kUnsupported:
+      return Status::unsupported("{}", msg);
+    case StatusCode::kResourceExhausted:
+      return Status::resource_exhausted("{}", msg);
+    case StatusCode::kInternal:
+      return Status::internal("{}", msg);
+    default:
+      return Status::invalid_argument("{}", msg);
   }
 }
 
@@ -49,7 +53,8 @@ class Interpreter {
   // Adds "chat template line L, column C: " to errors that lack a position.
   Status at(size_t pos, const Status& s) const {
     if (s.is_ok() || s.message().rfind("chat template ", 0) == 0) return s;
-    return with_code(s.code(), fmt::format("chat template {}: {}", describe_position(src_, pos), s.message()));
+    return with_code(
+        s.code(), fmt::format("chat template {}: {}", describe_position(src_, pos), s.message()));
   }
   Status error(size_t pos, std::string msg, StatusCode code = StatusCode::kInvalidArgument) const {
     return at(pos, with_code(code, std::move(msg)));
@@ -57,7 +62,8 @@ class Interpreter {
 
   Status step(size_t pos) {
     if (++steps_ > limits_.max_steps) {
-      return error(pos, fmt::format("render exceeded {} steps", limits_.max_steps), StatusCode::kResourceExhausted);
+      return error(pos, fmt::format("render exceeded {} steps", limits_.max_steps),
+                   StatusCode::kResourceExhausted);
     }
     return Status::ok();
   }
@@ -88,7 +94,9 @@ class Interpreter {
   Status exec(const Stmt& s, std::string& out, Flow& flow) {
     OMNIBUS_RETURN_IF_ERROR(step(s.pos));
     switch (s.kind) {
-      case StmtKind::kText: out += s.text; return Status::ok();
+      case StmtKind::kText:
+        out += s.text;
+        return Status::ok();
       case StmtKind::kOutput: {
         OMNIBUS_ASSIGN_OR_RETURN(Value v, eval(*s.expr));
         out += v.to_str();
@@ -100,7 +108,8 @@ class Interpreter {
           if (c.truthy()) return exec_body(body, out, flow);
         }
         return exec_body(s.else_body, out, flow);
-      case StmtKind::kFor: return exec_for(s, out);
+      case StmtKind::kFor:
+        return exec_for(s, out);
       case StmtKind::kSet: {
         OMNIBUS_ASSIGN_OR_RETURN(Value v, eval(*s.expr));
         return assign(s, std::move(v));
@@ -124,7 +133,8 @@ class Interpreter {
         if (loop_depth_ == 0) return error(s.pos, "break or continue outside a for loop");
         flow = s.kind == StmtKind::kBreak ? Flow::kBreak : Flow::kContinue;
         return Status::ok();
-      case StmtKind::kScope: return exec_body(s.body, out, flow);
+      case StmtKind::kScope:
+        return exec_body(s.body, out, flow);
     }
     return Status::internal("unknown statement");
   }
@@ -135,7 +145,8 @@ class Interpreter {
       return Status::ok();
     }
     if (!item.is_list() || item.as_list().size() != s.targets.size()) {
-      return error(s.pos, fmt::format("cannot unpack {} into {} names", item.repr().substr(0, 60), s.targets.size()));
+      return error(s.pos, fmt::format("cannot unpack {} into {} names", item.repr().substr(0, 60),
+                                      s.targets.size()));
     }
     for (size_t i = 0; i < s.targets.size(); ++i) scope[s.targets[i]] = item.as_list()[i];
     return Status::ok();
@@ -144,9 +155,11 @@ class Interpreter {
   Status assign(const Stmt& s, Value v) {
     if (!s.attr.empty()) {
       Value ns = lookup(s.targets[0]);
-      if (!ns.is_namespace()) return error(s.pos, "cannot assign attribute on non-namespace object");
+      if (!ns.is_namespace())
+        return error(s.pos, "cannot assign attribute on non-namespace object");
       if (v.has_namespace()) {
-        return error(s.pos, "storing a namespace inside a namespace is not supported", StatusCode::kUnsupported);
+        return error(s.pos, "storing a namespace inside a namespace is not supported",
+                     StatusCode::kUnsupported);
       }
       ns.namespace_map().set(s.attr, std::move(v));
       return Status::ok();
@@ -220,15 +233,16 @@ class Interpreter {
     if (i > 0) m.set("previtem", items[size_t(i - 1)]);
     if (i + 1 < n) m.set("nextitem", items[size_t(i + 1)]);
     m.set("cycle", Value::make_function("loop.cycle", [i](const CallArgs& a) -> StatusOr<Value> {
-      if (a.args.empty()) return Status::invalid_argument("no items for cycling given");
-      return a.args[size_t(i) % a.args.size()];
-    }));
+            if (a.args.empty()) return Status::invalid_argument("no items for cycling given");
+            return a.args[size_t(i) % a.args.size()];
+          }));
     return Value(std::move(m));
   }
 
   StatusOr<Value> call_macro(const Stmt& macro, const CallArgs& args) {
     if (call_depth_ >= limits_.max_call_depth) {
-      return error(macro.pos, fmt::format("macro calls nested deeper than {}", limits_.max_call_depth),
+      return error(macro.pos,
+                   fmt::format("macro calls nested deeper than {}", limits_.max_call_depth),
                    StatusCode::kResourceExhausted);
     }
     if (args.args.size() > macro.params.size()) {
@@ -238,7 +252,8 @@ class Interpreter {
     for (const auto& [k, _] : args.kwargs) {
       bool known = false;
       for (const auto& p : macro.params) known = known || p.first == k;
-      if (!known) return error(macro.pos, fmt::format("macro '{}' has no parameter '{}'", macro.text, k));
+      if (!known)
+        return error(macro.pos, fmt::format("macro '{}' has no parameter '{}'", macro.text, k));
     }
     std::vector<Scope> saved = std::move(scopes_);
     scopes_.clear();
@@ -252,8 +267,10 @@ class Interpreter {
         scopes_.back()[name] = *given;
       } else if (dflt) {
         StatusOr<Value> v = eval(*dflt);
-        if (v.is_ok()) scopes_.back()[name] = *v;
-        else st = v.status();
+        if (v.is_ok())
+          scopes_.back()[name] = *v;
+        else
+          st = v.status();
       } else {
         scopes_.back()[name] = Value::undefined(fmt::format("'{}' is undefined", name));
       }
@@ -277,7 +294,8 @@ class Interpreter {
     StatusOr<Value> v = eval_inner(e);
     if (!v.is_ok()) return at(e.pos, v.status());
     if (v->depth() > kMaxValueDepth) {
-      return error(e.pos, fmt::format("value nested deeper than {}", kMaxValueDepth), StatusCode::kResourceExhausted);
+      return error(e.pos, fmt::format("value nested deeper than {}", kMaxValueDepth),
+                   StatusCode::kResourceExhausted);
     }
     return v;
   }
@@ -297,7 +315,8 @@ class Interpreter {
 
   StatusOr<Value> eval_inner(const Expr& e) {
     switch (e.kind) {
-      case ExprKind::kLiteral: return e.literal;
+      case ExprKind::kLiteral:
+        return e.literal;
       case ExprKind::kName: {
         Value v = lookup(e.name);
         if (v.is_undefined() && v.undefined_hint().empty()) {
@@ -345,10 +364,11 @@ class Interpreter {
             OMNIBUS_ASSIGN_OR_RETURN(parts[i], eval(*e.children[size_t(i) + 1]));
           }
         }
-        return get_slice(obj, e.children[1] ? &parts[0] : nullptr, e.children[2] ? &parts[1] : nullptr,
-                         e.children[3] ? &parts[2] : nullptr);
+        return get_slice(obj, e.children[1] ? &parts[0] : nullptr,
+                         e.children[2] ? &parts[1] : nullptr, e.children[3] ? &parts[2] : nullptr);
       }
-      case ExprKind::kCall: return eval_call(e);
+      case ExprKind::kCall:
+        return eval_call(e);
       case ExprKind::kFilter: {
         OMNIBUS_ASSIGN_OR_RETURN(Value in, eval(*e.children[0]));
         OMNIBUS_ASSIGN_OR_RETURN(CallArgs args, eval_args(e));
@@ -409,10 +429,12 @@ class Interpreter {
     if (callee.kind == ExprKind::kGetAttr) {
       OMNIBUS_ASSIGN_OR_RETURN(Value obj, eval(*callee.children[0]));
       if (obj.is_undefined()) return undefined_error(obj);
-      if (std::optional<StatusOr<Value>> r = call_method(obj, callee.name, args)) return std::move(*r);
+      if (std::optional<StatusOr<Value>> r = call_method(obj, callee.name, args))
+        return std::move(*r);
       fn = get_attr(obj, callee.name);
       if (fn.is_undefined()) {
-        return Status::invalid_argument("'{}' object has no method '{}'", obj.type_name(), callee.name);
+        return Status::invalid_argument("'{}' object has no method '{}'", obj.type_name(),
+                                        callee.name);
       }
     } else {
       OMNIBUS_ASSIGN_OR_RETURN(fn, eval(callee));
@@ -442,7 +464,8 @@ StatusOr<Template> Template::parse(std::string_view source) {
   return Template(std::move(p));
 }
 
-StatusOr<std::string> Template::render(const ValueMap& variables, const RenderLimits& limits) const {
+StatusOr<std::string> Template::render(const ValueMap& variables,
+                                       const RenderLimits& limits) const {
   Interpreter in(parsed_->source, variables, limits);
   std::string out;
   OMNIBUS_RETURN_IF_ERROR(in.run(parsed_->body, out));

@@ -2,18 +2,16 @@
 // whitespace control against jinja2's answers (tests/golden/chat/jinja_cases.json,
 // made by tools/golden/gen_chat_golden.py), plus errors, limits, and random
 // mutations of real templates that must never crash.
-#include "template/jinja_template.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "template/jinja2_golden_testing.h"
 #include "template/jinja_lexer.h"
+#include "template/jinja_template.h"
 #include "util/testdata.h"
 
 namespace omnibus::jinja {
@@ -35,7 +33,8 @@ Value from_json(const nlohmann::ordered_json& j) {
   return Value(std::move(m));
 }
 
-StatusOr<std::string> render(std::string_view source, const ValueMap& vars = {}, const RenderLimits& limits = {}) {
+StatusOr<std::string> render(std::string_view source, const ValueMap& vars = {},
+                             const RenderLimits& limits = {}) {
   OMNIBUS_ASSIGN_OR_RETURN(Template t, Template::parse(source));
   return t.render(vars, limits);
 }
@@ -67,7 +66,7 @@ TEST(Jinja, LexerNormalisesNewlinesAndDropsOneTrailingNewline) {
 TEST(Jinja, WhitespaceControl) {
   EXPECT_EQ(render_ok("a\n{% if true %}\nb\n{% endif %}\nc"), "a\nb\nc");
   EXPECT_EQ(render_ok("  {{- 'x' -}}  \n y"), "xy");
-  EXPECT_EQ(render_ok("{{ 'x' }}\n"), "x");          // one trailing newline dropped
+  EXPECT_EQ(render_ok("{{ 'x' }}\n"), "x");  // one trailing newline dropped
   EXPECT_EQ(render_ok("{{ 'x' }}\n\n"), "x\n");
   EXPECT_EQ(render_ok("a  {% if true %}b{% endif %}"), "a  b");  // lstrip only at line start
   EXPECT_EQ(render_ok("a\n\t {% if true %}b{% endif %}"), "a\nb");
@@ -75,8 +74,10 @@ TEST(Jinja, WhitespaceControl) {
 
 TEST(Jinja, ScopingMatchesJinja) {
   // A set inside a loop does not leak out; a namespace carries state out.
-  EXPECT_EQ(render_ok("{% set x = 1 %}{% for i in [1, 2] %}{% set x = 5 %}{% endfor %}{{ x }}"), "1");
-  EXPECT_EQ(render_ok("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}"),
+  EXPECT_EQ(render_ok("{% set x = 1 %}{% for i in [1, 2] %}{% set x = 5 %}{% endfor %}{{ x }}"),
+            "1");
+  EXPECT_EQ(render_ok("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i "
+                      "%}{% endfor %}{{ ns.x }}"),
             "4");
 }
 
@@ -141,24 +142,30 @@ TEST(Jinja, LimitsStopRunawayTemplates) {
   small.max_steps = 100000;
   small.max_output_bytes = 1 << 20;
   // Too many steps.
-  StatusOr<std::string> a = render("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", {}, small);
+  StatusOr<std::string> a = render(
+      "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", {}, small);
   ASSERT_FALSE(a.is_ok());
   EXPECT_EQ(a.status().code(), StatusCode::kResourceExhausted);
   // Too much output.
-  StatusOr<std::string> b = render("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", {}, small);
+  StatusOr<std::string> b =
+      render("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", {}, small);
   ASSERT_FALSE(b.is_ok());
   EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
   // Unbounded macro recursion.
-  StatusOr<std::string> c = render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {}, small);
+  StatusOr<std::string> c =
+      render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {}, small);
   ASSERT_FALSE(c.is_ok());
   EXPECT_NE(c.status().message().find("nested deeper"), std::string::npos) << c.status().message();
   // Values nested without bound (would recurse when printed or destroyed).
   StatusOr<std::string> d = render(
-      "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}", {}, small);
+      "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor "
+      "%}{{ ns.x }}",
+      {}, small);
   ASSERT_FALSE(d.is_ok());
   EXPECT_NE(d.status().message().find("nested deeper"), std::string::npos) << d.status().message();
   // Deeply nested syntax is a parse error, not a stack overflow.
-  const std::string deep = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+  const std::string deep =
+      "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
   EXPECT_FALSE(Template::parse(deep).is_ok());
   const std::string nots = "{{ " + [] {
     std::string s;
@@ -209,12 +216,66 @@ TEST(JinjaFuzz, MutatedTemplatesNeverCrash) {
     seeds.push_back(testdata::read_file(e.path().string()));
   }
   ASSERT_FALSE(seeds.empty());
-  static const char* kPieces[] = {
-      "{{", "}}", "{%", "%}", "{#", "#}", "-", "+", "(", ")", "[", "]", "{", "}", "'", "\"", "|", ".", ",",
-      ":", "~", "*", "**", "//", "%", "==", "!=", "<", " in ", " not ", " is ", " if ", " else ", " for ",
-      " endfor ", " endif ", " set ", " macro ", " endmacro ", "loop", "messages", "ns", "namespace(", "range(",
-      "\\", "\n", "\xff", "\xc3", "é", "1e309", "-9223372036854775808", "9223372036854775807", "[::-1]",
-      "| tojson", "| trim", ".strip()", "raise_exception(", "break", "continue", "0"};
+  static const char* kPieces[] = {"{{",
+                                  "}}",
+                                  "{%",
+                                  "%}",
+                                  "{#",
+                                  "#}",
+                                  "-",
+                                  "+",
+                                  "(",
+                                  ")",
+                                  "[",
+                                  "]",
+                                  "{",
+                                  "}",
+                                  "'",
+                                  "\"",
+                                  "|",
+                                  ".",
+                                  ",",
+                                  ":",
+                                  "~",
+                                  "*",
+                                  "**",
+                                  "//",
+                                  "%",
+                                  "==",
+                                  "!=",
+                                  "<",
+                                  " in ",
+                                  " not ",
+                                  " is ",
+                                  " if ",
+                                  " else ",
+                                  " for ",
+                                  " endfor ",
+                                  " endif ",
+                                  " set ",
+                                  " macro ",
+                                  " endmacro ",
+                                  "loop",
+                                  "messages",
+                                  "ns",
+                                  "namespace(",
+                                  "range(",
+                                  "\\",
+                                  "\n",
+                                  "\xff",
+                                  "\xc3",
+                                  "é",
+                                  "1e309",
+                                  "-9223372036854775808",
+                                  "9223372036854775807",
+                                  "[::-1]",
+                                  "| tojson",
+                                  "| trim",
+                                  ".strip()",
+                                  "raise_exception(",
+                                  "break",
+                                  "continue",
+                                  "0"};
   std::mt19937 rng(12345);
   ValueMap vars;
   {
@@ -242,11 +303,21 @@ TEST(JinjaFuzz, MutatedTemplatesNeverCrash) {
     for (int k = 0; k < n_mut; ++k) {
       const size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
       switch (rng() % 5) {
-        case 0: s.insert(pos, kPieces[rng() % std::size(kPieces)]); break;
-        case 1: if (!s.empty()) s.erase(pos, 1 + rng() % 16); break;
-        case 2: if (!s.empty() && pos < s.size()) s[pos] = char(rng() % 256); break;
-        case 3: if (pos < s.size()) s.insert(pos, s.substr(pos, 1 + rng() % 40)); break;
-        case 4: s.resize(pos); break;
+        case 0:
+          s.insert(pos, kPieces[rng() % std::size(kPieces)]);
+          break;
+        case 1:
+          if (!s.empty()) s.erase(pos, 1 + rng() % 16);
+          break;
+        case 2:
+          if (!s.empty() && pos < s.size()) s[pos] = char(rng() % 256);
+          break;
+        case 3:
+          if (pos < s.size()) s.insert(pos, s.substr(pos, 1 + rng() % 40));
+          break;
+        case 4:
+          s.resize(pos);
+          break;
       }
     }
     StatusOr<Template> t = Template::parse(s);

@@ -72,15 +72,23 @@ const ValueMap& Value::as_map() const {
 bool Value::truthy() const {
   switch (kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return as_bool();
-    case Kind::kInt: return as_int() != 0;
-    case Kind::kFloat: return as_float() != 0.0;
-    case Kind::kString: return !as_string().empty();
-    case Kind::kList: return !as_list().empty();
-    case Kind::kMap: return !as_map().entries.empty();
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return as_bool();
+    case Kind::kInt:
+      return as_int() != 0;
+    case Kind::kFloat:
+      return as_float() != 0.0;
+    case Kind::kString:
+      return !as_string().empty();
+    case Kind::kList:
+      return !as_list().empty();
+    case Kind::kMap:
+      return !as_map().entries.empty();
     case Kind::kNamespace:
-    case Kind::kFunction: return true;
+    case Kind::kFunction:
+      return true;
   }
   return false;
 }
@@ -164,20 +172,29 @@ std::string python_str_repr(std::string_view s) {
 
 std::string Value::to_str() const {
   switch (kind()) {
-    case Kind::kUndefined: return "";
-    case Kind::kString: return as_string();
-    default: return repr();
+    case Kind::kUndefined:
+      return "";
+    case Kind::kString:
+      return as_string();
+    default:
+      return repr();
   }
 }
 
 std::string Value::repr() const {
   switch (kind()) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return as_bool() ? "True" : "False";
-    case Kind::kInt: return std::to_string(as_int());
-    case Kind::kFloat: return python_float_repr(as_float());
-    case Kind::kString: return python_str_repr(as_string());
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return as_bool() ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(as_int());
+    case Kind::kFloat:
+      return python_float_repr(as_float());
+    case Kind::kString:
+      return python_str_repr(as_string());
     case Kind::kList: {
       std::string out = tuple_ ? "(" : "[";
       bool first = true;
@@ -203,7 +220,8 @@ std::string Value::repr() const {
       }
       return out + (is_namespace() ? "}>" : "}");
     }
-    case Kind::kFunction: return fmt::format("<function {}>", as_function().name);
+    case Kind::kFunction:
+      return fmt::format("<function {}>", as_function().name);
   }
   return "";
 }
@@ -216,8 +234,10 @@ bool Value::equals(const Value& other) const {
   if (kind() != other.kind()) return false;
   switch (kind()) {
     case Kind::kUndefined:
-    case Kind::kNone: return true;
-    case Kind::kString: return as_string() == other.as_string();
+    case Kind::kNone:
+      return true;
+    case Kind::kString:
+      return as_string() == other.as_string();
     case Kind::kList: {
       const ValueList& a = as_list();
       const ValueList& b = other.as_list();
@@ -237,24 +257,37 @@ bool Value::equals(const Value& other) const {
       }
       return true;
     }
-    case Kind::kNamespace: return &namespace_map() == &other.namespace_map();
-    case Kind::kFunction: return &as_function() == &other.as_function();
-    default: return false;
+    case Kind::kNamespace:
+      return &namespace_map() == &other.namespace_map();
+    case Kind::kFunction:
+      return &as_function() == &other.as_function();
+    default:
+      return false;
   }
 }
 
 const char* Value::type_name() const {
   switch (kind()) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return "list";
-    case Kind::kMap: return "dict";
-    case Kind::kNamespace: return "Namespace";
-    case Kind::kFunction: return "function";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kMap:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kFunction:
+      return "function";
   }
   return "?";
 }

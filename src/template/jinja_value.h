@@ -49,7 +49,18 @@ struct Function {
 
 class Value {
  public:
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kMap, kNamespace, kFunction };
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kMap,
+    kNamespace,
+    kFunction
+  };
 
   Value() = default;  // undefined
   static Value undefined(std::string hint = {}) {
@@ -58,15 +69,15 @@ class Value {
     return v;
   }
   static Value none() { return Value(None{}); }
-  Value(bool b) : data_(b) {}                         // NOLINT: implicit
-  Value(int64_t i) : data_(i) {}                      // NOLINT: implicit
-  Value(int i) : data_(int64_t(i)) {}                 // NOLINT: implicit
-  Value(double d) : data_(d) {}                       // NOLINT: implicit
-  Value(std::string s) : data_(std::move(s)) {}       // NOLINT: implicit
+  Value(bool b) : data_(b) {}                           // NOLINT: implicit
+  Value(int64_t i) : data_(i) {}                        // NOLINT: implicit
+  Value(int i) : data_(int64_t(i)) {}                   // NOLINT: implicit
+  Value(double d) : data_(d) {}                         // NOLINT: implicit
+  Value(std::string s) : data_(std::move(s)) {}         // NOLINT: implicit
   Value(std::string_view s) : data_(std::string(s)) {}  // NOLINT: implicit
-  Value(const char* s) : data_(std::string(s)) {}     // NOLINT: implicit
-  Value(ValueList l);  // NOLINT: implicit
-  Value(ValueMap m);   // NOLINT: implicit
+  Value(const char* s) : data_(std::string(s)) {}       // NOLINT: implicit
+  Value(ValueList l);                                   // NOLINT: implicit
+  Value(ValueMap m);                                    // NOLINT: implicit
   static Value make_namespace(ValueMap m);
   // A list that prints as a Python tuple: (1, 2), (1,), ().
   static Value make_tuple(ValueList l) {
@@ -132,8 +143,9 @@ class Value {
   struct None {};
   explicit Value(None n) : data_(n) {}
 
-  std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<const ValueList>,
-               std::shared_ptr<const ValueMap>, std::shared_ptr<ValueMap>, std::shared_ptr<const Function>>
+  std::variant<Undefined, None, bool, int64_t, double, std::string,
+               std::shared_ptr<const ValueList>, std::shared_ptr<const ValueMap>,
+               std::shared_ptr<ValueMap>, std::shared_ptr<const Function>>
       data_;
   uint32_t depth_ = 0;
   bool has_namespace_ = false;

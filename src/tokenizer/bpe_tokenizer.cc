@@ -33,10 +33,14 @@ int parse_byte_token(std::string_view text) {
   int v = 0;
   for (char c : text.substr(3, 2)) {
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -98,9 +102,11 @@ BpeTokenizer::BpeTokenizer(VocabIndex vocab, BpePreType pre)
   build_pieces(decode_byte_level, [this](int32_t id) { return parse_byte_token(vocab_.text(id)); });
 }
 
-int32_t BpeTokenizer::intern(const std::string& text, std::unordered_map<std::string, int32_t>* extra) {
+int32_t BpeTokenizer::intern(const std::string& text,
+                             std::unordered_map<std::string, int32_t>* extra) {
   if (auto id = vocab_.find(text)) return *id;
-  auto [it, inserted] = extra->emplace(text, vocab_.n_vocab() + static_cast<int32_t>(extra_symbols_.size()));
+  auto [it, inserted] =
+      extra->emplace(text, vocab_.n_vocab() + static_cast<int32_t>(extra_symbols_.size()));
   if (inserted) extra_symbols_.push_back(text);
   return it->second;
 }
@@ -139,7 +145,8 @@ void BpeTokenizer::merge_word(std::vector<int32_t>* syms, std::vector<int32_t>* 
   }
   std::vector<Symbol> word(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    word[static_cast<size_t>(i)] = Symbol{(*syms)[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1};
+    word[static_cast<size_t>(i)] =
+        Symbol{(*syms)[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1};
   }
   std::vector<Candidate> heap;
   heap.reserve(static_cast<size_t>(n));

@@ -56,13 +56,14 @@ class BpeTokenizer final : public Tokenizer {
   void append_symbol(int32_t sym, std::vector<int32_t>* out) const;
 
   static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
 
   const BpePreType pre_;
-  std::array<int32_t, 256> byte_symbol_{};     // byte -> symbol id of its alphabet codepoint
-  std::vector<std::string> extra_symbols_;     // text of symbol n_vocab + i
-  std::unordered_map<uint64_t, Merge> merges_; // pair_key(left, right) -> merge
+  std::array<int32_t, 256> byte_symbol_{};      // byte -> symbol id of its alphabet codepoint
+  std::vector<std::string> extra_symbols_;      // text of symbol n_vocab + i
+  std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
 };
 
 }  // namespace omnibus

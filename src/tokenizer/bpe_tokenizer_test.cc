@@ -17,7 +17,8 @@ namespace {
 std::string bl(std::string_view raw) { return byte_level::spell(raw); }
 
 // Specials (ids 0..3), the 256 byte symbols (ids 4..259), then `extra` tokens.
-TokenizerVocab make_vocab(const std::vector<std::string>& merges, const std::vector<std::string>& extra) {
+TokenizerVocab make_vocab(const std::vector<std::string>& merges,
+                          const std::vector<std::string>& extra) {
   return byte_level_test_vocab(
       {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<user>", 4}}, extra, merges);
 }
@@ -74,13 +75,16 @@ TEST(BpeTokenizer, SpecialTokensSplitOnlyWhenAsked) {
   auto tok = make(make_vocab({}, {}));
   ASSERT_TRUE(tok);
   const std::string text = "<|im_start|>hi<|im_end|>";
-  EXPECT_EQ(tok->encode(text, false, true), (std::vector<int32_t>{1, byte_id('h'), byte_id('i'), 2}));
+  EXPECT_EQ(tok->encode(text, false, true),
+            (std::vector<int32_t>{1, byte_id('h'), byte_id('i'), 2}));
   const auto plain = tok->encode(text, false, false);
   EXPECT_EQ(plain.size(), text.size());  // every byte its own token here
   for (int32_t id : plain) EXPECT_FALSE(tok->is_special(id));
   // User-defined tokens are matched either way.
-  EXPECT_EQ(tok->encode("a<user>b", false, false), (std::vector<int32_t>{byte_id('a'), 3, byte_id('b')}));
-  EXPECT_EQ(tok->encode("a<user>b", false, true), (std::vector<int32_t>{byte_id('a'), 3, byte_id('b')}));
+  EXPECT_EQ(tok->encode("a<user>b", false, false),
+            (std::vector<int32_t>{byte_id('a'), 3, byte_id('b')}));
+  EXPECT_EQ(tok->encode("a<user>b", false, true),
+            (std::vector<int32_t>{byte_id('a'), 3, byte_id('b')}));
 }
 
 TEST(BpeTokenizer, LongerSpecialTokenWins) {
@@ -150,7 +154,11 @@ TEST(BpeTokenizer, Llama3AddsBosUnlessTheGgufSaysNo) {
 TEST(BpeTokenizer, InvalidUtf8BecomesReplacementChar) {
   auto tok = make(make_vocab({}, {}));
   ASSERT_TRUE(tok);
-  EXPECT_EQ(tok->decode(tok->encode("a\xFF" "b", false, false)), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(tok->decode(tok->encode("a\xFF"
+                                    "b",
+                                    false, false)),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(BpeTokenizer, MetadataDefaultsForGpt2) {
@@ -258,9 +266,9 @@ TEST(StreamDecoder, ReplacesBytesThatCannotBecomeValid) {
   auto tok = make(make_vocab({}, {}));
   ASSERT_TRUE(tok);
   StreamDecoder dec(*tok, /*render_special=*/true);
-  EXPECT_EQ(dec.push(byte_id('\x80')), "\xEF\xBF\xBD");        // stray continuation
+  EXPECT_EQ(dec.push(byte_id('\x80')), "\xEF\xBF\xBD");  // stray continuation
   EXPECT_EQ(dec.push(byte_id('\xE6')), "");
-  EXPECT_EQ(dec.push(byte_id('x')), "\xEF\xBF\xBDx");          // broken sequence
+  EXPECT_EQ(dec.push(byte_id('x')), "\xEF\xBF\xBDx");  // broken sequence
   EXPECT_EQ(dec.push(2), "<|im_end|>");
   EXPECT_EQ(dec.push(byte_id('\xE6')), "");
   EXPECT_EQ(dec.push(byte_id('\x97')), "");

@@ -32,8 +32,7 @@ constexpr char kPhi3[] = "phi3";        // llama.cpp's Phi-3 special-token attri
 
 template <typename Suite>
 class FamilyTokenizerGolden : public Suite {};
-using Suites =
-    ::testing::Types<Family<kLlama3>, Family<kMistral>, Family<kQwen3>, Family<kPhi3>>;
+using Suites = ::testing::Types<Family<kLlama3>, Family<kMistral>, Family<kQwen3>, Family<kPhi3>>;
 TYPED_TEST_SUITE(FamilyTokenizerGolden, Suites);
 
 TYPED_TEST(FamilyTokenizerGolden, VocabularyFacts) {

@@ -1,8 +1,8 @@
 #include "tokenizer/spm_tokenizer.h"
 
-#include <queue>
-
 #include <fmt/format.h>
+
+#include <queue>
 
 #include "util/check.h"
 
@@ -80,7 +80,8 @@ StatusOr<std::unique_ptr<Tokenizer>> SpmTokenizer::create(VocabIndex vocab) {
   std::unique_ptr<SpmTokenizer> tok(new SpmTokenizer(std::move(vocab), space_prefix));
   for (int b = 0; b < 256; ++b) {
     if (tok->byte_token_[size_t(b)] < 0) {
-      return Status::corrupt("SentencePiece vocabulary has no byte-fallback token for byte 0x{:02X}", b);
+      return Status::corrupt(
+          "SentencePiece vocabulary has no byte-fallback token for byte 0x{:02X}", b);
     }
   }
   return std::unique_ptr<Tokenizer>(std::move(tok));
@@ -122,8 +123,8 @@ void SpmTokenizer::merge_escaped(std::string_view text, std::vector<int32_t>* ou
     const size_t n = std::min(utf8_len_from_lead(text[pos]), text.size() - pos);
     const int32_t index = int32_t(syms.size());
     pos += n;
-    syms.push_back(Symbol{uint32_t(pos - n), uint32_t(n), index - 1,
-                          pos == text.size() ? -1 : index + 1});
+    syms.push_back(
+        Symbol{uint32_t(pos - n), uint32_t(n), index - 1, pos == text.size() ? -1 : index + 1});
   }
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;

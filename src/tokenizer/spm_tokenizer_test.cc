@@ -5,9 +5,8 @@
 // tests are skipped when the model is missing.
 #include "tokenizer/spm_tokenizer.h"
 
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "tokenizer/golden_tokenizer_testing.h"
 #include "tokenizer/unicode.h"
@@ -146,7 +145,8 @@ TEST_F(Gemma3Tokenizer, DecodeInvertsEncode) {
     // spelled as byte tokens, escaped "▁" included (as in llama.cpp).
     if (!unicode::is_valid_utf8(text)) continue;
     EXPECT_EQ(tok().decode(tok().encode(text, false, false)), text) << c.dump();
-    EXPECT_EQ(tok().decode(tok().encode(text, false, true), /*render_special=*/true), text) << c.dump();
+    EXPECT_EQ(tok().decode(tok().encode(text, false, true), /*render_special=*/true), text)
+        << c.dump();
   }
 }
 

@@ -50,8 +50,8 @@ void BM_Encode(benchmark::State& state) {
     benchmark::DoNotOptimize(ids);
   }
   state.counters["tokens"] = static_cast<double>(n_tokens);
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(n_tokens), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_tokens),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Encode)->Arg(1)->Arg(100)->Unit(benchmark::kMicrosecond);
 

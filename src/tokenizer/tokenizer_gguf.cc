@@ -1,8 +1,8 @@
 // Tokenizer::from_gguf: TokenizerVocab from the tokenizer.ggml.* metadata.
 
-#include <cctype>
-
 #include <fmt/format.h>
+
+#include <cctype>
 
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
@@ -50,9 +50,9 @@ struct IdKey {
 constexpr IdKey kIdKeys[] = {
     {"bos", &V::bos_id},         {"eos", &V::eos_id},         {"eot", &V::eot_id},
     {"eom", &V::eom_id},         {"unknown", &V::unk_id},     {"padding", &V::pad_id},
-    {"seperator", &V::sep_id},
-    {"fim_pre", &V::fim_pre_id}, {"fim_suf", &V::fim_suf_id}, {"fim_mid", &V::fim_mid_id},
-    {"fim_pad", &V::fim_pad_id}, {"fim_rep", &V::fim_rep_id}, {"fim_sep", &V::fim_sep_id}};
+    {"seperator", &V::sep_id},   {"fim_pre", &V::fim_pre_id}, {"fim_suf", &V::fim_suf_id},
+    {"fim_mid", &V::fim_mid_id}, {"fim_pad", &V::fim_pad_id}, {"fim_rep", &V::fim_rep_id},
+    {"fim_sep", &V::fim_sep_id}};
 constexpr IdKey kOldFimKeys[] = {
     {"prefix", &V::fim_pre_id}, {"suffix", &V::fim_suf_id}, {"middle", &V::fim_mid_id}};
 

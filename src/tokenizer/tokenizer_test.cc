@@ -48,7 +48,8 @@ TEST_F(SmolLm2Tokenizer, DecodeInvertsEncode) {
     const std::string text = case_text(c);
     if (!unicode::is_valid_utf8(text)) continue;  // invalid bytes come back as U+FFFD
     EXPECT_EQ(tok().decode(tok().encode(text, false, false)), text) << c.dump();
-    EXPECT_EQ(tok().decode(tok().encode(text, false, true), /*render_special=*/true), text) << c.dump();
+    EXPECT_EQ(tok().decode(tok().encode(text, false, true), /*render_special=*/true), text)
+        << c.dump();
   }
 }
 
@@ -64,8 +65,8 @@ TEST_F(SmolLm2Tokenizer, SpecialTokenPieces) {
 }
 
 TEST_F(SmolLm2Tokenizer, StreamDecoderNeverEmitsBrokenUtf8) {
-  const std::vector<std::string> texts = {
-      "👨‍👩‍👧‍👦 family", "日本語のテキスト", "😀😃😄 and 🇺🇸🇬🇧", "𝕳𝖊𝖑𝖑𝖔 𠀀𠀁", "mixed é 中 😀 text"};
+  const std::vector<std::string> texts = {"👨‍👩‍👧‍👦 family", "日本語のテキスト",
+                                          "😀😃😄 and 🇺🇸🇬🇧", "𝕳𝖊𝖑𝖑𝖔 𠀀𠀁", "mixed é 中 😀 text"};
   for (const std::string& text : texts) {
     const auto ids = tok().encode(text, false, false);
     StreamDecoder dec(tok());

@@ -25,10 +25,10 @@ TEST(Unicode, ClassesOfCommonCodepoints) {
   EXPECT_EQ(cp_class(0xA0), CpClass::kWhitespace);
   EXPECT_EQ(cp_class(0x3000), CpClass::kWhitespace);
   EXPECT_EQ(cp_class(0x2028), CpClass::kWhitespace);
-  EXPECT_EQ(cp_class(0x200D), CpClass::kOther);   // ZWJ (Cf)
-  EXPECT_EQ(cp_class(0x0301), CpClass::kOther);   // combining acute (Mn)
-  EXPECT_EQ(cp_class(0x1F600), CpClass::kOther);  // 😀
-  EXPECT_EQ(cp_class(0x2EBF0), CpClass::kLetter); // CJK Ext I (Unicode 15.1)
+  EXPECT_EQ(cp_class(0x200D), CpClass::kOther);    // ZWJ (Cf)
+  EXPECT_EQ(cp_class(0x0301), CpClass::kOther);    // combining acute (Mn)
+  EXPECT_EQ(cp_class(0x1F600), CpClass::kOther);   // 😀
+  EXPECT_EQ(cp_class(0x2EBF0), CpClass::kLetter);  // CJK Ext I (Unicode 15.1)
   EXPECT_EQ(cp_class(0x10FFFF), CpClass::kOther);
 }
 
@@ -47,7 +47,8 @@ TEST(Unicode, LenientDecodingMatchesLlamaCpp) {
   EXPECT_EQ(decode_utf8_lenient("\xF0\x9F\x98\x80"), (std::vector<uint32_t>{0x1F600}));
   // Stray continuation byte, truncated sequences: U+FFFD per byte consumed.
   EXPECT_EQ(decode_utf8_lenient("\x80x"), (std::vector<uint32_t>{kReplacementChar, 'x'}));
-  EXPECT_EQ(decode_utf8_lenient("\xE6\x97"), (std::vector<uint32_t>{kReplacementChar, kReplacementChar}));
+  EXPECT_EQ(decode_utf8_lenient("\xE6\x97"),
+            (std::vector<uint32_t>{kReplacementChar, kReplacementChar}));
   // Overlong and surrogate forms are accepted as they decode.
   EXPECT_EQ(decode_utf8_lenient(std::string_view("\xC0\x80", 2)), (std::vector<uint32_t>{0}));
   EXPECT_EQ(decode_utf8_lenient("\xED\xA0\x80"), (std::vector<uint32_t>{0xD800}));
@@ -72,8 +73,8 @@ TEST(Unicode, SequenceStatus) {
   EXPECT_EQ(utf8_sequence_status("\xF0\x9F\x98", 0), 0);  // may still complete
   EXPECT_EQ(utf8_sequence_status("\xC3", 0), 0);
   EXPECT_EQ(utf8_sequence_status("\x80", 0), -1);
-  EXPECT_EQ(utf8_sequence_status("\xC0\x80", 0), -1);  // overlong
-  EXPECT_EQ(utf8_sequence_status("\xED\xA0\x80", 0), -1);  // surrogate
+  EXPECT_EQ(utf8_sequence_status("\xC0\x80", 0), -1);          // overlong
+  EXPECT_EQ(utf8_sequence_status("\xED\xA0\x80", 0), -1);      // surrogate
   EXPECT_EQ(utf8_sequence_status("\xF4\x90\x80\x80", 0), -1);  // > U+10FFFF
   EXPECT_EQ(utf8_sequence_status("\xC3x", 0), -1);
   EXPECT_TRUE(is_valid_utf8("héllo 世界 😀"));

@@ -42,14 +42,14 @@ enum TokenAttr : uint32_t {
 };
 
 struct TokenizerVocab {
-  std::string model;                // tokenizer.ggml.model: "gpt2" = byte-level BPE,
-                                    // "llama" = SentencePiece, "bert" = WordPiece
-  std::string pre;                  // tokenizer.ggml.pre: the pre-tokenizer name
-  std::string model_name;           // general.name, lower-cased (llama.cpp keys fixes on it)
-  std::vector<std::string> tokens;  // [n_vocab] token text (byte-level alphabet for BPE)
-  std::vector<int32_t> token_types; // [n_vocab] TokenType values, or empty (all normal)
-  std::vector<float> scores;        // [n_vocab] SentencePiece scores, or empty
-  std::vector<std::string> merges;  // BPE merges "left right"; rank = index
+  std::string model;                 // tokenizer.ggml.model: "gpt2" = byte-level BPE,
+                                     // "llama" = SentencePiece, "bert" = WordPiece
+  std::string pre;                   // tokenizer.ggml.pre: the pre-tokenizer name
+  std::string model_name;            // general.name, lower-cased (llama.cpp keys fixes on it)
+  std::vector<std::string> tokens;   // [n_vocab] token text (byte-level alphabet for BPE)
+  std::vector<int32_t> token_types;  // [n_vocab] TokenType values, or empty (all normal)
+  std::vector<float> scores;         // [n_vocab] SentencePiece scores, or empty
+  std::vector<std::string> merges;   // BPE merges "left right"; rank = index
 
   // Special token ids; unset: the model type's default or found by token text.
   std::optional<int32_t> bos_id, eos_id, eot_id, eom_id, unk_id, pad_id;

@@ -10,13 +10,20 @@ namespace {
 
 uint32_t attr_from_type(int32_t type) {
   switch (static_cast<TokenType>(type)) {
-    case TokenType::kNormal: return kAttrNormal;
-    case TokenType::kUnknown: return kAttrUnknown;
-    case TokenType::kControl: return kAttrControl;
-    case TokenType::kUserDefined: return kAttrUserDefined;
-    case TokenType::kUnused: return kAttrUnused;
-    case TokenType::kByte: return kAttrByte;
-    case TokenType::kUndefined: return kAttrUndefined;
+    case TokenType::kNormal:
+      return kAttrNormal;
+    case TokenType::kUnknown:
+      return kAttrUnknown;
+    case TokenType::kControl:
+      return kAttrControl;
+    case TokenType::kUserDefined:
+      return kAttrUserDefined;
+    case TokenType::kUnused:
+      return kAttrUnused;
+    case TokenType::kByte:
+      return kAttrByte;
+    case TokenType::kUndefined:
+      return kAttrUndefined;
   }
   return kAttrUndefined;
 }
@@ -25,30 +32,80 @@ using Names = std::initializer_list<std::string_view>;
 
 // Token texts that llama.cpp recognises when the GGUF metadata does not name
 // the token (tokenizer.ggml.*_token_id absent).
-const Names kEotNames = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                         "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
-                         "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+const Names kEotNames = {"<|eot_id|>",
+                         "<|im_end|>",
+                         "<|end|>",
+                         "<end_of_turn>",
+                         "<|endoftext|>",
+                         "<|end_of_text|>",
+                         "<EOT>",
+                         "_<EOT>",
+                         "[EOT]",
+                         "<\xEF\xBD\x9C"
+                         "end\xE2\x96\x81"
+                         "of\xE2\x96\x81"
+                         "sentence\xEF\xBD\x9C>",
                          "<end_of_utterance>"};
 const Names kEomNames = {"<|eom_id|>"};
-const Names kFimPreNames = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                            "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>",
-                            "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
-const Names kFimSufNames = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                            "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>", "<SUF>",
-                            "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
-const Names kFimMidNames = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                            "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>",
-                            "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+const Names kFimPreNames = {"<|fim_prefix|>",
+                            "<fim-prefix>",
+                            "<fim_prefix>",
+                            "<\xEF\xBD\x9C"
+                            "fim\xE2\x96\x81"
+                            "begin\xEF\xBD\x9C>",
+                            "<PRE>",
+                            "\xE2\x96\x81<PRE>",
+                            "<|code_prefix|>",
+                            "<|prefix|>"};
+const Names kFimSufNames = {"<|fim_suffix|>",
+                            "<fim-suffix>",
+                            "<fim_suffix>",
+                            "<\xEF\xBD\x9C"
+                            "fim\xE2\x96\x81"
+                            "hole\xEF\xBD\x9C>",
+                            "<SUF>",
+                            "\xE2\x96\x81<SUF>",
+                            "<|code_suffix|>",
+                            "<|suffix|>"};
+const Names kFimMidNames = {"<|fim_middle|>",
+                            "<fim-middle>",
+                            "<fim_middle>",
+                            "<\xEF\xBD\x9C"
+                            "fim\xE2\x96\x81"
+                            "end\xEF\xBD\x9C>",
+                            "<MID>",
+                            "\xE2\x96\x81<MID>",
+                            "<|code_middle|>",
+                            "<|middle|>"};
 const Names kFimPadNames = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 const Names kFimRepNames = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const Names kFimSepNames = {"<|file_sep|>"};
 
 // Tokens that end generation whatever the metadata says.
-const Names kEogNames = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-                         "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>",
-                         "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-                         "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-                         "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+const Names kEogNames = {"<|eot_id|>",
+                         "<|im_end|>",
+                         "<|end|>",
+                         "<|return|>",
+                         "<|call|>",
+                         "<|flush|>",
+                         "<|calls|>",
+                         "<end_of_turn>",
+                         "<|endoftext|>",
+                         "</s>",
+                         "<|eom_id|>",
+                         "<EOT>",
+                         "_<EOT>",
+                         "[EOT]",
+                         "[EOS]",
+                         "<|end_of_text|>",
+                         "<end_of_utterance>",
+                         "<eos>",
+                         "<turn|>",
+                         "<|tool_response>",
+                         "<\xEF\xBD\x9C"
+                         "end\xE2\x96\x81"
+                         "of\xE2\x96\x81"
+                         "sentence\xEF\xBD\x9C>",
                          "[e~["};
 
 bool in_names(std::string_view text, const Names& names) {
@@ -66,7 +123,8 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
                            vocab.token_types.size(), n);
   }
   if (!vocab.scores.empty() && vocab.scores.size() < n) {
-    return Status::corrupt("tokenizer.ggml.scores has {} entries for {} tokens", vocab.scores.size(), n);
+    return Status::corrupt("tokenizer.ggml.scores has {} entries for {} tokens",
+                           vocab.scores.size(), n);
   }
 
   VocabIndex x;
@@ -202,7 +260,8 @@ StatusOr<VocabIndex> VocabIndex::build(TokenizerVocab vocab) {
   }
 
   for (int32_t i = 0; i < n_vocab; ++i) {
-    if (x.attr(i) & (kAttrControl | kAttrUserDefined | kAttrUnknown)) x.special_by_length_.push_back(i);
+    if (x.attr(i) & (kAttrControl | kAttrUserDefined | kAttrUnknown))
+      x.special_by_length_.push_back(i);
   }
   std::stable_sort(x.special_by_length_.begin(), x.special_by_length_.end(),
                    [&](int32_t a, int32_t b) { return x.text(a).size() > x.text(b).size(); });

@@ -13,15 +13,16 @@ constexpr std::string_view kPhantomSpace = "\xE2\x96\x81";  // U+2581
 unicode::WpClass wp_class(uint32_t cp) {
   using unicode::kWpClassRanges;
   const auto* end = kWpClassRanges + unicode::kNumWpClassRanges;
-  const auto* it = std::lower_bound(kWpClassRanges, end, cp,
-                                    [](const unicode::WpClassRange& r, uint32_t c) { return r.last < c; });
+  const auto* it =
+      std::lower_bound(kWpClassRanges, end, cp,
+                       [](const unicode::WpClassRange& r, uint32_t c) { return r.last < c; });
   return it != end && it->first <= cp ? it->cls : unicode::WpClass::kOther;
 }
 
 uint32_t map_pair(const unicode::CodepointPair* table, size_t n, uint32_t cp) {
   const auto* end = table + n;
-  const auto* it = std::lower_bound(table, end, cp,
-                                    [](const unicode::CodepointPair& p, uint32_t c) { return p.from < c; });
+  const auto* it = std::lower_bound(
+      table, end, cp, [](const unicode::CodepointPair& p, uint32_t c) { return p.from < c; });
   return it != end && it->from == cp ? it->to : cp;
 }
 
@@ -80,7 +81,8 @@ std::vector<std::string> WordPieceTokenizer::split_words(std::string_view text) 
     const WpClass cls = wp_class(cp);
     if (cp == 0 || cp == unicode::kReplacementChar || cls == WpClass::kControl) continue;
     if (strip_accents_ && cls == WpClass::kMark) continue;
-    const uint32_t out = lowercase_ ? map_pair(unicode::kLowercase, unicode::kNumLowercase, cp) : cp;
+    const uint32_t out =
+        lowercase_ ? map_pair(unicode::kLowercase, unicode::kNumLowercase, cp) : cp;
     if (cls == WpClass::kPunctuation || (cp < 0x7F && cls == WpClass::kSymbol) || is_cjk(cp)) {
       if (!words.back().empty()) words.emplace_back();
       unicode::append_utf8(&words.back(), out);

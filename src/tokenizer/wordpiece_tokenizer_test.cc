@@ -22,8 +22,9 @@ const std::string kSp = "\xE2\x96\x81";  // the phantom space
 std::unique_ptr<Tokenizer> small_bert() {
   TokenizerVocab v;
   v.model = "bert";
-  v.tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", kSp + "hello", kSp + "world", kSp + "un",
-              "believ", "able", kSp + "!", kSp + "cafe", kSp + "$", kSp + "\xE4\xB8\xAD", kSp + "a"};
+  v.tokens = {
+      "[PAD]",  "[UNK]", "[CLS]",   "[SEP]",      kSp + "hello", kSp + "world",        kSp + "un",
+      "believ", "able",  kSp + "!", kSp + "cafe", kSp + "$",     kSp + "\xE4\xB8\xAD", kSp + "a"};
   v.token_types = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   v.bos_id = 2;
   v.sep_id = 3;
@@ -52,15 +53,18 @@ TEST(WordPiece, NormalisesAndSplitsAsLlamaCpp) {
             (std::vector<int32_t>{13, 11, 12, 4, 1}));
   const auto* wp = dynamic_cast<const WordPieceTokenizer*>(tok.get());
   ASSERT_NE(wp, nullptr);
-  EXPECT_EQ(wp->split_words("  Hi,there\tyou  "), (std::vector<std::string>{"hi", ",", "there", "you"}));
+  EXPECT_EQ(wp->split_words("  Hi,there\tyou  "),
+            (std::vector<std::string>{"hi", ",", "there", "you"}));
   // Decoding turns the phantom space back into a space.
   EXPECT_EQ(tok->decode({4, 6, 7, 8, 5}), " hello unbelievable world");
 }
 
 TEST(WordPieceGolden, MiniLmIdsEqualLlamaCpp) {
   const std::string model = testdata::model_path("all-minilm-l6-v2.gguf");
-  const std::string golden = testdata::source_dir() + "/tests/golden/embeddings/all-minilm-l6-v2.json";
-  ASSERT_TRUE(testdata::file_exists(model)) << model << ": run scripts/fetch_models.sh all-minilm-l6-v2";
+  const std::string golden =
+      testdata::source_dir() + "/tests/golden/embeddings/all-minilm-l6-v2.json";
+  ASSERT_TRUE(testdata::file_exists(model))
+      << model << ": run scripts/fetch_models.sh all-minilm-l6-v2";
   std::ifstream in(golden);
   ASSERT_TRUE(in.good()) << golden;
   const nlohmann::json g = nlohmann::json::parse(in);

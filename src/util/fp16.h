@@ -11,8 +11,16 @@
 
 namespace omnibus {
 
-inline float fp32_from_bits(uint32_t w) { float f; std::memcpy(&f, &w, 4); return f; }
-inline uint32_t fp32_to_bits(float f) { uint32_t w; std::memcpy(&w, &f, 4); return w; }
+inline float fp32_from_bits(uint32_t w) {
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+inline uint32_t fp32_to_bits(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  return w;
+}
 
 inline float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -22,7 +30,10 @@ inline float fp16_to_fp32(uint16_t h) {
     if (mant == 0) return fp32_from_bits(sign);
     // subnormal: normalise
     int e = -1;
-    do { mant <<= 1; ++e; } while ((mant & 0x400) == 0);
+    do {
+      mant <<= 1;
+      ++e;
+    } while ((mant & 0x400) == 0);
     mant &= 0x3ff;
     return fp32_from_bits(sign | uint32_t(127 - 15 - e) << 23 | mant << 13);
   }
@@ -38,7 +49,7 @@ inline uint16_t fp32_to_fp16(float f) {
     return uint16_t(sign | 0x7c00 | (x > 0x7f800000u ? 0x200 : 0));
   }
   if (x >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // rounds to inf
-  if (x < 0x38800000u) {  // result is subnormal or zero
+  if (x < 0x38800000u) {                                 // result is subnormal or zero
     if (x < 0x33000000u) return uint16_t(sign);
     const uint32_t e = x >> 23;
     uint32_t mant = (x & 0x7fffff) | 0x800000;

@@ -8,27 +8,27 @@
 // Thread-safety: values; safe to copy between threads.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cassert>
 #include <optional>
 #include <string>
 #include <utility>
 
-#include <fmt/format.h>
-
 namespace omnibus {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is malformed or out of range
-  kNotFound,          // a file, key or name does not exist
-  kCorrupt,           // a file's bytes violate its format
-  kUnsupported,       // valid input that omnibus does not handle (yet)
-  kResourceExhausted, // out of memory, cache blocks, queue space
-  kIo,                // the OS refused (open, mmap, read)
-  kInternal,          // a bug; should never reach a user
-  kUnavailable,       // a peer or service cannot be reached (now): retry may work
-  kCancelled,         // the operation was abandoned (its owner shut down)
-  kPermissionDenied,  // the caller is not allowed to (no or a wrong credential)
+  kInvalidArgument,    // the caller's input is malformed or out of range
+  kNotFound,           // a file, key or name does not exist
+  kCorrupt,            // a file's bytes violate its format
+  kUnsupported,        // valid input that omnibus does not handle (yet)
+  kResourceExhausted,  // out of memory, cache blocks, queue space
+  kIo,                 // the OS refused (open, mmap, read)
+  kInternal,           // a bug; should never reach a user
+  kUnavailable,        // a peer or service cannot be reached (now): retry may work
+  kCancelled,          // the operation was abandoned (its owner shut down)
+  kPermissionDenied,   // the caller is not allowed to (no or a wrong credential)
 };
 
 const char* status_code_name(StatusCode code);
@@ -96,16 +96,25 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}                  // NOLINT: implicit
-  StatusOr(Status status) : status_(std::move(status)) {           // NOLINT: implicit
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit
     assert(!status_.is_ok() && "StatusOr needs a value or an error");
   }
 
   bool is_ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
-  T& value() & { assert(is_ok()); return *value_; }
-  const T& value() const& { assert(is_ok()); return *value_; }
-  T&& value() && { assert(is_ok()); return std::move(*value_); }
+  T& value() & {
+    assert(is_ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(is_ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(is_ok());
+    return std::move(*value_);
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -119,17 +128,17 @@ class [[nodiscard]] StatusOr {
 }  // namespace omnibus
 
 // Propagate an error: `OMNIBUS_RETURN_IF_ERROR(reader.read_header());`
-#define OMNIBUS_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    ::omnibus::Status omnibus_status_ = (expr);  \
+#define OMNIBUS_RETURN_IF_ERROR(expr)                     \
+  do {                                                    \
+    ::omnibus::Status omnibus_status_ = (expr);           \
     if (!omnibus_status_.is_ok()) return omnibus_status_; \
   } while (0)
 
 #define OMNIBUS_CONCAT_INNER_(a, b) a##b
 #define OMNIBUS_CONCAT_(a, b) OMNIBUS_CONCAT_INNER_(a, b)
 // `OMNIBUS_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));`
-#define OMNIBUS_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto OMNIBUS_CONCAT_(omnibus_or_, __LINE__) = (expr);                       \
-  if (!OMNIBUS_CONCAT_(omnibus_or_, __LINE__).is_ok())                        \
-    return OMNIBUS_CONCAT_(omnibus_or_, __LINE__).status();                   \
+#define OMNIBUS_ASSIGN_OR_RETURN(lhs, expr)                 \
+  auto OMNIBUS_CONCAT_(omnibus_or_, __LINE__) = (expr);     \
+  if (!OMNIBUS_CONCAT_(omnibus_or_, __LINE__).is_ok())      \
+    return OMNIBUS_CONCAT_(omnibus_or_, __LINE__).status(); \
   lhs = std::move(OMNIBUS_CONCAT_(omnibus_or_, __LINE__)).value()

@@ -33,19 +33,19 @@ static size_t got_bytes;
 static char refusal[256];
 static int refused;
 
-static void on_send(void *request, ucs_status_t status, void *user) {
+static void on_send(void* request, ucs_status_t status, void* user) {
   (void)request;
   (void)status;
   (void)user;
 }
-static void on_rma(void *request, ucs_status_t status, void *user) {
+static void on_rma(void* request, ucs_status_t status, void* user) {
   (void)request;
   (void)user;
   done_flag = status == UCS_OK ? 1 : -1;
 }
 
-static ucs_status_t on_data(void *arg, const void *header, size_t header_length, void *data, size_t length,
-                            const ucp_am_recv_param_t *param) {
+static ucs_status_t on_data(void* arg, const void* header, size_t header_length, void* data,
+                            size_t length, const ucp_am_recv_param_t* param) {
   (void)arg;
   (void)param;
   struct data_header h;
@@ -62,7 +62,7 @@ static ucs_status_t on_data(void *arg, const void *header, size_t header_length,
   return UCS_OK;
 }
 
-static int unhex(const char *s, unsigned char *out, size_t max) {
+static int unhex(const char* s, unsigned char* out, size_t max) {
   size_t n = strlen(s) / 2;
   if (n > max) return -1;
   for (size_t i = 0; i < n; ++i) {
@@ -87,9 +87,11 @@ static int rma_done(void) { return done_flag != 0; }
 static size_t want_bytes;
 static int fetch_done(void) { return refused || (want_bytes > 0 && got_bytes >= want_bytes); }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s WORKER_ADDRESS_HEX TOKEN_HEX get ADDR | put ADDR | fetch OFFSET BYTES...\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s WORKER_ADDRESS_HEX TOKEN_HEX get ADDR | put ADDR | fetch OFFSET BYTES...\n",
+            argv[0]);
     return 2;
   }
   static unsigned char address[8192], token[64];
@@ -97,12 +99,12 @@ int main(int argc, char **argv) {
   int token_len = unhex(argv[2], token, sizeof(token));
   if (address_len <= 0 || token_len < 0) return 2;
 
-  ucp_config_t *config;
+  ucp_config_t* config;
   ucp_config_read(NULL, NULL, &config);
   ucp_params_t params;
   memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;  /* the attacker wants everything */
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM; /* the attacker wants everything */
   ucp_context_h context;
   if (ucp_init(&params, config, &context) != UCS_OK) return 3;
   ucp_config_release(config);
@@ -114,7 +116,8 @@ int main(int argc, char **argv) {
   if (ucp_worker_create(context, &wp, &worker) != UCS_OK) return 3;
   ucp_am_handler_param_t hp;
   memset(&hp, 0, sizeof(hp));
-  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
   hp.id = kDataAm;
   hp.cb = on_data;
   hp.flags = UCP_AM_FLAG_WHOLE_MSG;
@@ -123,7 +126,7 @@ int main(int argc, char **argv) {
   ucp_ep_params_t ep_params;
   memset(&ep_params, 0, sizeof(ep_params));
   ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-  ep_params.address = (const ucp_address_t *)address;
+  ep_params.address = (const ucp_address_t*)address;
   ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   ucp_ep_h ep;
   if (ucp_ep_create(worker, &ep_params, &ep) != UCS_OK) return 3;
@@ -137,14 +140,15 @@ int main(int argc, char **argv) {
   mp.address = mine;
   mp.length = sizeof(mine);
   ucp_mem_h memh;
-  void *rkey_buf;
+  void* rkey_buf;
   size_t rkey_size;
   ucp_rkey_h rkey = NULL;
-  if (ucp_mem_map(context, &mp, &memh) == UCS_OK && ucp_rkey_pack(context, memh, &rkey_buf, &rkey_size) == UCS_OK) {
+  if (ucp_mem_map(context, &mp, &memh) == UCS_OK &&
+      ucp_rkey_pack(context, memh, &rkey_buf, &rkey_size) == UCS_OK) {
     ucp_ep_rkey_unpack(ep, rkey_buf, &rkey);
   }
 
-  const char *what = argv[3];
+  const char* what = argv[3];
   if ((strcmp(what, "get") == 0 || strcmp(what, "put") == 0) && argc == 5 && rkey != NULL) {
     uint64_t addr = strtoull(argv[4], NULL, 0);
     ucp_request_param_t p;
@@ -153,7 +157,7 @@ int main(int argc, char **argv) {
     p.cb.send = on_rma;
     static char buf[64];
     memset(buf, 'X', sizeof(buf));
-    void *r = what[0] == 'g' ? ucp_get_nbx(ep, buf, sizeof(buf), addr, rkey, &p)
+    void* r = what[0] == 'g' ? ucp_get_nbx(ep, buf, sizeof(buf), addr, rkey, &p)
                              : ucp_put_nbx(ep, buf, sizeof(buf), addr, rkey, &p);
     if (UCS_PTR_IS_ERR(r)) {
       printf("%s error %s\n", what, ucs_status_string(UCS_PTR_STATUS(r)));
@@ -162,7 +166,7 @@ int main(int argc, char **argv) {
       /* A put may complete locally; flush to learn whether the owner took it. */
       if (what[0] == 'p') {
         done_flag = 0;
-        void *f = ucp_ep_flush_nbx(ep, &p);
+        void* f = ucp_ep_flush_nbx(ep, &p);
         if (f == NULL) done_flag = 1;
       }
       progress_for(worker, 3.0, rma_done);
@@ -187,7 +191,7 @@ int main(int argc, char **argv) {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS;
     p.cb.send = on_send;
     p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
-    void *r = ucp_am_send_nbx(ep, kFetchAm, NULL, 0, msg, len, &p);
+    void* r = ucp_am_send_nbx(ep, kFetchAm, NULL, 0, msg, len, &p);
     if (UCS_PTR_IS_ERR(r)) {
       printf("fetch error %s\n", ucs_status_string(UCS_PTR_STATUS(r)));
     } else {
