@@ -92,31 +92,98 @@ void ApiServer::abort_all() {
   for (const auto& g : live) g->abort();
 }
 
+namespace {
+
+// A keyed or read-only endpoint of the route table (the open ones, /health,
+// the web page and /metrics, and the Anthropic API come before it).
+struct Route {
+  const char* path;
+  bool post;
+  bool keyed = true;       // false: the read-only router endpoints (vllm-router sends no key)
+  bool json_body = false;  // the body is a JSON object: a Content-Type other than JSON gets 415
+};
+constexpr Route kRoutes[] = {{"/v1/models", false},
+                             {"/v1/completions", true, true, true},
+                             {"/v1/chat/completions", true, true, true},
+                             {"/v1/responses", true, true, true},
+                             {"/v1/embeddings", true, true, true},
+                             {"/v1/rerank", true, true, true},
+                             {"/v1/score", true, true, true},
+                             {"/tokenize", true, true, true},
+                             {"/detokenize", true, true, true},
+                             {"/tokenizer_info", false},
+                             {"/v1/engine/state", false},
+                             {"/v1/engine/kv_blocks", false},
+                             {"/flush_cache", true},
+                             {"/reset_prefix_cache", true},
+                             {"/get_load", false, false},
+                             {"/get_server_info", false, false},
+                             {"/server_info", false, false},
+                             {"/get_model_info", false, false},
+                             {"/health_generate", false, false}};
+constexpr Route kResponseItem{"/v1/responses/{id}", false};  // GET or DELETE
+constexpr const char* kGetMethods = "GET, HEAD";
+
+const Route* find_route(const std::string& path) {
+  if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14) return &kResponseItem;
+  for (const Route& r : kRoutes) {
+    if (path == r.path) return &r;
+  }
+  return nullptr;
+}
+
+bool is_get(const HttpRequest& req) { return req.method == "GET" || req.method == "HEAD"; }
+
+}  // namespace
+
+ApiError ApiServer::not_ready() const {
+  return ApiError::unavailable(state_.load() == State::kLoading ? "the model is loading"
+                                                                : "the server is shutting down");
+}
+
 void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   std::string path = req.target.substr(0, req.target.find('?'));
-  const bool get = req.method == "GET" || req.method == "HEAD";
-  const bool post = req.method == "POST";
-  const State state = state_.load();
-  const bool ready = state != State::kLoading;
-
-  const auto not_ready = [state] {
-    return ApiError::unavailable(state == State::kLoading ? "the model is loading"
-                                                          : "the server is shutting down");
-  };
-
-  constexpr const char* kGetMethods = "GET, HEAD";
-  if (path == "/health") {
-    if (!get) return respond_method_not_allowed(*sink, req, path, kGetMethods);
-    if (state == State::kReady) return sink->respond(200, kJson, R"({"status":"ok"})");
-    return respond_error(*sink, not_ready());
-  }
   if (path == "/") path = "/index.html";
-  if (const WebAsset* a = find_web_asset(path)) {
-    if (!get) return respond_method_not_allowed(*sink, req, path, kGetMethods);
-    return sink->respond(200, std::string(a->content_type), std::string(a->body));
+  if (handle_open(req, path, *sink)) return;
+  // The Anthropic Messages API (anthropic_endpoints.cc): its own key header and error shape.
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens")
+    return handle_anthropic(req, path, sink);
+  const Route* route = find_route(path);
+  if (!route) {
+    return respond_error(*sink,
+                         ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
   }
-  if (path == "/metrics") {
-    if (!get) return respond_method_not_allowed(*sink, req, path, kGetMethods);
+  if (route == &kResponseItem) {
+    if (!is_get(req) && req.method != "DELETE")
+      return respond_method_not_allowed(*sink, req, path, "GET, HEAD, DELETE");
+  } else if (route->post ? req.method != "POST" : !is_get(req)) {
+    return respond_method_not_allowed(*sink, req, path, route->post ? "POST" : kGetMethods);
+  }
+  if (!route->keyed) return handle_router_endpoint(path, *sink);
+  if (std::optional<ApiError> e = refuse(req, path, route->json_body))
+    return respond_error(*sink, *e);
+  if (path == "/v1/engine/state") return sink->respond(200, kJson, engine_state());
+  if (state_.load() == State::kLoading) return respond_error(*sink, not_ready());
+  dispatch(req, path, route == &kResponseItem, sink);
+}
+
+// /health, the web page and /metrics: no key, any state.
+bool ApiServer::handle_open(const HttpRequest& req, const std::string& path, ResponseSink& sink) {
+  const State state = state_.load();
+  const WebAsset* asset = find_web_asset(path);
+  if (path != "/health" && path != "/metrics" && asset == nullptr) return false;
+  if (!is_get(req)) {
+    respond_method_not_allowed(sink, req, path, kGetMethods);
+  } else if (path == "/health") {
+    if (state == State::kReady) {
+      sink.respond(200, kJson, R"({"status":"ok"})");
+    } else {
+      respond_error(sink, not_ready());
+    }
+  } else if (asset != nullptr) {
+    sink.respond(200, std::string(asset->content_type), std::string(asset->body));
+  } else {
+    const bool ready = state != State::kLoading;
     EngineStats st;
     if (ready) st = backend_.engine->stats();
     std::optional<KvEventsCounts> kv_events;
@@ -126,89 +193,53 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
       text += backend_.kv_transfer->metrics_text(
           fmt::format("model_name=\"{}\"", config_.served_model_name), st);
     }
-    return sink->respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
+    sink.respond(200, "text/plain; version=0.0.4; charset=utf-8", text);
   }
+  return true;
+}
 
-  // The Anthropic Messages API (anthropic_endpoints.cc): its own key header and error shape.
-  if (path == "/v1/messages" || path == "/v1/messages/count_tokens")
-    return handle_anthropic(req, path, sink);
+// The read-only endpoints vllm-router polls (it sends no key): only while
+// ready (a draining worker is leaving the pool).
+void ApiServer::handle_router_endpoint(const std::string& path, ResponseSink& sink) {
+  if (state_.load() != State::kReady) return respond_error(sink, not_ready());
+  if (path == "/get_load") return sink.respond(200, kJson, load());
+  if (path == "/health_generate") return health_generate(sink);
+  if (path == "/get_model_info") return sink.respond(200, kJson, model_info());
+  sink.respond(200, kJson, server_info());
+}
 
-  struct Route {
-    const char* path;
-    bool post;
-    bool keyed =
-        true;  // false: the read-only router endpoints (vllm-router sends no key), like /health
-    bool json_body = false;  // the body is a JSON object: a Content-Type other than JSON gets 415
-  };
-  static const Route kRoutes[] = {{"/v1/models", false},
-                                  {"/v1/completions", true, true, true},
-                                  {"/v1/chat/completions", true, true, true},
-                                  {"/v1/responses", true, true, true},
-                                  {"/v1/embeddings", true, true, true},
-                                  {"/v1/rerank", true, true, true},
-                                  {"/v1/score", true, true, true},
-                                  {"/tokenize", true, true, true},
-                                  {"/detokenize", true, true, true},
-                                  {"/tokenizer_info", false},
-                                  {"/v1/engine/state", false},
-                                  {"/v1/engine/kv_blocks", false},
-                                  {"/flush_cache", true},
-                                  {"/reset_prefix_cache", true},
-                                  {"/get_load", false, false},
-                                  {"/get_server_info", false, false},
-                                  {"/server_info", false, false},
-                                  {"/get_model_info", false, false},
-                                  {"/health_generate", false, false}};
-  static const Route kResponseItem{"/v1/responses/{id}", false};  // GET or DELETE
-  const Route* route = nullptr;
-  for (const Route& r : kRoutes) {
-    if (path == r.path) route = &r;
-  }
-  if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14) route = &kResponseItem;
-  if (!route)
-    return respond_error(*sink,
-                         ApiError::not_found(fmt::format("no route for {} {}", req.method, path)));
-  if (route == &kResponseItem) {
-    if (!get && req.method != "DELETE")
-      return respond_method_not_allowed(*sink, req, path, "GET, HEAD, DELETE");
-  } else if (route->post ? !post : !get) {
-    return respond_method_not_allowed(*sink, req, path, route->post ? "POST" : kGetMethods);
-  }
-  if (!route
-           ->keyed) {  // router endpoints: only while ready (a draining worker is leaving the pool)
-    if (state != State::kReady) return respond_error(*sink, not_ready());
-    if (path == "/get_load") return sink->respond(200, kJson, load());
-    if (path == "/health_generate") return health_generate(*sink);
-    if (path == "/get_model_info") return sink->respond(200, kJson, model_info());
-    return sink->respond(200, kJson, server_info());
-  }
+// Why a keyed request may not go on: its key, its body's media type, or a
+// debug endpoint that this server does not expose.
+std::optional<ApiError> ApiServer::refuse(const HttpRequest& req, const std::string& path,
+                                          bool json_body) const {
   if (!config_.api_key.empty() && !bearer_key_matches(req.authorization, config_.api_key)) {
-    return respond_error(
-        *sink, ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)"));
+    return ApiError::unauthorized("invalid or missing API key (Authorization: Bearer <key>)");
   }
   // A missing Content-Type is read as JSON (clients that send none still work).
-  if (route->json_body && !req.content_type.empty() && !is_json_media_type(req.content_type)) {
-    return respond_error(*sink,
-                         ApiError{415,
-                                  fmt::format("{} takes a JSON body: send it with Content-Type: "
-                                              "application/json (this request says '{}')",
-                                              path, req.content_type),
-                                  "invalid_request_error", "", "unsupported_media_type"});
+  if (json_body && !req.content_type.empty() && !is_json_media_type(req.content_type)) {
+    return ApiError{415,
+                    fmt::format("{} takes a JSON body: send it with Content-Type: "
+                                "application/json (this request says '{}')",
+                                path, req.content_type),
+                    "invalid_request_error", "", "unsupported_media_type"};
   }
   if (path.rfind("/v1/engine/", 0) == 0 && config_.api_key.empty() &&
       !config_.enable_debug_endpoints) {
-    return respond_error(
-        *sink, ApiError::not_found(fmt::format("{} is a debug endpoint: start the server with "
-                                               "--api-key (then it needs the key) or "
-                                               "--enable-debug-endpoints",
-                                               path)));
+    return ApiError::not_found(
+        fmt::format("{} is a debug endpoint: start the server with "
+                    "--api-key (then it needs the key) or "
+                    "--enable-debug-endpoints",
+                    path));
   }
-  if (path == "/v1/engine/state") return sink->respond(200, kJson, engine_state());
-  if (!ready) return respond_error(*sink, ApiError::unavailable("the model is loading"));
+  return std::nullopt;
+}
 
+// An admitted keyed request, the model loaded: to its handler.
+void ApiServer::dispatch(const HttpRequest& req, const std::string& path, bool response_item_path,
+                         const std::shared_ptr<ResponseSink>& sink) {
   if (path == "/v1/models") return sink->respond(200, kJson, models());
   if (path == "/v1/responses") return handle_responses(req, sink);
-  if (route == &kResponseItem) return response_item(req, path, *sink);
+  if (response_item_path) return response_item(req, path, *sink);
   if (path == "/v1/engine/kv_blocks") return sink->respond(200, kJson, kv_blocks());
   if (path == "/flush_cache" || path == "/reset_prefix_cache") return flush_cache(*sink);
   if (path == "/tokenizer_info") return sink->respond(200, kJson, tokenizer_info());

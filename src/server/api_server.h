@@ -38,6 +38,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,16 @@ class ApiServer {
 
   // POST /v1/completions and /v1/chat/completions: prepare, then launch
   // (after the KV claim, on the transfer agent's claim thread, for a remote prefill).
+  // handle()'s steps (api_server.cc): the open endpoints (true when `path` was
+  // one), the router's read-only ones, why a keyed request is refused, and
+  // the handler of an admitted one.
+  bool handle_open(const HttpRequest& req, const std::string& path, ResponseSink& sink);
+  void handle_router_endpoint(const std::string& path, ResponseSink& sink);
+  std::optional<ApiError> refuse(const HttpRequest& req, const std::string& path,
+                                 bool json_body) const;
+  void dispatch(const HttpRequest& req, const std::string& path, bool response_item_path,
+                const std::shared_ptr<ResponseSink>& sink);
+  ApiError not_ready() const;  // 503: loading or shutting down
   void handle_generation(Endpoint endpoint, const HttpRequest& req,
                          const std::shared_ptr<ResponseSink>& sink);
   ApiResult<PreparedGeneration> prepare_generation(

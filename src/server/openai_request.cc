@@ -33,11 +33,8 @@ void get_limited_int(JsonFields& f, const char* key, int32_t lo, int32_t limit, 
   out = x;
 }
 
-// Fields both endpoints share.
-void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec) {
-  f.get_string("model", spec.model);
-  parse_structured_output(f, spec);
-  f.get_bool("stream", spec.stream);
+// "stream_options" (only with "stream": true).
+void parse_stream_options(JsonFields& f, GenerationSpec& spec) {
   if (const nlohmann::json* so = f.find("stream_options")) {
     if (!so->is_object()) {
       f.fail(ApiError::invalid("stream_options", "'stream_options' must be an object"));
@@ -54,23 +51,10 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
       }
     }
   }
-  Request& r = spec.base;
-  SamplingParams& s = r.sampling;
-  get_limited_int(f, "n", 1, limits.max_n, "--max-n", r.n);
-  f.get_number("temperature", 0.0, 2.0, s.temperature);
-  f.get_number("top_p", 0.0, 1.0, s.top_p, /*lo_open=*/true);
-  f.get_int("top_k", -1, kMaxTokensLimit, s.top_k);
-  f.get_number("min_p", 0.0, 1.0, s.min_p);
-  f.get_number("presence_penalty", -2.0, 2.0, s.presence_penalty);
-  f.get_number("frequency_penalty", -2.0, 2.0, s.frequency_penalty);
-  f.get_number("repetition_penalty", 0.0, 2.0, s.repetition_penalty, /*lo_open=*/true);
-  s.penalty_last_n = -1;  // OpenAI/vLLM: penalties see the whole history
-  if (f.find("seed")) {
-    int64_t seed = 0;
-    f.get_int("seed", INT64_MIN, INT64_MAX, seed);
-    s.seed = uint64_t(seed);
-    s.has_seed = true;
-  }
+}
+
+// "logit_bias": token id (a decimal string) -> bias in [-100, 100].
+void parse_logit_bias(JsonFields& f, const ParseLimits& limits, SamplingParams& s) {
   if (const nlohmann::json* lb = f.find("logit_bias")) {
     if (!lb->is_object()) {
       f.fail(ApiError::invalid("logit_bias",
@@ -98,6 +82,11 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
       }
     }
   }
+}
+
+// "stop" (a string or a list) and "stop_token_ids".
+void parse_stop(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec) {
+  Request& r = spec.base;
   if (const nlohmann::json* st = f.find("stop")) {
     if (st->is_string()) {
       spec.stop.push_back(st->get<std::string>());
@@ -140,6 +129,33 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
                                            limits.n_vocab)));
     }
   }
+}
+
+// Fields both endpoints share.
+void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec) {
+  f.get_string("model", spec.model);
+  parse_structured_output(f, spec);
+  f.get_bool("stream", spec.stream);
+  parse_stream_options(f, spec);
+  Request& r = spec.base;
+  SamplingParams& s = r.sampling;
+  get_limited_int(f, "n", 1, limits.max_n, "--max-n", r.n);
+  f.get_number("temperature", 0.0, 2.0, s.temperature);
+  f.get_number("top_p", 0.0, 1.0, s.top_p, /*lo_open=*/true);
+  f.get_int("top_k", -1, kMaxTokensLimit, s.top_k);
+  f.get_number("min_p", 0.0, 1.0, s.min_p);
+  f.get_number("presence_penalty", -2.0, 2.0, s.presence_penalty);
+  f.get_number("frequency_penalty", -2.0, 2.0, s.frequency_penalty);
+  f.get_number("repetition_penalty", 0.0, 2.0, s.repetition_penalty, /*lo_open=*/true);
+  s.penalty_last_n = -1;  // OpenAI/vLLM: penalties see the whole history
+  if (f.find("seed")) {
+    int64_t seed = 0;
+    f.get_int("seed", INT64_MIN, INT64_MAX, seed);
+    s.seed = uint64_t(seed);
+    s.has_seed = true;
+  }
+  parse_logit_bias(f, limits, s);
+  parse_stop(f, limits, spec);
   f.get_bool("ignore_eos", r.ignore_eos);
   f.get_int("min_tokens", 0, kMaxTokensLimit, r.min_tokens);
   get_limited_int(f, "prompt_logprobs", 0, limits.max_logprobs, "--max-logprobs",
