@@ -13,66 +13,13 @@
 namespace omnibus::server {
 namespace {
 
-constexpr const char* kShape =
-    "'input' must be a string, a list of strings, a list of token ids or a list of lists of token "
-    "ids";
-
-// A non-empty list of integers; false when `v` is not one. Ids outside the
-// vocabulary set out_of_range.
-bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out,
-              bool& out_of_range) {
-  if (!v.is_array() || v.empty()) return false;
-  for (const nlohmann::json& x : v) {
-    if (!x.is_number_integer()) return false;
-    const int64_t id = x.get<int64_t>();
-    if (id < 0 || id >= n_vocab) out_of_range = true;
-    out.push_back(int32_t(std::clamp<int64_t>(id, -1, INT32_MAX)));
-  }
-  return true;
-}
-
 void parse_input(JsonFields& f, const EmbeddingLimits& limits, EmbeddingSpec& spec) {
   const nlohmann::json* p = f.find("input");
   if (!p) {
     f.fail(ApiError::invalid("input", "'input' is required"));
     return;
   }
-  bool out_of_range = false;
-  if (p->is_string()) {
-    spec.inputs.push_back(PromptInput{true, p->get<std::string>(), {}});
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-    PromptInput in{false, "", {}};
-    if (!read_ids(*p, limits.n_vocab, in.ids, out_of_range)) {
-      f.fail(ApiError::invalid("input", kShape));
-      return;
-    }
-    spec.inputs.push_back(std::move(in));
-  } else if (p->is_array() && !p->empty()) {
-    for (const nlohmann::json& x : *p) {
-      if (int32_t(spec.inputs.size()) >= limits.max_inputs) break;
-      PromptInput in{x.is_string(), x.is_string() ? x.get<std::string>() : "", {}};
-      if (!in.is_text && !read_ids(x, limits.n_vocab, in.ids, out_of_range)) {
-        f.fail(ApiError::invalid("input", kShape));
-        return;
-      }
-      spec.inputs.push_back(std::move(in));
-    }
-    if (p->size() > size_t(limits.max_inputs)) {
-      f.fail(ApiError::invalid("input",
-                               fmt::format("at most {} inputs per request", limits.max_inputs)));
-    }
-  } else {
-    f.fail(ApiError::invalid("input", p->is_array() ? "'input' must not be empty" : kShape));
-    return;
-  }
-  if (out_of_range) {
-    f.fail(ApiError::invalid("input",
-                             fmt::format("input token ids must be in [0, {})", limits.n_vocab)));
-  }
-  for (const PromptInput& in : spec.inputs) {
-    if (in.is_text && in.text.empty())
-      f.fail(ApiError::invalid("input", "an input must not be empty"));
-  }
+  parse_prompt_list(f, "input", *p, limits.n_vocab, limits.max_inputs, "inputs", spec.inputs);
 }
 
 }  // namespace

@@ -183,67 +183,13 @@ void check_min_tokens(JsonFields& f, const GenerationSpec& spec) {
   }
 }
 
-// A list of token ids, each in the vocabulary; false when `v` is not one.
-bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out,
-              bool& out_of_range) {
-  if (!v.is_array() || v.empty()) return false;
-  for (const nlohmann::json& x : v) {
-    if (!x.is_number_integer()) return false;
-    const int64_t id = x.get<int64_t>();
-    if (id < 0 || id >= n_vocab) out_of_range = true;
-    out.push_back(int32_t(id));
-  }
-  return true;
-}
-
 void parse_prompt(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec) {
   const nlohmann::json* p = f.find("prompt");
   if (!p) {
     f.fail(ApiError::invalid("prompt", "'prompt' is required"));
     return;
   }
-  const std::string kShape =
-      "'prompt' must be a string, a list of strings, a list of token ids or a list of lists "
-      "of token ids";
-  bool out_of_range = false;
-  if (p->is_string()) {
-    spec.prompts.push_back(PromptInput{true, p->get<std::string>(), {}});
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-    PromptInput in{false, "", {}};
-    if (!read_ids(*p, limits.n_vocab, in.ids, out_of_range)) {
-      f.fail(ApiError::invalid("prompt", kShape));
-      return;
-    }
-    spec.prompts.push_back(std::move(in));
-  } else if (p->is_array() && !p->empty()) {
-    for (const nlohmann::json& x : *p) {
-      if (x.is_string()) {
-        spec.prompts.push_back(PromptInput{true, x.get<std::string>(), {}});
-      } else {
-        PromptInput in{false, "", {}};
-        if (!read_ids(x, limits.n_vocab, in.ids, out_of_range)) {
-          f.fail(ApiError::invalid("prompt", kShape));
-          return;
-        }
-        spec.prompts.push_back(std::move(in));
-      }
-    }
-  } else {
-    f.fail(ApiError::invalid("prompt", p->is_array() ? "'prompt' must not be empty" : kShape));
-    return;
-  }
-  if (out_of_range) {
-    f.fail(ApiError::invalid("prompt",
-                             fmt::format("prompt token ids must be in [0, {})", limits.n_vocab)));
-  }
-  if (int32_t(spec.prompts.size()) > limits.max_prompts) {
-    f.fail(ApiError::invalid("prompt",
-                             fmt::format("at most {} prompts per request", limits.max_prompts)));
-  }
-  for (const PromptInput& in : spec.prompts) {
-    if (in.is_text && in.text.empty())
-      f.fail(ApiError::invalid("prompt", "the prompt must not be empty"));
-  }
+  parse_prompt_list(f, "prompt", *p, limits.n_vocab, limits.max_prompts, "prompts", spec.prompts);
 }
 
 bool valid_role(const std::string& r) {
@@ -403,6 +349,69 @@ ApiResult<GenerationSpec> parse_chat_request(const nlohmann::json& body,
   }
   spec.base.prompt_logprobs = spec.prompt_logprobs;
   return spec;
+}
+
+namespace {
+
+// A non-empty list of integers; false when `v` is not one. Ids outside the
+// vocabulary set out_of_range.
+bool read_ids(const nlohmann::json& v, int32_t n_vocab, std::vector<int32_t>& out,
+              bool& out_of_range) {
+  if (!v.is_array() || v.empty()) return false;
+  for (const nlohmann::json& x : v) {
+    if (!x.is_number_integer()) return false;
+    const int64_t id = x.get<int64_t>();
+    if (id < 0 || id >= n_vocab) out_of_range = true;
+    out.push_back(int32_t(std::clamp<int64_t>(id, -1, INT32_MAX)));
+  }
+  return true;
+}
+
+}  // namespace
+
+void parse_prompt_list(JsonFields& f, const char* field, const nlohmann::json& p, int32_t n_vocab,
+                       int32_t max_items, const char* plural, std::vector<PromptInput>& out) {
+  const std::string shape = fmt::format(
+      "'{}' must be a string, a list of strings, a list of token ids or a list of lists of token "
+      "ids",
+      field);
+  bool out_of_range = false;
+  if (p.is_string()) {
+    out.push_back(PromptInput{true, p.get<std::string>(), {}});
+  } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+    PromptInput in{false, "", {}};
+    if (!read_ids(p, n_vocab, in.ids, out_of_range)) {
+      f.fail(ApiError::invalid(field, shape));
+      return;
+    }
+    out.push_back(std::move(in));
+  } else if (p.is_array() && !p.empty()) {
+    for (const nlohmann::json& x : p) {
+      if (int32_t(out.size()) >= max_items) break;
+      PromptInput in{x.is_string(), x.is_string() ? x.get<std::string>() : "", {}};
+      if (!in.is_text && !read_ids(x, n_vocab, in.ids, out_of_range)) {
+        f.fail(ApiError::invalid(field, shape));
+        return;
+      }
+      out.push_back(std::move(in));
+    }
+    if (p.size() > size_t(max_items)) {
+      f.fail(ApiError::invalid(field, fmt::format("at most {} {} per request", max_items, plural)));
+    }
+  } else {
+    f.fail(ApiError::invalid(field,
+                             p.is_array() ? fmt::format("'{}' must not be empty", field) : shape));
+    return;
+  }
+  if (out_of_range) {
+    f.fail(
+        ApiError::invalid(field, fmt::format("{} token ids must be in [0, {})", field, n_vocab)));
+  }
+  for (const PromptInput& in : out) {
+    if (in.is_text && in.text.empty()) {
+      f.fail(ApiError::invalid(field, fmt::format("'{}' must not hold an empty string", field)));
+    }
+  }
 }
 
 }  // namespace omnibus::server

@@ -47,6 +47,15 @@ struct PromptInput {
   std::vector<int32_t> ids;  // when !is_text
 };
 
+class JsonFields;
+// A prompt field's value `p` ("prompt" of completions, "input" of embeddings):
+// a string, a list of token ids, or a non-empty list of strings and lists of
+// token ids. Appends at most `max_items` items to `out`; more (a 400 saying
+// "at most N <plural> per request"), another shape, ids outside [0, n_vocab)
+// or an empty string fail `f` naming `field`.
+void parse_prompt_list(JsonFields& f, const char* field, const nlohmann::json& p, int32_t n_vocab,
+                       int32_t max_items, const char* plural, std::vector<PromptInput>& out);
+
 struct GenerationSpec {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;                  // "" when not given

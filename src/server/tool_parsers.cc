@@ -29,6 +29,16 @@ size_t first_non_ws(std::string_view s) {
   return std::string_view::npos;
 }
 
+// How text that starts with no whitespace stands against a leading `tag`:
+// starts with it whole, is a proper prefix of it (more text may complete it),
+// or neither.
+enum class TagMatch { kWhole, kPrefix, kNone };
+TagMatch match_tag(std::string_view rest, std::string_view tag) {
+  if (rest.substr(0, tag.size()) == tag) return TagMatch::kWhole;
+  if (rest.size() < tag.size() && tag.substr(0, rest.size()) == rest) return TagMatch::kPrefix;
+  return TagMatch::kNone;
+}
+
 // The longest proper prefix of `marker` that `s` ends with (its length).
 size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
   for (size_t k = std::min(s.size(), marker.size() - 1); k > 0; --k) {
@@ -207,23 +217,24 @@ void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
   }
 }
 
+// Start state, only whitespace so far: it is the content once the output ends.
+void StreamingToolParser::flush_blank(bool final, ToolParseOutput& out) {
+  if (!final) return;
+  out.content += buf_;
+  buf_.clear();
+}
+
 void StreamingToolParser::run_llama3(bool final, ToolParseOutput& out) {
   while (true) {
     const size_t i = first_non_ws(buf_);
     switch (state_) {
       case State::kStart: {
-        if (i == std::string::npos) {
-          if (final) {
-            out.content += buf_;
-            buf_.clear();
-          }
-          return;
-        }
+        if (i == std::string::npos) return flush_blank(final, out);
         const std::string_view rest = std::string_view(buf_).substr(i);
-        if (rest.substr(0, kPythonTag.size()) == kPythonTag) {
+        if (const TagMatch m = match_tag(rest, kPythonTag); m == TagMatch::kWhole) {
           buf_.erase(0, i + kPythonTag.size());
           state_ = State::kInCall;
-        } else if (rest.size() < kPythonTag.size() && kPythonTag.substr(0, rest.size()) == rest) {
+        } else if (m == TagMatch::kPrefix) {
           if (!final) return;
           state_ = State::kText;
         } else if (rest[0] == '{') {
@@ -289,19 +300,12 @@ void StreamingToolParser::run_pythonic(bool final, ToolParseOutput& out) {
     const size_t i = first_non_ws(buf_);
     switch (state_) {
       case State::kStart: {
-        if (i == std::string::npos) {
-          if (final) {
-            out.content += buf_;
-            buf_.clear();
-          }
-          return;
-        }
+        if (i == std::string::npos) return flush_blank(final, out);
         const std::string_view rest = std::string_view(buf_).substr(i);
-        if (rest.substr(0, kPythonStart.size()) == kPythonStart) {
+        if (const TagMatch m = match_tag(rest, kPythonStart); m == TagMatch::kWhole) {
           buf_.erase(0, i + kPythonStart.size());
           state_ = State::kInCall;
-        } else if (rest.size() < kPythonStart.size() &&
-                   kPythonStart.substr(0, rest.size()) == rest) {
+        } else if (m == TagMatch::kPrefix) {
           if (!final) return;
           state_ = State::kText;
         } else {

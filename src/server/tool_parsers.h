@@ -69,6 +69,7 @@ class StreamingToolParser {
   void run_marked(bool final, ToolParseOutput& out);  // hermes, mistral, qwen3_coder
   void run_llama3(bool final, ToolParseOutput& out);
   void run_pythonic(bool final, ToolParseOutput& out);
+  void flush_blank(bool final, ToolParseOutput& out);
   void add_call(ParsedToolCall c, ToolParseOutput& out);
 
   const ToolParserKind kind_;
