@@ -381,6 +381,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   add_kv_format_flags(*cmd, o->engine);
+  add_speculative_flags(*cmd, o->engine);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-generation tokens");
   cmd->add_flag("--show-special", o->show_special, "Print special tokens' text");
   cmd->add_flag(

@@ -47,7 +47,36 @@ void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {
                "sliding-window KV; by default those layers free the blocks that left every window");
 }
 
+void add_speculative_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--speculative", f.speculative,
+                 "Speculative decoding: none, or ngram (prompt lookup: guess that what followed "
+                 "the last tokens earlier in the prompt or output follows again; verified in the "
+                 "same step, outputs unchanged)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "ngram"}));
+  cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
+                 "Speculative decoding: most tokens a sequence guesses per step (fewer while its "
+                 "guesses are rejected)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, int(kMaxSpeculativeTokens)));
+  cmd.add_option("--spec-ngram-min", f.spec_ngram_min,
+                 "ngram: shortest run of last tokens looked up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--spec-ngram-max", f.spec_ngram_max,
+                 "ngram: longest run of last tokens looked up")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--spec-max-step-tokens", f.spec_max_step_tokens,
+                 "Speculative decoding backs off as the batch fills: a step carries guesses only "
+                 "while its decoding sequences plus their guesses stay within this many tokens "
+                 "(0 = never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 16));
+}
+
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+  add_speculative_flags(cmd, f);
   cmd.add_option("--max-num-seqs", f.max_num_seqs, "Most sequences in one engine step")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
@@ -127,6 +156,14 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
                                     f.kv_offload_size);
   }
   cfg.kv_offload_bytes = uint64_t(*offload);
+  OMNIBUS_ASSIGN_OR_RETURN(cfg.speculative.kind, parse_speculative_kind(f.speculative));
+  cfg.speculative.num_speculative_tokens = f.num_speculative_tokens;
+  cfg.speculative.ngram_min = f.spec_ngram_min;
+  cfg.speculative.ngram_max = f.spec_ngram_max;
+  cfg.speculative.max_step_tokens = f.spec_max_step_tokens;
+  if (cfg.speculative.kind != SpeculativeKind::kNone) {
+    OMNIBUS_RETURN_IF_ERROR(validate(cfg.speculative));
+  }
   return cfg;
 }
 

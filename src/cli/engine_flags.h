@@ -6,7 +6,8 @@
 //   serve, bench:          add_model_flags + add_engine_flags (all of them)
 //   generate, perplexity:  add_model_flags + add_kv_format_flags (the KV
 //                          format only; their context and batch flags set
-//                          the rest of the EngineConfig)
+//                          the rest of the EngineConfig); generate also
+//                          add_speculative_flags
 //
 // Thread-safety: values and pure functions; the add_* functions register
 // references to the flag structs, which must outlive the CLI::App's parse.
@@ -39,6 +40,11 @@ struct EngineFlags {
   std::string kv_offload_dir;                     // --kv-offload-dir; "": no disk tier
   std::string kv_offload_size = "8GiB";           // --kv-offload-size
   bool no_kv_offload_finished = false;            // --no-kv-offload-finished
+  std::string speculative = "none";               // --speculative
+  int num_speculative_tokens = 4;                 // --num-speculative-tokens
+  int spec_ngram_min = 1;                         // --spec-ngram-min
+  int spec_ngram_max = 4;                         // --spec-ngram-max
+  int spec_max_step_tokens = 32;                  // --spec-max-step-tokens
 };
 
 // -m,--model and -t,--threads.
@@ -47,10 +53,14 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f);
 void add_task_flags(CLI::App& cmd, ModelFlags& f);
 // --kv-cache-dtype, --kv-residual-blocks and --no-sliding-window-kv.
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
+// --speculative, --num-speculative-tokens, --spec-ngram-min/max and
+// --spec-max-step-tokens (serve and bench through add_engine_flags; generate).
+void add_speculative_flags(CLI::App& cmd, EngineFlags& f);
 // Every engine flag: --max-num-seqs, --max-num-batched-tokens, --block-size,
 // --kv-cache-memory, --max-model-len, the KV format flags,
-// --no-prefix-caching, --scheduling-policy and the disk tier's
-// --kv-offload-dir, --kv-offload-size, --no-kv-offload-finished.
+// --no-prefix-caching, --scheduling-policy, the disk tier's
+// --kv-offload-dir, --kv-offload-size, --no-kv-offload-finished and the
+// speculative flags.
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
 
 // Registers subcommand `name` of a command that runs a model. Its options

@@ -88,6 +88,9 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::submit(Request req) {
     // Prompt logprobs need the logits of every prompt position: compute them all.
     seq->may_use_cached_prefix = r->req.prompt_logprobs < 0;
     seq->output.reserve(size_t(r->req.max_tokens));
+    if (impl_->config.speculative.kind != SpeculativeKind::kNone) {
+      seq->draft.reserve(size_t(impl_->config.speculative.num_speculative_tokens));
+    }
     SamplingParams params = r->req.sampling;
     if (params.has_seed) params.seed += uint64_t(i);
     seq->sampler.emplace(std::move(params), n_vocab);
@@ -290,15 +293,19 @@ void Engine::Impl::step() {
     pool_rows.push_back(ss.pool ? pooled.data() + (n_pooled++) * n_embd : nullptr);
   score_prompts(plan, logits);  // before update_from_output advances the sequences
   for (int32_t i : scheduler.update_from_output()) {
-    Sequence& seq = *plan.seqs[size_t(i)].seq;
+    const ScheduledSeq& ss = plan.seqs[size_t(i)];
     if (batch.seqs[size_t(i)].pool) {
-      finish_embedding(seq, pool_rows[size_t(i)], now);  // its last prompt token: the request ends
+      finish_embedding(*ss.seq, pool_rows[size_t(i)], now);  // its last prompt token: it ends
+    } else if (ss.n_draft > 0) {  // rows for its last token and each draft token
+      verify_jobs.push_back({ss.seq, last_rows[size_t(i)] - int64_t(ss.n_draft) * n_vocab});
     } else {
-      queue_sampling(seq, last_rows[size_t(i)]);
+      queue_sampling(*ss.seq, last_rows[size_t(i)]);
     }
   }
   sample_all(sample_jobs, now);
   sample_jobs.clear();
+  verify_drafts(verify_jobs, now);
+  propose_drafts(plan);
   for (uint64_t id : done_requests) requests.erase(id);
   done_requests.clear();
 }
@@ -324,7 +331,11 @@ void Engine::Impl::build_batch(const StepPlan& plan) {
   for (const ScheduledSeq& ss : plan.seqs) {
     Sequence& seq = *ss.seq;
     const int32_t first = seq.num_computed_tokens;
-    for (int32_t i = 0; i < ss.n_tokens; ++i) batch.tokens.push_back(seq.token_at(first + i));
+    for (int32_t i = 0; i < ss.n_tokens - ss.n_draft; ++i) {
+      batch.tokens.push_back(seq.token_at(first + i));
+    }
+    OMNIBUS_DCHECK(int32_t(seq.draft.size()) == ss.n_draft);
+    for (int32_t i = 0; i < ss.n_draft; ++i) batch.tokens.push_back(seq.draft[size_t(i)]);
     const RequestState& r = *seq.request;
     StepSeq step_seq;
     step_seq.n_tokens = ss.n_tokens;
@@ -337,9 +348,11 @@ void Engine::Impl::build_batch(const StepPlan& plan) {
     }
     // Prompt logprobs need the rows of prompt positions not yet scored.
     step_seq.pool = r.req.embed;
-    step_seq.all_logits = r.req.prompt_logprobs >= 0 && seq.index == 0 &&
-                          int32_t(r.prompt_logprobs.size()) < seq.num_prompt_tokens() - 1 &&
-                          first + ss.n_tokens > int32_t(r.prompt_logprobs.size());
+    // A draft needs a row per token: each is verified (speculation.h).
+    step_seq.all_logits =
+        ss.n_draft > 0 || (r.req.prompt_logprobs >= 0 && seq.index == 0 &&
+                           int32_t(r.prompt_logprobs.size()) < seq.num_prompt_tokens() - 1 &&
+                           first + ss.n_tokens > int32_t(r.prompt_logprobs.size()));
     batch.seqs.push_back(step_seq);
   }
 }

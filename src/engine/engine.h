@@ -58,6 +58,7 @@
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/scheduler_policy.h"
+#include "engine/speculation.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_events.h"
 #include "kv/kv_format.h"
@@ -101,6 +102,16 @@ struct EngineConfig {
   // long prompts are partially prefilled at once.
   int32_t long_prefill_token_threshold = 0;  // --long-prefill-token-threshold; 0: budget / 4
   int32_t max_num_partial_prefills = 2;      // --max-num-partial-prefills
+  // Speculative decoding (engine/speculation.h; --speculative and its flags).
+  // Off for q4/kivi2 KV (their fp16 residual windows cannot be rolled back)
+  // and for constrained or thinking-budget requests, with a log line.
+  SpeculativeConfig speculative;
+  // Test hook: with speculation on, proposes every draft in place of the
+  // speculator: (the request's prompt, sequence index, its output so far, at
+  // most k tokens, the draft to fill).
+  std::function<void(std::span<const int32_t>, int32_t, std::span<const int32_t>, int32_t,
+                     std::vector<int32_t>&)>
+      propose_for_testing;
   // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
   uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
 
@@ -163,6 +174,9 @@ struct EngineInfo {
   bool can_pool = false;
   PoolingType pooling = PoolingType::kUnspecified;
   int32_t n_embd = 0;  // values per pooled vector (Model::pooled_dim: a reranker's scores)
+  // Speculative decoding as the engine runs it (kNone where the config asked
+  // for it but the KV format cannot roll back).
+  SpeculativeKind speculative = SpeculativeKind::kNone;
 };
 
 struct EngineStats {
@@ -228,6 +242,13 @@ struct EngineStats {
   uint64_t kv_disk_stored_finished = 0;
   uint64_t kv_disk_stored_evicted = 0;
   DiskTierStats kv_disk{};
+  // Speculative decoding (EngineConfig::speculative), vLLM's counters:
+  // verification steps of a sequence that carried a draft, draft tokens
+  // verified, of them accepted, and accepted by position in the draft.
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  std::array<uint64_t, kMaxSpeculativeTokens> spec_accepted_per_pos{};
 
   // Fraction of the pool's blocks in use (0 for an empty pool).
   double kv_cache_usage() const {

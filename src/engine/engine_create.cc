@@ -122,6 +122,30 @@ std::unique_ptr<DiskTier> make_disk_tier(const EngineConfig& config, KvCache& kv
   return tier;
 }
 
+// Checks the speculative settings and turns speculation off, with a log
+// line, where it cannot run: KV formats whose fp16 residual window cannot be
+// rolled back (q4, kivi2) and encoders (nothing to decode).
+Status resolve_speculation(const Model& model, EngineConfig& config) {
+  SpeculativeConfig& sc = config.speculative;
+  if (sc.kind == SpeculativeKind::kNone) return Status::ok();
+  OMNIBUS_RETURN_IF_ERROR(validate(sc));
+  const char* why = model.is_encoder()                  ? "an encoder generates nothing"
+                    : kv_has_residual(config.kv_format) ? "this KV format's fp16 residual window "
+                                                          "cannot drop rejected draft tokens"
+                                                        : nullptr;
+  if (why != nullptr) {
+    if (config.log_startup) fmt::print(stderr, "speculative decoding: off ({})\n", why);
+    sc.kind = SpeculativeKind::kNone;
+  } else if (config.log_startup) {
+    fmt::print(stderr,
+               "speculative decoding: {} (up to {} tokens, n-grams {}..{}; while a step's decodes "
+               "and drafts fit {} tokens)\n",
+               speculative_kind_name(sc.kind), sc.num_speculative_tokens, sc.ngram_min,
+               sc.ngram_max, sc.max_step_tokens);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig config) {
@@ -142,6 +166,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   if (config.block_size < 1 || config.block_size > 1024) {
     return Status::invalid_argument("--block-size must be in [1, 1024], got {}", config.block_size);
   }
+  OMNIBUS_RETURN_IF_ERROR(resolve_speculation(model, config));
   const ModelConfig& mc = model.config();
   KvGeometry geometry = model.kv_geometry(config.block_size, config.kv_format);
   geometry.kv_residual_blocks = config.kv_residual_blocks;
@@ -188,6 +213,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   info.pooling = model.pooling();
   info.can_pool = model.supports_pooling(model.pooling());
   info.n_embd = model.pooled_dim();
+  info.speculative = config.speculative.kind;
   if (config.log_startup) {
     // With sliding-window KV a block holds one layer group's K/V, not all layers'.
     const std::string blocks =

@@ -8,6 +8,7 @@
 //   abort_request,
 //                         abort_all
 //   engine_sampling.cc    sample_all, draw, emit: logits rows -> tokens -> events
+//   engine_speculation.cc verify_drafts, propose_drafts: speculative decoding
 //   engine_kv_load.cc     start/end_kv_load: KV blocks from outside the pool (kv_load.h)
 //   engine_disk_tier.cc   the disk tier's KvLoad; store_finished, spill_evicted, store_block
 //   engine_kv_transfer.cc the prefill worker's KvLoad; pin_prompt, export_window, unpin
@@ -127,7 +128,10 @@ struct Engine::Impl {
             SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                             config.scheduling_policy, config.max_wait_steps,
                             config.long_prefill_token_threshold, config.max_num_partial_prefills,
-                            /*whole_prompts=*/m.is_encoder()},
+                            /*whole_prompts=*/m.is_encoder(),
+                            config.speculative.kind == SpeculativeKind::kNone
+                                ? 0
+                                : config.speculative.max_step_tokens},
             kv),
         is_eog(size_t(n_vocab), false) {
     for (int32_t id : config.eog_ids) {
@@ -175,6 +179,16 @@ struct Engine::Impl {
   void sample_all(std::vector<SampleJob>& jobs, Clock::time_point now);
   SampledToken draw(Sequence& seq, const float* row, float* scratch_row, double& mask_seconds);
   void emit(Sequence& seq, SampledToken t, Clock::time_point now);
+  // Speculative decoding (engine_speculation.cc): a sequence that ran with
+  // its draft, and the first of its 1 + n_draft logits rows.
+  struct VerifyJob {
+    Sequence* seq;
+    const float* rows;  // [1 + seq->draft.size(), n_vocab]
+  };
+  void verify_drafts(std::vector<VerifyJob>& jobs, Clock::time_point now);
+  void verify(Sequence& seq, const float* rows, Clock::time_point now);
+  void propose_drafts(const StepPlan& plan);
+  bool may_speculate(const Sequence& seq) const;
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
   // An embedding request's prompt is computed: its one event, with the
   // pooled row v [n_embd], and its end.
@@ -206,6 +220,7 @@ struct Engine::Impl {
   StepBatch batch;
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
+  std::vector<VerifyJob> verify_jobs;       // this step's sequences that ran with a draft
   std::vector<const float*> last_rows;      // this step's: each plan entry's last logits row
   std::vector<const float*>
       pool_rows;              // this step's: each plan entry's pooled row (embeddings), or null

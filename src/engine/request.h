@@ -109,6 +109,9 @@ struct Request {
   // REQUIRES n == 1, no grammar, logprobs, pinning or import; max_tokens,
   // min_tokens and sampling are ignored.
   bool embed = false;
+  // Speculative decoding (engine/speculation.h) when the engine has it on:
+  // false keeps this request out of it (its output is the same either way).
+  bool speculative = true;
 };
 
 // kGrammarDeadEnd: structured output (Request::grammar) the matcher could not

@@ -68,6 +68,7 @@ Sequence* Scheduler::pick_victim() const {
 }
 
 void Scheduler::preempt(Sequence* seq) {
+  seq->draft.clear();  // it is recomputed as a prompt first
   kv_.free(seq->kv_seq);
   seq->kv_seq = -1;
   seq->num_computed_tokens = 0;
@@ -94,6 +95,7 @@ void Scheduler::schedule_running(bool decodes) {
     const int32_t remaining = seq->num_tokens() - seq->num_computed_tokens;
     OMNIBUS_DCHECK(remaining >= 1);
     if ((remaining == 1) != decodes) continue;
+    if (decodes && schedule_draft(seq)) continue;
     int32_t n = std::min(remaining, budget_);
     const bool long_prefill = is_long(remaining);
     if (long_prefill) n = std::min(n, config_.long_prefill_token_threshold);  // topped up later
@@ -104,6 +106,35 @@ void Scheduler::schedule_running(bool decodes) {
     plan_.n_tokens += n;
     budget_ -= n;
   }
+}
+
+bool Scheduler::schedule_draft(Sequence* seq) {
+  if (seq->draft.empty()) return false;
+  OMNIBUS_CHECK(!seq->output.empty());  // a decode, not a prompt's last token
+  const int32_t k = std::min({int32_t(seq->draft.size()), draft_budget_, budget_ - 1});
+  // A draft that does not fit without preempting is dropped, not forced.
+  if (k <= 0 || !kv_.allocate_slots(seq->kv_seq, 1 + k, plan_.copies)) {
+    seq->draft.clear();
+    return false;
+  }
+  seq->draft.resize(size_t(k));
+  seq->scheduled_step = step_;
+  plan_.seqs.push_back(ScheduledSeq{seq, 1 + k, k});
+  plan_.n_tokens += 1 + k;
+  budget_ -= 1 + k;
+  draft_budget_ -= k;
+  return true;
+}
+
+void Scheduler::accept_draft(Sequence* seq, int32_t n_accepted) {
+  OMNIBUS_CHECK(seq->status == SeqStatus::kRunning && n_accepted >= 0 &&
+                n_accepted <= int32_t(seq->draft.size()));
+  seq->num_computed_tokens += n_accepted;
+  OMNIBUS_CHECK(seq->num_tokens() - seq->num_computed_tokens == 1);
+  kv_.truncate(seq->kv_seq, seq->num_computed_tokens);
+  kv_.commit(seq->kv_seq, seq->tokens(), seq->num_computed_tokens, seq->block_keys);
+  kv_.slide(seq->kv_seq, seq->num_computed_tokens);
+  seq->draft.clear();
 }
 
 void Scheduler::match(Sequence* seq) {
@@ -233,6 +264,14 @@ const StepPlan& Scheduler::schedule() {
   plan_.n_preempted = 0;
   budget_ = config_.max_num_batched_tokens;
   n_long_partial_ = 0;
+  draft_budget_ = 0;
+  if (config_.max_spec_step_tokens > 0) {  // the decodes come first: drafts get what is left
+    int32_t n_decodes = 0;
+    for (const Sequence* seq : running_) {
+      if (seq->num_tokens() - seq->num_computed_tokens == 1) ++n_decodes;
+    }
+    draft_budget_ = std::max(0, config_.max_spec_step_tokens - n_decodes);
+  }
   // Keep ~1% of the pool free when admitting (and topping up), so that
   // running sequences can grow for a while before anything must be preempted
   // (vLLM's watermark).
@@ -254,8 +293,9 @@ const std::vector<int32_t>& Scheduler::update_from_output() {
   to_sample_.clear();
   for (size_t i = 0; i < plan_.seqs.size(); ++i) {
     Sequence& seq = *plan_.seqs[i].seq;
-    seq.num_computed_tokens += plan_.seqs[i].n_tokens;
-    OMNIBUS_DCHECK(kv_.n_tokens(seq.kv_seq) == seq.num_computed_tokens);
+    const int32_t n_draft = plan_.seqs[i].n_draft;
+    seq.num_computed_tokens += plan_.seqs[i].n_tokens - n_draft;
+    OMNIBUS_DCHECK(kv_.n_tokens(seq.kv_seq) == seq.num_computed_tokens + n_draft);
     kv_.commit(seq.kv_seq, seq.tokens(), seq.num_computed_tokens, seq.block_keys);
     kv_.slide(seq.kv_seq, seq.num_computed_tokens);
     if (seq.num_computed_tokens == seq.num_tokens()) to_sample_.push_back(int32_t(i));

@@ -29,12 +29,17 @@
 // admitted) unless the rest of it fits in this step's budget. So long prompts
 // take at most max_num_partial_prefills * threshold of a step before anyone
 // else is served.
+// Speculative decoding: a decode whose sequence carries a draft
+// (Sequence::draft) is scheduled with it, 1 + k tokens, while the decodes of
+// the step plus the drafts given so far stay within max_spec_step_tokens and
+// the budget; the draft is cut to what fits, and dropped where its slots
+// would need a preemption (a draft never preempts anyone).
 // When a running sequence cannot get blocks, the running sequence admitted
 // last (or of the lowest priority: largest `priority` value) that is not yet
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
 // reset to 0, and it waits to be recomputed. It may be the sequence itself.
 //
-// The scheduler's contract with the cache is six calls of KvCache
+// The scheduler's contract with the cache is seven calls of KvCache
 // (kv/kv_cache.h; vLLM v1's get_computed_blocks / allocate_slots / free):
 //   match_prefix(tokens)          the cached blocks a waiting sequence can start after
 //   allocate_new(match, n, keep)  admission: a table, or -1 if fewer than
@@ -43,6 +48,7 @@
 //   free(seq)                     finish or preemption
 //   commit(seq, tokens, n)        after the step: full blocks join the prefix cache
 //   slide(seq, n)                 after the step: sliding groups drop what no token sees
+//   truncate(seq, n)              after verification: the rejected draft's slots go
 // and reads block_size / n_blocks / prefix_caching / extend_keys (the keys of
 // blocks in flight, cache-aware) / n_tokens (a check). It counts prefix-cache
 // queries and hits (tokens) at admission.
@@ -79,11 +85,16 @@ struct SchedulerConfig {
   // step's budget, and runs whole (no chunks). REQUIRES max_num_batched_tokens
   // >= the longest prompt.
   bool whole_prompts = false;
+  // Speculative decoding (engine/speculation.h): a decoding sequence's draft
+  // (Sequence::draft) is scheduled with it while the step's decodes and
+  // drafts stay within this many tokens (0: drafts are never scheduled).
+  int32_t max_spec_step_tokens = 0;
 };
 
 struct ScheduledSeq {
   Sequence* seq;
-  int32_t n_tokens;  // tokens computed this step, from seq->num_computed_tokens
+  int32_t n_tokens;     // tokens computed this step, from seq->num_computed_tokens
+  int32_t n_draft = 0;  // of them, the last n_draft are seq->draft (not yet its tokens)
 };
 
 struct StepPlan {
@@ -113,8 +124,14 @@ class Scheduler {
   // prefix cache and the sliding groups let go of what no later token can
   // see. Returns the indices into plan.seqs of the sequences whose next
   // token is due (their last row is sampled); the rest are mid-prompt.
-  // REQUIRES: once per schedule().
+  // REQUIRES: once per schedule(). A sequence with a draft advances past its
+  // last token only: its draft's slots wait for accept_draft.
   const std::vector<int32_t>& update_from_output();
+  // After verification of a sequence that ran with a draft and did not
+  // finish: its first n_accepted draft tokens (now in its output) were
+  // right, their K/V computed; the slots of the rest are dropped
+  // (KvCache::truncate), the accepted ones committed. Clears the draft.
+  void accept_draft(Sequence* seq, int32_t n_accepted);
 
   int32_t n_running() const { return int32_t(running_.size()); }
   int32_t n_waiting() const { return int32_t(waiting_.size()); }
@@ -126,6 +143,9 @@ class Scheduler {
 
  private:
   void schedule_running(bool decodes);
+  // Schedules decode `seq` with its draft (cut to what fits); false, the
+  // draft cleared, when none fits.
+  bool schedule_draft(Sequence* seq);
   void admit_waiting(int32_t watermark);
   enum class Admission {
     kAdmitted,
@@ -167,6 +187,7 @@ class Scheduler {
   StepPlan plan_;
   std::vector<int32_t> to_sample_;  // update_from_output's answer
   int32_t budget_ = 0;
+  int32_t draft_budget_ = 0;    // this step: draft tokens still allowed (max_spec_step_tokens)
   int32_t n_long_partial_ = 0;  // this step: long prompts scheduled that stay unfinished
   uint64_t step_ = 0;
   uint64_t n_admitted_ = 0;

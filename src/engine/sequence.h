@@ -34,6 +34,7 @@
 
 #include "engine/grammar_masks.h"
 #include "engine/sampler.h"
+#include "engine/speculation.h"
 #include "engine/thinking.h"
 #include "grammar/grammar_matcher.h"
 #include "kv/prefix_cache.h"
@@ -90,6 +91,12 @@ struct Sequence {
   std::shared_ptr<GrammarMasks::Pending> next_mask;
   // Where the output stands in the thinking block (Request::thinking).
   ThinkingTracker thinking;
+  // Speculative decoding (engine/speculation.h): the tokens guessed to
+  // follow the output, proposed after a step and verified in the next one
+  // (the scheduler may shorten it to what fits the step); and what its
+  // drafts measured. Capacity reserved at submit: the step does not allocate.
+  std::vector<int32_t> draft;
+  DraftStats draft_stats;
 
   int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
   int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }

@@ -66,6 +66,11 @@ void KvCache::free(int32_t seq) {
   release_residuals();
 }
 
+void KvCache::truncate(int32_t seq, int32_t n_tokens) {
+  OMNIBUS_CHECK(!has_residual_);
+  manager_.truncate(seq, n_tokens);
+}
+
 void KvCache::slide(int32_t seq, int32_t n_computed) {
   freed_.clear();
   manager_.slide(seq, n_computed, has_residual_ ? &freed_ : nullptr);

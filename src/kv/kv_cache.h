@@ -6,7 +6,7 @@
 // and a block no table holds any more lets go of its residual slots. Nothing
 // is wired from outside.
 //
-// The scheduler's contract (engine/scheduler.h) is six calls, after vLLM
+// The scheduler's contract (engine/scheduler.h) is seven calls, after vLLM
 // v1's KVCacheManager:
 //   match_prefix    the cached (computed) blocks a new sequence can start after
 //   allocate_new    a table for a new sequence: the match plus n new slots
@@ -16,6 +16,8 @@
 //                   the prefix cache (Scheduler::update_from_output)
 //   slide           after a step: sliding-window groups let go of what left
 //                   every window
+//   truncate        after verifying a draft: the rejected tokens' slots go
+//                   (speculative decoding, engine/speculation.h)
 // The engine adds, per step: copy_blocks (the plan's copy-on-write),
 // block_table (the model batch) and fork (parallel sampling, n > 1).
 //
@@ -79,6 +81,10 @@ class KvCache {
   // --- the engine's calls ---
   // Applies a step's copy-on-write pairs (before the forward pass).
   void copy_blocks(std::span<const BlockCopy> copies);
+  // Speculative decoding's roll-back: `seq` keeps its first n_tokens slots
+  // (KvCacheManager::truncate). REQUIRES: a format without residual slots
+  // (f16, q8: kv_has_residual false), whose blocks hold every row they need.
+  void truncate(int32_t seq, int32_t n_tokens);
   // A new sequence sharing every block of `parent`.
   int32_t fork(int32_t parent) { return manager_.fork(parent); }
   // A new sequence holding the first n_blocks full blocks of `seq` (a prompt

@@ -79,6 +79,27 @@ void KvCacheManager::free(int32_t seq, std::vector<int32_t>* freed) {
   --n_live_;
 }
 
+void KvCacheManager::truncate(int32_t seq, int32_t n_tokens, std::vector<int32_t>* freed) {
+  OMNIBUS_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live);
+  Seq& s = seqs_[size_t(seq)];
+  OMNIBUS_CHECK(n_tokens >= 0 && n_tokens <= s.n_tokens);
+  OMNIBUS_CHECK(s.n_cached_blocks * block_size_ <= n_tokens);
+  const int32_t keep = blocks_for(n_tokens);
+  OMNIBUS_CHECK(s.n_slid <= keep);
+  auto cut = [&](std::vector<int32_t>& table) {
+    while (int32_t(table.size()) > keep) {
+      const int32_t b = table.back();
+      table.pop_back();
+      OMNIBUS_CHECK(b != kNoBlock);
+      pool_.release(b, /*keep=*/is_cache_entry(b));
+      if (freed != nullptr && pool_.ref_count(b) == 0) freed->push_back(b);
+    }
+  };
+  for (std::vector<int32_t>& t : s.slide) cut(t);
+  cut(s.blocks);
+  s.n_tokens = n_tokens;
+}
+
 int32_t KvCacheManager::fork(int32_t parent) {
   OMNIBUS_CHECK(parent >= 0 && size_t(parent) < seqs_.size() && seqs_[size_t(parent)].live);
   const int32_t child = add_seq();  // may reallocate seqs_: index after

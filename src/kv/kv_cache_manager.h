@@ -126,6 +126,12 @@ class KvCacheManager {
   // any more (now in the free list, cached or not) are appended to `freed`
   // when given (KvCache lets go of their residual slots). REQUIRES: a live id.
   void free(int32_t seq, std::vector<int32_t>* freed = nullptr);
+  // Shrinks a live sequence to its first n_tokens slots (speculative decoding
+  // drops the slots of rejected draft tokens); the blocks wholly past them
+  // are released, and appended to `freed` when given. REQUIRES: n_tokens <=
+  // n_tokens(seq), its registered blocks and slid-out blocks all before
+  // n_tokens (only slots added since the last commit are dropped).
+  void truncate(int32_t seq, int32_t n_tokens, std::vector<int32_t>* freed = nullptr);
   // A new sequence sharing every block of `parent` (ref counts + 1).
   int32_t fork(int32_t parent);
   // A new sequence holding (ref count + 1) the first n_blocks full blocks of

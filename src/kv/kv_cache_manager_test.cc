@@ -137,6 +137,61 @@ TEST(KvCacheManagerDeathTest, FreeingTwiceAborts) {
   EXPECT_DEATH(m.free(a), "invariant violated");
 }
 
+// Speculative decoding's roll-back: the slots of rejected draft tokens go,
+// blocks wholly past the kept ones return to the pool, and the sequence
+// grows again from there as if they had never been allocated.
+TEST(KvCacheManager, TruncateReleasesTheBlocksPastTheKeptSlots) {
+  KvCacheManager m(8, 4);
+  std::vector<BlockCopy> copies;
+  const int32_t s = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(s, 6, copies));  // 2 blocks
+  ASSERT_TRUE(m.allocate_slots(s, 5, copies));  // 11 slots, 3 blocks: 5 drafts
+  ASSERT_EQ(m.n_used_blocks(), 3);
+  m.truncate(s, 7);  // 1 draft kept
+  EXPECT_EQ(m.n_tokens(s), 7);
+  EXPECT_EQ(m.block_table(s).size(), 2u);
+  EXPECT_EQ(m.n_free_blocks(), 6);
+  m.check_integrity();
+  m.truncate(s, 7);  // nothing to drop
+  EXPECT_EQ(m.n_tokens(s), 7);
+  ASSERT_TRUE(m.allocate_slots(s, 2, copies));
+  EXPECT_EQ(m.block_table(s).size(), 3u);
+  EXPECT_TRUE(copies.empty());
+  m.check_integrity();
+  m.free(s);
+  EXPECT_EQ(m.n_free_blocks(), 8);
+}
+
+TEST(KvCacheManager, TruncateKeepsWhatAForkShares) {
+  KvCacheManager m(8, 4);
+  std::vector<BlockCopy> copies;
+  const int32_t parent = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(parent, 6, copies));
+  const int32_t child = m.fork(parent);
+  ASSERT_TRUE(m.allocate_slots(child, 4, copies));  // copy-on-write of block 1, then block 2
+  ASSERT_EQ(copies.size(), 1u);
+  m.truncate(child, 6);  // back to the shared length: its own copy of block 1 stays
+  EXPECT_EQ(m.block_table(child).size(), 2u);
+  EXPECT_EQ(m.block_table(child)[0], m.block_table(parent)[0]);
+  EXPECT_NE(m.block_table(child)[1], m.block_table(parent)[1]);
+  m.check_integrity();
+  m.free(child);
+  m.free(parent);
+  EXPECT_EQ(m.n_free_blocks(), 8);
+}
+
+TEST(KvCacheManagerDeathTest, TruncatingIntoCachedBlocksAborts) {
+  KvCacheManager m(8, 4, /*enable_prefix_caching=*/true);
+  std::vector<BlockCopy> copies;
+  std::vector<uint64_t> keys;
+  const std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const int32_t s = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(s, 9, copies));
+  m.cache_full_blocks(s, TokenView{tokens, {}}, 9, keys);  // blocks 0 and 1 registered
+  m.truncate(s, 8);
+  EXPECT_DEATH(m.truncate(s, 7), "");
+}
+
 }  // namespace
 }  // namespace omnibus
 
@@ -216,6 +271,22 @@ TEST(KvCacheManagerGroups, SlidingTablesLetGoOfBlocksOutsideEveryWindow) {
   m.free(s);
   EXPECT_EQ(m.n_free_blocks(), 32);
   m.check_integrity();
+}
+
+TEST(KvCacheManagerGroups, TruncateCutsEveryGroup) {
+  KvCacheManager m(32, 4, false, 3, 8);
+  std::vector<BlockCopy> copies;
+  const int32_t s = m.add_seq();
+  ASSERT_TRUE(m.allocate_slots(s, 14, copies));
+  m.slide(s, 13);
+  ASSERT_TRUE(m.allocate_slots(s, 4, copies));  // 18 slots: a fifth block position
+  EXPECT_EQ(m.n_used_blocks(), 5 + 4 + 4);
+  m.truncate(s, 14);
+  for (int32_t g = 0; g < 3; ++g) EXPECT_EQ(table_of(m, s, g).size(), 4u);
+  EXPECT_EQ(m.n_used_blocks(), 4 + 3 + 3);
+  m.check_integrity();
+  m.free(s);
+  EXPECT_EQ(m.n_free_blocks(), 32);
 }
 
 TEST(KvCacheManagerGroups, GrowthCountsEveryGroup) {

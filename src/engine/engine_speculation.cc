@@ -1,0 +1,81 @@
+// Speculative decoding on the engine thread (engine/speculation.h): after a
+// step, each sequence that ran with a draft is verified row by row exactly as
+// plain decoding samples, the scheduler keeps the accepted tokens' K/V and
+// drops the rest; then the sequences that go on decoding get their next draft.
+#include <algorithm>
+#include <span>
+
+#include "engine/engine_impl.h"
+#include "engine/ngram_proposer.h"
+#include "util/check.h"
+
+namespace omnibus {
+
+void Engine::Impl::verify_drafts(std::vector<VerifyJob>& jobs, Clock::time_point now) {
+  for (const VerifyJob& j : jobs) verify(*j.seq, j.rows, now);
+  jobs.clear();
+}
+
+// Row j holds the logits after the sequence's last token and draft[0..j):
+// valid while every earlier draft token was the one sampled. Each draw is
+// the one plain decoding makes at that position (same history, same
+// sampler state), so the output does not depend on the draft.
+void Engine::Impl::verify(Sequence& seq, const float* rows, Clock::time_point now) {
+  const int32_t n_draft = int32_t(seq.draft.size());
+  int32_t accepted = 0;
+  for (int32_t j = 0; j <= n_draft; ++j) {
+    const float* row = rows + int64_t(j) * n_vocab;
+    if (config.on_logits) {
+      config.on_logits(seq.request->id, seq.index, seq.num_tokens() - 1,
+                       std::span<const float>(row, size_t(n_vocab)));
+    }
+    double mask_seconds = -1;  // no grammar here (may_speculate)
+    SampledToken t = draw(seq, row, scratch[0].data(), mask_seconds);
+    const bool hit = j < n_draft && t.id == seq.draft[size_t(j)];
+    emit(seq, std::move(t), now);
+    if (hit) ++accepted;
+    if (!hit || seq.status == SeqStatus::kFinished) break;
+  }
+  ++local.spec_drafts;
+  local.spec_draft_tokens += uint64_t(n_draft);
+  local.spec_accepted_tokens += uint64_t(accepted);
+  for (int32_t p = 0; p < accepted; ++p) ++local.spec_accepted_per_pos[size_t(p)];
+  seq.draft_stats.observe(n_draft, accepted);
+  if (seq.status == SeqStatus::kFinished) {
+    seq.draft.clear();  // its blocks went with it
+  } else {
+    scheduler.accept_draft(&seq, accepted);
+  }
+}
+
+bool Engine::Impl::may_speculate(const Sequence& seq) const {
+  const Request& req = seq.request->req;
+  // Decoding: its first token is sampled (queue_sampling forks n > 1 there,
+  // and only then is the prompt's last row sampled), one token to compute.
+  return seq.status == SeqStatus::kRunning && req.speculative && !req.grammar && !req.thinking &&
+         !req.embed && !seq.output.empty() && seq.num_tokens() - seq.num_computed_tokens == 1;
+}
+
+// The next draft of each sequence of the step that goes on decoding: at
+// most what its acceptance asks for (draft_length) and what max_tokens
+// leaves after the token every step yields anyway.
+void Engine::Impl::propose_drafts(const StepPlan& plan) {
+  const SpeculativeConfig& sc = config.speculative;
+  if (sc.kind == SpeculativeKind::kNone) return;
+  for (const ScheduledSeq& ss : plan.seqs) {
+    Sequence& seq = *ss.seq;
+    seq.draft.clear();
+    if (!may_speculate(seq)) continue;
+    const int32_t left = seq.request->req.max_tokens - int32_t(seq.output.size()) - 1;
+    const int32_t k = std::min(draft_length(sc, seq.draft_stats), left);
+    if (k <= 0) continue;
+    if (config.propose_for_testing) {
+      config.propose_for_testing(*seq.prompt, seq.index, seq.output, k, seq.draft);
+      OMNIBUS_CHECK(int32_t(seq.draft.size()) <= k);
+    } else {
+      propose_ngram(*seq.prompt, seq.output, NgramParams{sc.ngram_min, sc.ngram_max}, k, seq.draft);
+    }
+  }
+}
+
+}  // namespace omnibus

@@ -1,0 +1,53 @@
+// SpeculativeConfig parsing and checks, and the adaptive draft length (speculation.h).
+#include "engine/speculation.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace omnibus {
+
+StatusOr<SpeculativeKind> parse_speculative_kind(const std::string& name) {
+  if (name == "none") return SpeculativeKind::kNone;
+  if (name == "ngram") return SpeculativeKind::kNgram;
+  return Status::invalid_argument(
+      "--speculative '{}' is not a speculator: none or ngram (prompt lookup)", name);
+}
+
+const char* speculative_kind_name(SpeculativeKind kind) {
+  return kind == SpeculativeKind::kNgram ? "ngram" : "none";
+}
+
+Status validate(const SpeculativeConfig& c) {
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens) {
+    return Status::invalid_argument("--num-speculative-tokens must be in [1, {}], got {}",
+                                    kMaxSpeculativeTokens, c.num_speculative_tokens);
+  }
+  if (c.ngram_min < 1 || c.ngram_max < c.ngram_min || c.ngram_max > 64) {
+    return Status::invalid_argument(
+        "--spec-ngram-min/max must satisfy 1 <= min <= max <= 64, got {} and {}", c.ngram_min,
+        c.ngram_max);
+  }
+  if (c.max_step_tokens < 0) {
+    return Status::invalid_argument("--spec-max-step-tokens must be >= 0, got {}",
+                                    c.max_step_tokens);
+  }
+  return Status::ok();
+}
+
+void DraftStats::observe(int32_t drafted, int32_t accepted) {
+  if (drafted <= 0) return;
+  n_drafted += drafted;
+  constexpr double kWeight = 0.3;
+  acceptance += kWeight * (double(accepted) / double(drafted) - acceptance);
+}
+
+int32_t draft_length(const SpeculativeConfig& c, const DraftStats& s) {
+  const int32_t k = c.num_speculative_tokens;
+  const double a = std::clamp(s.acceptance, 0.0, 1.0);
+  if (a >= 0.999) return k;
+  if (a <= 0.0) return 1;
+  const double d = std::floor(std::log(0.1) / std::log(a));
+  return std::clamp(int32_t(d), 1, k);
+}
+
+}  // namespace omnibus
