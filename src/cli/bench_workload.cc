@@ -348,6 +348,21 @@ nlohmann::json report(const BenchOptions& o, const BenchSetup& b, const Workload
   const uint64_t disk = after.kv_disk_hit_tokens - before.kv_disk_hit_tokens;
   j["prefix_cache_hits_disk_tokens"] = disk;
   j["prefix_cache_hits_pool_tokens"] = all > disk ? all - disk : 0;
+  const uint64_t drafts = after.spec_drafts - before.spec_drafts;
+  const uint64_t drafted = after.spec_draft_tokens - before.spec_draft_tokens;
+  const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+  j["speculative"] = speculative_kind_name(e.info().speculative);
+  j["spec_draft_tokens"] = drafted;
+  j["spec_accepted_tokens"] = accepted;
+  j["spec_acceptance_rate"] = drafted ? double(accepted) / double(drafted) : 0.0;
+  // Tokens a sequence gained per step that verified its draft (1 = no gain).
+  j["spec_tokens_per_verify_step"] = drafts ? 1.0 + double(accepted) / double(drafts) : 0.0;
+  // Tokens generated per sequence per step, all steps (a sequence's decode rate).
+  j["generated_tokens_per_seq_step"] =
+      after.n_seqs_scheduled > before.n_seqs_scheduled
+          ? double(after.n_tokens_generated - before.n_tokens_generated) /
+                double(after.n_seqs_scheduled - before.n_seqs_scheduled)
+          : 0.0;
   j["prompt_tokens_submitted"] = s.n_input_tokens;
   j["prompt_tokens_computed"] = s.n_computed_prompt;
   j["prompt_tokens_computed_expected"] = s.n_expected_computed;
@@ -387,6 +402,14 @@ void print_report(const BenchOptions& o, const BenchSetup& b, const nlohmann::js
   }
   fmt::print("mean batch size     {:.1f} sequences, {:.1f} tokens per step ({} steps)\n",
              double(j["mean_batch_size"]), double(j["mean_step_tokens"]), uint64_t(j["steps"]));
+  if (uint64_t(j["spec_draft_tokens"]) > 0) {
+    fmt::print(
+        "speculative         {}: {} of {} draft tokens accepted ({:.1f}%), {:.2f} tokens per "
+        "verification step\n",
+        std::string(j["speculative"]), uint64_t(j["spec_accepted_tokens"]),
+        uint64_t(j["spec_draft_tokens"]), 100 * double(j["spec_acceptance_rate"]),
+        double(j["spec_tokens_per_verify_step"]));
+  }
   fmt::print("prefix cache        {}, hit rate {:.1f}% ({} scheduling)\n",
              o.engine.no_prefix_caching ? "off" : "on", 100 * double(j["prefix_cache_hit_rate"]),
              std::string(j["scheduling_policy"]));

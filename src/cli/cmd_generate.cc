@@ -38,7 +38,7 @@ namespace {
 
 struct GenerateOptions {
   ModelFlags model;
-  EngineFlags engine;  // the KV format flags only
+  EngineFlags engine;  // the KV format and speculative flags only
   std::string prompt;
   std::string prompt_file;
   int n_predict = 128;
@@ -285,6 +285,14 @@ int run_one_shot(const GenerateOptions& o, LoadedModel& m, Engine& engine) {
     fmt::print(stderr, "{}generated: {} tokens in {:.1f} ms ({:.1f} tok/s), stopped by {}\n",
                streaming ? "" : fmt::format("completion {}: ", i + 1), c.n_tokens, gen_ms,
                rate(c.n_tokens - 1, gen_ms), c.stopped_by);
+  }
+  if (const EngineStats st = engine.stats(); st.spec_draft_tokens > 0) {
+    fmt::print(stderr,
+               "speculative: {} of {} draft tokens accepted ({:.0f}%), {:.2f} tokens per "
+               "verification step\n",
+               st.spec_accepted_tokens, st.spec_draft_tokens,
+               100.0 * double(st.spec_accepted_tokens) / double(st.spec_draft_tokens),
+               1.0 + double(st.spec_accepted_tokens) / double(st.spec_drafts));
   }
   if (!o.json_path.empty()) {
     if (Status s = write_json(o, m, *r); !s.is_ok()) return fail(s);

@@ -59,8 +59,8 @@ EngineConfig base_config(Model& model, KvFormat format, int32_t n_blocks, int32_
 // Runs `reqs` all at once. With `oracle`, speculation is on and each draft is
 // the oracle's continuation with one position changed, chosen by where the
 // sequence stands (some drafts are left whole).
-RunResult run(Model& model, EngineConfig cfg, const std::vector<Request>& reqs, const Oracle* oracle,
-        int32_t k = 5) {
+RunResult run(Model& model, EngineConfig cfg, const std::vector<Request>& reqs,
+              const Oracle* oracle, int32_t k = 5) {
   const int32_t n_vocab = model.config().n_vocab;
   if (oracle != nullptr) {
     cfg.speculative.kind = SpeculativeKind::kNgram;
@@ -305,9 +305,11 @@ TEST(EngineSpeculation, OffWhereItCannotRollBackOrWhereAsked) {
   const std::unique_ptr<Model> model = load_tiny_llama(pool);
   ASSERT_NE(model, nullptr);
   std::vector<Request> reqs = mixed_requests(model->config().n_vocab, 4);
-  const RunResult plain = run(*model, base_config(*model, KvFormat::kKivi2, 256, 512), reqs, nullptr);
+  const RunResult plain =
+      run(*model, base_config(*model, KvFormat::kKivi2, 256, 512), reqs, nullptr);
   const Oracle oracle = oracle_of(reqs, plain.out);
-  const RunResult kivi = run(*model, base_config(*model, KvFormat::kKivi2, 256, 512), reqs, &oracle);
+  const RunResult kivi =
+      run(*model, base_config(*model, KvFormat::kKivi2, 256, 512), reqs, &oracle);
   EXPECT_EQ(kivi.info.speculative, SpeculativeKind::kNone);
   EXPECT_EQ(kivi.stats.spec_drafts, 0u);
   expect_same(kivi.out, plain.out);
@@ -325,7 +327,8 @@ TEST(EngineSpeculation, PromptLookupOnSmolLM2) {
 #endif
   ThreadPool pool(2);
   const std::unique_ptr<Model> model = load_smollm2_if_present(pool);
-  if (model == nullptr) GTEST_SKIP() << "models/smollm2-135m.gguf not loaded (run the setup script)";
+  if (model == nullptr)
+    GTEST_SKIP() << "models/smollm2-135m.gguf not loaded (run the setup script)";
   // A token pattern of 11 repeated 6 times: the model continues it.
   std::vector<int32_t> unit{504, 2365, 6354, 16438, 28, 9565, 690, 260, 22118, 2767, 30};
   Request r;

@@ -25,6 +25,28 @@ void header(std::string& out, const std::string& name, const char* type, const c
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// Speculative decoding, vLLM's spec_decode counters under our prefix: drafts
+// verified, draft tokens, of them accepted, and accepted by draft position.
+void append_speculation(std::string& out, const std::string& l, const EngineStats& st) {
+  const auto counter = [&](const char* name, const char* help, uint64_t v) {
+    header(out, name, "counter", help);
+    out += fmt::format("{}{{{}}} {}\n", name, l, v);
+  };
+  counter("omnibus:spec_decode_num_drafts_total",
+          "Engine steps in which a sequence verified a draft (speculative decoding).",
+          st.spec_drafts);
+  counter("omnibus:spec_decode_num_draft_tokens_total", "Draft tokens verified.",
+          st.spec_draft_tokens);
+  counter("omnibus:spec_decode_num_accepted_tokens_total",
+          "Draft tokens accepted (each one a token gained without a step of its own).",
+          st.spec_accepted_tokens);
+  const char* name = "omnibus:spec_decode_num_accepted_tokens_per_pos_total";
+  header(out, name, "counter", "Draft tokens accepted, by their position in the draft.");
+  for (size_t p = 0; p < st.spec_accepted_per_pos.size(); ++p) {
+    out += fmt::format("{}{{{},position=\"{}\"}} {}\n", name, l, p, st.spec_accepted_per_pos[p]);
+  }
+}
+
 }  // namespace
 
 std::string prometheus_escape(const std::string& value) {
@@ -246,6 +268,7 @@ std::string ServerMetrics::render(const EngineStats& st,
   counter("omnibus:structured_rejections_total",
           "Constrained sequences ended because the grammar allowed no token of the vocabulary.",
           st.structured_rejections);
+  append_speculation(out, l, st);
   if (kv_events) {
     counter("omnibus:kv_events_published_total",
             "KV-cache events (BlockStored, BlockRemoved, AllBlocksCleared) sent to subscribers; "

@@ -157,6 +157,9 @@ void parse_common(JsonFields& f, const ParseLimits& limits, GenerationSpec& spec
   parse_logit_bias(f, limits, s);
   parse_stop(f, limits, spec);
   f.get_bool("ignore_eos", r.ignore_eos);
+  // omnibus: false keeps this request out of speculative decoding (serve
+  // --speculative); its output is the same either way.
+  f.get_bool("speculative", r.speculative);
   f.get_int("min_tokens", 0, kMaxTokensLimit, r.min_tokens);
   get_limited_int(f, "prompt_logprobs", 0, limits.max_logprobs, "--max-logprobs",
                   spec.prompt_logprobs);
