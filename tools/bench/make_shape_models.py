@@ -28,6 +28,8 @@ exist are left alone (idempotent); progress goes to stderr.
 
 Usage (run by `make bench-models`, never by `make test`):
   .venv/bin/python tools/bench/make_shape_models.py [--shape S ...] [--qtype Q ...] [--out DIR]
+  .venv/bin/python tools/bench/make_shape_models.py --python-q8 [--shape S ...]
+      (Q8_0 quantized by gguf-py itself: no reference build needed)
 """
 
 import argparse
@@ -126,7 +128,9 @@ def tensor_data(pool: np.ndarray, index: int, shape, std):
     return (flat * np.float16(std)).astype(np.float16).reshape(shape)
 
 
-def write_f16(name: str, s: dict, path: Path) -> None:
+def write_f16(name: str, s: dict, path: Path, q8: bool = False) -> None:
+    """The shape's GGUF with F16 matrices, or with q8, Q8_0 ones quantized here by gguf-py's
+    reference quantizer (ggml's quantize_row_q8_0 in numpy; no llama-quantize needed)."""
     tokens, types, merges = vocabulary(s["n_vocab"])
     tensors = tensor_list(s)
     rng = np.random.default_rng(int.from_bytes(name.encode()[:8], "little"))
@@ -146,7 +150,7 @@ def write_f16(name: str, s: dict, path: Path) -> None:
     w.add_layer_norm_rms_eps(s["eps"])
     w.add_rope_freq_base(s["rope_base"])
     w.add_rope_dimension_count(s["head_dim"])
-    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
+    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0 if q8 else gguf.LlamaFileType.MOSTLY_F16))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("llama-bpe" if s["arch"] == "llama" else "qwen2")
     w.add_token_list(tokens)
@@ -155,8 +159,14 @@ def write_f16(name: str, s: dict, path: Path) -> None:
     w.add_bos_token_id(tokens.index("<|begin_of_text|>"))
     w.add_eos_token_id(tokens.index("<|eot_id|>"))
     w.add_add_bos_token(s["arch"] == "llama")
+    Q8 = gguf.GGMLQuantizationType.Q8_0
     for i, (tname, shape, std) in enumerate(tensors):
         f16 = std is not None and len(shape) == 2
+        if f16 and q8:
+            byte_shape = gguf.quant_shape_to_byte_shape(shape, Q8)
+            w.add_tensor_info(tname, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape)),
+                              raw_dtype=Q8)
+            continue
         dtype = np.float16 if f16 else np.float32
         w.add_tensor_info(tname, shape, np.dtype(dtype), int(np.prod(shape)) * (2 if f16 else 4))
     w.write_header_to_file()
@@ -165,7 +175,10 @@ def write_f16(name: str, s: dict, path: Path) -> None:
     total = sum(int(np.prod(sh)) for _, sh, _ in tensors)
     done, t0 = 0, time.time()
     for i, (tname, shape, std) in enumerate(tensors):
-        w.write_tensor_data(tensor_data(pool, i, shape, std))
+        data = tensor_data(pool, i, shape, std)
+        if q8 and std is not None and len(shape) == 2:
+            data = gguf.quants.quantize(data.astype(np.float32), Q8)
+        w.write_tensor_data(data)
         done += int(np.prod(shape))
         if i % 16 == 0 or i == len(tensors) - 1:
             log(f"{path.name}: {done / total:6.1%} of {total / 1e9:.2f} G parameters "
@@ -198,7 +211,19 @@ def main() -> None:
                     / "bin")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--keep-f16", action="store_true")
+    ap.add_argument("--python-q8", action="store_true",
+                    help="write <shape>-Q8_0.gguf directly (gguf-py's Q8_0 quantizer), without "
+                         "llama-quantize")
     args = ap.parse_args()
+    if args.python_q8:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name in args.shape or DEFAULT_SHAPES:
+            dst = args.out / f"{name}-Q8_0.gguf"
+            if dst.exists():
+                log(f"{dst.name} present")
+            else:
+                write_f16(name, SHAPES[name], dst, q8=True)
+        return
     quantizer = args.llama_bin / "llama-quantize"
     if not quantizer.exists():
         sys.exit(f"make_shape_models: {quantizer} missing (scripts/build_llama_cpp.sh)")
