@@ -52,7 +52,7 @@ class JsonFields;
 // a string, a list of token ids, or a non-empty list of strings and lists of
 // token ids. Appends at most `max_items` items to `out`; more (a 400 saying
 // "at most N <plural> per request"), another shape, ids outside [0, n_vocab)
-// or an empty string fail `f` naming `field`.
+// or an empty string fail `f` naming `field`. (prompt_list.cc)
 void parse_prompt_list(JsonFields& f, const char* field, const nlohmann::json& p, int32_t n_vocab,
                        int32_t max_items, const char* plural, std::vector<PromptInput>& out);
 
