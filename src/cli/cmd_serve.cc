@@ -13,23 +13,19 @@
 // ZeroMQ in vLLM's format (docs/kv-events.md); the sockets are opened before
 // anything else, and an endpoint ZeroMQ refuses exits with status 2.
 #include <fmt/format.h>
-#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/loaded_model.h"
+#include "cli/signal_waiter.h"
 #include "engine/engine.h"
 #include "engine/grammar_vocab.h"
 #include "gguf/gguf_fingerprint.h"
@@ -122,83 +118,6 @@ std::unique_ptr<KvEventPublisher> open_kv_events(const ServeOptions& o, EngineCo
   }
   return std::move(p).value();
 }
-
-// How long aborted requests' last chunks and 503s may take to be written
-// before the process exits anyway (status 1).
-constexpr std::chrono::seconds kAbortWait(5);
-
-// Signals are blocked in every thread; this thread takes them with sigwait.
-// The first is handed to wait(); the second runs the on-second action (the
-// drain's abort) and gives the process kAbortWait to finish, then exits 1.
-class SignalWaiter {
- public:
-  SignalWaiter() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    thread_ = std::thread([this] { run(); });
-    thread_.detach();  // it ends with the process
-  }
-  void set_loading(bool loading) {
-    std::lock_guard<std::mutex> lock(mu_);
-    loading_ = loading;
-  }
-  // Waits for the first signal; returns its number.
-  int wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return signal_ != 0; });
-    return signal_;
-  }
-  // What a second signal does (runs on the signal thread, under the waiter's
-  // lock: clearing it waits for a run in progress). Unset: exit 1 at once.
-  void set_on_second(std::function<void()> f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    on_second_ = std::move(f);
-  }
-
- private:
-  void run() {
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&set_, &sig) != 0) continue;
-      std::lock_guard<std::mutex> lock(mu_);
-      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
-      if (loading_ || (signal_ != 0 && !on_second_)) {
-        fmt::print(stderr, "\nomnibus serve: {} — exiting now\n", name);
-        std::fflush(stderr);
-        std::_Exit(signal_ != 0 ? 1 : 0);
-      }
-      if (signal_ == 0) {
-        signal_ = sig;
-        cv_.notify_all();
-        continue;
-      }
-      fmt::print(stderr, "omnibus serve: second {}: aborting every running request\n", name);
-      on_second_();
-      if (!exit_timer_started_) {
-        exit_timer_started_ = true;
-        std::thread([] {
-          std::this_thread::sleep_for(kAbortWait);  // a deadline, not a wait for progress
-          fmt::print(stderr,
-                     "omnibus serve: responses still unwritten {} s after the abort; exiting\n",
-                     kAbortWait.count());
-          std::fflush(stderr);
-          std::_Exit(1);
-        }).detach();
-      }
-    }
-  }
-
-  sigset_t set_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool exit_timer_started_ = false;  // signal thread only
-  bool loading_ = true;              // guarded by mu_
-  int signal_ = 0;                   // guarded by mu_
-  std::function<void()> on_second_;  // guarded by mu_
-};
 
 // The KV-transfer service the flags ask for (docs/disaggregation.md).
 StatusOr<std::unique_ptr<server::KvTransferService>> start_kv_transfer(const ServeOptions& o,

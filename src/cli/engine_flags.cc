@@ -160,10 +160,7 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
   cfg.speculative.num_speculative_tokens = f.num_speculative_tokens;
   cfg.speculative.ngram_min = f.spec_ngram_min;
   cfg.speculative.ngram_max = f.spec_ngram_max;
-  cfg.speculative.max_step_tokens = f.spec_max_step_tokens;
-  if (cfg.speculative.kind != SpeculativeKind::kNone) {
-    OMNIBUS_RETURN_IF_ERROR(validate(cfg.speculative));
-  }
+  cfg.speculative.max_step_tokens = f.spec_max_step_tokens;  // Engine::create validates them
   return cfg;
 }
 

@@ -36,7 +36,6 @@ Status validate(const SpeculativeConfig& c) {
 
 void DraftStats::observe(int32_t drafted, int32_t accepted) {
   if (drafted <= 0) return;
-  n_drafted += drafted;
   constexpr double kWeight = 0.3;
   acceptance += kWeight * (double(accepted) / double(drafted) - acceptance);
 }

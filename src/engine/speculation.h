@@ -61,7 +61,6 @@ Status validate(const SpeculativeConfig& c);
 
 // What a sequence has measured of its drafts.
 struct DraftStats {
-  int32_t n_drafted = 0;  // draft tokens verified so far
   // Exponential moving average of the fraction of each step's draft that
   // was accepted (a prefix: position i counts only when 0..i-1 were).
   double acceptance = 0.5;

@@ -25,12 +25,19 @@ void header(std::string& out, const std::string& name, const char* type, const c
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// One sample of a gauge (double) or counter (uint64_t) labelled `l`, with its header.
+template <typename T>
+void sample(std::string& out, const std::string& l, const char* type, const char* name,
+            const char* help, T v) {
+  header(out, name, type, help);
+  out += fmt::format("{}{{{}}} {}\n", name, l, v);
+}
+
 // Speculative decoding, vLLM's spec_decode counters under our prefix: drafts
 // verified, draft tokens, of them accepted, and accepted by draft position.
 void append_speculation(std::string& out, const std::string& l, const EngineStats& st) {
   const auto counter = [&](const char* name, const char* help, uint64_t v) {
-    header(out, name, "counter", help);
-    out += fmt::format("{}{{{}}} {}\n", name, l, v);
+    sample(out, l, "counter", name, help, v);
   };
   counter("omnibus:spec_decode_num_drafts_total",
           "Engine steps in which a sequence verified a draft (speculative decoding).",
@@ -135,12 +142,10 @@ std::string ServerMetrics::render(const EngineStats& st,
   std::string out;
   const std::string& l = labels_;
   auto gauge = [&](const char* name, const char* help, double v) {
-    header(out, name, "gauge", help);
-    out += fmt::format("{}{{{}}} {}\n", name, l, v);
+    sample(out, l, "gauge", name, help, v);
   };
   auto counter = [&](const char* name, const char* help, uint64_t v) {
-    header(out, name, "counter", help);
-    out += fmt::format("{}{{{}}} {}\n", name, l, v);
+    sample(out, l, "counter", name, help, v);
   };
   gauge("omnibus:num_requests_running", "Sequences in the engine's running batch.", st.n_running);
   gauge("omnibus:num_requests_waiting", "Sequences waiting to be scheduled.", st.n_waiting);
