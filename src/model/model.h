@@ -59,7 +59,8 @@ class Model {
   PoolingType pooling() const { return pooling_; }
   // Chooses the pooling; kInvalidArgument for one this model cannot do
   // (the Llama-family decoders pool only the last token: chunked prompts keep
-  // no other row; kRank needs a classification head (bert's cls.output);
+  // no other row; kRank needs a classification head: bert's cls / cls.output,
+  // or a causal reranker's cls.output over the last row, Qwen3-Reranker);
   // kNone is not offered yet; Gemma 3 pools nothing). Not thread-safe with forward().
   Status set_pooling(PoolingType p);
   virtual bool supports_pooling(PoolingType /*p*/) const { return false; }

@@ -9,7 +9,7 @@
 //   GET  /v1/models              POST /v1/completions   POST /v1/chat/completions
 //   POST /v1/responses   GET | DELETE /v1/responses/{id}   (responses_endpoints.cc)
 //   POST /v1/embeddings          (embeddings_request.h; models served with --task embed)
-//   POST /v1/rerank  POST /v1/score   (rerank_request.h; cross-encoders, rank pooling)
+//   POST /v1/rerank  POST /v1/score   (rerank_request.h; rerankers, rank pooling)
 //   POST /tokenize  POST /detokenize  GET /tokenizer_info  GET /v1/engine/state
 //   GET  /v1/engine/kv_blocks    the prefix cache's block hashes (what KV events describe)
 //   POST /v1/messages  /v1/messages/count_tokens   the Anthropic Messages API
@@ -89,6 +89,9 @@ struct Backend {
   const Tokenizer* tokenizer = nullptr;
   ChatRenderer chat_renderer;
   std::string chat_template;  // the model's template source, for /tokenizer_info ("" if none)
+  // A causal reranker's prompt (GGUF tokenizer.chat_template.rerank, with
+  // {query} and {document}; Qwen3-Reranker); "": [BOS] query [EOS] document [EOS].
+  std::string rerank_template;
   int32_t pad_id = -1;
   std::string model_path;
   const ModelConfig* model_config =

@@ -8,6 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "server/api_server.h"
 #include "server/embeddings_request.h"
@@ -126,6 +129,38 @@ void ApiServer::handle_embeddings(const HttpRequest& req,
   submit_pooled(std::move(prompts), std::move(call));
 }
 
+namespace {
+
+void replace_all(std::string& s, std::string_view what, std::string_view with) {
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size())) {
+    s.replace(at, what.size(), with);
+  }
+}
+
+// One query-document pair's tokens, as llama-server forms them: the model's
+// rerank template with {query} and {document} replaced (special tokens
+// parsed, none added), else [BOS] query [EOS] document [EOS].
+std::vector<int32_t> pair_prompt(const Tokenizer& tok, const std::string& tmpl,
+                                 const std::string& query, const std::string& doc) {
+  if (!tmpl.empty()) {
+    std::string text = tmpl;
+    replace_all(text, "{query}", query);
+    replace_all(text, "{document}", doc);
+    return tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  }
+  std::vector<int32_t> p;
+  if (tok.add_bos() && tok.bos_id() >= 0) p.push_back(tok.bos_id());
+  for (const std::string* part : {&query, &doc}) {
+    const std::vector<int32_t> ids = tok.encode(*part, /*add_special=*/false,
+                                                /*parse_special=*/false);
+    p.insert(p.end(), ids.begin(), ids.end());
+    if (tok.add_eos() && tok.eos_id() >= 0) p.push_back(tok.eos_id());
+  }
+  return p;
+}
+
+}  // namespace
+
 void ApiServer::handle_pairs(bool rerank, const HttpRequest& req,
                              const std::shared_ptr<ResponseSink>& sink) {
   if (state_.load() == State::kDraining)
@@ -146,15 +181,8 @@ void ApiServer::handle_pairs(bool rerank, const HttpRequest& req,
   const Tokenizer& tok = *backend_.tokenizer;
   std::vector<std::vector<int32_t>> prompts;
   for (size_t i = 0; i < spec->pairs.size(); ++i) {
-    // llama-server's rerank prompt: [BOS] query [EOS] document [EOS].
-    std::vector<int32_t> p;
-    if (tok.add_bos() && tok.bos_id() >= 0) p.push_back(tok.bos_id());
-    for (const std::string* part : {&spec->pairs[i].first, &spec->pairs[i].second}) {
-      const std::vector<int32_t> ids =
-          tok.encode(*part, /*add_special=*/false, /*parse_special=*/false);
-      p.insert(p.end(), ids.begin(), ids.end());
-      if (tok.add_eos() && tok.eos_id() >= 0) p.push_back(tok.eos_id());
-    }
+    std::vector<int32_t> p =
+        pair_prompt(tok, backend_.rerank_template, spec->pairs[i].first, spec->pairs[i].second);
     if (int64_t(p.size()) > info.max_model_len) {
       return respond_error(
           *sink, ApiError::invalid(rerank ? "documents" : "text_2",

@@ -22,7 +22,13 @@ tests/golden/embeddings/random-bert-reranker.json: llama-embedding --pooling ran
 scores (query TAB document, formed [CLS] query [SEP] document [SEP]) of the
 random-weight cross-encoder models/random/bert-reranker.gguf
 (tools/golden/make_random_bert_reranker.py) for RERANK_QUERIES x documents,
-which /v1/score and /v1/rerank must reproduce.
+which /v1/score and /v1/rerank must reproduce; and
+tests/golden/embeddings/random-qwen3-reranker.json: the same pairs scored by the
+random-weight Qwen3-Reranker models/random/qwen3-reranker.gguf
+(tools/golden/make_random_qwen3_reranker.py): llama-embedding --pooling rank,
+which forms each pair with the GGUF's rerank template and scores the softmax
+of cls.output over the last token's row (P("yes")). `--only qwen3-reranker`
+writes only that file.
 
 How to run (from the repository root, after scripts/build_llama_cpp.sh and
 scripts/fetch_models.sh all-minilm-l6-v2; deterministic):
@@ -201,7 +207,10 @@ def main():
     ap.add_argument("--model", default=str(ROOT / "models" / "all-minilm-l6-v2.gguf"))
     ap.add_argument("--bin", default=str(ROOT / ".ref" / "build" / "bin"))
     ap.add_argument("--out", default=str(ROOT / "tests" / "golden" / "embeddings" / "all-minilm-l6-v2.json"))
+    ap.add_argument("--only", choices=["all", "qwen3-reranker"], default="all")
     args = ap.parse_args()
+    if args.only == "qwen3-reranker":
+        return write_rerank_golden(args, "qwen3-reranker")
     sents = sentences()
     assert len(sents) == 200, len(sents)
     assert not any(SEP in s for s in sents)
@@ -231,11 +240,18 @@ def main():
                                          for t, v in zip(texts, vecs)]}))
     print(f"wrote {out}")
 
-    reranker = str(ROOT / "models" / "random" / "bert-reranker.gguf")
+    write_rerank_golden(args, "bert-reranker")
+    write_rerank_golden(args, "qwen3-reranker")
+
+
+def write_rerank_golden(args, name):
+    """random-<name>.json: llama-embedding --pooling rank scores of models/random/<name>.gguf
+    for RERANK_QUERIES x rerank_documents()."""
+    reranker = str(ROOT / "models" / "random" / f"{name}.gguf")
     pairs = [(q, d) for q in RERANK_QUERIES for d in rerank_documents()]
     scores = llama_embedding(args.bin, reranker, [f"{q}\t{d}" for q, d in pairs], "rank", -1)
-    out = Path(args.out).with_name("random-bert-reranker.json")
-    out.write_text(compact_json({"model": "random/bert-reranker.gguf",
+    out = Path(args.out).with_name(f"random-{name}.json")
+    out.write_text(compact_json({"model": f"random/{name}.gguf",
                                "model_sha256": hashlib.sha256(Path(reranker).read_bytes()).hexdigest(),
                                "reference": f"{USED[-1]}, pooling rank, not normalised",
                                "cases": [{"query": q, "document": d, "score": float(f"{v[0]:.7g}")}
