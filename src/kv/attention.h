@@ -65,6 +65,9 @@ struct AttentionSeq {
                                // where no query of the call sees any position (a
                                // sliding-window group's, kv/kv_layer_groups.h)
   int32_t sliding_window;      // 0: full attention; w > 0: query at p sees keys (p - w, p]
+  // An encoder's attention (BERT): every query of the chunk sees every key
+  // of [0, n_past + n_tokens) (no sliding window); false: causal.
+  bool bidirectional = false;
 };
 
 struct AttentionParams {

@@ -541,7 +541,7 @@ void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s,
                                   const AttentionParams& p, const AttnTask& t) {
   int32_t lo, hi;
   attn_visible_range(s, s.n_past + t.tok0, &lo, &hi);  // the first token has the lowest lo
-  const int32_t task_hi = s.n_past + t.tok0 + t.n_tok;
+  const int32_t task_hi = s.bidirectional ? hi : s.n_past + t.tok0 + t.n_tok;
   const int32_t j1 = std::min(task_hi, lo / kAttnTile * kAttnTile + kAttnTile);
   const size_t elem = kv.format == KvFormat::kF32 ? 4 : kv.format == KvFormat::kF16 ? 2 : 0;
   prefetch_rows(kv, s, t.head0 / (p.n_head / p.n_kv_head), lo, j1, elem,

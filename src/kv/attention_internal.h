@@ -33,7 +33,7 @@ struct AttnTask {
 
 // Visible key positions [lo, hi) of a query at absolute position pos.
 inline void attn_visible_range(const AttentionSeq& s, int32_t pos, int32_t* lo, int32_t* hi) {
-  *hi = pos + 1;
+  *hi = s.bidirectional ? s.n_past + s.n_tokens : pos + 1;
   *lo = s.sliding_window > 0 && pos + 1 - s.sliding_window > 0 ? pos + 1 - s.sliding_window : 0;
 }
 

@@ -55,7 +55,8 @@ void paged_attention_ref(const float* q, const PagedKvLayer& kv, const Attention
         const float* qh = q + (static_cast<int64_t>(s.first_token + t) * p.n_head + h) * hd;
         double max = -INFINITY;
         for (int32_t j = 0; j < n_ctx; ++j) {
-          const bool visible = j <= pos && (s.sliding_window <= 0 || j > pos - s.sliding_window);
+          const bool visible = (s.bidirectional || j <= pos) &&
+                               (s.sliding_window <= 0 || j > pos - s.sliding_window);
           if (!visible) {
             w[j] = -INFINITY;
             continue;

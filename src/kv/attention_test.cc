@@ -107,6 +107,7 @@ SeqData make_seq(const Shape& sh, KvPool& pool, int n_ctx, int window, uint32_t 
 struct Part {  // one sequence's share of a step
   SeqData* seq;
   int n_past, n_tokens;
+  bool bidirectional = false;
 };
 
 // Runs one step: kv_store of the new tokens, then paged_attention (and the
@@ -121,6 +122,7 @@ std::vector<float> run_step(const Shape& sh, KvPool& pool, const std::vector<Par
   for (const Part& pt : parts) {
     seqs.push_back(
         AttentionSeq{first, pt.n_tokens, pt.n_past, pt.seq->table.data(), pt.seq->window});
+    seqs.back().bidirectional = pt.bidirectional;
     first += pt.n_tokens;
     auto qb = pt.seq->q.begin() + static_cast<size_t>(pt.n_past) * sh.n_head * hd;
     q.insert(q.end(), qb, qb + static_cast<size_t>(pt.n_tokens) * sh.n_head * hd);
@@ -162,6 +164,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 struct Case {
   const char* name;
   std::vector<std::array<int, 3>> seqs;  // {n_past, n_tokens, window}
+  bool bidirectional = false;            // an encoder's: every query sees the whole chunk
 };
 
 const Case kCases[] = {
@@ -170,6 +173,7 @@ const Case kCases[] = {
     {"prefill-chunk-after-past", {{50, 23, 0}}},
     {"mixed", {{0, 20, 0}, {70, 1, 0}, {33, 15, 0}, {1, 1, 0}, {100, 9, 0}}},
     {"sliding-window", {{0, 40, 8}, {60, 1, 16}, {45, 12, 5}, {10, 3, 1}}},
+    {"bidirectional", {{0, 37, 0}, {0, 1, 0}, {0, 70, 0}, {0, 6, 0}}, true},
 };
 
 std::string shape_name(const Shape& sh) {
@@ -197,7 +201,7 @@ TEST_P(AttentionVsRef, MatchesReference) {
         prefill_history(sh, pool, data.back(), s[0]);
       }
       for (size_t i = 0; i < c.seqs.size(); ++i)
-        parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1]});
+        parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1], c.bidirectional});
       std::vector<float> ref;
       const auto out = run_step(sh, pool, parts, tp, softcap, &ref);
       expect_close(out, ref, 2e-5f, c.name);

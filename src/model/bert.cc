@@ -251,21 +251,16 @@ class BertModel final : public Model {
     layer_norm(x_.data(), embd_norm_, x_.data(), t, d, c.norm_eps);
   }
 
-  // The step's sequences twice over for paged attention: as written (K/V of
-  // positions [0, n) into each sequence's blocks) and one query row each,
-  // every row placed at its sequence's last position so that it sees all n
-  // keys: bidirectional attention through the causal kernel (BERT has no
-  // RoPE, so a position only decides what a query sees).
+  // The step's sequences for paged attention: K/V of positions [0, n) written
+  // into each sequence's blocks, every query seeing all n keys (bidirectional).
   void prepare_attention(const StepBatch& batch) {
-    store_seqs_.clear();
-    query_seqs_.clear();
+    seqs_.clear();
     int32_t first = 0;
     for (const StepSeq& s : batch.seqs) {
       OMNIBUS_CHECK(s.block_table != nullptr && s.n_blocks >= 1);
-      store_seqs_.push_back(AttentionSeq{first, s.n_tokens, 0, s.block_table, 0});
-      for (int32_t i = 0; i < s.n_tokens; ++i) {
-        query_seqs_.push_back(AttentionSeq{first + i, 1, s.n_tokens - 1, s.block_table, 0});
-      }
+      AttentionSeq a{first, s.n_tokens, 0, s.block_table, 0};
+      a.bidirectional = true;
+      seqs_.push_back(a);
       first += s.n_tokens;
     }
   }
@@ -281,10 +276,9 @@ class BertModel final : public Model {
     add_bias(q_.data(), l.bq, n_tok, d);
     add_bias(k_.data(), l.bk, n_tok, d);
     add_bias(v_.data(), l.bv, n_tok, d);
-    kv_store(kv_layer, store_seqs_.data(), int(store_seqs_.size()), k_.data(), v_.data());
+    kv_store(kv_layer, seqs_.data(), int(seqs_.size()), k_.data(), v_.data());
     const AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-    paged_attention(q_.data(), kv_layer, query_seqs_.data(), int(query_seqs_.size()), p,
-                    attn_.data(), pool_);
+    paged_attention(q_.data(), kv_layer, seqs_.data(), int(seqs_.size()), p, attn_.data(), pool_);
     matmul(l.wo, attn_.data(), n_tok, proj_.data(), pool_, scratch_);  // [n_tok, n_embd]
     add_bias(proj_.data(), l.bo, n_tok, d);
   }
@@ -298,12 +292,11 @@ class BertModel final : public Model {
   std::vector<BertLayer> layers_;
   // Activations, grown to the largest step and reused.
   std::vector<float> x_, q_, k_, v_, attn_, proj_, up_, row_;
-  PackedWeight cls_, cls_out_;            // the classification head (rerankers), or empty
-  const float* cls_b_ = nullptr;          // [n_embd]
-  const float* cls_out_b_ = nullptr;      // [n_cls_out]
-  std::vector<float> head_, scores_;      // classify(): [n_seqs, n_embd], [n_seqs, n_cls_out]
-  std::vector<AttentionSeq> store_seqs_;  // [n_seqs] (prepare_attention)
-  std::vector<AttentionSeq> query_seqs_;  // [n_tok]
+  PackedWeight cls_, cls_out_;        // the classification head (rerankers), or empty
+  const float* cls_b_ = nullptr;      // [n_embd]
+  const float* cls_out_b_ = nullptr;  // [n_cls_out]
+  std::vector<float> head_, scores_;  // classify(): [n_seqs, n_embd], [n_seqs, n_cls_out]
+  std::vector<AttentionSeq> seqs_;    // [n_seqs] (prepare_attention)
   MatmulScratch scratch_;
 };
 
