@@ -95,6 +95,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                  "shorter ones behind them do not")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  cmd.add_option("--max-itl-ms", f.max_itl_ms,
+                 "Steady pace: while sequences decode, a step carries prompt chunks only up to "
+                 "what keeps it within this many milliseconds (judged from measured step times; "
+                 "prompts still get at least one token a step). 0 = off: every "
+                 "step may take the whole --max-num-batched-tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   cmd.add_option("--block-size", f.block_size, "KV cache block size in tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -140,6 +147,7 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
   cfg.max_num_batched_tokens = f.max_num_batched_tokens;
   cfg.long_prefill_token_threshold = f.long_prefill_token_threshold;
   cfg.max_num_partial_prefills = f.max_num_partial_prefills;
+  cfg.max_itl_ms = f.max_itl_ms;
   cfg.block_size = f.block_size;
   cfg.max_model_len = f.max_model_len;
   OMNIBUS_RETURN_IF_ERROR(set_kv_format(f, cfg));

@@ -29,6 +29,7 @@ struct EngineFlags {
   int max_num_batched_tokens = 512;      // --max-num-batched-tokens
   int long_prefill_token_threshold = 0;  // --long-prefill-token-threshold (0: budget / 4)
   int max_num_partial_prefills = 2;      // --max-num-partial-prefills
+  double max_itl_ms = 0;                 // --max-itl-ms
   int block_size = 16;                   // --block-size
   int max_model_len = 0;                 // --max-model-len
   std::string kv_cache_memory;           // --kv-cache-memory; "": from the available memory

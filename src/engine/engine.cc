@@ -271,7 +271,16 @@ std::vector<uint64_t> Engine::cached_block_hashes() {
 
 // One step: plan, forward, apply the outcome, sample.
 void Engine::Impl::step() {
+  const Clock::time_point start = Clock::now();
+  if (config.max_itl_ms > 0) {
+    scheduler.set_step_token_cap(step_time.token_budget(
+        config.max_itl_ms / 1e3, scheduler.n_decoding(), config.max_num_batched_tokens));
+  }
   const StepPlan& plan = scheduler.schedule();
+  int32_t n_decode_tokens = 0;  // decodes and their drafts; the rest are prompt tokens
+  for (const ScheduledSeq& ss : plan.seqs) {
+    if (ss.seq->num_tokens() - ss.seq->num_computed_tokens == 1) n_decode_tokens += ss.n_tokens;
+  }
   if (disk != nullptr) spill_evicted();  // before copy_blocks and forward write into them
   if (plan.seqs.empty()) return;
   note_kv_waste();
@@ -308,6 +317,8 @@ void Engine::Impl::step() {
   propose_drafts(plan);
   for (uint64_t id : done_requests) requests.erase(id);
   done_requests.clear();
+  step_time.observe(n_decode_tokens, plan.n_tokens - n_decode_tokens,
+                    std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 // Waste at peak usage: the mean over the steps that hold the peak number of

@@ -106,6 +106,12 @@ struct EngineConfig {
   // Off for q4/kivi2 KV (their fp16 residual windows cannot be rolled back)
   // and for constrained or thinking-budget requests, with a log line.
   SpeculativeConfig speculative;
+  // Steady pace (--max-itl-ms; engine/step_time_model.h): while sequences
+  // decode, a step carries prompt chunks only up to the tokens that keep it
+  // within this many milliseconds, judged from the steps' measured times (at
+  // least StepTimeModel::kMinPromptTokens of prompt a step). 0: off, every
+  // step may take max_num_batched_tokens.
+  double max_itl_ms = 0;
   // Test hook: with speculation on, proposes every draft in place of the
   // speculator: (the request's prompt, sequence index, its output so far, at
   // most k tokens, the draft to fill).

@@ -160,6 +160,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   if (config.long_prefill_token_threshold == 0) {
     config.long_prefill_token_threshold = std::max(1, config.max_num_batched_tokens / 4);
   }
+  if (!(config.max_itl_ms >= 0)) {
+    return Status::invalid_argument("max_itl_ms must be >= 0, got {}", config.max_itl_ms);
+  }
   if (config.max_num_partial_prefills < 1) {
     return Status::invalid_argument("--max-num-partial-prefills must be >= 1");
   }

@@ -55,6 +55,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/step_time_model.h"
 #include "kernels/thread_pool.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
@@ -212,6 +213,7 @@ struct Engine::Impl {
   const std::unique_ptr<KvCache> kv_cache;
   KvCache& kv;  // *kv_cache
   Scheduler scheduler;
+  StepTimeModel step_time;   // --max-itl-ms: step wall time against its tokens
   std::vector<bool> is_eog;  // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;

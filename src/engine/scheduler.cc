@@ -262,14 +262,13 @@ const StepPlan& Scheduler::schedule() {
   plan_.copies.clear();
   plan_.n_tokens = 0;
   plan_.n_preempted = 0;
+  const int32_t n_decodes = n_decoding();
   budget_ = config_.max_num_batched_tokens;
+  if (step_cap_ > 0) budget_ = std::min(budget_, std::max(step_cap_, n_decodes));
+  step_budget_ = budget_;
   n_long_partial_ = 0;
   draft_budget_ = 0;
   if (config_.max_spec_step_tokens > 0) {  // the decodes come first: drafts get what is left
-    int32_t n_decodes = 0;
-    for (const Sequence* seq : running_) {
-      if (seq->num_tokens() - seq->num_computed_tokens == 1) ++n_decodes;
-    }
     draft_budget_ = std::max(0, config_.max_spec_step_tokens - n_decodes);
   }
   // Keep ~1% of the pool free when admitting (and topping up), so that
@@ -285,8 +284,16 @@ const StepPlan& Scheduler::schedule() {
     admit_waiting(watermark);
   }
   top_up_prefills(watermark);
-  OMNIBUS_DCHECK(plan_.n_tokens + budget_ == config_.max_num_batched_tokens);
+  OMNIBUS_DCHECK(plan_.n_tokens + budget_ == step_budget_);
   return plan_;
+}
+
+int32_t Scheduler::n_decoding() const {
+  int32_t n = 0;
+  for (const Sequence* seq : running_) {
+    if (seq->num_tokens() - seq->num_computed_tokens == 1) ++n;
+  }
+  return n;
 }
 
 const std::vector<int32_t>& Scheduler::update_from_output() {

@@ -34,6 +34,8 @@
 // the step plus the drafts given so far stay within max_spec_step_tokens and
 // the budget; the draft is cut to what fits, and dropped where its slots
 // would need a preemption (a draft never preempts anyone).
+// A step token cap (set_step_token_cap) lowers the budget of the steps that
+// follow, never below their decodes: prompts get what the cap leaves.
 // When a running sequence cannot get blocks, the running sequence admitted
 // last (or of the lowest priority: largest `priority` value) that is not yet
 // scheduled this step is preempted: its blocks are freed, num_computed_tokens
@@ -119,6 +121,12 @@ class Scheduler {
 
   // Plans the next step. The plan stays valid until the next call.
   const StepPlan& schedule();
+  // Caps the token budget of the steps planned from now on (0: uncapped,
+  // max_num_batched_tokens); the decodes always fit (--max-itl-ms,
+  // engine/step_time_model.h).
+  void set_step_token_cap(int32_t cap) { step_cap_ = cap; }
+  // Running sequences with one token left to compute: the next step's decodes.
+  int32_t n_decoding() const;
   // After the forward pass of the plan: each entry's n_tokens join its
   // sequence's num_computed_tokens, the blocks that became full join the
   // prefix cache and the sliding groups let go of what no later token can
@@ -187,6 +195,8 @@ class Scheduler {
   StepPlan plan_;
   std::vector<int32_t> to_sample_;  // update_from_output's answer
   int32_t budget_ = 0;
+  int32_t step_budget_ = 0;     // budget_ at the start of this step
+  int32_t step_cap_ = 0;        // set_step_token_cap
   int32_t draft_budget_ = 0;    // this step: draft tokens still allowed (max_spec_step_tokens)
   int32_t n_long_partial_ = 0;  // this step: long prompts scheduled that stay unfinished
   uint64_t step_ = 0;

@@ -127,6 +127,30 @@ TEST(Scheduler, DecodesRunBeforePromptChunks) {
   EXPECT_GT(b->num_computed_tokens, 0);
 }
 
+TEST(Scheduler, AStepTokenCapLeavesPromptsWhatTheDecodesDoNotTake) {
+  Harness h(256, 4, SchedulerConfig{8, 64});
+  Sequence* a = h.add(2, 50);
+  Sequence* b = h.add(2, 50);
+  h.step();  // both prompts, first tokens
+  Sequence* c = h.add(200, 2);
+  h.scheduler.set_step_token_cap(10);
+  EXPECT_EQ(h.scheduler.n_decoding(), 2);
+  const StepPlan& p = h.step();
+  ASSERT_EQ(p.seqs.size(), 3u);
+  EXPECT_EQ(p.seqs[0].seq, a);
+  EXPECT_EQ(p.seqs[1].seq, b);
+  EXPECT_EQ(p.seqs[2].seq, c);
+  EXPECT_EQ(p.seqs[2].n_tokens, 8);  // the cap's 10 less the two decodes
+  EXPECT_EQ(p.n_tokens, 10);
+  h.scheduler.set_step_token_cap(1);  // below the decodes: they still all run
+  const StepPlan& q = h.step();
+  ASSERT_EQ(q.seqs.size(), 2u);
+  EXPECT_EQ(q.n_tokens, 2);
+  h.scheduler.set_step_token_cap(0);  // uncapped: the configured budget again
+  const StepPlan& r = h.step();
+  EXPECT_EQ(r.n_tokens, 64);
+}
+
 TEST(Scheduler, RespectsMaxNumSeqs) {
   Harness h(64, 4, SchedulerConfig{2, 64});
   for (int i = 0; i < 5; ++i) h.add(3, 4);
