@@ -27,11 +27,13 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f) {
 
 void add_task_flags(CLI::App& cmd, ModelFlags& f) {
   cmd.add_option("--task", f.task,
-                 "auto, generate or embed (auto: embed when the GGUF pools or is an encoder)")
+                 "auto, generate, embed, or score / rerank (embed with rank pooling; auto: embed "
+                 "when the GGUF pools or is an encoder)")
       ->capture_default_str();
   cmd.add_option("--pooling", f.pooling,
-                 "Embeddings: mean, cls, last or rank (a cross-encoder's scores; default: the "
-                 "GGUF's pooling_type; decoders: last)");
+                 "Embeddings: mean, cls, last, none (every token's vector; prompts run whole, "
+                 "without prefix caching) or rank (a reranker's scores); default: the GGUF's "
+                 "pooling_type; decoders: last");
 }
 
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {

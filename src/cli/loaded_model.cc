@@ -34,10 +34,18 @@ StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
 
 StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
   const ModelConfig& c = model.config();
-  if (flags.task != "auto" && flags.task != "generate" && flags.task != "embed") {
-    return Status::invalid_argument("--task must be auto, generate or embed, got '{}'", flags.task);
+  if (flags.task != "auto" && flags.task != "generate" && flags.task != "embed" &&
+      flags.task != "score" && flags.task != "rerank") {
+    return Status::invalid_argument(
+        "--task must be auto, generate, embed, score or rerank, got '{}'", flags.task);
   }
-  std::string task = flags.task;
+  // score / rerank (vLLM's names): embed with rank pooling.
+  const bool ranks = flags.task == "score" || flags.task == "rerank";
+  if (ranks && !flags.pooling.empty() && flags.pooling != "rank") {
+    return Status::invalid_argument("--task {} scores with --pooling rank, not '{}'", flags.task,
+                                    flags.pooling);
+  }
+  std::string task = ranks ? "embed" : flags.task;
   if (task == "auto") {
     task = model.is_encoder() || c.pooling != PoolingType::kUnspecified || !flags.pooling.empty()
                ? "embed"
@@ -58,10 +66,12 @@ StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {
     return task;
   }
   PoolingType p = model.pooling();
-  if (!flags.pooling.empty()) {
+  if (ranks) {
+    p = PoolingType::kRank;
+  } else if (!flags.pooling.empty()) {
     const std::optional<PoolingType> parsed = parse_pooling(flags.pooling);
     if (!parsed)
-      return Status::invalid_argument("--pooling must be mean, cls, last or rank, got '{}'",
+      return Status::invalid_argument("--pooling must be none, mean, cls, last or rank, got '{}'",
                                       flags.pooling);
     p = *parsed;
   } else if (c.pooling != PoolingType::kUnspecified) {

@@ -297,14 +297,18 @@ void Engine::Impl::step() {
   const int64_t n_embd = model.pooled_dim();
   OMNIBUS_CHECK(int64_t(pooled.size()) >= batch.n_pool_rows() * n_embd);
   pool_rows.clear();
-  int64_t n_pooled = 0;
-  for (const StepSeq& ss : batch.seqs)
-    pool_rows.push_back(ss.pool ? pooled.data() + (n_pooled++) * n_embd : nullptr);
+  int64_t n_pooled = 0;  // rows so far: one per pool entry, each token's for pool_all_rows
+  for (const StepSeq& ss : batch.seqs) {
+    pool_rows.push_back(ss.pool ? pooled.data() + n_pooled * n_embd : nullptr);
+    n_pooled += !ss.pool ? 0 : ss.pool_all_rows ? ss.n_tokens : 1;
+  }
   score_prompts(plan, logits);  // before update_from_output advances the sequences
   for (int32_t i : scheduler.update_from_output()) {
     const ScheduledSeq& ss = plan.seqs[size_t(i)];
     if (batch.seqs[size_t(i)].pool) {
-      finish_embedding(*ss.seq, pool_rows[size_t(i)], now);  // its last prompt token: it ends
+      const StepSeq& s = batch.seqs[size_t(i)];
+      const int64_t n = (s.pool_all_rows ? s.n_tokens : 1) * n_embd;
+      finish_embedding(*ss.seq, {pool_rows[size_t(i)], size_t(n)}, now);  // its last prompt token
     } else if (ss.n_draft > 0) {  // rows for its last token and each draft token
       verify_jobs.push_back({ss.seq, last_rows[size_t(i)] - int64_t(ss.n_draft) * n_vocab});
     } else {
@@ -359,6 +363,7 @@ void Engine::Impl::build_batch(const StepPlan& plan) {
     }
     // Prompt logprobs need the rows of prompt positions not yet scored.
     step_seq.pool = r.req.embed;
+    step_seq.pool_all_rows = r.req.embed && model.pooling() == PoolingType::kNone;
     // A draft needs a row per token: each is verified (speculation.h).
     step_seq.all_logits =
         ss.n_draft > 0 || (r.req.prompt_logprobs >= 0 && seq.index == 0 &&

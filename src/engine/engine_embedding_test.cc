@@ -4,6 +4,7 @@
 // an encoder (all-MiniLM-L6-v2) serves whole prompts and only embeddings.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "engine/engine.h"
@@ -71,6 +72,7 @@ TEST(EngineEmbedding, DecoderLastTokenIsChunkAndCacheInvariant) {
   ASSERT_NE(model, nullptr);
   ASSERT_TRUE(model->set_pooling(PoolingType::kLast).is_ok());
   EXPECT_FALSE(model->set_pooling(PoolingType::kMean).is_ok());  // chunks keep no earlier rows
+  EXPECT_FALSE(model->set_pooling(PoolingType::kCls).is_ok());
   const int32_t n_vocab = model->config().n_vocab;
   const std::vector<int32_t> prompt = prompt_of(70, 3, n_vocab);
   std::vector<float> whole, chunked, cached;
@@ -203,6 +205,73 @@ TEST(EngineEmbedding, EncoderRunsWholePromptsAndOnlyEmbeds) {
   ASSERT_TRUE(st.has_value());
   EXPECT_EQ(st->kv_blocks_used, 0);
   EXPECT_EQ(st->n_embeddings, 8u);
+}
+
+// Pooling none on a decoder: one row per token, and (causal attention) row i
+// is the last-token vector of the prompt's first i + 1 tokens; the engine runs
+// such prompts whole (a budget below the prompt is raised) without the
+// prefix cache, and generation beside them is unchanged.
+TEST(EngineEmbedding, DecoderPoolingNoneGivesEveryTokensLastVector) {
+  ThreadPool pool(2);
+  auto model = load_file("random/qwen3.gguf", pool);
+  ASSERT_NE(model, nullptr);
+  const int32_t n_vocab = model->config().n_vocab;
+  const int64_t d = model->config().n_embd;
+  const std::vector<int32_t> prompt = prompt_of(37, 5, n_vocab);
+  std::vector<std::vector<float>> last;  // last-token vectors of each prefix
+  {
+    ASSERT_TRUE(model->set_pooling(PoolingType::kLast).is_ok());
+    auto engine = Engine::create(*model, config(512, false));
+    ASSERT_TRUE(engine.is_ok());
+    for (size_t n = 1; n <= prompt.size(); ++n)
+      last.push_back(embedding_of(**engine, {prompt.begin(), prompt.begin() + std::ptrdiff_t(n)}));
+  }
+  ASSERT_TRUE(model->set_pooling(PoolingType::kNone).is_ok());
+  auto engine = Engine::create(*model, config(16, true));  // asks for chunks and the cache
+  ASSERT_TRUE(engine.is_ok());
+  const EngineInfo& info = (*engine)->info();
+  EXPECT_FALSE(info.prefix_caching);
+  EXPECT_GE(info.max_num_batched_tokens, info.max_model_len);
+  const std::vector<float> rows = embedding_of(**engine, prompt);
+  ASSERT_EQ(rows.size(), prompt.size() * size_t(d));
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::vector<float> row(rows.begin() + std::ptrdiff_t(i * d),
+                                 rows.begin() + std::ptrdiff_t((i + 1) * d));
+    ASSERT_EQ(last[i].size(), size_t(d));
+    EXPECT_EQ(row, last[i]) << "token " << i;  // batch invariance: the same bits
+  }
+  EXPECT_EQ(embedding_of(**engine, prompt), rows);  // again: the same bits (no cache hit)
+  const auto st = (*engine)->wait_idle(std::chrono::seconds(30));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->kv_blocks_used, 0);
+  EXPECT_EQ(st->prefix_cache_hits, 0u);
+}
+
+// Pooling none on the encoder: one row per token, whose mean is the mean
+// pooling of the same prompt.
+TEST(EngineEmbedding, EncoderPoolingNoneRowsAverageToMeanPooling) {
+  ThreadPool pool(2);
+  auto model = load_file("all-minilm-l6-v2.gguf", pool);
+  ASSERT_NE(model, nullptr);
+  const int32_t n_vocab = model->config().n_vocab;
+  const int64_t d = model->config().n_embd;
+  const std::vector<int32_t> prompt = prompt_of(23, 2, n_vocab);
+  std::vector<float> mean;
+  {
+    auto engine = Engine::create(*model, config(64));
+    ASSERT_TRUE(engine.is_ok());
+    mean = embedding_of(**engine, prompt);
+  }
+  ASSERT_TRUE(model->set_pooling(PoolingType::kNone).is_ok());
+  auto engine = Engine::create(*model, config(64));
+  ASSERT_TRUE(engine.is_ok());
+  const std::vector<float> rows = embedding_of(**engine, prompt);
+  ASSERT_EQ(rows.size(), prompt.size() * size_t(d));
+  for (int64_t k = 0; k < d; ++k) {
+    double sum = 0;
+    for (size_t i = 0; i < prompt.size(); ++i) sum += rows[i * size_t(d) + size_t(k)];
+    EXPECT_NEAR(sum / double(prompt.size()), mean[size_t(k)], 1e-5) << k;
+  }
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ struct Engine::Impl {
             SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                             config.scheduling_policy, config.max_wait_steps,
                             config.long_prefill_token_threshold, config.max_num_partial_prefills,
-                            /*whole_prompts=*/m.is_encoder(),
+                            /*whole_prompts=*/m.is_encoder() || m.pooling() == PoolingType::kNone,
                             config.speculative.kind == SpeculativeKind::kNone
                                 ? 0
                                 : config.speculative.max_step_tokens},
@@ -193,7 +193,9 @@ struct Engine::Impl {
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
   // An embedding request's prompt is computed: its one event, with the
   // pooled row v [n_embd], and its end.
-  void finish_embedding(Sequence& seq, const float* v, Clock::time_point now);
+  // Ends an embedding request with its pooled values (one row, or every
+  // token's row with pooling none).
+  void finish_embedding(Sequence& seq, std::span<const float> v, Clock::time_point now);
   void publish_stats();
   void publish_kv_events();
 

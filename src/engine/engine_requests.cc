@@ -74,13 +74,14 @@ void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event
   }
 }
 
-void Engine::Impl::finish_embedding(Sequence& seq, const float* v, Clock::time_point now) {
+void Engine::Impl::finish_embedding(Sequence& seq, std::span<const float> v,
+                                    Clock::time_point now) {
   RequestState& r = *seq.request;
   EngineEvent e;
   e.seq_index = seq.index;
   e.n_prompt_tokens = seq.num_prompt_tokens();
   e.n_cached_tokens = std::max(0, seq.num_cached_tokens - seq.num_imported_tokens);
-  e.embedding.assign(v, v + model.pooled_dim());
+  e.embedding.assign(v.begin(), v.end());
   e.time = now;
   e.first_scheduled = seq.first_scheduled;
   finish(seq, FinishReason::kStop, e);

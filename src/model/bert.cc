@@ -70,7 +70,8 @@ class BertModel final : public Model {
   ThreadPool* thread_pool() override { return &pool_; }
   bool supports_pooling(PoolingType p) const override {
     if (p == PoolingType::kRank) return cls_out_.view().data != nullptr;
-    return p == PoolingType::kMean || p == PoolingType::kCls || p == PoolingType::kLast;
+    return p == PoolingType::kMean || p == PoolingType::kCls || p == PoolingType::kLast ||
+           p == PoolingType::kNone;
   }
   int32_t pooled_dim() const override {
     return pooling_ == PoolingType::kRank ? int32_t(cls_out_.view().n_out) : config_.n_embd;
@@ -152,12 +153,18 @@ class BertModel final : public Model {
       layer_norm(x_.data(), l.layer_out_norm, x_.data(), n_tok, d, c.norm_eps);
     }
     const bool rank = pooling_ == PoolingType::kRank;
-    pooled_.resize(batch.seqs.size() * size_t(d));
-    int64_t first = 0;
-    for (size_t s = 0; s < batch.seqs.size(); ++s) {
-      const int64_t n = batch.seqs[s].n_tokens;
-      pool_rows(rank ? PoolingType::kCls : pooling_, x_.data() + first * d, n, d,
-                pooled_.data() + int64_t(s) * d);
+    pooled_.resize(size_t(batch.n_pool_rows() * d));
+    int64_t first = 0, row = 0;
+    for (const StepSeq& s : batch.seqs) {
+      const int64_t n = s.n_tokens;
+      float* out = pooled_.data() + row * d;
+      if (s.pool_all_rows) {  // pooling none: every token's row
+        std::copy(x_.data() + first * d, x_.data() + (first + n) * d, out);
+        row += n;
+      } else {
+        pool_rows(rank ? PoolingType::kCls : pooling_, x_.data() + first * d, n, d, out);
+        ++row;
+      }
       first += n;
     }
     if (rank) classify(int64_t(batch.seqs.size()));

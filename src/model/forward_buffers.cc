@@ -35,7 +35,10 @@ void ForwardBuffers::prepare(const ModelConfig& c, const StepBatch& batch) {
     OMNIBUS_CHECK(s.n_tokens >= 1 && s.n_past >= 0);
     OMNIBUS_CHECK(s.n_blocks >= 1 && s.block_table != nullptr);
     for (int32_t i = 0; i < s.n_tokens; ++i) positions[size_t(first + i)] = s.n_past + i;
-    if (s.pool) {
+    if (s.pool && s.pool_all_rows) {
+      OMNIBUS_CHECK(s.n_past == 0);
+      for (int32_t i = 0; i < s.n_tokens; ++i) pool_rows.push_back(first + i);
+    } else if (s.pool) {
       pool_rows.push_back(first + s.n_tokens - 1);
     } else if (s.all_logits) {
       for (int32_t i = 0; i < s.n_tokens; ++i) logit_rows.push_back(first + i);

@@ -29,6 +29,7 @@ struct ForwardBuffers {
   std::vector<int32_t> positions;       // [n_tok]
   std::vector<int32_t> logit_rows;      // [n_rows] token index of each logits row
   std::vector<int32_t> pool_rows;       // [n_pool_rows] last token of each pool sequence
+                                        // (every token of a pool_all_rows one)
   std::vector<AttentionSeq> attn_seqs;  // [n_seqs]
   MatmulScratch matmul;
 

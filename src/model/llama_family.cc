@@ -94,10 +94,12 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
   }
 
   // Last-token pooling (Qwen3-Embedding, gte-Qwen2): the output-normed last
-  // row; rank (Qwen3-Reranker): that row through cls.output, then (Qwen 3, as
-  // llama.cpp) a softmax, so the first score is P("yes").
+  // row; none: every token's output-normed row (the engine then computes
+  // prompts whole, without prefix caching); rank (Qwen3-Reranker): that row through cls.output,
+  // then (Qwen 3, as llama.cpp) a softmax, so the first score is P("yes").
   bool supports_pooling(PoolingType p) const override {
-    return p == PoolingType::kLast || (p == PoolingType::kRank && has_classifier());
+    return p == PoolingType::kLast || p == PoolingType::kNone ||
+           (p == PoolingType::kRank && has_classifier());
   }
   int32_t pooled_dim() const override {
     return pooling_ == PoolingType::kRank ? int32_t(cls_out_.view().n_out) : config_.n_embd;

@@ -49,7 +49,8 @@ class Model {
 
   // Embeddings (model/pooling.h): the rows the last forward() pooled from its
   // last hidden states for the StepSeq::pool sequences, [n_pool_rows,
-  // pooled_dim()] in sequence order, by pooling(); valid until the next forward().
+  // pooled_dim()] in sequence order, by pooling() (one row per sequence, or
+  // each of its tokens' rows for pool_all_rows); valid until the next forward().
   // A decoder's last hidden state is its output-normed one (what the output
   // head reads), as llama.cpp's embeddings are. Not normalised.
   std::span<const float> pooled() const { return pooled_; }
@@ -58,10 +59,11 @@ class Model {
   virtual int32_t pooled_dim() const { return config_.n_embd; }
   PoolingType pooling() const { return pooling_; }
   // Chooses the pooling; kInvalidArgument for one this model cannot do
-  // (the Llama-family decoders pool only the last token: chunked prompts keep
-  // no other row; kRank needs a classification head: bert's cls / cls.output,
-  // or a causal reranker's cls.output over the last row, Qwen3-Reranker);
-  // kNone is not offered yet; Gemma 3 pools nothing). Not thread-safe with forward().
+  // (the Llama-family decoders pool the last token, or every token with kNone:
+  // chunked prompts keep no other row, so mean / cls are not offered; kRank needs a classification
+  // head: bert's cls / cls.output, or a causal reranker's cls.output over the last row,
+  // Qwen3-Reranker); kNone: every token's row, StepSeq::pool_all_rows; Gemma 3 pools nothing). Not
+  // thread-safe with forward().
   Status set_pooling(PoolingType p);
   virtual bool supports_pooling(PoolingType /*p*/) const { return false; }
   // An encoder (bidirectional attention): it serves only pool sequences,

@@ -20,12 +20,15 @@ struct StepSeq {
   int32_t n_past = 0;                    // tokens already in the KV cache for this sequence
   const int32_t* block_table = nullptr;  // KV blocks covering [0, n_past + n_tokens)
   int32_t n_blocks = 0;
-  bool all_logits = false;  // logits for every new token (perplexity, prompt
-                            // logprobs), not just the last
-  bool pool = false;        // an embedding request: no logits row; the model
-                            // pools the last hidden states into Model::pooled()
-                            // instead (an encoder: REQUIRES the whole sequence in
-                            // this step, n_past == 0)
+  bool all_logits = false;     // logits for every new token (perplexity, prompt
+                               // logprobs), not just the last
+  bool pool = false;           // an embedding request: no logits row; the model
+                               // pools the last hidden states into Model::pooled()
+                               // instead (an encoder: REQUIRES the whole sequence in
+                               // this step, n_past == 0)
+  bool pool_all_rows = false;  // pooling none: every token's row goes to
+                               // pooled() (REQUIRES pool, the whole prompt
+                               // in this step, n_past == 0)
 };
 
 struct StepBatch {
@@ -49,10 +52,10 @@ struct StepBatch {
     for (const StepSeq& s : seqs) n += s.pool ? 0 : s.all_logits ? s.n_tokens : 1;
     return n;
   }
-  // Rows of Model::pooled(): one per pool sequence.
+  // Rows of Model::pooled(): one per pool sequence (n_tokens for pool_all_rows).
   int64_t n_pool_rows() const {
     int64_t n = 0;
-    for (const StepSeq& s : seqs) n += s.pool ? 1 : 0;
+    for (const StepSeq& s : seqs) n += !s.pool ? 0 : s.pool_all_rows ? s.n_tokens : 1;
     return n;
   }
 };

@@ -120,11 +120,28 @@ void ApiServer::handle_embeddings(const HttpRequest& req,
   }
   auto call = std::make_shared<PooledCall>();
   call->sink = sink;
+  // Pooling none: each input's vector is one row per token, each finished alone.
+  const int32_t row_dim = info.pooling == PoolingType::kNone ? info.n_embd : 0;
   call->body = [normalize = config_.normalize_embeddings, model = config_.served_model_name,
-                dims = spec->dimensions, base64 = spec->base64,
+                dims = spec->dimensions, base64 = spec->base64, row_dim,
                 call = call.get()](std::vector<std::vector<float>>& v) {
-    for (std::vector<float>& e : v) e = finish_embedding(std::move(e), normalize, dims);
-    return embedding_response(v, base64, model, call->prompt_tokens);
+    int32_t out_dim = 0;
+    for (std::vector<float>& e : v) {
+      if (row_dim == 0) {
+        e = finish_embedding(std::move(e), normalize, dims);
+        continue;
+      }
+      std::vector<float> rows;
+      for (size_t r = 0; r + size_t(row_dim) <= e.size(); r += size_t(row_dim)) {
+        std::vector<float> one = finish_embedding(
+            {e.begin() + std::ptrdiff_t(r), e.begin() + std::ptrdiff_t(r + row_dim)}, normalize,
+            dims);
+        out_dim = int32_t(one.size());
+        rows.insert(rows.end(), one.begin(), one.end());
+      }
+      e = std::move(rows);
+    }
+    return embedding_response(v, base64, model, call->prompt_tokens, row_dim > 0 ? out_dim : 0);
   };
   submit_pooled(std::move(prompts), std::move(call));
 }

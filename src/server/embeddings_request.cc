@@ -106,13 +106,20 @@ std::string base64_encode(const void* data, size_t n) {
 }
 
 std::string embedding_response(const std::vector<std::vector<float>>& vectors, bool base64,
-                               const std::string& model, int64_t prompt_tokens) {
+                               const std::string& model, int64_t prompt_tokens, int32_t row_dim) {
   nlohmann::json data = nlohmann::json::array();
   for (size_t i = 0; i < vectors.size(); ++i) {
     nlohmann::json e = {{"object", "embedding"}, {"index", i}};
     if (base64) {
       // The bytes of float32 values, little-endian (every ISA omnibus runs on).
       e["embedding"] = base64_encode(vectors[i].data(), vectors[i].size() * sizeof(float));
+    } else if (row_dim > 0) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (size_t r = 0; r + size_t(row_dim) <= vectors[i].size(); r += size_t(row_dim)) {
+        rows.push_back(std::vector<float>(vectors[i].begin() + std::ptrdiff_t(r),
+                                          vectors[i].begin() + std::ptrdiff_t(r + row_dim)));
+      }
+      e["embedding"] = std::move(rows);
     } else {
       e["embedding"] = vectors[i];
     }

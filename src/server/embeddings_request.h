@@ -57,9 +57,12 @@ ApiResult<std::vector<int32_t>> fit_embedding_input(std::vector<int32_t> ids, bo
 // `dimensions` (> 0) and then normalised again.
 std::vector<float> finish_embedding(std::vector<float> v, bool normalize, int32_t dimensions);
 
-// The response body; vectors[i] is input i's.
+// The response body; vectors[i] is input i's. row_dim > 0 (pooling none):
+// vectors[i] holds one row of row_dim values per token, and its "embedding" is
+// the list of those rows (base64: all rows' float32 bytes, in order).
 std::string embedding_response(const std::vector<std::vector<float>>& vectors, bool base64,
-                               const std::string& model, int64_t prompt_tokens);
+                               const std::string& model, int64_t prompt_tokens,
+                               int32_t row_dim = 0);
 
 // Base64 (RFC 4648, padded) of `n` bytes.
 std::string base64_encode(const void* data, size_t n);

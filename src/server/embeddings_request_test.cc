@@ -76,6 +76,11 @@ TEST(EmbeddingsRequest, NormalisesTruncatesAndEncodes) {
   EXPECT_EQ(j["data"][1]["index"], 1);
   EXPECT_EQ(j["data"][1]["embedding"][0], 0.5);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 7);
+  // Pooling none: rows of row_dim values per input.
+  const auto rows = nlohmann::json::parse(
+      embedding_response({{1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}}, false, "m", 3, 2));
+  ASSERT_EQ(rows["data"][0]["embedding"].size(), 3u);
+  EXPECT_EQ(rows["data"][0]["embedding"][2], (std::vector<float>{5.0f, 6.0f}));
 }
 
 TEST(RerankRequest, OrdersByScoreAndKeepsTopN) {

@@ -381,3 +381,44 @@ def test_qwen3_reranker_matches_llama_cpp(start_server):
     bad = subprocess.run([os.environ.get("OMNIBUS_BIN", str(ROOT / "build" / "omnibus")), "serve", "-m", model,
                           "--task", "generate", "--port", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "reranker" in bad.stderr, bad.stderr
+
+
+def test_pooling_none_gives_one_vector_per_token(start_server):
+    """--pooling none: each input's "embedding" is one vector per token (llama-server's /embedding
+    shape); without normalisation their mean is the mean-pooled vector; base64 carries all rows."""
+    raw = start_server("--kv-cache-memory", "64MiB", "--pooling", "none", "--no-normalize",
+                       model=str(MODEL_FILE))
+    mean = start_server("--kv-cache-memory", "64MiB", "--no-normalize", model=str(MODEL_FILE))
+    texts = ["A man is playing a guitar.", "Rows, one per token."]
+    r = httpx.post(raw.base_url + "/v1/embeddings", json={"input": texts}, timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    m = httpx.post(mean.base_url + "/v1/embeddings", json={"input": texts}, timeout=60).json()
+    n_tokens = 0
+    for d, ref in zip(body["data"], m["data"]):
+        rows = np.asarray(d["embedding"])
+        assert rows.ndim == 2 and rows.shape[1] == 384
+        n_tokens += rows.shape[0]
+        assert np.allclose(rows.mean(axis=0), ref["embedding"], atol=1e-4)
+    assert body["usage"]["prompt_tokens"] == n_tokens
+    b = httpx.post(raw.base_url + "/v1/embeddings",
+                   json={"input": texts[0], "encoding_format": "base64"}, timeout=60).json()
+    flat = np.frombuffer(base64.b64decode(b["data"][0]["embedding"]), dtype="<f4")
+    assert np.allclose(flat.reshape(-1, 384), body["data"][0]["embedding"], atol=1e-6)
+    # Normalised (the default), each token's vector has norm 1; dimensions cut each row.
+    unit = start_server("--kv-cache-memory", "64MiB", "--pooling", "none", model=str(MODEL_FILE))
+    d = httpx.post(unit.base_url + "/v1/embeddings", json={"input": texts[0], "dimensions": 64},
+                   timeout=60).json()["data"][0]["embedding"]
+    assert np.allclose(np.linalg.norm(np.asarray(d), axis=1), 1.0, atol=1e-5)
+    assert len(d[0]) == 64
+
+
+def test_task_rerank_is_embed_with_rank_pooling(start_server):
+    s = start_server("--kv-cache-memory", "64MiB", "--task", "rerank",
+                     model=str(ROOT / "models" / "random" / "bert-reranker.gguf"))
+    r = httpx.post(s.base_url + "/v1/rerank", json={"query": "q", "documents": ["a", "b"]}, timeout=60)
+    assert r.status_code == 200, r.text
+    bad = subprocess.run([os.environ.get("OMNIBUS_BIN", str(ROOT / "build" / "omnibus")), "serve", "-m",
+                          str(MODEL_FILE), "--task", "score", "--port", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "rank" in bad.stderr, bad.stderr
