@@ -277,9 +277,9 @@ void Engine::Impl::step() {
         config.max_itl_ms / 1e3, scheduler.n_decoding(), config.max_num_batched_tokens));
   }
   const StepPlan& plan = scheduler.schedule();
-  int32_t n_decode_tokens = 0;  // decodes and their drafts; the rest are prompt tokens
+  int32_t n_decodes = 0;  // one token each; the rest (prompt chunks, drafts) are extra
   for (const ScheduledSeq& ss : plan.seqs) {
-    if (ss.seq->num_tokens() - ss.seq->num_computed_tokens == 1) n_decode_tokens += ss.n_tokens;
+    if (ss.seq->num_tokens() - ss.seq->num_computed_tokens == 1) ++n_decodes;
   }
   if (disk != nullptr) spill_evicted();  // before copy_blocks and forward write into them
   if (plan.seqs.empty()) return;
@@ -321,7 +321,7 @@ void Engine::Impl::step() {
   propose_drafts(plan);
   for (uint64_t id : done_requests) requests.erase(id);
   done_requests.clear();
-  step_time.observe(n_decode_tokens, plan.n_tokens - n_decode_tokens,
+  step_time.observe(n_decodes, plan.n_tokens - n_decodes,
                     std::chrono::duration<double>(Clock::now() - start).count());
 }
 

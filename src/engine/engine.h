@@ -118,6 +118,10 @@ struct EngineConfig {
   std::function<void(std::span<const int32_t>, int32_t, std::span<const int32_t>, int32_t,
                      std::vector<int32_t>&)>
       propose_for_testing;
+  // Test hook: >= 0 replaces the measured cost ratio of a draft token
+  // (StepTimeModel::cost_ratio; 0: drafts are as free as in a memory-bound
+  // step), so draft lengths do not depend on the test machine's timing.
+  double spec_cost_ratio_for_testing = -1;
   // Test hook: prefix-cache keys are AND-ed with it (0: every block collides).
   uint64_t prefix_cache_key_mask_for_testing = ~uint64_t(0);
 

@@ -106,6 +106,10 @@ void Engine::Impl::emit(Sequence& seq, SampledToken t, Clock::time_point now) {
   const Request& req = r.req;
   seq.output.push_back(t.id);
   ++local.n_tokens_generated;
+  if (seq.shadow_draft >= 0) {  // speculation.h: acceptance measured without a draft
+    seq.draft_stats.observe(1, t.id == seq.shadow_draft ? 1 : 0);
+    seq.shadow_draft = -1;
+  }
 
   EngineEvent e;
   e.seq_index = seq.index;

@@ -48,6 +48,16 @@ void Engine::Impl::verify(Sequence& seq, const float* rows, Clock::time_point no
   }
 }
 
+void Engine::Impl::propose(Sequence& seq, int32_t k) {
+  const SpeculativeConfig& sc = config.speculative;
+  if (config.propose_for_testing) {
+    config.propose_for_testing(*seq.prompt, seq.index, seq.output, k, seq.draft);
+    OMNIBUS_CHECK(int32_t(seq.draft.size()) <= k);
+  } else {
+    propose_ngram(*seq.prompt, seq.output, NgramParams{sc.ngram_min, sc.ngram_max}, k, seq.draft);
+  }
+}
+
 bool Engine::Impl::may_speculate(const Sequence& seq) const {
   const Request& req = seq.request->req;
   // Decoding: its first token is sampled (queue_sampling forks n > 1 there,
@@ -62,18 +72,28 @@ bool Engine::Impl::may_speculate(const Sequence& seq) const {
 void Engine::Impl::propose_drafts(const StepPlan& plan) {
   const SpeculativeConfig& sc = config.speculative;
   if (sc.kind == SpeculativeKind::kNone) return;
+  // What a draft token costs against a decode's share of the next step
+  // (step_time_model.h). Now and then no drafts at all, so that the time of
+  // a step of decodes alone stays measured; and after a long run without
+  // extra tokens, drafts as if they were free for one step, so that their
+  // cost (and each sequence's acceptance) is measured again.
+  const bool measure = step_time.wants_decode_only_step();
+  const double cost_ratio =
+      config.spec_cost_ratio_for_testing >= 0 ? config.spec_cost_ratio_for_testing
+      : step_time.wants_extra_token_step()    ? 0.0
+                                              : step_time.cost_ratio(scheduler.n_decoding());
   for (const ScheduledSeq& ss : plan.seqs) {
     Sequence& seq = *ss.seq;
     seq.draft.clear();
-    if (!may_speculate(seq)) continue;
+    seq.shadow_draft = -1;
+    if (measure || !may_speculate(seq)) continue;
     const int32_t left = seq.request->req.max_tokens - int32_t(seq.output.size()) - 1;
-    const int32_t k = std::min(draft_length(sc, seq.draft_stats), left);
-    if (k <= 0) continue;
-    if (config.propose_for_testing) {
-      config.propose_for_testing(*seq.prompt, seq.index, seq.output, k, seq.draft);
-      OMNIBUS_CHECK(int32_t(seq.draft.size()) <= k);
-    } else {
-      propose_ngram(*seq.prompt, seq.output, NgramParams{sc.ngram_min, sc.ngram_max}, k, seq.draft);
+    if (left <= 0) continue;
+    const int32_t k = std::min(draft_length(sc, seq.draft_stats, cost_ratio), left);
+    propose(seq, std::max(k, 1));
+    if (k == 0 && !seq.draft.empty()) {  // too dear to verify: keep its first token as a shadow
+      seq.shadow_draft = seq.draft[0];
+      seq.draft.clear();
     }
   }
 }

@@ -53,6 +53,8 @@ EngineConfig base_config(Model& model, KvFormat format, int32_t n_blocks, int32_
   c.max_num_batched_tokens = budget;
   c.long_prefill_token_threshold = 8;
   c.log_startup = false;
+  c.spec_cost_ratio_for_testing =
+      0;  // draft lengths from acceptance alone, not this machine's timing
   return c;
 }
 
@@ -317,6 +319,30 @@ TEST(EngineSpeculation, OffWhereItCannotRollBackOrWhereAsked) {
   const RunResult off = run(*model, base_config(*model, KvFormat::kF16, 256, 512), reqs, &oracle);
   EXPECT_EQ(off.info.speculative, SpeculativeKind::kNgram);
   EXPECT_EQ(off.stats.spec_drafts, 0u);
+}
+
+// The back-off: when a draft token costs more than a decode's share of the
+// step (a compute-bound step: cost ratio >= 1), nothing is drafted; at a
+// middling ratio, drafts are shorter than in a memory-bound step; the
+// outputs never change.
+TEST(EngineSpeculation, BacksOffAsDraftTokensGetDear) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  const std::vector<Request> reqs = mixed_requests(model->config().n_vocab, 4);
+  EngineConfig cfg = base_config(*model, KvFormat::kF16, 256, 512);
+  const RunResult plain = run(*model, cfg, reqs, nullptr);
+  const Oracle oracle = oracle_of(reqs, plain.out);
+  const RunResult cheap = run(*model, cfg, reqs, &oracle);
+  cfg.spec_cost_ratio_for_testing = 0.45;
+  const RunResult middling = run(*model, cfg, reqs, &oracle);
+  cfg.spec_cost_ratio_for_testing = 1.5;
+  const RunResult dear = run(*model, cfg, reqs, &oracle);
+  expect_same(middling.out, plain.out);
+  expect_same(dear.out, plain.out);
+  ASSERT_GT(cheap.stats.spec_drafts, 0u);
+  EXPECT_LT(middling.stats.spec_draft_tokens, cheap.stats.spec_draft_tokens);
+  EXPECT_EQ(dear.stats.spec_drafts, 0u);
 }
 
 // Prompt lookup itself, on a real model and a prompt that repeats: greedy

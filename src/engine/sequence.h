@@ -97,6 +97,10 @@ struct Sequence {
   // drafts measured. Capacity reserved at submit: the step does not allocate.
   std::vector<int32_t> draft;
   DraftStats draft_stats;
+  // A one-token guess made but not verified (drafts backed off: too dear this
+  // step); the next token sampled is compared with it, so draft_stats keeps
+  // measuring the acceptance for free. -1: none.
+  int32_t shadow_draft = -1;
 
   int32_t num_prompt_tokens() const { return int32_t(prompt->size()); }
   int32_t num_tokens() const { return num_prompt_tokens() + int32_t(output.size()); }

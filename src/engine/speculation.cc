@@ -40,13 +40,15 @@ void DraftStats::observe(int32_t drafted, int32_t accepted) {
   acceptance += kWeight * (double(accepted) / double(drafted) - acceptance);
 }
 
-int32_t draft_length(const SpeculativeConfig& c, const DraftStats& s) {
+int32_t draft_length(const SpeculativeConfig& c, const DraftStats& s, double cost_ratio) {
+  constexpr double kFloor = 0.1;
   const int32_t k = c.num_speculative_tokens;
+  const double threshold = std::max(kFloor, cost_ratio);
   const double a = std::clamp(s.acceptance, 0.0, 1.0);
-  if (a >= 0.999) return k;
-  if (a <= 0.0) return 1;
-  const double d = std::floor(std::log(0.1) / std::log(a));
-  return std::clamp(int32_t(d), 1, k);
+  if (a < threshold) return cost_ratio > kFloor ? 0 : 1;
+  if (a >= 0.999) return k;  // every position pays (log(a) ~ 0 below)
+  const double d = std::floor(std::log(threshold) / std::log(a));  // a^d >= threshold
+  return int32_t(std::clamp(d, 1.0, double(k)));
 }
 
 }  // namespace omnibus

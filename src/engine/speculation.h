@@ -22,9 +22,13 @@
 // Backing off (prompt lookup cost 0.77x at eight slots in llama.cpp #6828):
 // a verified draft token costs a token of the step's compute, which is free
 // while the step is bound by reading the weights and not once it is bound by
-// arithmetic. So a step carries at most max_step_tokens decode + draft tokens
-// (the decodes come first: at that many sequences nobody speculates), and
-// each sequence's draft length follows its measured acceptance (draft_length).
+// arithmetic. The engine measures both (StepTimeModel: the time of a step of
+// B decodes alone, t_d, and what one more token adds, mu) and each sequence
+// drafts only the positions whose chance of acceptance exceeds the cost
+// ratio B * mu / t_d (draft_length): single streams of a model that streams
+// from memory draft long, a full batch on an in-cache model drafts nothing.
+// A step also carries at most max_step_tokens decode + draft tokens (the
+// decodes come first), a hard bound whatever the measurements say.
 //
 // Thread-safety: values and pure functions.
 #pragma once
@@ -68,9 +72,15 @@ struct DraftStats {
 };
 
 // The draft length a sequence asks for: the longest d <= k whose last token
-// is still accepted with probability >= 10% (acceptance^d >= 0.1, taking the
-// measured rate as each position's), at least 1 so that a sequence whose
-// rate fell keeps measuring it.
-int32_t draft_length(const SpeculativeConfig& c, const DraftStats& s);
+// is still accepted with probability >= max(10%, cost_ratio) (acceptance^d,
+// taking the measured rate as each position's). cost_ratio is what a draft
+// token costs relative to the tokens the step yields anyway: with B decodes in
+// a step of t_d seconds and mu seconds per extra token, B * mu / t_d (0 while
+// unmeasured). A position is drafted only while its expected accepted token
+// is worth more than its cost, so as the batch fills and the step becomes
+// compute-bound (mu -> t_d / B) drafts shrink to nothing. When no position
+// pays: 0 if the cost ratio decided it, else 1 (a memory-bound step: keep
+// measuring the rate, a draft token is nearly free).
+int32_t draft_length(const SpeculativeConfig& c, const DraftStats& s, double cost_ratio = 0);
 
 }  // namespace omnibus

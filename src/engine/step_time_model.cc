@@ -5,16 +5,26 @@
 
 namespace omnibus {
 
-void StepTimeModel::observe(int32_t n_decode, int32_t n_prompt, double seconds) {
-  if (!(seconds >= 0) || !std::isfinite(seconds) || n_decode + n_prompt <= 0) return;
+void StepTimeModel::observe(int32_t n_decode, int32_t n_extra, double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds) || n_decode + n_extra <= 0) return;
   auto ema = [this](double& e, double x) { e = e < 0 ? x : e + alpha_ * (x - e); };
-  if (n_prompt == 0) {
+  if (n_extra == 0) {
     ema(t_decode_, seconds);
-  } else if (n_decode > 0 && t_decode_ >= 0) {
-    // What the prompt tokens added to a step of these decodes (at least a
-    // tenth of the step: timing noise must not make prompts look free).
-    ema(mu_, std::max(seconds - t_decode_, 0.1 * seconds) / n_prompt);
+    since_decode_only_ = 0;
+    ++since_extra_;
+  } else if (n_decode > 0) {
+    ++since_decode_only_;
+    // What the extra tokens added to a step of these decodes (at least a
+    // tenth of the step: timing noise must not make them look free).
+    if (t_decode_ >= 0) ema(mu_, std::max(seconds - t_decode_, 0.1 * seconds) / n_extra);
+    since_extra_ = 0;
   }
+}
+
+double StepTimeModel::cost_ratio(int32_t n_decodes) const {
+  double t_d = 0, mu = 0;
+  if (n_decodes <= 0 || !estimates(&t_d, &mu) || t_d <= 0) return 0;
+  return double(n_decodes) * mu / t_d;
 }
 
 bool StepTimeModel::estimates(double* t_decode, double* per_prompt_token) const {

@@ -64,5 +64,32 @@ TEST(StepTimeModel, IgnoresEmptyStepsAndBadTimes) {
   EXPECT_FALSE(m.estimates(&t_d, &mu));
 }
 
+TEST(StepTimeModel, CostRatioOfAnExtraToken) {
+  StepTimeModel m;
+  EXPECT_EQ(m.cost_ratio(4), 0.0);  // unmeasured
+  m.observe(4, 0, 0.008);           // 4 decodes: 2 ms each
+  m.observe(4, 4, 0.012);           // 4 draft tokens added 1 ms each
+  EXPECT_NEAR(m.cost_ratio(4), 0.5, 1e-12);
+  EXPECT_NEAR(m.cost_ratio(1), 0.125, 1e-12);
+  EXPECT_EQ(m.cost_ratio(0), 0.0);
+}
+
+TEST(StepTimeModel, AsksForADecodeOnlyStepWhenTheDecodeTimeIsStale) {
+  StepTimeModel m;
+  m.observe(4, 0, 0.008);
+  for (int i = 0; i < StepTimeModel::kRemeasureSteps - 1; ++i) m.observe(4, 4, 0.012);
+  EXPECT_FALSE(m.wants_decode_only_step());
+  m.observe(4, 4, 0.012);
+  EXPECT_TRUE(m.wants_decode_only_step());
+  m.observe(4, 0, 0.009);
+  EXPECT_FALSE(m.wants_decode_only_step());
+  for (int i = 0; i < StepTimeModel::kRemeasureSteps - 2; ++i) m.observe(4, 0, 0.008);
+  EXPECT_FALSE(m.wants_extra_token_step());  // the 0.009 step and these: one short
+  m.observe(4, 0, 0.008);
+  EXPECT_TRUE(m.wants_extra_token_step());  // drafts backed off for long: measure mu again
+  m.observe(4, 2, 0.010);
+  EXPECT_FALSE(m.wants_extra_token_step());
+}
+
 }  // namespace
 }  // namespace omnibus
