@@ -307,19 +307,25 @@ def test_qwen3_last_token_pooling_matches_llama_embedding(start_server):
     assert r.status_code == 200, r.text
 
 
+def scored_by_query(server, golden):
+    """For each query of a rerank golden file: its cases, their documents and the server's
+    /v1/score scores of (query, document)."""
+    by_query = {}
+    for c in golden["cases"]:
+        by_query.setdefault(c["query"], []).append(c)
+    for query, cases in by_query.items():
+        docs = [c["document"] for c in cases]
+        r = httpx.post(server.base_url + "/v1/score", json={"text_1": query, "text_2": docs}, timeout=60)
+        assert r.status_code == 200, r.text
+        yield query, cases, docs, [d["score"] for d in r.json()["data"]]
+
+
 def test_rerank_and_score_match_llama_cpp(start_server, emb_server):
     """A random-weight BERT cross-encoder (rank pooling: CLS -> cls + tanh -> cls.output):
     /v1/score gives llama-embedding --pooling rank's scores, /v1/rerank orders by them."""
     g = json.loads((GOLDEN.parent / "random-bert-reranker.json").read_text(encoding="utf-8"))
     s = start_server("--kv-cache-memory", "64MiB", model=str(ROOT / "models" / "random" / "bert-reranker.gguf"))
-    by_query = {}
-    for c in g["cases"]:
-        by_query.setdefault(c["query"], []).append(c)
-    for query, cases in by_query.items():
-        docs = [c["document"] for c in cases]
-        r = httpx.post(s.base_url + "/v1/score", json={"text_1": query, "text_2": docs}, timeout=60)
-        assert r.status_code == 200, r.text
-        scores = [d["score"] for d in r.json()["data"]]
+    for query, cases, docs, scores in scored_by_query(s, g):
         ref = [c["score"] for c in cases]
         assert np.allclose(scores, ref, atol=2e-3, rtol=1e-3), (query, scores, ref)
         r = httpx.post(s.base_url + "/v1/rerank", json={"query": query, "documents": docs, "top_n": 4}, timeout=60)
@@ -355,14 +361,7 @@ def test_qwen3_reranker_matches_llama_cpp(start_server):
     s = start_server("--kv-cache-memory", "64MiB", "--max-model-len", "1024", model=model)
     logit = lambda p: math.log(p / (1 - p))  # noqa: E731  the yes-no logit gap
     ours, ref = [], []
-    by_query = {}
-    for c in g["cases"]:
-        by_query.setdefault(c["query"], []).append(c)
-    for query, cases in by_query.items():
-        docs = [c["document"] for c in cases]
-        r = httpx.post(s.base_url + "/v1/score", json={"text_1": query, "text_2": docs}, timeout=60)
-        assert r.status_code == 200, r.text
-        scores = [d["score"] for d in r.json()["data"]]
+    for query, cases, docs, scores in scored_by_query(s, g):
         assert all(0.0 < x < 1.0 for x in scores)
         ours += [logit(x) for x in scores]
         ref += [logit(c["score"]) for c in cases]
