@@ -15,8 +15,8 @@ TEST(DraftLength, FollowsTheAcceptanceInAMemoryBoundStep) {
   SpeculativeConfig c;
   c.num_speculative_tokens = 8;
   EXPECT_EQ(draft_length(c, with_rate(1.0)), 8);
-  EXPECT_EQ(draft_length(c, with_rate(0.8)), 8);  // 0.8^10 = 0.107 >= 0.1: all 8
-  EXPECT_EQ(draft_length(c, with_rate(0.5)), 3);                // 0.5^3 = 0.125, 0.5^4 < 0.1
+  EXPECT_EQ(draft_length(c, with_rate(0.8)), 8);   // 0.8^10 = 0.107 >= 0.1: all 8
+  EXPECT_EQ(draft_length(c, with_rate(0.5)), 3);   // 0.5^3 = 0.125, 0.5^4 < 0.1
   EXPECT_EQ(draft_length(c, with_rate(0.05)), 1);  // keeps measuring: a draft token is cheap
   EXPECT_EQ(draft_length(c, with_rate(0.0)), 1);
 }

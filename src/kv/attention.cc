@@ -175,19 +175,23 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
     OMNIBUS_CHECK(kv.kivi->staging().owner == kv.kivi);  // kv_store of this layer ran last
   const int n_rep = p.n_head / p.n_kv_head;
 
-  // Split: tokens in tiles of kTokTile, heads by KV group; if that leaves
-  // too few tasks to keep the threads busy, one query head per task.
-  constexpr int32_t kTokTile = 4;
-  int64_t n_group_tasks = 0;
-  for (int i = 0; i < n_seqs; ++i) {
-    n_group_tasks += (seqs[i].n_tokens + kTokTile - 1) / kTokTile * p.n_kv_head;
-  }
+  // Split: tokens in tiles of tok_tile, heads by KV group; if that leaves
+  // too few tasks to keep the threads busy, one query head per task. Long
+  // chunks take 16 tokens a task when that still makes plenty of tasks: a
+  // task's queries share every K/V row it loads (and widen f16 rows once).
+  auto group_tasks = [&](int32_t tile) {
+    int64_t n = 0;
+    for (int i = 0; i < n_seqs; ++i) n += (seqs[i].n_tokens + tile - 1) / tile * p.n_kv_head;
+    return n;
+  };
+  const int32_t tok_tile = group_tasks(16) >= 8 * pool.n_threads() ? 16 : 4;
+  const int64_t n_group_tasks = group_tasks(tok_tile);
   const int heads_per_task = n_group_tasks >= 2 * pool.n_threads() ? n_rep : 1;
   thread_local std::vector<AttnTask> tasks;  // the engine thread's, reused every call
   tasks.clear();
   for (int i = 0; i < n_seqs; ++i) {
-    for (int32_t t0 = 0; t0 < seqs[i].n_tokens; t0 += kTokTile) {
-      const int32_t nt = std::min(kTokTile, seqs[i].n_tokens - t0);
+    for (int32_t t0 = 0; t0 < seqs[i].n_tokens; t0 += tok_tile) {
+      const int32_t nt = std::min(tok_tile, seqs[i].n_tokens - t0);
       for (int h0 = 0; h0 < p.n_head; h0 += heads_per_task) {
         tasks.push_back(AttnTask{i, t0, nt, h0, heads_per_task});
       }

@@ -340,6 +340,14 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
   const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
   if (kMode == kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
+  // f16 rows read by more queries than one group takes (3): widened to f32
+  // tiles once per tile instead (exact, so the same arithmetic and bits).
+  const bool widen = std::is_same_v<T, uint16_t> && kMode == kInPlace && n_q > 3;
+  if (widen && tiles.size() < 2 * tile_elems) tiles.resize(2 * tile_elems);
+  const float* krows32[kAttnTile];
+  const float* vrows32[kAttnTile];
+  thread_local std::vector<float> zero_row32;
+  if (widen && zero_row32.size() < static_cast<size_t>(hd)) zero_row32.assign(hd, 0.f);
   thread_local std::vector<QueryState> qs;
   thread_local std::vector<float> q_rot;  // kQ8: the queries rotated (keys are stored as H k)
   if (kMode == kQ8) q_rot.resize(static_cast<size_t>(n_q) * hd);
@@ -435,6 +443,20 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
           vrows[j - base] = vpool + off + static_cast<int64_t>(j - j0) * hd;
         }
       }
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        if (widen) {  // many queries: each K/V row converted once, not once per query group
+          float* kt = tiles.data();
+          float* vt = kt + tile_elems;
+          for (int32_t jj = ta; jj < tb; ++jj) {
+            float* kd = kt + static_cast<size_t>(jj - base) * hd;
+            float* vd = vt + static_cast<size_t>(jj - base) * hd;
+            load_f16_avx2(krows[jj - base], kd, hd);
+            load_f16_avx2(vrows[jj - base], vd, hd);
+            krows32[jj - base] = kd;
+            vrows32[jj - base] = vd;
+          }
+        }
+      }
     } else {
       float* kt = tiles.data();
       float* vt = kt + tile_elems;
@@ -504,7 +526,16 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       }
       float* acc[3];
       for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
-      if (n == 3) {
+      if (widen) {
+        const float* z = zero_row32.data();
+        if (n == 3) {
+          group_tile<float, 3>(&qs[qi], acc, a, b, p, krows32, vrows32, z, hd, sc, pfq);
+        } else if (n == 2) {
+          group_tile<float, 2>(&qs[qi], acc, a, b, p, krows32, vrows32, z, hd, sc, pfq);
+        } else {
+          group_tile<float, 1>(&qs[qi], acc, a, b, p, krows32, vrows32, z, hd, sc, pfq);
+        }
+      } else if (n == 3) {
         group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
       } else if (n == 2) {
         group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
