@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "cli/model_resolve.h"
 #include "util/progress.h"
 
@@ -14,21 +16,26 @@ StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(m.path));
   m.file = std::move(file);
   m.pool = std::make_unique<ThreadPool>(flags.threads);
+  const auto load_start = std::chrono::steady_clock::now();
   {
     ProgressBar bar("loading " + model, 0, "MiB", double(1 << 20));
     OMNIBUS_ASSIGN_OR_RETURN(
         m.model, load_model(m.file, *m.pool,
                             [&bar](uint64_t done, uint64_t total) { bar.update(done, total); }));
   }
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   OMNIBUS_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(*m.file));
   OMNIBUS_ASSIGN_OR_RETURN(const std::string task, apply_task(flags, *m.model));
   const ModelConfig& c = m.model->config();
-  fmt::print(
-      stderr,
-      "model: {} ({}, {} layers, n_embd {}, {} heads / {} kv heads, vocab {}), {} threads{}\n",
-      c.name, c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab, m.pool->n_threads(),
-      task == "embed" ? fmt::format("; task embed, pooling {}", pooling_name(m.model->pooling()))
-                      : "");
+  fmt::print(stderr,
+             "model: {} ({}, {} layers, n_embd {}, {} heads / {} kv heads, vocab {}), {} threads, "
+             "loaded in {:.2f} s{}\n",
+             c.name, c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
+             m.pool->n_threads(), load_s,
+             task == "embed"
+                 ? fmt::format("; task embed, pooling {}", pooling_name(m.model->pooling()))
+                 : "");
   return m;
 }
 
