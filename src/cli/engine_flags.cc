@@ -69,6 +69,11 @@ void add_speculative_flags(CLI::App& cmd, EngineFlags& f) {
                  "ngram: longest run of last tokens looked up")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  cmd.add_flag("--no-spec-backoff", f.no_spec_backoff,
+               "Speculative decoding: verify as many guessed tokens as the acceptance rate asks "
+               "for whatever an extra token costs (vLLM's and llama.cpp's behaviour); by default "
+               "a guessed position is verified only while it pays for itself in the measured step "
+               "times");
   cmd.add_option("--spec-max-step-tokens", f.spec_max_step_tokens,
                  "Speculative decoding backs off as the batch fills: a step carries guesses only "
                  "while its decoding sequences plus their guesses stay within this many tokens "
@@ -171,6 +176,7 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
   cfg.speculative.ngram_min = f.spec_ngram_min;
   cfg.speculative.ngram_max = f.spec_ngram_max;
   cfg.speculative.max_step_tokens = f.spec_max_step_tokens;  // Engine::create validates them
+  cfg.speculative.backoff = !f.no_spec_backoff;
   return cfg;
 }
 

@@ -46,6 +46,7 @@ struct EngineFlags {
   int spec_ngram_min = 1;                         // --spec-ngram-min
   int spec_ngram_max = 4;                         // --spec-ngram-max
   int spec_max_step_tokens = 32;                  // --spec-max-step-tokens
+  bool no_spec_backoff = false;                   // --no-spec-backoff
 };
 
 // -m,--model and -t,--threads.

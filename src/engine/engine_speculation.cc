@@ -77,11 +77,12 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
   // a step of decodes alone stays measured; and after a long run without
   // extra tokens, drafts as if they were free for one step, so that their
   // cost (and each sequence's acceptance) is measured again.
-  const bool measure = step_time.wants_decode_only_step();
-  const double cost_ratio =
-      config.spec_cost_ratio_for_testing >= 0 ? config.spec_cost_ratio_for_testing
-      : step_time.wants_extra_token_step()    ? 0.0
-                                              : step_time.cost_ratio(scheduler.n_decoding());
+  const bool measure = sc.backoff && step_time.wants_decode_only_step();
+  const double cost_ratio = config.spec_cost_ratio_for_testing >= 0
+                                ? config.spec_cost_ratio_for_testing
+                            : !sc.backoff || step_time.wants_extra_token_step()
+                                ? 0.0
+                                : step_time.cost_ratio(scheduler.n_decoding());
   for (const ScheduledSeq& ss : plan.seqs) {
     Sequence& seq = *ss.seq;
     seq.draft.clear();

@@ -58,6 +58,9 @@ struct SpeculativeConfig {
   // --spec-max-step-tokens: a step speculates only while its decodes plus
   // their drafts stay within this many tokens (0: never).
   int32_t max_step_tokens = 32;
+  // Back off by measured cost (draft_length's cost_ratio; --no-spec-backoff
+  // turns it off: the acceptance alone decides, as in vLLM and llama.cpp).
+  bool backoff = true;
 };
 
 // kInvalidArgument naming the flag when a value is out of range.

@@ -158,6 +158,28 @@ def test_pd_outputs_equal_one_server(model, kv_dtype, tmp_path):
             check_kivi2_window(c)
 
 
+def test_pd_decode_worker_speculating_answers_as_one_server(tmp_path):
+    """Issue 36's decode side of disaggregation: a decode worker with prompt lookup on (every guess
+    verified: --no-spec-backoff, so drafts surely run) continues sequences whose prompt K/V it
+    pulled, drafting on top of imported blocks and dropping refused guesses, and answers exactly
+    what one plain server answers, logprobs included."""
+    reqs = workload(n=24)
+    single = Replica("single", tmp_path, WORKER_ARGS, threads=1).start()
+    try:
+        single.wait_ready()
+        want = run(single.url, reqs)
+    finally:
+        single.stop()
+    spec = ["--speculative", "ngram", "--no-spec-backoff"]
+    with PdCluster(prefill_args=WORKER_ARGS + ["--kv-transfer-max-pinned", "100%"],
+                   decode_args=WORKER_ARGS + spec, log_dir=tmp_path) as c:
+        got = run(c.url, reqs)
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert g == w, f"request {i} ({reqs[i]}): PD+spec {g!r} != single {w!r}\n{c.logs()}"
+        assert pulled_blocks(c.decode[0])["pulled"] > 0, c.logs()
+        assert metric(c.decode[0], "omnibus:spec_decode_num_draft_tokens_total") > 0, c.logs()
+
+
 def check_kivi2_window(c):
     """kivi2's offer names the exported fp16 window rows; a decode worker refuses a window of the wrong
     size (400, nothing claimed) and computes the prompt itself when the window is missing."""
