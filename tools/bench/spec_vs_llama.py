@@ -25,6 +25,7 @@ Usage: tools/bench/spec_vs_llama.py [--model models/smollm2-135m.gguf] [--tokens
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -125,9 +126,8 @@ def main():
             finally:
                 stop(proc)
 
-    def rate(name, p):  # the median round's tok/s
-        xs = sorted((n - 1) / s for n, s in res[name][p])
-        return xs[len(xs) // 2]
+    def rate(name, p):  # median over the rounds
+        return statistics.median((n - 1) / s for n, s in res[name][p])
 
     def total(name):
         n = sum(n - 1 for p in PROMPTS for n, _ in res[name][p])
