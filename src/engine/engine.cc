@@ -277,10 +277,6 @@ void Engine::Impl::step() {
         config.max_itl_ms / 1e3, scheduler.n_decoding(), config.max_num_batched_tokens));
   }
   const StepPlan& plan = scheduler.schedule();
-  int32_t n_decodes = 0;  // one token each; the rest (prompt chunks, drafts) are extra
-  for (const ScheduledSeq& ss : plan.seqs) {
-    if (ss.seq->num_tokens() - ss.seq->num_computed_tokens == 1) ++n_decodes;
-  }
   if (disk != nullptr) spill_evicted();  // before copy_blocks and forward write into them
   if (plan.seqs.empty()) return;
   note_kv_waste();
@@ -297,17 +293,16 @@ void Engine::Impl::step() {
   const int64_t n_embd = model.pooled_dim();
   OMNIBUS_CHECK(int64_t(pooled.size()) >= batch.n_pool_rows() * n_embd);
   pool_rows.clear();
-  int64_t n_pooled = 0;  // rows so far: one per pool entry, each token's for pool_all_rows
+  int64_t n_pooled = 0;
   for (const StepSeq& ss : batch.seqs) {
     pool_rows.push_back(ss.pool ? pooled.data() + n_pooled * n_embd : nullptr);
-    n_pooled += !ss.pool ? 0 : ss.pool_all_rows ? ss.n_tokens : 1;
+    n_pooled += ss.pooled_rows();
   }
   score_prompts(plan, logits);  // before update_from_output advances the sequences
   for (int32_t i : scheduler.update_from_output()) {
     const ScheduledSeq& ss = plan.seqs[size_t(i)];
     if (batch.seqs[size_t(i)].pool) {
-      const StepSeq& s = batch.seqs[size_t(i)];
-      const int64_t n = (s.pool_all_rows ? s.n_tokens : 1) * n_embd;
+      const int64_t n = batch.seqs[size_t(i)].pooled_rows() * n_embd;
       finish_embedding(*ss.seq, {pool_rows[size_t(i)], size_t(n)}, now);  // its last prompt token
     } else if (ss.n_draft > 0) {  // rows for its last token and each draft token
       verify_jobs.push_back({ss.seq, last_rows[size_t(i)] - int64_t(ss.n_draft) * n_vocab});
@@ -321,7 +316,8 @@ void Engine::Impl::step() {
   propose_drafts(plan);
   for (uint64_t id : done_requests) requests.erase(id);
   done_requests.clear();
-  step_time.observe(n_decodes, plan.n_tokens - n_decodes,
+  // Decodes take one token each; the rest (prompt chunks, drafts) are extra.
+  step_time.observe(plan.n_decodes, plan.n_tokens - plan.n_decodes,
                     std::chrono::duration<double>(Clock::now() - start).count());
 }
 

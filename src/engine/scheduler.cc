@@ -103,6 +103,7 @@ void Scheduler::schedule_running(bool decodes) {
     if (long_prefill) ++n_long_partial_;
     seq->scheduled_step = step_;
     plan_.seqs.push_back(ScheduledSeq{seq, n});
+    plan_.n_decodes += decodes ? 1 : 0;
     plan_.n_tokens += n;
     budget_ -= n;
   }
@@ -120,6 +121,7 @@ bool Scheduler::schedule_draft(Sequence* seq) {
   seq->draft.resize(size_t(k));
   seq->scheduled_step = step_;
   plan_.seqs.push_back(ScheduledSeq{seq, 1 + k, k});
+  ++plan_.n_decodes;
   plan_.n_tokens += 1 + k;
   budget_ -= 1 + k;
   draft_budget_ -= k;
@@ -261,6 +263,7 @@ const StepPlan& Scheduler::schedule() {
   plan_.seqs.clear();
   plan_.copies.clear();
   plan_.n_tokens = 0;
+  plan_.n_decodes = 0;
   plan_.n_preempted = 0;
   const int32_t n_decodes = n_decoding();
   budget_ = config_.max_num_batched_tokens;

@@ -103,6 +103,7 @@ struct StepPlan {
   std::vector<ScheduledSeq> seqs;  // decodes first, then chunks, then new admissions
   std::vector<BlockCopy> copies;   // copy-on-write to apply before the forward pass
   int32_t n_tokens = 0;            // sum of seqs[].n_tokens <= max_num_batched_tokens
+  int32_t n_decodes = 0;           // entries that decode (one token each, besides any draft)
   int32_t n_preempted = 0;         // sequences preempted while planning this step
 };
 

@@ -142,6 +142,7 @@ TEST(Scheduler, AStepTokenCapLeavesPromptsWhatTheDecodesDoNotTake) {
   EXPECT_EQ(p.seqs[2].seq, c);
   EXPECT_EQ(p.seqs[2].n_tokens, 8);  // the cap's 10 less the two decodes
   EXPECT_EQ(p.n_tokens, 10);
+  EXPECT_EQ(p.n_decodes, 2);
   h.scheduler.set_step_token_cap(1);  // below the decodes: they still all run
   const StepPlan& q = h.step();
   ASSERT_EQ(q.seqs.size(), 2u);

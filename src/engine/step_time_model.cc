@@ -27,10 +27,10 @@ double StepTimeModel::cost_ratio(int32_t n_decodes) const {
   return double(n_decodes) * mu / t_d;
 }
 
-bool StepTimeModel::estimates(double* t_decode, double* per_prompt_token) const {
+bool StepTimeModel::estimates(double* t_decode, double* per_extra_token) const {
   if (t_decode_ < 0 || mu_ <= 0) return false;
   *t_decode = t_decode_;
-  *per_prompt_token = mu_;
+  *per_extra_token = mu_;
   return true;
 }
 

@@ -57,7 +57,7 @@ class StepTimeModel {
   int32_t token_budget(double target_s, int32_t n_decodes, int32_t max_tokens) const;
 
   // The estimates so far (false until both exist).
-  bool estimates(double* t_decode, double* per_prompt_token) const;
+  bool estimates(double* t_decode, double* per_extra_token) const;
 
  private:
   double alpha_;

@@ -526,21 +526,16 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       }
       float* acc[3];
       for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
+      // The group through the tile, its rows as stored (R = T) or widened (R = float).
+      auto run = [&]<typename R>(const R* const* kr_, const R* const* vr_, const R* zero) {
+        if (n == 3) return group_tile<R, 3>(&qs[qi], acc, a, b, p, kr_, vr_, zero, hd, sc, pfq);
+        if (n == 2) return group_tile<R, 2>(&qs[qi], acc, a, b, p, kr_, vr_, zero, hd, sc, pfq);
+        group_tile<R, 1>(&qs[qi], acc, a, b, p, kr_, vr_, zero, hd, sc, pfq);
+      };
       if (widen) {
-        const float* z = zero_row32.data();
-        if (n == 3) {
-          group_tile<float, 3>(&qs[qi], acc, a, b, p, krows32, vrows32, z, hd, sc, pfq);
-        } else if (n == 2) {
-          group_tile<float, 2>(&qs[qi], acc, a, b, p, krows32, vrows32, z, hd, sc, pfq);
-        } else {
-          group_tile<float, 1>(&qs[qi], acc, a, b, p, krows32, vrows32, z, hd, sc, pfq);
-        }
-      } else if (n == 3) {
-        group_tile<T, 3>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
-      } else if (n == 2) {
-        group_tile<T, 2>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
+        run(krows32, vrows32, zero_row32.data());
       } else {
-        group_tile<T, 1>(&qs[qi], acc, a, b, p, kr, vr, zero_row.data(), hd, sc, pfq);
+        run(kr, vr, zero_row.data());
       }
       qi += n;
     }

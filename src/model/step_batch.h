@@ -29,6 +29,9 @@ struct StepSeq {
   bool pool_all_rows = false;  // pooling none: every token's row goes to
                                // pooled() (REQUIRES pool, the whole prompt
                                // in this step, n_past == 0)
+
+  // Its rows of Model::pooled(): none, one, or one per token (pool_all_rows).
+  int32_t pooled_rows() const { return !pool ? 0 : pool_all_rows ? n_tokens : 1; }
 };
 
 struct StepBatch {
@@ -55,7 +58,7 @@ struct StepBatch {
   // Rows of Model::pooled(): one per pool sequence (n_tokens for pool_all_rows).
   int64_t n_pool_rows() const {
     int64_t n = 0;
-    for (const StepSeq& s : seqs) n += !s.pool ? 0 : s.pool_all_rows ? s.n_tokens : 1;
+    for (const StepSeq& s : seqs) n += s.pooled_rows();
     return n;
   }
 };
