@@ -229,10 +229,13 @@ inline std::string raw_frame(const std::string& body) {
 inline std::string frame(const std::string& body, const char* secret = kSecret) {
   json inner = json::parse(body, nullptr, false);
   if (inner.is_discarded()) {  // not JSON: seal the raw text by hand
-    const std::string ts = std::to_string(now_ms());
-    return raw_frame(
-        json{{"msg", body}, {"ts", now_ms()}, {"mac", test_auth(secret)->mac_hex(ts + "\n" + body)}}
-            .dump());
+    // One clock reading for both the field and the MAC: two readings
+    // straddling a millisecond made the MAC wrong (a flaky "unauthenticated").
+    const int64_t ts = now_ms();
+    return raw_frame(json{{"msg", body},
+                          {"ts", ts},
+                          {"mac", test_auth(secret)->mac_hex(std::to_string(ts) + "\n" + body)}}
+                         .dump());
   }
   return raw_frame(kv_transfer::seal(*test_auth(secret), inner, now_ms()).dump());
 }
