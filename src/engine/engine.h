@@ -106,6 +106,13 @@ struct EngineConfig {
   // Off for q4/kivi2 KV (their fp16 residual windows cannot be rolled back)
   // and for constrained or thinking-budget requests, with a log line.
   SpeculativeConfig speculative;
+  // --speculative draft: the draft model (--draft-model; same vocabulary as
+  // the target, checked by the caller, which owns it and keeps it alive for
+  // the engine's life; it may share the target's thread pool), and its KV
+  // pool's size (--draft-kv-cache-memory; 0: as many tokens as the target's
+  // pool). Required for kDraft, ignored otherwise.
+  Model* draft_model = nullptr;
+  int64_t draft_kv_cache_bytes = 0;
   // Steady pace (--max-itl-ms; engine/step_time_model.h): while sequences
   // decode, a step carries prompt chunks only up to the tokens that keep it
   // within this many milliseconds, judged from the steps' measured times (at
@@ -259,6 +266,12 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::array<uint64_t, kMaxSpeculativeTokens> spec_accepted_per_pos{};
+  // The draft model's share (--speculative draft): seconds in its forwards,
+  // the forwards, and the guesses it made (some never verified: backed off or
+  // cut to fit the step).
+  double spec_draft_model_seconds = 0;
+  uint64_t spec_draft_model_forwards = 0;
+  uint64_t spec_draft_model_guesses = 0;
 
   // Fraction of the pool's blocks in use (0 for an empty pool).
   double kv_cache_usage() const {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/draft_model.h"
 #include "engine/engine.h"
 #include "engine/engine_impl.h"
 #include "engine/scheduler_policy.h"
@@ -129,6 +130,17 @@ Status resolve_speculation(const Model& model, EngineConfig& config) {
   SpeculativeConfig& sc = config.speculative;
   if (sc.kind == SpeculativeKind::kNone) return Status::ok();
   OMNIBUS_RETURN_IF_ERROR(validate(sc));
+  if (sc.kind == SpeculativeKind::kDraft) {
+    if (config.draft_model == nullptr) {
+      return Status::invalid_argument("--speculative draft needs a draft model (--draft-model)");
+    }
+    if (config.draft_model->is_encoder()) {
+      return Status::invalid_argument("the draft model is an encoder: it cannot guess tokens");
+    }
+    if (config.draft_kv_cache_bytes < 0) {
+      return Status::invalid_argument("--draft-kv-cache-memory must be >= 0");
+    }
+  }
   const char* why = model.is_encoder()                  ? "an encoder generates nothing"
                     : kv_has_residual(config.kv_format) ? "this KV format's fp16 residual window "
                                                           "cannot drop rejected draft tokens"
@@ -138,12 +150,48 @@ Status resolve_speculation(const Model& model, EngineConfig& config) {
     sc.kind = SpeculativeKind::kNone;
   } else if (config.log_startup) {
     fmt::print(stderr,
-               "speculative decoding: {} (up to {} tokens, n-grams {}..{}; while a step's decodes "
+               "speculative decoding: {} (up to {} tokens, {}; while a step's decodes "
                "and drafts fit {} tokens)\n",
-               speculative_kind_name(sc.kind), sc.num_speculative_tokens, sc.ngram_min,
-               sc.ngram_max, sc.max_step_tokens);
+               speculative_kind_name(sc.kind), sc.num_speculative_tokens,
+               sc.kind == SpeculativeKind::kDraft
+                   ? fmt::format("draft model {}, {} layers", config.draft_model->config().name,
+                                 config.draft_model->config().n_layer)
+                   : fmt::format("n-grams {}..{}", sc.ngram_min, sc.ngram_max),
+               sc.max_step_tokens);
   }
   return Status::ok();
+}
+
+// The draft model's own KV pool (the target's format; --draft-kv-cache-memory,
+// else as many tokens as the target's pool of target_blocks) and proposer.
+StatusOr<std::unique_ptr<DraftModel>> make_draft_model(const EngineConfig& config,
+                                                       int64_t target_blocks,
+                                                       int32_t max_model_len,
+                                                       int32_t target_n_vocab) {
+  Model& dm = *config.draft_model;
+  const KvGeometry g = dm.kv_geometry(config.block_size, config.kv_format);
+  const int64_t per_block = int64_t(g.bytes_per_block());
+  const int64_t n_blocks =
+      config.draft_kv_cache_bytes > 0 ? config.draft_kv_cache_bytes / per_block : target_blocks;
+  const int64_t seq_blocks = (int64_t(max_model_len) + config.block_size - 1) / config.block_size;
+  if (n_blocks < 1) {
+    return Status::invalid_argument(
+        "--draft-kv-cache-memory {} holds no KV block of the draft model ({} bytes each)",
+        config.draft_kv_cache_bytes, per_block);
+  }
+  dm.set_max_context(max_model_len);
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
+                           KvCache::create(g, n_blocks, /*enable_prefix_caching=*/false));
+  if (config.log_startup) {
+    fmt::print(stderr,
+               "draft kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}){}\n",
+               n_blocks, config.block_size, n_blocks * config.block_size,
+               double(kv->n_bytes()) / (1 << 20), kv_format_name(config.kv_format),
+               n_blocks < seq_blocks ? "; shorter than max model len: long sequences go undrafted"
+                                     : "");
+  }
+  return std::make_unique<DraftModel>(dm, std::move(kv), config.max_num_batched_tokens,
+                                      target_n_vocab);
 }
 
 }  // namespace
@@ -238,7 +286,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   if (config.max_pinned_fraction > 0) {
     config.max_pinned_blocks = int32_t(config.max_pinned_fraction * double(info.n_blocks));
   }
+  std::unique_ptr<DraftModel> draft;
+  if (config.speculative.kind == SpeculativeKind::kDraft) {
+    OMNIBUS_ASSIGN_OR_RETURN(draft, make_draft_model(config, n_blocks, max_model_len, mc.n_vocab));
+  }
   auto impl = std::make_unique<Impl>(model, std::move(config), std::move(cache), std::move(disk));
+  impl->draft = std::move(draft);
   impl->local.kv_blocks_total = info.n_blocks;
   impl->stats = impl->local;
   return std::unique_ptr<Engine>(new Engine(std::move(impl), info));

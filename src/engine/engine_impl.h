@@ -16,7 +16,8 @@
 // Ownership: Engine owns its Impl (Engine::impl_). Engine::create builds it
 // before the engine thread starts; it is destroyed after that thread is
 // joined. Impl owns the KvCache, the Scheduler, every RequestState (and so
-// every Sequence) and the disk tier.
+// every Sequence), the disk tier and the DraftModel (its KV pool; the draft
+// Model itself is the caller's, like the target's).
 //
 // Thread-safety: the members below run on the engine thread only, and the
 // fields marked "engine thread only" are touched by it alone, except:
@@ -47,6 +48,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/draft_model.h"
 #include "engine/engine.h"
 #include "engine/grammar_masks.h"
 #include "engine/kv_load.h"
@@ -218,6 +220,7 @@ struct Engine::Impl {
   KvCache& kv;  // *kv_cache
   Scheduler scheduler;
   StepTimeModel step_time;   // --max-itl-ms: step wall time against its tokens
+  std::unique_ptr<DraftModel> draft;  // --speculative draft (else null); set by create
   std::vector<bool> is_eog;  // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
@@ -227,6 +230,7 @@ struct Engine::Impl {
   std::vector<std::vector<float>> scratch;  // per pool thread: [n_vocab] row being sampled
   std::vector<SampleJob> sample_jobs;       // this step's, in sequence order
   std::vector<VerifyJob> verify_jobs;       // this step's sequences that ran with a draft
+  std::vector<DraftModel::Job> draft_jobs;  // this step's draft-model proposals
   std::vector<const float*> last_rows;      // this step's: each plan entry's last logits row
   std::vector<const float*>
       pool_rows;              // this step's: each plan entry's pooled row (embeddings), or null

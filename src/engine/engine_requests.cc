@@ -60,6 +60,7 @@ void Engine::Impl::finish(Sequence& seq, FinishReason reason, EngineEvent& event
   if (r.req.pin_prompt_blocks && seq.index == 0 && reason != FinishReason::kAbort)
     pin_prompt(r, seq);
   store_finished(seq);
+  if (draft != nullptr) draft->release(&seq);
   if (seq.index == 0 || r.forked) {
     scheduler.finish(&seq);
   } else {

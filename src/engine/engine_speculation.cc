@@ -1,7 +1,8 @@
 // Speculative decoding on the engine thread (engine/speculation.h): after a
 // step, each sequence that ran with a draft is verified row by row exactly as
 // plain decoding samples, the scheduler keeps the accepted tokens' K/V and
-// drops the rest; then the sequences that go on decoding get their next draft.
+// drops the rest; then the sequences that go on decoding get their next draft
+// (prompt lookup per sequence, or one batched call of the draft model).
 #include <algorithm>
 #include <span>
 
@@ -91,11 +92,24 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
     const int32_t left = seq.request->req.max_tokens - int32_t(seq.output.size()) - 1;
     if (left <= 0) continue;
     const int32_t k = std::min(draft_length(sc, seq.draft_stats, cost_ratio), left);
+    if (draft != nullptr) {  // batched below; a draft model's guess is never free: no shadow
+      if (k > 0) draft_jobs.push_back({&seq, seq.tokens(), k, &seq.draft});
+      continue;
+    }
     propose(seq, std::max(k, 1));
     if (k == 0 && !seq.draft.empty()) {  // too dear to verify: keep its first token as a shadow
       seq.shadow_draft = seq.draft[0];
       seq.draft.clear();
     }
+  }
+  if (draft != nullptr && !draft_jobs.empty()) {
+    // The draft model's forwards count in this step's measured time, so the
+    // cost ratio of the steps that verify drafts includes them.
+    draft->propose(draft_jobs);
+    draft_jobs.clear();
+    local.spec_draft_model_seconds = draft->seconds();
+    local.spec_draft_model_forwards = draft->n_forwards();
+    local.spec_draft_model_guesses = draft->n_guesses();
   }
 }
 

@@ -9,12 +9,23 @@ namespace omnibus {
 StatusOr<SpeculativeKind> parse_speculative_kind(const std::string& name) {
   if (name == "none") return SpeculativeKind::kNone;
   if (name == "ngram") return SpeculativeKind::kNgram;
+  if (name == "draft") return SpeculativeKind::kDraft;
   return Status::invalid_argument(
-      "--speculative '{}' is not a speculator: none or ngram (prompt lookup)", name);
+      "--speculative '{}' is not a speculator: none, ngram (prompt lookup) or draft (a draft "
+      "model, --draft-model)",
+      name);
 }
 
 const char* speculative_kind_name(SpeculativeKind kind) {
-  return kind == SpeculativeKind::kNgram ? "ngram" : "none";
+  switch (kind) {
+    case SpeculativeKind::kNgram:
+      return "ngram";
+    case SpeculativeKind::kDraft:
+      return "draft";
+    case SpeculativeKind::kNone:
+      break;
+  }
+  return "none";
 }
 
 Status validate(const SpeculativeConfig& c) {

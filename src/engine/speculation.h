@@ -1,6 +1,7 @@
 // Speculative decoding inside the batch (docs/engine.md, "Speculative
 // decoding"). A running sequence that decodes may carry a draft: k tokens
-// guessed to follow its last one (today by prompt lookup, ngram_proposer.h).
+// guessed to follow its last one, by prompt lookup (ngram_proposer.h) or by a
+// small draft model decoding greedily (draft_model.h).
 // The scheduler gives it 1 + k tokens in the step (the last token and the
 // draft), the forward pass returns a logits row for each, and verification
 // (engine_speculation.cc) samples row j exactly as plain decoding would
@@ -15,7 +16,7 @@
 // many tokens share the sequence's step), each draw consuming the RNG as
 // plain decoding does, so greedy and seeded outputs are bit-identical with
 // and without speculation, and logprobs are the target's. For a one-hot
-// proposal (prompt lookup) "sample, then compare" is the standard rejection
+// proposal (prompt lookup, a draft model's greedy guess) "sample, then compare" is the standard rejection
 // rule: accepted with probability p(d) = min(1, p(d) / 1), and on rejection
 // the token is distributed as p with d removed and renormalised.
 //
@@ -41,9 +42,9 @@
 
 namespace omnibus {
 
-enum class SpeculativeKind { kNone, kNgram };
+enum class SpeculativeKind { kNone, kNgram, kDraft };
 
-// "none" or "ngram"; kInvalidArgument otherwise.
+// "none", "ngram" or "draft"; kInvalidArgument otherwise.
 StatusOr<SpeculativeKind> parse_speculative_kind(const std::string& name);
 const char* speculative_kind_name(SpeculativeKind kind);
 
