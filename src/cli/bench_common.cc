@@ -31,6 +31,7 @@ Status set_up(const BenchOptions& o, BenchSetup& b) {
   OMNIBUS_ASSIGN_OR_RETURN(b.cfg, to_engine_config(o.engine));
   OMNIBUS_ASSIGN_OR_RETURN(b.m, load_model_for_cli(o.model));
   set_model_identity(b.m, b.cfg);
+  OMNIBUS_RETURN_IF_ERROR(load_draft_model_for_cli(o.engine.draft_model, b.m, b.cfg));
   OMNIBUS_ASSIGN_OR_RETURN(b.engine, Engine::create(*b.m.model, b.cfg));
   return Status::ok();
 }

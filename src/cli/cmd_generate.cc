@@ -332,6 +332,8 @@ int run_generate(GenerateOptions& o) {
   cfg->max_model_len = o.ctx_size;
   cfg->max_num_seqs = o.n_completions;
   cfg->eog_ids = m->tokenizer->eog_ids();
+  if (Status d = load_draft_model_for_cli(o.engine.draft_model, *m, *cfg); !d.is_ok())
+    return fail(d);
   StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, *cfg);
   if (!engine.is_ok()) return fail(engine.status());
   return o.chat ? run_chat(o, *m, **engine) : run_one_shot(o, *m, **engine);

@@ -214,6 +214,8 @@ int run_serve(const ServeOptions& o) {
   StatusOr<LoadedModel> m = load_model_for_cli(o.model);
   if (!m.is_ok()) return fail(m.status());
   set_model_identity(*m, *cfg);
+  if (Status d = load_draft_model_for_cli(o.engine.draft_model, *m, *cfg); !d.is_ok())
+    return fail(d);
   StatusOr<std::unique_ptr<Engine>> engine = Engine::create(*m->model, *cfg);
   if (!engine.is_ok()) return fail(engine.status());
 

@@ -53,9 +53,17 @@ void add_speculative_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--speculative", f.speculative,
                  "Speculative decoding: none, or ngram (prompt lookup: guess that what followed "
                  "the last tokens earlier in the prompt or output follows again; verified in the "
-                 "same step, outputs unchanged)")
+                 "same step, outputs unchanged), or draft (a small model with the same "
+                 "vocabulary guesses greedily, --draft-model)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "ngram"}));
+      ->check(CLI::IsMember({"none", "ngram", "draft"}));
+  cmd.add_option("--draft-model", f.draft_model,
+                 "draft: GGUF path or bundled name of the draft model (same vocabulary as the "
+                 "model, checked at start; implies --speculative draft). Its forwards run on the "
+                 "same threads, batched across the sequences that draft");
+  cmd.add_option("--draft-kv-cache-memory", f.draft_kv_cache_memory,
+                 "draft: size of the draft model's own KV pool, e.g. 512MiB (default: as many "
+                 "tokens as the model's pool)");
   cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
                  "Speculative decoding: most tokens a sequence guesses per step (fewer while its "
                  "guesses are rejected)")
@@ -177,6 +185,23 @@ StatusOr<EngineConfig> to_engine_config(const EngineFlags& f) {
   cfg.speculative.ngram_max = f.spec_ngram_max;
   cfg.speculative.max_step_tokens = f.spec_max_step_tokens;  // Engine::create validates them
   cfg.speculative.backoff = !f.no_spec_backoff;
+  if (!f.draft_model.empty()) {
+    if (cfg.speculative.kind == SpeculativeKind::kNgram) {
+      return Status::invalid_argument("--draft-model goes with --speculative draft, not ngram");
+    }
+    cfg.speculative.kind = SpeculativeKind::kDraft;
+  } else if (cfg.speculative.kind == SpeculativeKind::kDraft) {
+    return Status::invalid_argument("--speculative draft needs --draft-model PATH");
+  }
+  if (!f.draft_kv_cache_memory.empty()) {
+    StatusOr<int64_t> bytes = parse_byte_size(f.draft_kv_cache_memory);
+    if (!bytes.is_ok() || *bytes <= 0) {
+      return Status::invalid_argument(
+          "--draft-kv-cache-memory: expected a size such as 512MiB, got '{}'",
+          f.draft_kv_cache_memory);
+    }
+    cfg.draft_kv_cache_bytes = *bytes;
+  }
   return cfg;
 }
 

@@ -47,6 +47,8 @@ struct EngineFlags {
   int spec_ngram_max = 4;                         // --spec-ngram-max
   int spec_max_step_tokens = 32;                  // --spec-max-step-tokens
   bool no_spec_backoff = false;                   // --no-spec-backoff
+  std::string draft_model;                        // --draft-model (implies --speculative draft)
+  std::string draft_kv_cache_memory;  // --draft-kv-cache-memory; "": the target's tokens
 };
 
 // -m,--model and -t,--threads.
@@ -55,8 +57,9 @@ void add_model_flags(CLI::App& cmd, ModelFlags& f);
 void add_task_flags(CLI::App& cmd, ModelFlags& f);
 // --kv-cache-dtype, --kv-residual-blocks and --no-sliding-window-kv.
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f);
-// --speculative, --num-speculative-tokens, --spec-ngram-min/max and
-// --spec-max-step-tokens (serve and bench through add_engine_flags; generate).
+// --speculative, --num-speculative-tokens, --spec-ngram-min/max,
+// --spec-max-step-tokens, --draft-model and --draft-kv-cache-memory (serve
+// and bench through add_engine_flags; generate).
 void add_speculative_flags(CLI::App& cmd, EngineFlags& f);
 // Every engine flag: --max-num-seqs, --max-num-batched-tokens, --block-size,
 // --kv-cache-memory, --max-model-len, the KV format flags,

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "cli/model_resolve.h"
+#include "tokenizer/vocab_compat.h"
 #include "util/progress.h"
 
 namespace omnibus {
@@ -37,6 +38,30 @@ StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
                  ? fmt::format("; task embed, pooling {}", pooling_name(m.model->pooling()))
                  : "");
   return m;
+}
+
+Status load_draft_model_for_cli(const std::string& path, LoadedModel& m, EngineConfig& cfg) {
+  if (cfg.speculative.kind != SpeculativeKind::kDraft) return Status::ok();
+  OMNIBUS_ASSIGN_OR_RETURN(const std::string resolved, resolve_model_path(path));
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(resolved));
+  m.draft_file = std::move(file);
+  const auto load_start = std::chrono::steady_clock::now();
+  {
+    ProgressBar bar("loading draft " + path, 0, "MiB", double(1 << 20));
+    OMNIBUS_ASSIGN_OR_RETURN(
+        m.draft, load_model(m.draft_file, *m.pool,
+                            [&bar](uint64_t done, uint64_t total) { bar.update(done, total); }));
+  }
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_gguf(*m.draft_file));
+  const Status same = check_same_vocabulary(*m.tokenizer, *tok);
+  if (!same.is_ok()) return Status::invalid_argument("--draft-model {}: {}", path, same.message());
+  const ModelConfig& c = m.draft->config();
+  fmt::print(stderr, "draft model: {} ({}, {} layers, n_embd {}, vocab {}), loaded in {:.2f} s\n",
+             c.name, c.arch, c.n_layer, c.n_embd, c.n_vocab, load_s);
+  cfg.draft_model = m.draft.get();
+  return Status::ok();
 }
 
 StatusOr<std::string> apply_task(const ModelFlags& flags, Model& model) {

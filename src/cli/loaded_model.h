@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "kernels/thread_pool.h"
 #include "model/model.h"
@@ -32,9 +33,17 @@ struct LoadedModel {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
+  // --draft-model (load_draft_model_for_cli): on the same thread pool.
+  std::shared_ptr<const GgufFile> draft_file;
+  std::unique_ptr<Model> draft;
 };
 
 StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags);
+
+// With cfg.speculative.kind kDraft: loads the draft model at `path` beside
+// m's model (its thread pool), checks that its vocabulary reads as m's
+// (tokenizer/vocab_compat.h) and points cfg.draft_model at it. No-op otherwise.
+Status load_draft_model_for_cli(const std::string& path, LoadedModel& m, EngineConfig& cfg);
 
 // The task `flags` resolves to for the loaded model ("generate" or "embed"),
 // after applying --pooling to it; kInvalidArgument names the flag.

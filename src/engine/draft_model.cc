@@ -107,8 +107,7 @@ void DraftModel::propose(std::span<const Job> jobs) {
       s.n_tokens = take;
       s.n_past = int32_t(st.fed.size());
       for (int32_t t = 0; t < take; ++t) {
-        const int32_t tok =
-            catching_up ? l.job->tokens[l.pending_from + t] : l.job->draft->back();
+        const int32_t tok = catching_up ? l.job->tokens[l.pending_from + t] : l.job->draft->back();
         batch_.tokens.push_back(tok);
         st.fed.push_back(tok);
       }

@@ -165,8 +165,7 @@ Status resolve_speculation(const Model& model, EngineConfig& config) {
 // The draft model's own KV pool (the target's format; --draft-kv-cache-memory,
 // else as many tokens as the target's pool of target_blocks) and proposer.
 StatusOr<std::unique_ptr<DraftModel>> make_draft_model(const EngineConfig& config,
-                                                       int64_t target_blocks,
-                                                       int32_t max_model_len,
+                                                       int64_t target_blocks, int32_t max_model_len,
                                                        int32_t target_n_vocab) {
   Model& dm = *config.draft_model;
   const KvGeometry g = dm.kv_geometry(config.block_size, config.kv_format);
@@ -183,12 +182,11 @@ StatusOr<std::unique_ptr<DraftModel>> make_draft_model(const EngineConfig& confi
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> kv,
                            KvCache::create(g, n_blocks, /*enable_prefix_caching=*/false));
   if (config.log_startup) {
-    fmt::print(stderr,
-               "draft kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}){}\n",
-               n_blocks, config.block_size, n_blocks * config.block_size,
-               double(kv->n_bytes()) / (1 << 20), kv_format_name(config.kv_format),
-               n_blocks < seq_blocks ? "; shorter than max model len: long sequences go undrafted"
-                                     : "");
+    fmt::print(
+        stderr, "draft kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}){}\n", n_blocks,
+        config.block_size, n_blocks * config.block_size, double(kv->n_bytes()) / (1 << 20),
+        kv_format_name(config.kv_format),
+        n_blocks < seq_blocks ? "; shorter than max model len: long sequences go undrafted" : "");
   }
   return std::make_unique<DraftModel>(dm, std::move(kv), config.max_num_batched_tokens,
                                       target_n_vocab);

@@ -219,9 +219,9 @@ struct Engine::Impl {
   const std::unique_ptr<KvCache> kv_cache;
   KvCache& kv;  // *kv_cache
   Scheduler scheduler;
-  StepTimeModel step_time;   // --max-itl-ms: step wall time against its tokens
+  StepTimeModel step_time;            // --max-itl-ms: step wall time against its tokens
   std::unique_ptr<DraftModel> draft;  // --speculative draft (else null); set by create
-  std::vector<bool> is_eog;  // [n_vocab]
+  std::vector<bool> is_eog;           // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;
   std::unordered_map<uint64_t, Pin> pins;  // by pin id

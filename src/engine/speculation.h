@@ -16,9 +16,9 @@
 // many tokens share the sequence's step), each draw consuming the RNG as
 // plain decoding does, so greedy and seeded outputs are bit-identical with
 // and without speculation, and logprobs are the target's. For a one-hot
-// proposal (prompt lookup, a draft model's greedy guess) "sample, then compare" is the standard rejection
-// rule: accepted with probability p(d) = min(1, p(d) / 1), and on rejection
-// the token is distributed as p with d removed and renormalised.
+// proposal (prompt lookup, a draft model's greedy guess) "sample, then compare" is the standard
+// rejection rule: accepted with probability p(d) = min(1, p(d) / 1), and on rejection the token is
+// distributed as p with d removed and renormalised.
 //
 // Backing off (prompt lookup cost 0.77x at eight slots in llama.cpp #6828):
 // a verified draft token costs a token of the step's compute, which is free

@@ -57,7 +57,7 @@ inline EngineConfig base_config(Model& model, KvFormat format, int32_t n_blocks,
 // the oracle's continuation with one position changed, chosen by where the
 // sequence stands (some drafts are left whole).
 inline RunResult run(Model& model, EngineConfig cfg, const std::vector<Request>& reqs,
-              const Oracle* oracle, int32_t k = 5) {
+                     const Oracle* oracle, int32_t k = 5) {
   const int32_t n_vocab = model.config().n_vocab;
   if (oracle != nullptr) {
     cfg.speculative.kind = SpeculativeKind::kNgram;

@@ -34,7 +34,8 @@ void sample(std::string& out, const std::string& l, const char* type, const char
 }
 
 // Speculative decoding, vLLM's spec_decode counters under our prefix: drafts
-// verified, draft tokens, of them accepted, and accepted by draft position.
+// verified, draft tokens, of them accepted, and accepted by draft position;
+// then the draft model's time, forwards and guesses.
 void append_speculation(std::string& out, const std::string& l, const EngineStats& st) {
   const auto counter = [&](const char* name, const char* help, uint64_t v) {
     sample(out, l, "counter", name, help, v);
@@ -47,6 +48,16 @@ void append_speculation(std::string& out, const std::string& l, const EngineStat
   counter("omnibus:spec_decode_num_accepted_tokens_total",
           "Draft tokens accepted (each one a token gained without a step of its own).",
           st.spec_accepted_tokens);
+  // The draft model's share (--speculative draft; 0 otherwise).
+  sample(out, l, "counter", "omnibus:spec_decode_draft_model_seconds_total",
+         "Seconds spent in the draft model's forward passes (--speculative draft).",
+         st.spec_draft_model_seconds);
+  counter("omnibus:spec_decode_draft_model_forwards_total",
+          "Draft model forward passes (each batched across the sequences that draft).",
+          st.spec_draft_model_forwards);
+  counter("omnibus:spec_decode_draft_model_tokens_total",
+          "Tokens the draft model guessed (verified or not: a guess may be cut to fit a step).",
+          st.spec_draft_model_guesses);
   const char* name = "omnibus:spec_decode_num_accepted_tokens_per_pos_total";
   header(out, name, "counter", "Draft tokens accepted, by their position in the draft.");
   for (size_t p = 0; p < st.spec_accepted_per_pos.size(); ++p) {
