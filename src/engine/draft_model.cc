@@ -70,10 +70,11 @@ void DraftModel::propose(std::span<const Job> jobs) {
     OMNIBUS_CHECK(job.draft != nullptr);
     job.draft->clear();
     const int32_t n = job.tokens.size();
-    if (job.k <= 0 || n == 0) continue;
+    if (job.k < 0 || n == 0) continue;
     State& st = states_[job.key];
     // The sequence only grows: the fed tokens that matched it still do.
-    const int32_t limit = std::min<int32_t>(int32_t(st.fed.size()), n - 1);
+    // Guessing needs the last token's row: it is fed again if held.
+    const int32_t limit = std::min<int32_t>(int32_t(st.fed.size()), job.k > 0 ? n - 1 : n);
     st.n_match = std::min(st.n_match, limit);
     while (st.n_match < limit && st.fed[size_t(st.n_match)] == job.tokens[st.n_match]) {
       ++st.n_match;
@@ -82,11 +83,12 @@ void DraftModel::propose(std::span<const Job> jobs) {
       kv_->truncate(st.kv_seq, st.n_match);
       st.fed.resize(size_t(st.n_match));
     }
+    if (job.k == 0 && st.n_match == n) continue;  // nothing to feed, nothing to guess
     live_.push_back({&job, &st, st.n_match, job.k});
   }
-  // Forwards until every live sequence has its guesses: a sequence feeds
-  // what it has not fed (chunks of at most max_step_tokens_ a forward), and
-  // once caught up, its last guess.
+  // Forwards until every live sequence has fed its tokens and made its
+  // guesses: a sequence feeds what it has not fed (chunks of at most
+  // max_step_tokens_ a forward), and once caught up, its last guess.
   const auto start = std::chrono::steady_clock::now();
   std::vector<size_t>& in_batch = in_batch_;
   while (!live_.empty()) {
@@ -100,6 +102,7 @@ void DraftModel::propose(std::span<const Job> jobs) {
       const int32_t take = catching_up ? std::min(n - l.pending_from, budget) : 1;
       if (!reserve(*l.state, take, jobs)) {
         l.left = 0;  // no room: this sequence gets what it has
+        l.pending_from = n;
         continue;
       }
       State& st = *l.state;
@@ -126,7 +129,8 @@ void DraftModel::propose(std::span<const Job> jobs) {
       OMNIBUS_CHECK(int64_t(logits.size()) == int64_t(batch_.seqs.size()) * row_len);
       for (size_t b = 0; b < in_batch.size(); ++b) {
         Live& l = live_[in_batch[b]];
-        if (l.pending_from < l.job->tokens.size()) continue;  // mid catch-up: row unused
+        // mid catch-up, or feeding only: row unused
+        if (l.pending_from < l.job->tokens.size() || l.left == 0) continue;
         l.job->draft->push_back(argmax(logits.data() + int64_t(b) * row_len));
         --l.left;
         ++n_guesses_;
@@ -135,7 +139,7 @@ void DraftModel::propose(std::span<const Job> jobs) {
     // Those done leave; a batch that took nobody ends it (no room for anyone).
     next_.clear();
     for (const Live& l : live_) {
-      if (l.left > 0) next_.push_back(l);
+      if (l.left > 0 || l.pending_from < l.job->tokens.size()) next_.push_back(l);
     }
     if (batch_.seqs.empty()) next_.clear();
     live_.swap(next_);

@@ -47,7 +47,10 @@ class DraftModel {
              int32_t target_n_vocab);
 
   // One sequence's request: its tokens (prompt + output so far), at most k
-  // guesses wanted, the vector the guesses go to (cleared first).
+  // guesses wanted, the vector the guesses go to (cleared first). k = 0:
+  // only feed the tokens (a prompt chunk the target computed this step, so
+  // that the draft's prefill keeps pace with the target's instead of
+  // stalling the sequence's first drafting step).
   struct Job {
     const void* key = nullptr;  // the sequence (identity only)
     TokenView tokens;

@@ -192,6 +192,8 @@ struct Engine::Impl {
   void verify(Sequence& seq, const float* rows, Clock::time_point now);
   void propose_drafts(const StepPlan& plan);
   bool may_speculate(const Sequence& seq) const;
+  // A sequence still computing its prompt that will decode with drafts.
+  bool drafts_later(const Sequence& seq) const;
   // seq.draft = the speculator's guess of at most k tokens after its output.
   void propose(Sequence& seq, int32_t k);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);

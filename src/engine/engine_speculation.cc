@@ -59,6 +59,12 @@ void Engine::Impl::propose(Sequence& seq, int32_t k) {
   }
 }
 
+bool Engine::Impl::drafts_later(const Sequence& seq) const {
+  const Request& req = seq.request->req;
+  return seq.status == SeqStatus::kRunning && req.speculative && !req.grammar && !req.thinking &&
+         !req.embed && seq.output.empty() && seq.num_computed_tokens < seq.num_prompt_tokens();
+}
+
 bool Engine::Impl::may_speculate(const Sequence& seq) const {
   const Request& req = seq.request->req;
   // Decoding: its first token is sampled (queue_sampling forks n > 1 there,
@@ -88,6 +94,16 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
     Sequence& seq = *ss.seq;
     seq.draft.clear();
     seq.shadow_draft = -1;
+    if (draft != nullptr && drafts_later(seq)) {
+      // Its prompt chunk goes through the draft model too, now: its first
+      // drafting step then has no whole prompt to catch up on.
+      draft_jobs.push_back(
+          {&seq,
+           TokenView{std::span<const int32_t>(*seq.prompt).first(size_t(seq.num_computed_tokens)),
+                     {}},
+           0, &seq.draft});
+      continue;
+    }
     if (measure || !may_speculate(seq)) continue;
     const int32_t left = seq.request->req.max_tokens - int32_t(seq.output.size()) - 1;
     if (left <= 0) continue;
