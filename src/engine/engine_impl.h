@@ -223,6 +223,8 @@ struct Engine::Impl {
   Scheduler scheduler;
   StepTimeModel step_time;            // --max-itl-ms: step wall time against its tokens
   std::unique_ptr<DraftModel> draft;  // --speculative draft (else null); set by create
+  double draft_step_seconds = 0;      // this step's draft-model forwards (not in step_time)
+  double draft_guess_seconds = -1;    // their cost per guess, averaged (-1: unmeasured)
   std::vector<bool> is_eog;           // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;

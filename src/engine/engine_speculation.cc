@@ -84,12 +84,16 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
   // a step of decodes alone stays measured; and after a long run without
   // extra tokens, drafts as if they were free for one step, so that their
   // cost (and each sequence's acceptance) is measured again.
-  const bool measure = sc.backoff && step_time.wants_decode_only_step();
-  const double cost_ratio = config.spec_cost_ratio_for_testing >= 0
-                                ? config.spec_cost_ratio_for_testing
-                            : !sc.backoff || step_time.wants_extra_token_step()
-                                ? 0.0
-                                : step_time.cost_ratio(scheduler.n_decoding());
+  // A draft model's guesses cost its forwards too (kept out of the step
+  // times, draft_guess_seconds per guess); the time of a step of decodes
+  // alone is measured before its first draft, so that cost counts at once.
+  const bool measure = sc.backoff && (step_time.wants_decode_only_step() ||
+                                      (draft != nullptr && !step_time.has_decode_time()));
+  const double cost_ratio =
+      config.spec_cost_ratio_for_testing >= 0 ? config.spec_cost_ratio_for_testing
+      : !sc.backoff || step_time.wants_extra_token_step()
+          ? 0.0
+          : step_time.cost_ratio(scheduler.n_decoding(), std::max(draft_guess_seconds, 0.0));
   for (const ScheduledSeq& ss : plan.seqs) {
     Sequence& seq = *ss.seq;
     seq.draft.clear();
@@ -119,10 +123,17 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
     }
   }
   if (draft != nullptr && !draft_jobs.empty()) {
-    // The draft model's forwards count in this step's measured time, so the
-    // cost ratio of the steps that verify drafts includes them.
+    const double seconds = draft->seconds();
+    const uint64_t guesses = draft->n_guesses();
     draft->propose(draft_jobs);
     draft_jobs.clear();
+    draft_step_seconds = draft->seconds() - seconds;
+    if (draft->n_guesses() > guesses) {  // per guess, catch-up feeding included
+      const double per_guess = draft_step_seconds / double(draft->n_guesses() - guesses);
+      draft_guess_seconds = draft_guess_seconds < 0
+                                ? per_guess
+                                : draft_guess_seconds + 0.3 * (per_guess - draft_guess_seconds);
+    }
     local.spec_draft_model_seconds = draft->seconds();
     local.spec_draft_model_forwards = draft->n_forwards();
     local.spec_draft_model_guesses = draft->n_guesses();

@@ -21,10 +21,11 @@ void StepTimeModel::observe(int32_t n_decode, int32_t n_extra, double seconds) {
   }
 }
 
-double StepTimeModel::cost_ratio(int32_t n_decodes) const {
-  double t_d = 0, mu = 0;
-  if (n_decodes <= 0 || !estimates(&t_d, &mu) || t_d <= 0) return 0;
-  return double(n_decodes) * mu / t_d;
+double StepTimeModel::cost_ratio(int32_t n_decodes, double extra_s) const {
+  if (n_decodes <= 0 || t_decode_ <= 0) return 0;
+  const double mu = mu_ > 0 ? mu_ : 0;
+  if (mu <= 0 && !(extra_s > 0)) return 0;
+  return double(n_decodes) * (mu + std::max(extra_s, 0.0)) / t_decode_;
 }
 
 bool StepTimeModel::estimates(double* t_decode, double* per_extra_token) const {

@@ -36,9 +36,13 @@ class StepTimeModel {
   void observe(int32_t n_decode, int32_t n_extra, double seconds);
 
   // What one extra token costs relative to a decode's share of its step,
-  // n_decodes * mu / t_d (0 while unmeasured or when nothing decodes): the
-  // acceptance a draft token needs to pay for itself.
-  double cost_ratio(int32_t n_decodes) const;
+  // n_decodes * (mu + extra_s) / t_d (0 while unmeasured or when nothing
+  // decodes): the acceptance a draft token needs to pay for itself. extra_s:
+  // a cost per draft token outside the step's measured time (a draft model's
+  // forwards), counted once t_d is known even before mu is.
+  double cost_ratio(int32_t n_decodes, double extra_s = 0) const;
+  // Whether a step of decodes alone has been timed yet.
+  bool has_decode_time() const { return t_decode_ >= 0; }
   // True when t_d has not been re-measured for kRemeasureSteps steps (every
   // step carried extra tokens): the caller should let one step run decodes
   // alone, so the estimate follows the streams' growing context.

@@ -74,6 +74,21 @@ TEST(StepTimeModel, CostRatioOfAnExtraToken) {
   EXPECT_EQ(m.cost_ratio(0), 0.0);
 }
 
+// A draft model's cost per guess, timed apart from the steps, adds to mu;
+// it counts as soon as the decode time is known, before any mixed step.
+TEST(StepTimeModel, CostRatioWithADraftModelsCost) {
+  StepTimeModel m;
+  EXPECT_EQ(m.cost_ratio(1, 0.002), 0.0);  // no decode time yet
+  EXPECT_FALSE(m.has_decode_time());
+  m.observe(1, 0, 0.010);  // one decode: 10 ms
+  EXPECT_TRUE(m.has_decode_time());
+  EXPECT_NEAR(m.cost_ratio(1, 0.002), 0.2, 1e-12);  // mu unmeasured: the draft alone
+  m.observe(1, 4, 0.014);                           // verifying 4 more tokens: 1 ms each
+  EXPECT_NEAR(m.cost_ratio(1, 0.002), 0.3, 1e-12);
+  EXPECT_NEAR(m.cost_ratio(2, 0.002), 0.6, 1e-12);
+  EXPECT_NEAR(m.cost_ratio(1), 0.1, 1e-12);
+}
+
 TEST(StepTimeModel, AsksForADecodeOnlyStepWhenTheDecodeTimeIsStale) {
   StepTimeModel m;
   m.observe(4, 0, 0.008);

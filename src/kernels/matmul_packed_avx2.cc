@@ -89,6 +89,12 @@ void prefetch_group(const uint8_t* p, size_t bytes) {
 // Tokens per call of a single-group unpacked kernel (<= 2 * kTok).
 constexpr int kUnpackedTok = OMNIBUS_UNPACKED_TOK;
 
+#ifndef OMNIBUS_MAX_PACKED_TILES
+#define OMNIBUS_MAX_PACKED_TILES 2
+#endif
+// The most token tiles a call runs on packed groups (more: unpacked once).
+constexpr int64_t kMaxPackedTiles = OMNIBUS_MAX_PACKED_TILES;
+
 }  // namespace
 
 bool has_packed_kernel(DType type) {
@@ -191,9 +197,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
     pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
   }
-  // 4/5/6-bit types with more than one token tile: each group's quants are split
-  // to bytes once (per-thread buffer) and shared by all its tiles.
-  const bool unpack = ops.unpack != nullptr && n_tiles > 1;
+  // 4/5/6-bit types with more than kMaxPackedTiles token tiles: each group's
+  // quants are split to bytes once (per-thread buffer) and shared by all its
+  // tiles. With fewer, each tile runs on the packed group (in L1/L2 after the
+  // first tile): splitting would write and re-read 8 bytes per element that
+  // a couple of tiles do not amortize.
+  const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
   uint8_t* unpack_buf = nullptr;
   if (unpack) {
@@ -203,6 +212,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     unpack_buf = scratch.unpacked_rows.data() + (round_up(addr, 64) - addr);
   }
   static_assert(kUnpackedTok == kTok || kUnpackedTok == 2 * kTok);
+
   // The groups are cut into n_threads contiguous regions of n_sub runs
   // each; task t is run t / n_threads of region t % n_threads. Tasks are
   // claimed in order, so with threads at equal speed each one walks its own
