@@ -469,6 +469,27 @@ inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t
   }
   for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], h[t]);
 }
+// pair_steps_sum512 on two packed 4-bit groups' quants (q0, q1: a
+// 32-element block's qs, laid out as Q4_1's), split to nibbles in registers.
+template <int T>
+inline void packed_nibble_steps_sum512(const uint8_t* q0, const uint8_t* q1,
+                                       const int8_t* const aq[T], __m512i s[T]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i h[T];
+  for (int t = 0; t < T; ++t) s[t] = h[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512i w = join256(q0 + 32 * i, q1 + 32 * i);
+    const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast32_512(aq[t] + 4 * i));
+      h[t] = _mm512_dpbusd_epi32(h[t], hi, bcast32_512(aq[t] + 16 + 4 * i));
+      keep_in_register(s[t]);
+      keep_in_register(h[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], h[t]);
+}
 #endif  // __AVX512F__
 
 }  // namespace OMNIBUS_PACKED_TIER

@@ -399,7 +399,7 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
       const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok : {1, 3, 13, 64}) {
+      for (int64_t n_tok : {1, 3, 6, 13, 64}) {  // 6: two tiles on packed groups
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
