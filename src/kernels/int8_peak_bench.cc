@@ -69,7 +69,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t run_avx512() {
       "jnz 1b\n"
       : "+r"(n)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
   return n;
 }
 
@@ -115,7 +116,8 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni"))) int64_t run_avx5
       "jnz 1b\n"
       : "+r"(n)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "cc");
   return n;
 }
 
@@ -164,7 +166,8 @@ __attribute__((target("avx2"))) int64_t run_avx2() {
       "jnz 1b\n"
       : "+r"(n)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "cc");
   return n;
 }
 
@@ -178,8 +181,8 @@ void run_probe(benchmark::State& state, Isa need, int64_t (*run)(), double macs)
     return;
   }
   for (auto _ : state) benchmark::DoNotOptimize(run());
-  state.counters["GMAC/s"] = benchmark::Counter(macs * double(state.iterations()) / 1e9,
-                                                benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] =
+      benchmark::Counter(macs * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BM_Int8Peak_avx512(benchmark::State& s) { run_probe(s, Isa::kAvx512, run_avx512, kMacs512); }
