@@ -10,6 +10,22 @@
 
 namespace omnibus {
 
+namespace {
+
+// load_model with a progress bar labelled `label`; seconds: how long it took.
+StatusOr<std::unique_ptr<Model>> load_with_progress(const std::string& label,
+                                                    std::shared_ptr<const GgufFile> file,
+                                                    ThreadPool& pool, double& seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar bar(label, 0, "MiB", double(1 << 20));
+  StatusOr<std::unique_ptr<Model>> m = load_model(
+      std::move(file), pool, [&bar](uint64_t done, uint64_t total) { bar.update(done, total); });
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
+}  // namespace
+
 StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
   const std::string& model = flags.model;
   LoadedModel m;
@@ -17,15 +33,9 @@ StatusOr<LoadedModel> load_model_for_cli(const ModelFlags& flags) {
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(m.path));
   m.file = std::move(file);
   m.pool = std::make_unique<ThreadPool>(flags.threads);
-  const auto load_start = std::chrono::steady_clock::now();
-  {
-    ProgressBar bar("loading " + model, 0, "MiB", double(1 << 20));
-    OMNIBUS_ASSIGN_OR_RETURN(
-        m.model, load_model(m.file, *m.pool,
-                            [&bar](uint64_t done, uint64_t total) { bar.update(done, total); }));
-  }
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  double load_s = 0;
+  OMNIBUS_ASSIGN_OR_RETURN(m.model,
+                           load_with_progress("loading " + model, m.file, *m.pool, load_s));
   OMNIBUS_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(*m.file));
   OMNIBUS_ASSIGN_OR_RETURN(const std::string task, apply_task(flags, *m.model));
   const ModelConfig& c = m.model->config();
@@ -45,15 +55,9 @@ Status load_draft_model_for_cli(const std::string& path, LoadedModel& m, EngineC
   OMNIBUS_ASSIGN_OR_RETURN(const std::string resolved, resolve_model_path(path));
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::open(resolved));
   m.draft_file = std::move(file);
-  const auto load_start = std::chrono::steady_clock::now();
-  {
-    ProgressBar bar("loading draft " + path, 0, "MiB", double(1 << 20));
-    OMNIBUS_ASSIGN_OR_RETURN(
-        m.draft, load_model(m.draft_file, *m.pool,
-                            [&bar](uint64_t done, uint64_t total) { bar.update(done, total); }));
-  }
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  double load_s = 0;
+  OMNIBUS_ASSIGN_OR_RETURN(
+      m.draft, load_with_progress("loading draft " + path, m.draft_file, *m.pool, load_s));
   OMNIBUS_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_gguf(*m.draft_file));
   const Status same = check_same_vocabulary(*m.tokenizer, *tok);
   if (!same.is_ok()) return Status::invalid_argument("--draft-model {}: {}", path, same.message());

@@ -447,19 +447,18 @@ inline void store_pair_rows512(float* y, int64_t y_stride, const __m512 acc[T], 
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
 }
 
-// Steps [0, 4) of a 32-element block of two unpacked groups (v0, v1: the
-// block's kUnpackedBlock bytes of each) against T tokens into s[t].
-// The low and high halves go to separate sums (added at the end) so that
-// 2T vpdpbusd chains, not T, hide its latency.
-template <int T>
-inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T],
-                              __m512i s[T]) {
+// Steps [0, 4) of a 32-element block of two groups against T tokens into
+// s[t]; load(i, &lo, &hi) gives step i's unsigned quant vectors of both
+// groups (lanes 0-7 group 0). The low and high halves go to separate sums
+// (added at the end) so that 2T vpdpbusd chains, not T, hide its latency.
+template <int T, class Load>
+inline void steps_sum512(Load load, const int8_t* const aq[T], __m512i s[T]) {
   __m512i h[T];
   for (int t = 0; t < T; ++t) s[t] = h[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
-    const __m512i lo = join256(v0 + 64 * i, v1 + 64 * i),
-                  hi = join256(v0 + 64 * i + 32, v1 + 64 * i + 32);
+    __m512i lo, hi;
+    load(i, &lo, &hi);
     for (int t = 0; t < T; ++t) {
       s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast32_512(aq[t] + 4 * i));
       h[t] = _mm512_dpbusd_epi32(h[t], hi, bcast32_512(aq[t] + 16 + 4 * i));
@@ -469,26 +468,33 @@ inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t
   }
   for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], h[t]);
 }
-// pair_steps_sum512 on two packed 4-bit groups' quants (q0, q1: a
-// 32-element block's qs, laid out as Q4_1's), split to nibbles in registers.
+
+// steps_sum512 of two unpacked groups (v0, v1: the block's kUnpackedBlock
+// bytes of each).
+template <int T>
+inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T],
+                              __m512i s[T]) {
+  steps_sum512<T>(
+      [&](int i, __m512i* lo, __m512i* hi) {
+        *lo = join256(v0 + 64 * i, v1 + 64 * i);
+        *hi = join256(v0 + 64 * i + 32, v1 + 64 * i + 32);
+      },
+      aq, s);
+}
+
+// steps_sum512 of two packed 4-bit groups (q0, q1: a 32-element block's qs,
+// laid out as Q4_1's), split to nibbles in registers.
 template <int T>
 inline void packed_nibble_steps_sum512(const uint8_t* q0, const uint8_t* q1,
                                        const int8_t* const aq[T], __m512i s[T]) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512i h[T];
-  for (int t = 0; t < T; ++t) s[t] = h[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512i w = join256(q0 + 32 * i, q1 + 32 * i);
-    const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-    for (int t = 0; t < T; ++t) {
-      s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast32_512(aq[t] + 4 * i));
-      h[t] = _mm512_dpbusd_epi32(h[t], hi, bcast32_512(aq[t] + 16 + 4 * i));
-      keep_in_register(s[t]);
-      keep_in_register(h[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], h[t]);
+  steps_sum512<T>(
+      [&](int i, __m512i* lo, __m512i* hi) {
+        const __m512i w = join256(q0 + 32 * i, q1 + 32 * i);
+        *lo = _mm512_and_si512(w, m4);
+        *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      },
+      aq, s);
 }
 #endif  // __AVX512F__
 
