@@ -178,6 +178,10 @@ void Engine::run() {
           for (const auto& [id, pin] : s.pins) pinned += pin.n_blocks;
           OMNIBUS_CHECK(s.kv.n_seqs() == int32_t(s.pins.size()) && s.kv.n_used_blocks() <= pinned &&
                         s.requests.empty());
+          if (s.draft != nullptr) {  // every sequence gave its draft KV back when it finished
+            s.draft->kv().check_integrity();
+            OMNIBUS_CHECK(s.draft->kv().n_seqs() == 0 && s.draft->kv().n_used_blocks() == 0);
+          }
           ++s.local.kv_integrity_checks;
           s.publish_stats();
           checked = true;
