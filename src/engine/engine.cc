@@ -277,8 +277,11 @@ std::vector<uint64_t> Engine::cached_block_hashes() {
 void Engine::Impl::step() {
   const Clock::time_point start = Clock::now();
   if (config.max_itl_ms > 0) {
-    scheduler.set_step_token_cap(step_time.token_budget(
-        config.max_itl_ms / 1e3, scheduler.n_decoding(), config.max_num_batched_tokens));
+    // A draft model's forwards follow the step (timed apart): they take
+    // their share of the target first.
+    scheduler.set_step_token_cap(
+        step_time.token_budget(config.max_itl_ms / 1e3 - draft_seconds_per_step,
+                               scheduler.n_decoding(), config.max_num_batched_tokens));
   }
   const StepPlan& plan = scheduler.schedule();
   if (disk != nullptr) spill_evicted();  // before copy_blocks and forward write into them
