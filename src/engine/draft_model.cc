@@ -90,10 +90,10 @@ void DraftModel::propose(std::span<const Job> jobs) {
   // guesses: a sequence feeds what it has not fed (chunks of at most
   // max_step_tokens_ a forward), and once caught up, its last guess.
   const auto start = std::chrono::steady_clock::now();
-  std::vector<size_t>& in_batch = in_batch_;
+  const uint64_t guesses_before = n_guesses_;
   while (!live_.empty()) {
     batch_.clear();
-    in_batch.clear();
+    in_batch_.clear();
     int32_t budget = max_step_tokens_;
     for (size_t i = 0; i < live_.size() && budget > 0; ++i) {
       Live& l = live_[i];
@@ -119,7 +119,7 @@ void DraftModel::propose(std::span<const Job> jobs) {
       s.block_table = table.data();
       s.n_blocks = int32_t(table.size());
       batch_.seqs.push_back(s);
-      in_batch.push_back(i);
+      in_batch_.push_back(i);
       budget -= take;
     }
     if (!batch_.seqs.empty()) {
@@ -127,8 +127,8 @@ void DraftModel::propose(std::span<const Job> jobs) {
       ++n_forwards_;
       const int32_t row_len = model_.config().n_vocab;
       OMNIBUS_CHECK(int64_t(logits.size()) == int64_t(batch_.seqs.size()) * row_len);
-      for (size_t b = 0; b < in_batch.size(); ++b) {
-        Live& l = live_[in_batch[b]];
+      for (size_t b = 0; b < in_batch_.size(); ++b) {
+        Live& l = live_[in_batch_[b]];
         // mid catch-up, or feeding only: row unused
         if (l.pending_from < l.job->tokens.size() || l.left == 0) continue;
         l.job->draft->push_back(argmax(logits.data() + int64_t(b) * row_len));
@@ -144,7 +144,18 @@ void DraftModel::propose(std::span<const Job> jobs) {
     if (batch_.seqs.empty()) next_.clear();
     live_.swap(next_);
   }
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double call =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  constexpr double kWeight = 0.3;
+  seconds_ += call;
+  last_call_seconds_ = call;
+  seconds_per_call_ += kWeight * (call - seconds_per_call_);
+  if (n_guesses_ > guesses_before) {
+    const double per_guess = call / double(n_guesses_ - guesses_before);
+    seconds_per_guess_ = seconds_per_guess_ < 0
+                             ? per_guess
+                             : seconds_per_guess_ + kWeight * (per_guess - seconds_per_guess_);
+  }
 }
 
 }  // namespace omnibus

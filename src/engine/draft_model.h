@@ -26,6 +26,7 @@
 // on the engine thread, on the shared thread pool).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -69,6 +70,13 @@ class DraftModel {
   double seconds() const { return seconds_; }
   uint64_t n_guesses() const { return n_guesses_; }
   uint64_t n_forwards() const { return n_forwards_; }
+  // The timing of propose() calls (the engine makes one a step, empty or
+  // not): the last call's seconds, their average per call (an empty call
+  // counts 0 s, so it decays when nothing drafts), and per guess (averaged
+  // over the calls that guessed, catch-up feeding included; 0 until one did).
+  double last_call_seconds() const { return last_call_seconds_; }
+  double seconds_per_call() const { return seconds_per_call_; }
+  double seconds_per_guess() const { return std::max(seconds_per_guess_, 0.0); }
 
  private:
   struct State {
@@ -99,6 +107,9 @@ class DraftModel {
   std::vector<size_t> in_batch_;  // this forward's entries of live_, in batch order
   std::vector<BlockCopy> copies_;
   double seconds_ = 0;
+  double last_call_seconds_ = 0;
+  double seconds_per_call_ = 0;
+  double seconds_per_guess_ = -1;  // -1: no call has guessed yet
   uint64_t n_guesses_ = 0;
   uint64_t n_forwards_ = 0;
 };

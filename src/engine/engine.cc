@@ -280,7 +280,7 @@ void Engine::Impl::step() {
     // A draft model's forwards follow the step (timed apart): they take
     // their share of the target first.
     scheduler.set_step_token_cap(
-        step_time.token_budget(config.max_itl_ms / 1e3 - draft_seconds_per_step,
+        step_time.token_budget(config.max_itl_ms / 1e3 - (draft ? draft->seconds_per_call() : 0),
                                scheduler.n_decoding(), config.max_num_batched_tokens));
   }
   const StepPlan& plan = scheduler.schedule();
@@ -325,10 +325,9 @@ void Engine::Impl::step() {
   done_requests.clear();
   // Decodes take one token each; the rest (prompt chunks, drafts) are extra.
   // The draft model's forwards are kept out: their cost is counted per guess.
-  step_time.observe(
-      plan.n_decodes, plan.n_tokens - plan.n_decodes,
-      std::chrono::duration<double>(Clock::now() - start).count() - draft_step_seconds);
-  draft_step_seconds = 0;
+  step_time.observe(plan.n_decodes, plan.n_tokens - plan.n_decodes,
+                    std::chrono::duration<double>(Clock::now() - start).count() -
+                        (draft ? draft->last_call_seconds() : 0));
 }
 
 // Waste at peak usage: the mean over the steps that hold the peak number of

@@ -223,9 +223,6 @@ struct Engine::Impl {
   Scheduler scheduler;
   StepTimeModel step_time;            // --max-itl-ms: step wall time against its tokens
   std::unique_ptr<DraftModel> draft;  // --speculative draft (else null); set by create
-  double draft_step_seconds = 0;      // this step's draft-model forwards (not in step_time)
-  double draft_guess_seconds = -1;    // their cost per guess, averaged (-1: unmeasured)
-  double draft_seconds_per_step = 0;  // their time per step, averaged (--max-itl-ms)
   std::vector<bool> is_eog;           // [n_vocab]
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;
   std::vector<uint64_t> done_requests;

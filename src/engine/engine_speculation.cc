@@ -59,18 +59,28 @@ void Engine::Impl::propose(Sequence& seq, int32_t k) {
   }
 }
 
-bool Engine::Impl::drafts_later(const Sequence& seq) const {
+namespace {
+
+// A running sequence whose request may be speculated at all (no grammar,
+// thinking budget or pooling, and not opted out).
+bool speculation_allowed(const Sequence& seq) {
   const Request& req = seq.request->req;
   return seq.status == SeqStatus::kRunning && req.speculative && !req.grammar && !req.thinking &&
-         !req.embed && seq.output.empty() && seq.num_computed_tokens < seq.num_prompt_tokens();
+         !req.embed;
+}
+
+}  // namespace
+
+bool Engine::Impl::drafts_later(const Sequence& seq) const {
+  return speculation_allowed(seq) && seq.output.empty() &&
+         seq.num_computed_tokens < seq.num_prompt_tokens();
 }
 
 bool Engine::Impl::may_speculate(const Sequence& seq) const {
-  const Request& req = seq.request->req;
   // Decoding: its first token is sampled (queue_sampling forks n > 1 there,
   // and only then is the prompt's last row sampled), one token to compute.
-  return seq.status == SeqStatus::kRunning && req.speculative && !req.grammar && !req.thinking &&
-         !req.embed && !seq.output.empty() && seq.num_tokens() - seq.num_computed_tokens == 1;
+  return speculation_allowed(seq) && !seq.output.empty() &&
+         seq.num_tokens() - seq.num_computed_tokens == 1;
 }
 
 // The next draft of each sequence of the step that goes on decoding: at
@@ -85,7 +95,7 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
   // extra tokens, drafts as if they were free for one step, so that their
   // cost (and each sequence's acceptance) is measured again.
   // A draft model's guesses cost its forwards too (kept out of the step
-  // times, draft_guess_seconds per guess); the time of a step of decodes
+  // times, DraftModel::seconds_per_guess); the time of a step of decodes
   // alone is measured before its first draft, so that cost counts at once.
   const bool measure = sc.backoff && (step_time.wants_decode_only_step() ||
                                       (draft != nullptr && !step_time.has_decode_time()));
@@ -93,7 +103,8 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
       config.spec_cost_ratio_for_testing >= 0 ? config.spec_cost_ratio_for_testing
       : !sc.backoff || step_time.wants_extra_token_step()
           ? 0.0
-          : step_time.cost_ratio(scheduler.n_decoding(), std::max(draft_guess_seconds, 0.0));
+          : step_time.cost_ratio(scheduler.n_decoding(),
+                                 draft != nullptr ? draft->seconds_per_guess() : 0.0);
   for (const ScheduledSeq& ss : plan.seqs) {
     Sequence& seq = *ss.seq;
     seq.draft.clear();
@@ -122,24 +133,12 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
       seq.draft.clear();
     }
   }
-  if (draft != nullptr && !draft_jobs.empty()) {
-    const double seconds = draft->seconds();
-    const uint64_t guesses = draft->n_guesses();
+  if (draft != nullptr) {  // every step, drafts or none: its timing is per step
     draft->propose(draft_jobs);
     draft_jobs.clear();
-    draft_step_seconds = draft->seconds() - seconds;
-    if (draft->n_guesses() > guesses) {  // per guess, catch-up feeding included
-      const double per_guess = draft_step_seconds / double(draft->n_guesses() - guesses);
-      draft_guess_seconds = draft_guess_seconds < 0
-                                ? per_guess
-                                : draft_guess_seconds + 0.3 * (per_guess - draft_guess_seconds);
-    }
     local.spec_draft_model_seconds = draft->seconds();
     local.spec_draft_model_forwards = draft->n_forwards();
     local.spec_draft_model_guesses = draft->n_guesses();
-  }
-  if (draft != nullptr) {  // steps without drafts count too (0 s): the average decays
-    draft_seconds_per_step += 0.3 * (draft_step_seconds - draft_seconds_per_step);
   }
 }
 

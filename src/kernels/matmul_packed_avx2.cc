@@ -212,7 +212,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     unpack_buf = scratch.unpacked_rows.data() + (round_up(addr, 64) - addr);
   }
   static_assert(kUnpackedTok == kTok || kUnpackedTok == 2 * kTok);
-
   // The groups are cut into n_threads contiguous regions of n_sub runs
   // each; task t is run t / n_threads of region t % n_threads. Tasks are
   // claimed in order, so with threads at equal speed each one walks its own

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import MODEL, ROOT, omnibus_bin
-from test_speculative import CASES, FLAGS, REPEAT, post, spec_counters
+from test_speculative import CASES, FLAGS, REPEAT, assert_same_choices, post, spec_counters
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +23,7 @@ def drafting(start_server):
 
 @pytest.mark.parametrize("path,body", CASES)
 def test_answers_equal_the_plain_servers(server, drafting, path, body):
-    plain = post(server, path, body)
-    fast = post(drafting, path, body)
-    assert [c.get("text", c.get("message")) for c in fast["choices"]] == \
-        [c.get("text", c.get("message")) for c in plain["choices"]]
-    assert [c["logprobs"] for c in fast["choices"]] == [c["logprobs"] for c in plain["choices"]]
-    assert [c["finish_reason"] for c in fast["choices"]] == \
-        [c["finish_reason"] for c in plain["choices"]]
+    assert_same_choices(post(drafting, path, body), post(server, path, body))
 
 
 def test_metrics_count_the_draft_models_work(drafting):

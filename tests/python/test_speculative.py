@@ -49,14 +49,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("path,body", CASES)
-def test_answers_equal_the_plain_servers(server, spec, path, body):
-    plain = post(server, path, body)
-    fast = post(spec, path, body)
+def assert_same_choices(fast, plain):
+    """Texts (or messages), logprobs and finish reasons of two answers' choices are equal."""
     assert [c.get("text", c.get("message")) for c in fast["choices"]] == \
         [c.get("text", c.get("message")) for c in plain["choices"]]
     assert [c["logprobs"] for c in fast["choices"]] == [c["logprobs"] for c in plain["choices"]]
     assert [c["finish_reason"] for c in fast["choices"]] == [c["finish_reason"] for c in plain["choices"]]
+
+
+@pytest.mark.parametrize("path,body", CASES)
+def test_answers_equal_the_plain_servers(server, spec, path, body):
+    plain = post(server, path, body)
+    fast = post(spec, path, body)
+    assert_same_choices(fast, plain)
     assert fast["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
 
 
