@@ -10,7 +10,9 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/cpu_features.h"
 #include "kernels/float_dot_avx2.h"
+#include "kernels/matmul_float_avx512.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 #include "util/fp16.h"
@@ -23,6 +25,7 @@ namespace {
 using float_dot::F32;
 
 constexpr int kMaxTok = 4;  // tokens per register tile
+constexpr int kZmmTok = 6;  // tokens per avx512 tile (matmul_float_avx512.cc's kTok)
 
 // Where the weights are. Element k of row r (relative to the tile's first
 // row):
@@ -146,9 +149,13 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
   // runs its rows kChunkRows at a time (whole groups, a multiple of both tile
   // heights) against every token tile, so the chunk's rows stay in L1/L2.
   constexpr int64_t kChunkRows = 24;
+  // Several tokens on packed groups at the avx512 tier: its row-pair tiles of
+  // 6 tokens (matmul_float_avx512.h), whole groups at a time.
+  const bool zmm_tiles = packed != nullptr && n_tok >= 2 && isa() == Isa::kAvx512;
+  const int64_t tile_tok = zmm_tiles ? kZmmTok : kMaxTok;
   // Tokens per chunk: about 128 KB of activations (64 at n_in 576, 20 at 1536).
   const int64_t kChunkTok =
-      std::clamp<int64_t>((int64_t(128) << 10) / (n * 4) / kMaxTok * kMaxTok, kMaxTok, 64);
+      std::clamp<int64_t>((int64_t(128) << 10) / (n * 4) / tile_tok * tile_tok, tile_tok, 64);
   const int64_t tasks_wanted = int64_t(pool.n_threads()) * 4;
   const int64_t rows =
       ((w.n_out + tasks_wanted - 1) / tasks_wanted + kChunkRows - 1) / kChunkRows * kChunkRows;
@@ -173,6 +180,15 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
                                  : size_t(c2 - c1) * w_row;
           for (size_t off = 0; off < len; off += 64)
             _mm_prefetch(reinterpret_cast<const char*>(lo + off), _MM_HINT_T1);
+        }
+        if (zmm_tiles) {
+          OMNIBUS_DCHECK(c0 % kGroupRows == 0);
+          for (int64_t g = c0 / kGroupRows; g * kGroupRows < c1; ++g) {
+            group_tokens_avx512(w.type, packed + size_t(g) * gb, n, xa + k0 * n, k1 - k0,
+                                y + k0 * w.n_out + g * kGroupRows, w.n_out,
+                                int(std::min<int64_t>(kGroupRows, c1 - g * kGroupRows)));
+          }
+          continue;
         }
         for (int64_t t0 = k0; t0 < k1; t0 += kMaxTok) {
           const int T = int(std::min<int64_t>(kMaxTok, k1 - t0));

@@ -12,7 +12,9 @@
 // instead of 8 short ones. Each output's arithmetic is
 // float_dot_avx2.h's (8 lane chains over k, a fixed horizontal sum, a scalar
 // tail) whatever R, T, the thread or n_tok: bitwise batch invariant and equal
-// to quant_avx2's vec_dot of the type.
+// to quant_avx2's vec_dot of the type. At the avx512 tier, several tokens
+// on packed groups run matmul_float_avx512.h's row-pair zmm tiles instead:
+// the same per-output arithmetic, so the same bits.
 //
 // REQUIRES: cpu_features().use_avx2().
 // Thread-safety: as matmul().

@@ -424,5 +424,51 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
   set_isa_for_testing(start);
 }
 
+// The unquantized formats: every tier above avx2 (avx512's row-pair zmm
+// tiles) gives bitwise the avx2 tier's y, packed and row-major, at token
+// counts that leave every remainder of its 6-token tiles, with and without a
+// scalar tail, and a last group of fewer than 8 rows.
+TEST(Matmul, FloatTypesIsaTiersAreBitwiseEqual) {
+  const CpuFeatures& f = cpu_features();
+  if (!f.use_avx2()) GTEST_SKIP() << "tier " << isa_name(f.chosen) << ": no SIMD tier to compare";
+  std::vector<Isa> tiers;
+  for (Isa tier : kAllIsas) {
+    if (tier > Isa::kAvx2 && f.supports(tier)) tiers.push_back(tier);
+  }
+  if (tiers.empty())
+    GTEST_SKIP() << "this CPU runs only the avx2 tier (best: " << isa_name(f.best) << ")";
+  std::mt19937 rng(23);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const Isa start = isa();
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t n_in : {5, 165, 384}) {
+      const int64_t n_out = 8 * 6 + 5;
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      const WeightView w{type, wdata.data(), n_in, n_out};
+      const PackedWeight packed = pack_weight(w);
+      for (int64_t n_tok : {1, 2, 5, 6, 7, 11, 13, 64, 71}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        set_isa_for_testing(Isa::kAvx2);
+        std::vector<float> want(size_t(n_tok * n_out), NAN);
+        matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+        expect_equals_vec_dot(w, x, n_tok, want);
+        for (Isa tier : tiers) {
+          set_isa_for_testing(tier);
+          SCOPED_TRACE(isa_name(tier));
+          std::vector<float> got(want.size(), NAN), viewed(want.size(), NAN);
+          matmul(packed, x.data(), n_tok, got.data(), pool, scratch);
+          matmul(w, x.data(), n_tok, viewed.data(), pool, scratch);
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+          ASSERT_EQ(std::memcmp(viewed.data(), want.data(), want.size() * 4), 0);
+        }
+      }
+    }
+  }
+  set_isa_for_testing(start);
+}
+
 }  // namespace
 }  // namespace omnibus

@@ -1,0 +1,101 @@
+// Row-pair zmm tiles for packed float groups (contract: matmul_float_avx512.h).
+#include "kernels/matmul_float_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/float_dot_avx2.h"
+#include "kernels/quant_simd_avx2.h"
+#include "util/check.h"
+
+namespace omnibus::matmul_float {
+namespace {
+
+constexpr int kTok = 6;    // tokens per tile: 4 x 6 accumulators + 4 weights + 1 token
+constexpr int kPairs = 4;  // row pairs per 8-row group
+
+// 16 elements at element offset e: rows 2p and 2p + 1 of one 8-element step.
+struct F32x16 {
+  static __m512 load16(const uint8_t* g, int64_t e) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(g) + e);
+  }
+};
+struct F16x16 {
+  static __m512 load16(const uint8_t* g, int64_t e) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(g) + e)));
+  }
+};
+struct BF16x16 {
+  static __m512 load16(const uint8_t* g, int64_t e) {
+    const __m256i h =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(g) + e));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
+// T tokens (x rows n apart) against the whole group; W16 loads row pairs, W1
+// (float_dot's loader) the tail's single elements.
+template <int T, class W16, class W1>
+void tile(const uint8_t* group, int64_t n, const float* x, float* y, int64_t y_stride, int rows) {
+  const int64_t n8 = n - n % 8;
+  __m512 acc[kPairs][T];
+  for (int p = 0; p < kPairs; ++p) {
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < n8; k += 8) {
+    __m512 w[kPairs];
+    for (int p = 0; p < kPairs; ++p) w[p] = W16::load16(group, (k + 2 * p) * 8);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + t * n + k));
+      for (int p = 0; p < kPairs; ++p) acc[p][t] = _mm512_fmadd_ps(w[p], xv, acc[p][t]);
+    }
+  }
+  for (int p = 0; p < kPairs; ++p) {
+    for (int h = 0; h < 2; ++h) {
+      const int r = 2 * p + h;
+      if (r >= rows) return;
+      for (int t = 0; t < T; ++t) {
+        const __m256 lanes = h == 0 ? _mm512_castps512_ps256(acc[p][t])
+                                    : _mm512_extractf32x8_ps(acc[p][t], 1);
+        float s = simd::hsum(lanes);
+        for (int64_t k = n8; k < n; ++k)
+          s = std::fma(W1::load1(group, n8 * 8 + r * (n - n8) + (k - n8)), x[t * n + k], s);
+        y[t * y_stride + r] = s;
+      }
+    }
+  }
+}
+
+template <class W16, class W1>
+void run(const uint8_t* group, int64_t n, const float* x, int64_t n_tok, float* y,
+         int64_t y_stride, int rows) {
+  using Tile = void (*)(const uint8_t*, int64_t, const float*, float*, int64_t, int);
+  static constexpr Tile kTiles[kTok] = {&tile<1, W16, W1>, &tile<2, W16, W1>, &tile<3, W16, W1>,
+                                        &tile<4, W16, W1>, &tile<5, W16, W1>, &tile<6, W16, W1>};
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kTok) {
+    const int T = int(std::min<int64_t>(kTok, n_tok - t0));
+    kTiles[T - 1](group, n, x + t0 * n, y + t0 * y_stride, y_stride, rows);
+  }
+}
+
+}  // namespace
+
+void group_tokens_avx512(DType type, const uint8_t* group, int64_t n, const float* x,
+                         int64_t n_tok, float* y, int64_t y_stride, int rows) {
+  OMNIBUS_DCHECK(rows >= 1 && rows <= 2 * kPairs && n_tok >= 1);
+  switch (type) {
+    case DType::F32:
+      return run<F32x16, float_dot::F32>(group, n, x, n_tok, y, y_stride, rows);
+    case DType::F16:
+      return run<F16x16, float_dot::F16>(group, n, x, n_tok, y, y_stride, rows);
+    case DType::BF16:
+      return run<BF16x16, float_dot::BF16>(group, n, x, n_tok, y, y_stride, rows);
+    default:
+      OMNIBUS_CHECK(false && "no float kernel for this type");
+  }
+}
+
+}  // namespace omnibus::matmul_float
