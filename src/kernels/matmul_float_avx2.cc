@@ -154,8 +154,8 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
   const bool zmm_tiles = packed != nullptr && n_tok >= 2 && isa() == Isa::kAvx512;
   const int64_t tile_tok = zmm_tiles ? kZmmTok : kMaxTok;
   // Tokens per chunk: about 128 KB of activations (64 at n_in 576, 20 at 1536).
-  const int64_t kChunkTok =
-      std::clamp<int64_t>((int64_t(128) << 10) / (n * 4) / tile_tok * tile_tok, tile_tok, 64);
+  const int64_t kChunkTok = std::clamp<int64_t>(
+      (int64_t(128) << 10) / (n * 4) / tile_tok * tile_tok, tile_tok, 64 / tile_tok * tile_tok);
   const int64_t tasks_wanted = int64_t(pool.n_threads()) * 4;
   const int64_t rows =
       ((w.n_out + tasks_wanted - 1) / tasks_wanted + kChunkRows - 1) / kChunkRows * kChunkRows;

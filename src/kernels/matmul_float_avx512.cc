@@ -24,14 +24,14 @@ struct F32x16 {
 };
 struct F16x16 {
   static __m512 load16(const uint8_t* g, int64_t e) {
-    return _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(g) + e)));
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(g) + e)));
   }
 };
 struct BF16x16 {
   static __m512 load16(const uint8_t* g, int64_t e) {
-    const __m256i h =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(g) + e));
+    const __m256i h = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(g) + e));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 };
@@ -58,8 +58,8 @@ void tile(const uint8_t* group, int64_t n, const float* x, float* y, int64_t y_s
       const int r = 2 * p + h;
       if (r >= rows) return;
       for (int t = 0; t < T; ++t) {
-        const __m256 lanes = h == 0 ? _mm512_castps512_ps256(acc[p][t])
-                                    : _mm512_extractf32x8_ps(acc[p][t], 1);
+        const __m256 lanes =
+            h == 0 ? _mm512_castps512_ps256(acc[p][t]) : _mm512_extractf32x8_ps(acc[p][t], 1);
         float s = simd::hsum(lanes);
         for (int64_t k = n8; k < n; ++k)
           s = std::fma(W1::load1(group, n8 * 8 + r * (n - n8) + (k - n8)), x[t * n + k], s);
@@ -70,8 +70,8 @@ void tile(const uint8_t* group, int64_t n, const float* x, float* y, int64_t y_s
 }
 
 template <class W16, class W1>
-void run(const uint8_t* group, int64_t n, const float* x, int64_t n_tok, float* y,
-         int64_t y_stride, int rows) {
+void run(const uint8_t* group, int64_t n, const float* x, int64_t n_tok, float* y, int64_t y_stride,
+         int rows) {
   using Tile = void (*)(const uint8_t*, int64_t, const float*, float*, int64_t, int);
   static constexpr Tile kTiles[kTok] = {&tile<1, W16, W1>, &tile<2, W16, W1>, &tile<3, W16, W1>,
                                         &tile<4, W16, W1>, &tile<5, W16, W1>, &tile<6, W16, W1>};
@@ -83,8 +83,8 @@ void run(const uint8_t* group, int64_t n, const float* x, int64_t n_tok, float* 
 
 }  // namespace
 
-void group_tokens_avx512(DType type, const uint8_t* group, int64_t n, const float* x,
-                         int64_t n_tok, float* y, int64_t y_stride, int rows) {
+void group_tokens_avx512(DType type, const uint8_t* group, int64_t n, const float* x, int64_t n_tok,
+                         float* y, int64_t y_stride, int rows) {
   OMNIBUS_DCHECK(rows >= 1 && rows <= 2 * kPairs && n_tok >= 1);
   switch (type) {
     case DType::F32:

@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "kernels/thread_pool.h"
 #include "kv/attention.h"
+#include "kv/encoder_attention.h"
 #include "model/pooling.h"
 #include "util/check.h"
 
@@ -123,7 +124,8 @@ class BertModel final : public Model {
     return load_bias(w, "cls.output.bias", n_out, &cls_out_b_);
   }
 
-  std::span<const float> forward(const StepBatch& batch, KvStorage& kv) override {
+  std::span<const float> forward(const StepBatch& batch,
+                                 KvStorage& /*kv: an encoder keeps none*/) override {
     const ModelConfig& c = config_;
     const int64_t n_tok = batch.n_tokens();
     const int64_t d = c.n_embd;
@@ -141,7 +143,7 @@ class BertModel final : public Model {
     prepare_attention(batch);
     for (int il = 0; il < c.n_layer; ++il) {
       const BertLayer& l = layers_[size_t(il)];
-      attention(l, batch, kv.layer(il));
+      attention(l, batch);
       add_inplace(x_.data(), proj_.data(), n_tok * d);
       layer_norm(x_.data(), l.attn_out_norm, x_.data(), n_tok, d, c.norm_eps);
       matmul(l.w_up, x_.data(), n_tok, up_.data(), pool_, scratch_);  // [n_tok, n_ff]
@@ -258,22 +260,18 @@ class BertModel final : public Model {
     layer_norm(x_.data(), embd_norm_, x_.data(), t, d, c.norm_eps);
   }
 
-  // The step's sequences for paged attention: K/V of positions [0, n) written
-  // into each sequence's blocks, every query seeing all n keys (bidirectional).
+  // The step's sequences for attention: each sees all of itself, both ways.
   void prepare_attention(const StepBatch& batch) {
     seqs_.clear();
     int32_t first = 0;
     for (const StepSeq& s : batch.seqs) {
-      OMNIBUS_CHECK(s.block_table != nullptr && s.n_blocks >= 1);
-      AttentionSeq a{first, s.n_tokens, 0, s.block_table, 0};
-      a.bidirectional = true;
-      seqs_.push_back(a);
+      seqs_.push_back(EncoderSeq{first, s.n_tokens});
       first += s.n_tokens;
     }
   }
 
   // proj_ = (bidirectional attention of each sequence over itself) Wo + bo.
-  void attention(const BertLayer& l, const StepBatch& batch, const PagedKvLayer& kv_layer) {
+  void attention(const BertLayer& l, const StepBatch& batch) {
     const ModelConfig& c = config_;
     const int64_t n_tok = batch.n_tokens();
     const int64_t d = c.n_embd;
@@ -283,9 +281,9 @@ class BertModel final : public Model {
     add_bias(q_.data(), l.bq, n_tok, d);
     add_bias(k_.data(), l.bk, n_tok, d);
     add_bias(v_.data(), l.bv, n_tok, d);
-    kv_store(kv_layer, seqs_.data(), int(seqs_.size()), k_.data(), v_.data());
     const AttentionParams p{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(float(c.head_dim))};
-    paged_attention(q_.data(), kv_layer, seqs_.data(), int(seqs_.size()), p, attn_.data(), pool_);
+    encoder_attention(q_.data(), k_.data(), v_.data(), seqs_.data(), int(seqs_.size()), p,
+                      attn_.data(), pool_);
     matmul(l.wo, attn_.data(), n_tok, proj_.data(), pool_, scratch_);  // [n_tok, n_embd]
     add_bias(proj_.data(), l.bo, n_tok, d);
   }
@@ -303,7 +301,7 @@ class BertModel final : public Model {
   const float* cls_b_ = nullptr;      // [n_embd]
   const float* cls_out_b_ = nullptr;  // [n_cls_out]
   std::vector<float> head_, scores_;  // classify(): [n_seqs, n_embd], [n_seqs, n_cls_out]
-  std::vector<AttentionSeq> seqs_;    // [n_seqs] (prepare_attention)
+  std::vector<EncoderSeq> seqs_;      // [n_seqs] (prepare_attention)
   MatmulScratch scratch_;
 };
 

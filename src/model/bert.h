@@ -14,11 +14,9 @@
 //   rank pooling (cross-encoders):  score = cls.output (tanh(cls x[CLS] + b)) + b
 //
 // Token types are all 0 ("sentence A"), as llama.cpp feeds them. Each
-// sequence comes whole in one step (StepSeq::pool, n_past 0); its K/V go
-// through its blocks of the paged cache only for that step (the engine frees
-// them when the step ends), so attention runs on the paged kernel: each query
-// row is placed at its sequence's last position, where the causal kernel
-// lets it see every key. forward() returns no logits, only pooled().
+// sequence comes whole in one step (StepSeq::pool, n_past 0) and attends to
+// itself from the step's f32 K/V (kv/encoder_attention.h): nothing is written
+// to or read from the KV cache. forward() returns no logits, only pooled().
 // Thread-safety: see model/model.h.
 #pragma once
 
