@@ -83,8 +83,8 @@ std::vector<float> run_scalar(const Inputs& in, const AttentionParams& p) {
 
 std::vector<float> run(const Inputs& in, const AttentionParams& p, ThreadPool& pool) {
   std::vector<float> out(in.q.size(), NAN);
-  encoder_attention(in.q.data(), in.k.data(), in.v.data(), in.seqs.data(), int(in.seqs.size()),
-                    p, out.data(), pool);
+  encoder_attention(in.q.data(), in.k.data(), in.v.data(), in.seqs.data(), int(in.seqs.size()), p,
+                    out.data(), pool);
   return out;
 }
 
@@ -102,16 +102,18 @@ const std::vector<int32_t> kLens = {37, 1, 70, 6, 130, 16};
 // head_dim 32 (all-MiniLM), 64, 24 (a 16-channel pass and an 8-channel one),
 // 12 (scalar kernel only); MHA and GQA.
 const AttentionParams kShapes[] = {
-    {12, 12, 32, 1.f / std::sqrt(32.f)}, {8, 2, 64, 0.125f},
-    {6, 3, 24, 1.f / std::sqrt(24.f)},   {4, 4, 12, 1.f / std::sqrt(12.f)},
+    {12, 12, 32, 1.f / std::sqrt(32.f)},
+    {8, 2, 64, 0.125f},
+    {6, 3, 24, 1.f / std::sqrt(24.f)},
+    {4, 4, 12, 1.f / std::sqrt(12.f)},
 };
 
 TEST(EncoderAttention, MatchesDoubleReference) {
   ThreadPool pool(3);
   uint32_t seed = 1;
   for (const AttentionParams& p : kShapes) {
-    SCOPED_TRACE(::testing::Message() << "head_dim " << p.head_dim << " heads " << p.n_head << "/"
-                                      << p.n_kv_head);
+    SCOPED_TRACE(::testing::Message()
+                 << "head_dim " << p.head_dim << " heads " << p.n_head << "/" << p.n_kv_head);
     const Inputs in = make_inputs(p, kLens, seed++);
     const std::vector<double> want = reference(in, p);
     expect_close(run(in, p, pool), want);  // AVX2 where the CPU has it and head_dim % 8 == 0
