@@ -31,9 +31,9 @@ void add_task_flags(CLI::App& cmd, ModelFlags& f) {
                  "when the GGUF pools or is an encoder)")
       ->capture_default_str();
   cmd.add_option("--pooling", f.pooling,
-                 "Embeddings: mean, cls, last, none (every token's vector; prompts run whole, "
-                 "without prefix caching) or rank (a reranker's scores); default: the GGUF's "
-                 "pooling_type; decoders: last");
+                 "Embeddings: mean, cls, last, none (every token's vector) or rank (a "
+                 "reranker's scores); default: the GGUF's pooling_type, decoders last. On a "
+                 "decoder, mean, cls and none run prompts whole, without prefix caching");
 }
 
 void add_kv_format_flags(CLI::App& cmd, EngineFlags& f) {

@@ -234,10 +234,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(Model& model, EngineConfig conf
   const int64_t pool_tokens = n_blocks * config.block_size;
   const int32_t max_model_len = plan.max_model_len;
   model.set_max_context(max_model_len);
-  if (model.is_encoder() || model.pooling() == PoolingType::kNone) {
+  if (model.pools_whole_prompts()) {
     // Bidirectional attention: a prompt is computed whole, in one step, and
     // nothing of it can be reused by another (no prefix caching). Pooling
-    // none on a decoder likewise: every token's row must come from one step.
+    // none, mean or cls on a decoder likewise: every token's row must come
+    // from one step.
     config.enable_prefix_caching = false;
     config.max_num_batched_tokens = std::max(config.max_num_batched_tokens, max_model_len);
   }

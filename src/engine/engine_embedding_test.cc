@@ -71,8 +71,6 @@ TEST(EngineEmbedding, DecoderLastTokenIsChunkAndCacheInvariant) {
   auto model = load_file("random/qwen3.gguf", pool);
   ASSERT_NE(model, nullptr);
   ASSERT_TRUE(model->set_pooling(PoolingType::kLast).is_ok());
-  EXPECT_FALSE(model->set_pooling(PoolingType::kMean).is_ok());  // chunks keep no earlier rows
-  EXPECT_FALSE(model->set_pooling(PoolingType::kCls).is_ok());
   const int32_t n_vocab = model->config().n_vocab;
   const std::vector<int32_t> prompt = prompt_of(70, 3, n_vocab);
   std::vector<float> whole, chunked, cached;
@@ -271,6 +269,42 @@ TEST(EngineEmbedding, EncoderPoolingNoneRowsAverageToMeanPooling) {
     double sum = 0;
     for (size_t i = 0; i < prompt.size(); ++i) sum += rows[i * size_t(d) + size_t(k)];
     EXPECT_NEAR(sum / double(prompt.size()), mean[size_t(k)], 1e-5) << k;
+  }
+}
+
+// Mean and CLS pooling on a decoder: the prompt comes whole (no chunks, no
+// prefix cache) and pools its rows as pooling none returns them: their mean
+// (in double) and the first row, bit for bit.
+TEST(EngineEmbedding, DecoderMeanAndClsPoolTheRowsOfPoolingNone) {
+  ThreadPool pool(2);
+  auto model = load_file("random/qwen3.gguf", pool);
+  ASSERT_NE(model, nullptr);
+  const int32_t n_vocab = model->config().n_vocab;
+  const size_t d = size_t(model->config().n_embd);
+  const std::vector<int32_t> prompt = prompt_of(41, 3, n_vocab);
+  ASSERT_TRUE(model->set_pooling(PoolingType::kNone).is_ok());
+  std::vector<float> rows;
+  {
+    auto engine = Engine::create(*model, config(512, false));
+    ASSERT_TRUE(engine.is_ok());
+    rows = embedding_of(**engine, prompt);
+  }
+  ASSERT_EQ(rows.size(), prompt.size() * d);
+  for (PoolingType p : {PoolingType::kMean, PoolingType::kCls}) {
+    SCOPED_TRACE(pooling_name(p));
+    ASSERT_TRUE(model->set_pooling(p).is_ok());
+    auto engine = Engine::create(*model, config(16, true));  // asks for chunks and the cache
+    ASSERT_TRUE(engine.is_ok());
+    EXPECT_FALSE((*engine)->info().prefix_caching);
+    EXPECT_GE((*engine)->info().max_num_batched_tokens, (*engine)->info().max_model_len);
+    const std::vector<float> got = embedding_of(**engine, prompt);
+    ASSERT_EQ(got.size(), d);
+    std::vector<float> want(rows.begin(), rows.begin() + std::ptrdiff_t(d));  // cls: row 0
+    if (p == PoolingType::kMean) {
+      pool_rows(PoolingType::kMean, rows.data(), int64_t(prompt.size()), int64_t(d), want.data());
+    }
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(embedding_of(**engine, prompt), got);  // again: no cache hit, the same bits
   }
 }
 

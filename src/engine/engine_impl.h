@@ -131,7 +131,7 @@ struct Engine::Impl {
             SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                             config.scheduling_policy, config.max_wait_steps,
                             config.long_prefill_token_threshold, config.max_num_partial_prefills,
-                            /*whole_prompts=*/m.is_encoder() || m.pooling() == PoolingType::kNone,
+                            /*whole_prompts=*/m.pools_whole_prompts(),
                             config.speculative.kind == SpeculativeKind::kNone
                                 ? 0
                                 : config.speculative.max_step_tokens},

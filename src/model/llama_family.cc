@@ -94,12 +94,13 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
   }
 
   // Last-token pooling (Qwen3-Embedding, gte-Qwen2): the output-normed last
-  // row; none: every token's output-normed row (the engine then computes
-  // prompts whole, without prefix caching); rank (Qwen3-Reranker): that row through cls.output,
+  // row; none: every token's output-normed row; mean / cls: their average or
+  // the first (none, mean and cls: the engine computes prompts whole, without
+  // prefix caching); rank (Qwen3-Reranker): the last row through cls.output,
   // then (Qwen 3, as llama.cpp) a softmax, so the first score is P("yes").
   bool supports_pooling(PoolingType p) const override {
-    return p == PoolingType::kLast || p == PoolingType::kNone ||
-           (p == PoolingType::kRank && has_classifier());
+    return p == PoolingType::kLast || p == PoolingType::kNone || p == PoolingType::kMean ||
+           p == PoolingType::kCls || (p == PoolingType::kRank && has_classifier());
   }
   int32_t pooled_dim() const override {
     return pooling_ == PoolingType::kRank ? int32_t(cls_out_.view().n_out) : config_.n_embd;
@@ -133,7 +134,7 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
       add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
     }
 
-    pool_last_hidden(embd_, c, b.x.data(), b, &pooled_);
+    pool_hidden(embd_, c, pooling_, b.x.data(), batch, b, &pool_scratch_, &pooled_);
     if (pooling_ == PoolingType::kRank) classify();
     // Only the rows that produce logits go through the output head.
     return output_logits(embd_, c, b.x.data(), b, pool_);  // [n_rows, n_vocab]
@@ -165,6 +166,7 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
   PackedWeight cls_out_;              // a reranker's classifier, or empty
   const float* cls_out_b_ = nullptr;  // [n_cls_out] or null
   std::vector<float> scores_;         // classify(): [n_seqs, n_cls_out]
+  std::vector<float> pool_scratch_;   // pool_hidden(): one sequence's normed rows
 };
 
 }  // namespace

@@ -59,16 +59,25 @@ class Model {
   virtual int32_t pooled_dim() const { return config_.n_embd; }
   PoolingType pooling() const { return pooling_; }
   // Chooses the pooling; kInvalidArgument for one this model cannot do
-  // (the Llama-family decoders pool the last token, or every token with kNone:
-  // chunked prompts keep no other row, so mean / cls are not offered; kRank needs a classification
-  // head: bert's cls / cls.output, or a causal reranker's cls.output over the last row,
-  // Qwen3-Reranker); kNone: every token's row, StepSeq::pool_all_rows; Gemma 3 pools nothing). Not
-  // thread-safe with forward().
+  // (the Llama-family decoders pool the last token; kNone, kMean and kCls
+  // need every row of the prompt, so their prompts come whole, see
+  // pools_whole_prompts(); kRank needs a classification head: bert's cls /
+  // cls.output, or a causal reranker's cls.output over the last row,
+  // Qwen3-Reranker); kNone: every token's row, StepSeq::pool_all_rows; Gemma 3
+  // pools nothing). Not thread-safe with forward().
   Status set_pooling(PoolingType p);
   virtual bool supports_pooling(PoolingType /*p*/) const { return false; }
   // An encoder (bidirectional attention): it serves only pool sequences,
   // whole in one step, and keeps nothing in the KV cache.
   bool is_encoder() const { return !config_.causal; }
+  // Whether a pooled prompt must be computed whole, in one step, with no
+  // prefix reuse (the engine then raises its step budget to the context and
+  // turns prefix caching off): an encoder, or a pooling that reads more rows
+  // than the last (none, mean, cls).
+  bool pools_whole_prompts() const {
+    return is_encoder() || pooling_ == PoolingType::kNone || pooling_ == PoolingType::kMean ||
+           pooling_ == PoolingType::kCls;
+  }
 
   // Tells the model the longest sequence it will serve (the engine's
   // max_model_len), before the first forward(). A model whose computation

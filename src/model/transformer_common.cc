@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/ops_parallel.h"
+#include "model/pooling.h"
 #include "util/check.h"
 
 namespace omnibus {
@@ -168,6 +169,28 @@ void pool_last_hidden(const EmbeddingWeights& e, const ModelConfig& c, const flo
     std::copy(src, src + c.n_embd, pooled->data() + r * c.n_embd);
   }
   rms_norm(pooled->data(), e.output_norm, pooled->data(), n_rows, c.n_embd, c.norm_eps);
+}
+
+void pool_hidden(const EmbeddingWeights& e, const ModelConfig& c, PoolingType p, const float* x,
+                 const StepBatch& batch, const ForwardBuffers& b, std::vector<float>* rows,
+                 std::vector<float>* pooled) {
+  if (p != PoolingType::kMean && p != PoolingType::kCls)
+    return pool_last_hidden(e, c, x, b, pooled);
+  const int64_t d = c.n_embd;
+  pooled->resize(size_t(int64_t(b.pool_rows.size()) * d));
+  int64_t first = 0, r = 0;
+  for (const StepSeq& s : batch.seqs) {
+    if (s.pool) {
+      OMNIBUS_CHECK(s.n_past == 0 && !s.pool_all_rows);  // whole: Model::pools_whole_prompts
+      const int64_t n = p == PoolingType::kCls ? 1 : s.n_tokens;
+      rows->assign(x + first * d, x + (first + n) * d);
+      rms_norm(rows->data(), e.output_norm, rows->data(), n, d, c.norm_eps);
+      pool_rows(p, rows->data(), n, d, pooled->data() + r * d);
+      ++r;
+    }
+    first += s.n_tokens;
+  }
+  OMNIBUS_CHECK(r == int64_t(b.pool_rows.size()));
 }
 
 std::span<float> output_logits(const EmbeddingWeights& e, const ModelConfig& c, const float* x,

@@ -173,6 +173,14 @@ void embed_tokens(const EmbeddingWeights& e, const ModelConfig& c, const StepBat
 void pool_last_hidden(const EmbeddingWeights& e, const ModelConfig& c, const float* x,
                       const ForwardBuffers& b, std::vector<float>* pooled);
 
+// The pooled rows of a decoder: pool_last_hidden for kLast, kNone and kRank;
+// for kMean / kCls, per pool sequence (whole in this step: n_past 0), the
+// mean of its output-normed rows (summed in double) or its first row, as
+// llama.cpp pools t_embd. rows: scratch.
+void pool_hidden(const EmbeddingWeights& e, const ModelConfig& c, PoolingType p, const float* x,
+                 const StepBatch& batch, const ForwardBuffers& b, std::vector<float>* rows,
+                 std::vector<float>* pooled);
+
 // logits[r, :] = (rms_norm(x[logit_rows[r], :]) * output_norm) Woutput, for the
 // rows b.logit_rows names (b.prepare() ran); uses b.last and b.logits.
 // Returns [n_rows, n_vocab] (valid until the buffers are reused).

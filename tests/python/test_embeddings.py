@@ -289,11 +289,13 @@ def test_metrics_count_embeddings(emb_server):
     assert after["omnibus:kv_cache_usage_perc"] == 0
 
 
-def test_qwen3_last_token_pooling_matches_llama_embedding(start_server):
-    """A decoder embeds with --task embed --pooling last: the random-weight Qwen 3's
-    output-normed last hidden state, against llama-embedding --pooling last."""
-    g = json.loads((GOLDEN.parent / "random-qwen3-last.json").read_text(encoding="utf-8"))
-    s = start_server("--task", "embed", "--pooling", "last", "--no-normalize", "--kv-cache-memory", "64MiB",
+@pytest.mark.parametrize("pooling", ["last", "mean", "cls"])
+def test_qwen3_pooling_matches_llama_embedding(start_server, pooling):
+    """A decoder embeds with --task embed --pooling last / mean / cls: the random-weight
+    Qwen 3's output-normed last hidden state, the mean of every token's, or the first
+    token's, against llama-embedding --pooling of the same name."""
+    g = json.loads((GOLDEN.parent / f"random-qwen3-{pooling}.json").read_text(encoding="utf-8"))
+    s = start_server("--task", "embed", "--pooling", pooling, "--no-normalize", "--kv-cache-memory", "64MiB",
                      "--max-model-len", "1024", model=str(ROOT / "models" / "random" / "qwen3.gguf"))
     texts = [c["text"] for c in g["cases"]]
     got = embed(s, texts)

@@ -14,10 +14,11 @@ control characters, long words), each with
 and the GGUF's sha256. src/tokenizer/wordpiece_tokenizer_test.cc checks the
 ids, tests/python/test_embeddings.py the vectors (cosine >= 0.9999).
 
-It also writes tests/golden/embeddings/random-qwen3-last.json: llama-embedding's
-last-token vectors (--pooling last, not normalised) of the random-weight Qwen 3
-(models/random/qwen3.gguf) for the first 16 sentences, which the same test
-compares with omnibus serve --task embed --pooling last --no-normalize; and
+It also writes tests/golden/embeddings/random-qwen3-{last,mean,cls}.json:
+llama-embedding's vectors (--pooling last / mean / cls, not normalised) of the
+random-weight Qwen 3 (models/random/qwen3.gguf) for the first 16 sentences,
+which the same test compares with omnibus serve --task embed --pooling ...
+--no-normalize (`--only qwen3-pooling` writes only these three); and
 tests/golden/embeddings/random-bert-reranker.json: llama-embedding --pooling rank
 scores (query TAB document, formed [CLS] query [SEP] document [SEP]) of the
 random-weight cross-encoder models/random/bert-reranker.gguf
@@ -207,10 +208,12 @@ def main():
     ap.add_argument("--model", default=str(ROOT / "models" / "all-minilm-l6-v2.gguf"))
     ap.add_argument("--bin", default=str(ROOT / ".ref" / "build" / "bin"))
     ap.add_argument("--out", default=str(ROOT / "tests" / "golden" / "embeddings" / "all-minilm-l6-v2.json"))
-    ap.add_argument("--only", choices=["all", "qwen3-reranker"], default="all")
+    ap.add_argument("--only", choices=["all", "qwen3-reranker", "qwen3-pooling"], default="all")
     args = ap.parse_args()
     if args.only == "qwen3-reranker":
         return write_rerank_golden(args, "qwen3-reranker")
+    if args.only == "qwen3-pooling":
+        return write_qwen3_pooled_golden(args)
     sents = sentences()
     assert len(sents) == 200, len(sents)
     assert not any(SEP in s for s in sents)
@@ -229,19 +232,25 @@ def main():
                                           "cases": cases}), encoding="utf-8")
     print(f"wrote {args.out}: {len(cases)} sentences")
 
-    qwen3 = str(ROOT / "models" / "random" / "qwen3.gguf")
-    texts = sents[:16]
-    vecs = llama_embedding(args.bin, qwen3, texts, "last", -1)
-    out = Path(args.out).with_name("random-qwen3-last.json")
-    out.write_text(compact_json({"model": "random/qwen3.gguf",
-                               "model_sha256": hashlib.sha256(Path(qwen3).read_bytes()).hexdigest(),
-                               "reference": f"{USED[-1]}, pooling last, not normalised",
-                               "cases": [{"text": t, "embedding": [float(f"{x:.7g}") for x in v]}
-                                         for t, v in zip(texts, vecs)]}))
-    print(f"wrote {out}")
-
+    write_qwen3_pooled_golden(args)
     write_rerank_golden(args, "bert-reranker")
     write_rerank_golden(args, "qwen3-reranker")
+
+
+def write_qwen3_pooled_golden(args):
+    """random-qwen3-{last,mean,cls}.json: llama-embedding's vectors (not normalised) of the
+    random-weight Qwen 3 for the first 16 sentences, pooled each way."""
+    qwen3 = str(ROOT / "models" / "random" / "qwen3.gguf")
+    texts = sentences()[:16]
+    for pooling in ("last", "mean", "cls"):
+        vecs = llama_embedding(args.bin, qwen3, texts, pooling, -1)
+        out = Path(args.out).with_name(f"random-qwen3-{pooling}.json")
+        out.write_text(compact_json({"model": "random/qwen3.gguf",
+                                   "model_sha256": hashlib.sha256(Path(qwen3).read_bytes()).hexdigest(),
+                                   "reference": f"{USED[-1]}, pooling {pooling}, not normalised",
+                                   "cases": [{"text": t, "embedding": [float(f"{x:.7g}") for x in v]}
+                                             for t, v in zip(texts, vecs)]}))
+        print(f"wrote {out}")
 
 
 def write_rerank_golden(args, name):
