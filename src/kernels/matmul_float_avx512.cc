@@ -36,6 +36,27 @@ struct BF16x16 {
   }
 };
 
+// y[r] = simd::hsum(lanes of row r) for the 8 rows of one token, r < rows,
+// where a_p holds rows 2p (low half) and 2p + 1: the same additions in the
+// same association as hsum (lane i + lane i + 4, then pairs (0, 2) and
+// (1, 3), then the two), done for all 8 rows together.
+inline void store_sums(__m512 a0, __m512 a1, __m512 a2, __m512 a3, float* y, int rows) {
+  // 128-bit quarter q of c01: row q's four sums lane i + lane i + 4 (rows 0-3), c23 rows 4-7.
+  const __m512 c01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 c23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(a2, a3, _MM_SHUFFLE(3, 1, 3, 1)));
+  // quarter q: [s0 + s2, s1 + s3] of row q, then of row q + 4
+  const __m512 t = _mm512_add_ps(_mm512_shuffle_ps(c01, c23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(c01, c23, _MM_SHUFFLE(3, 2, 3, 2)));
+  // quarter q: [sum of row q, sum of row q + 4, the same again]
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256 sums = _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
+  _mm256_mask_storeu_ps(y, __mmask8((1u << rows) - 1), sums);
+}
+
 // T tokens (x rows n apart) against the whole group; W16 loads row pairs, W1
 // (float_dot's loader) the tail's single elements.
 template <int T, class W16, class W1>
@@ -52,6 +73,11 @@ void tile(const uint8_t* group, int64_t n, const float* x, float* y, int64_t y_s
       const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + t * n + k));
       for (int p = 0; p < kPairs; ++p) acc[p][t] = _mm512_fmadd_ps(w[p], xv, acc[p][t]);
     }
+  }
+  if (n8 == n) {  // no scalar tail: the 8 rows' sums of each token at once
+    for (int t = 0; t < T; ++t)
+      store_sums(acc[0][t], acc[1][t], acc[2][t], acc[3][t], y + t * y_stride, rows);
+    return;
   }
   for (int p = 0; p < kPairs; ++p) {
     for (int h = 0; h < 2; ++h) {
