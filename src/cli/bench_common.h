@@ -25,6 +25,7 @@ struct BenchOptions {
   EngineFlags engine;
   int pp = 512;
   int tg = 128;
+  int depth = 0;  // single-stream: tokens already in the context (llama-bench's -d)
   int repetitions = 3;
   std::string json_path;
   uint64_t seed = 42;

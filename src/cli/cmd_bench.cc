@@ -6,6 +6,10 @@
 //   tg: N tokens generated one decode step at a time from an empty cache, tokens/s.
 //   Each is one request on the engine, alone, timed by its events (from the
 //   request's first step); the prompt runs in --max-num-batched-tokens chunks.
+//   --depth D (llama-bench's -d): both run after D tokens of context, a random
+//   prefix computed once (untimed) that every test's prompt starts with and
+//   the prefix cache serves, so pp times N new tokens attending to D + N and
+//   tg N decode steps at depth D.
 //
 // Engine mode (selected by --num-requests): a synthetic serving workload
 // through the same Engine::submit + RequestStream path the server uses:
@@ -78,6 +82,9 @@ namespace omnibus {
 //   pp: a prompt of N random tokens, until its first token is sampled;
 //   tg: a one-token prompt and N tokens, until the last one is sampled
 //       (N forward passes, the first of them the one-token prompt).
+// With --depth D every prompt is the same D-token prefix (cached by an
+// untimed first request) plus those tokens; a test whose prefix was not
+// served by the cache fails rather than time the prefix too.
 int run_single_stream(const BenchOptions& o) {
   BenchSetup b;
   if (Status s = set_up(o, b); !s.is_ok()) return fail(s);
@@ -86,18 +93,44 @@ int run_single_stream(const BenchOptions& o) {
   std::mt19937_64 rng(o.seed);
   std::uniform_int_distribution<int32_t> any_token(0, m.model->config().n_vocab - 1);
   using Seconds = std::chrono::duration<double>;
-  // Runs one request; the seconds from its first step to its first (or last) token.
+  if (o.depth > 0 && !e.info().prefix_caching) {
+    return fail(Status::invalid_argument(
+        "--depth needs the prefix cache (it serves the depth tokens to every test): drop "
+        "--no-prefix-caching"));
+  }
+  std::vector<int32_t> prefix(static_cast<size_t>(o.depth));  // the context every test runs at
+  for (int32_t& t : prefix) t = any_token(rng);
+  // The block-aligned part of the prefix the cache can serve.
+  const int32_t cacheable = o.depth / e.info().block_size * e.info().block_size;
+  // Runs one request (the prefix, then n_prompt random tokens); the seconds
+  // from its first step to its first (or last) token.
   auto timed = [&](int n_prompt, int max_tokens, bool until_last) -> StatusOr<double> {
-    std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
-    for (int32_t& t : prompt) t = any_token(rng);
+    std::vector<int32_t> prompt = prefix;
+    for (int i = 0; i < n_prompt; ++i) prompt.push_back(any_token(rng));
     OMNIBUS_ASSIGN_OR_RETURN(
         EngineRequest req,
         EngineRequest::submit(e, *m.tokenizer,
                               fixed_length_request(std::move(prompt), max_tokens)));
     OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait());
+    if (r.n_cached_tokens < cacheable) {
+      return Status::resource_exhausted(
+          "--depth {}: the prefix cache served {} of the prefix's {} cacheable tokens (the KV "
+          "pool is too small to keep them: raise --kv-cache-memory)",
+          o.depth, r.n_cached_tokens, cacheable);
+    }
     const auto end = until_last ? r.completions[0].end : r.first_token;
     return Seconds(end - r.first_scheduled).count();
   };
+  if (o.depth > 0) {  // computes the prefix, untimed, into the cache
+    fmt::print(stderr, "bench: computing the {}-token context (--depth)...\n", o.depth);
+    std::vector<int32_t> first = prefix;
+    first.push_back(any_token(rng));
+    StatusOr<EngineRequest> req =
+        EngineRequest::submit(e, *m.tokenizer, fixed_length_request(std::move(first), 1));
+    if (!req.is_ok()) return fail(req.status());
+    if (StatusOr<EngineRequestResult> r = req->wait(); !r.is_ok()) return fail(r.status());
+  }
+  const std::string at = o.depth > 0 ? fmt::format(" @ d{}", o.depth) : "";
   std::vector<double> pp_rates, tg_rates;
   // One untimed warm-up of each kind, then the timed repetitions.
   for (int rep = -1; rep < o.repetitions; ++rep) {
@@ -118,12 +151,13 @@ int run_single_stream(const BenchOptions& o) {
   j["isa"] = isa_name(cpu_features().chosen);
   j["kv_cache_dtype"] = o.engine.kv_dtype;
   j["repetitions"] = o.repetitions;
+  j["depth"] = o.depth;
   fmt::print("| test | tokens/s (median of {}) | min | max |\n|---|---|---|---|\n", o.repetitions);
   if (!pp_rates.empty()) {
     j["pp"] = o.pp;
     j["pp_tok_s"] = median(pp_rates);
     j["pp_tok_s_all"] = pp_rates;
-    fmt::print("| pp{} | {:.1f} | {:.1f} | {:.1f} |\n", o.pp, median(pp_rates),
+    fmt::print("| pp{}{} | {:.1f} | {:.1f} | {:.1f} |\n", o.pp, at, median(pp_rates),
                *std::min_element(pp_rates.begin(), pp_rates.end()),
                *std::max_element(pp_rates.begin(), pp_rates.end()));
   }
@@ -131,7 +165,7 @@ int run_single_stream(const BenchOptions& o) {
     j["tg"] = o.tg;
     j["tg_tok_s"] = median(tg_rates);
     j["tg_tok_s_all"] = tg_rates;
-    fmt::print("| tg{} | {:.1f} | {:.1f} | {:.1f} |\n", o.tg, median(tg_rates),
+    fmt::print("| tg{}{} | {:.1f} | {:.1f} | {:.1f} |\n", o.tg, at, median(tg_rates),
                *std::min_element(tg_rates.begin(), tg_rates.end()),
                *std::max_element(tg_rates.begin(), tg_rates.end()));
   }
@@ -165,6 +199,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tg", o->tg, "Tokens generated one at a time (0 = skip)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-d,--depth", o->depth,
+                  "Single-stream: tokens of context before each pp / tg test (llama-bench's -d): "
+                  "a random prefix computed once, untimed, and served by the prefix cache")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

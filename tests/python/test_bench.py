@@ -43,3 +43,15 @@ def test_no_phase_split_for_poisson_arrivals(tmp_path):
                           "--output-len", "4")
     assert j["num_requests"] == 3 and j["total_output_tokens"] == 12
     assert "generation_throughput" not in j and "generation phase" not in stdout
+
+
+def test_single_stream_at_depth(tmp_path):
+    """--depth D (llama-bench's -d): pp and tg run after a D-token context the prefix cache
+    serves (the bench fails if it does not); the report names the depth."""
+    j, stdout = run_bench(tmp_path, "--pp", "32", "--tg", "8", "--depth", "600", "-r", "1")
+    assert j["depth"] == 600 and j["pp"] == 32 and j["tg"] == 8
+    assert j["pp_tok_s"] > 0 and j["tg_tok_s"] > 0
+    assert "| pp32 @ d600 |" in stdout and "| tg8 @ d600 |" in stdout
+    p = subprocess.run([omnibus_bin(), "bench", "-m", MODEL, "--pp", "8", "--tg", "0", "--depth", "64",
+                        "--no-prefix-caching"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "--depth needs the prefix cache" in p.stderr
