@@ -266,6 +266,9 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::array<uint64_t, kMaxSpeculativeTokens> spec_accepted_per_pos{};
+  // Proposed tokens of constrained sequences cut before verification: the
+  // grammar refused them (or what came before them).
+  uint64_t spec_grammar_cut_tokens = 0;
   // The draft model's share (--speculative draft): seconds in its forwards,
   // the forwards, and the guesses it made (some never verified: backed off or
   // cut to fit the step).

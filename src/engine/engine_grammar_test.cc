@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/fake_model_testing.h"
+#include "engine/speculation_testing.h"
 #include "grammar/grammar.h"
 #include "grammar/token_mask.h"
 
@@ -263,6 +264,42 @@ TEST(EngineGrammar, AGrammarOverAnotherVocabularyIsRefused) {
   ASSERT_TRUE(engine.is_ok());
   auto s = (*engine)->submit(constrained(masker("root ::= \"a\"\n"), 1));
   EXPECT_FALSE(s.is_ok());
+}
+
+// Speculation on constrained sequences (issue 36): drafts are cut where the
+// grammar refuses a token, the rest verified as usual, and every output,
+// logprob and finish is plain decoding's, greedy and seeded, n = 2 too. The
+// drafts are plain decoding's own continuations with one position changed
+// (speculation_testing.h), so whole, partial and refused drafts all occur,
+// and some changed tokens are ones the grammar refuses.
+TEST(EngineGrammar, SpeculationKeepsConstrainedOutputsExact) {
+  FakeModel model(kVocab);
+  EngineConfig cfg = config(model);
+  cfg.spec_cost_ratio_for_testing = 0;  // draft lengths from acceptance alone
+  const auto digits = masker("root ::= [0-9]{2,5} \"x\" [a-c]*  \",\"\n");
+  const auto object = masker("root ::= \"{\" \"\\\"\" [a-z]+ \"\\\":\" [0-9]+ \"}\"\n");
+  std::vector<Request> reqs;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    Request r = constrained(seed % 2 == 0 ? digits : object, seed, 40);
+    if (seed % 3 == 0) r.sampling = greedy();
+    if (seed % 5 == 1) r.n = 2;
+    r.sampling.n_logprobs = seed % 4 == 2 ? 2 : -1;
+    reqs.push_back(std::move(r));
+  }
+  const speculation_testing::RunResult plain = speculation_testing::run(model, cfg, reqs, nullptr);
+  const speculation_testing::Oracle oracle = speculation_testing::oracle_of(reqs, plain.out);
+  const speculation_testing::RunResult spec = speculation_testing::run(model, cfg, reqs, &oracle);
+  ASSERT_EQ(spec.info.speculative, SpeculativeKind::kNgram);
+  speculation_testing::expect_same(spec.out, plain.out);
+  for (const auto& seqs : plain.out) {
+    for (const auto& [index, t] : seqs) EXPECT_EQ(t.finish, FinishReason::kStop);
+  }
+  EXPECT_GT(spec.stats.spec_drafts, 0u);
+  EXPECT_GT(spec.stats.spec_accepted_tokens, 0u);
+  EXPECT_LT(spec.stats.spec_accepted_tokens, spec.stats.spec_draft_tokens);
+  EXPECT_GT(spec.stats.spec_grammar_cut_tokens, 0u);
+  EXPECT_LT(spec.stats.n_steps, plain.stats.n_steps);
+  EXPECT_EQ(spec.stats.structured_rejections, 0u);
 }
 
 }  // namespace

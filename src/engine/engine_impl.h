@@ -181,6 +181,8 @@ struct Engine::Impl {
   };
   void sample_all(std::vector<SampleJob>& jobs, Clock::time_point now);
   SampledToken draw(Sequence& seq, const float* row, float* scratch_row, double& mask_seconds);
+  // Counts a constrained draw's mask time (draw's mask_seconds; < 0: none).
+  void record_mask_time(double mask_seconds);
   void emit(Sequence& seq, SampledToken t, Clock::time_point now);
   // Speculative decoding (engine_speculation.cc): a sequence that ran with
   // its draft, and the first of its 1 + n_draft logits rows.
@@ -196,6 +198,9 @@ struct Engine::Impl {
   bool drafts_later(const Sequence& seq) const;
   // seq.draft = the speculator's guess of at most k tokens after its output.
   void propose(Sequence& seq, int32_t k);
+  // Cuts a constrained sequence's draft before the first token its grammar
+  // refuses, and after an end token: nothing past there can be sampled.
+  void fit_draft_to_grammar(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, EngineEvent& event);
   // An embedding request's prompt is computed: its one event, with the
   // pooled row v [n_embd], and its end.

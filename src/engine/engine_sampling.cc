@@ -42,16 +42,19 @@ void Engine::Impl::sample_all(std::vector<SampleJob>& jobs, Clock::time_point no
     for (SampleJob& j : jobs) j.token = draw(*j.seq, j.row, scratch[0].data(), j.mask_seconds);
   }
   for (SampleJob& j : jobs) {
-    if (j.mask_seconds >= 0) {
-      const auto& bounds = EngineStats::kMaskBounds;
-      const size_t b =
-          size_t(std::lower_bound(bounds.begin(), bounds.end(), j.mask_seconds) - bounds.begin());
-      ++local.structured_mask_buckets[b];
-      ++local.structured_masks;
-      local.structured_mask_seconds += j.mask_seconds;
-    }
+    record_mask_time(j.mask_seconds);
     emit(*j.seq, std::move(j.token), now);
   }
+}
+
+void Engine::Impl::record_mask_time(double mask_seconds) {
+  if (mask_seconds < 0) return;
+  const auto& bounds = EngineStats::kMaskBounds;
+  const size_t b =
+      size_t(std::lower_bound(bounds.begin(), bounds.end(), mask_seconds) - bounds.begin());
+  ++local.structured_mask_buckets[b];
+  ++local.structured_masks;
+  local.structured_mask_seconds += mask_seconds;
 }
 
 // The sampler's pick for seq from its logits row (min_tokens and grammar

@@ -20,7 +20,9 @@ void Engine::Impl::verify_drafts(std::vector<VerifyJob>& jobs, Clock::time_point
 // Row j holds the logits after the sequence's last token and draft[0..j):
 // valid while every earlier draft token was the one sampled. Each draw is
 // the one plain decoding makes at that position (same history, same
-// sampler state), so the output does not depend on the draft.
+// sampler state, and for a constrained sequence the same grammar state:
+// emit() moves its matcher by the sampled tokens only, so a refused draft
+// leaves nothing to roll back), so the output does not depend on the draft.
 void Engine::Impl::verify(Sequence& seq, const float* rows, Clock::time_point now) {
   const int32_t n_draft = int32_t(seq.draft.size());
   int32_t accepted = 0;
@@ -30,8 +32,9 @@ void Engine::Impl::verify(Sequence& seq, const float* rows, Clock::time_point no
       config.on_logits(seq.request->id, seq.index, seq.num_tokens() - 1,
                        std::span<const float>(row, size_t(n_vocab)));
     }
-    double mask_seconds = -1;  // no grammar here (may_speculate)
+    double mask_seconds = -1;
     SampledToken t = draw(seq, row, scratch[0].data(), mask_seconds);
+    record_mask_time(mask_seconds);
     const bool hit = j < n_draft && t.id == seq.draft[size_t(j)];
     emit(seq, std::move(t), now);
     if (hit) ++accepted;
@@ -59,14 +62,29 @@ void Engine::Impl::propose(Sequence& seq, int32_t k) {
   }
 }
 
+void Engine::Impl::fit_draft_to_grammar(Sequence& seq) {
+  if (!seq.matcher || seq.draft.empty()) return;
+  grammar::GrammarMatcher m = *seq.matcher;  // where the next sampled token starts
+  const grammar::TokenMasker& g = *seq.request->req.grammar;
+  size_t keep = 0;
+  while (keep < seq.draft.size()) {
+    const int32_t t = seq.draft[keep];
+    if (!g.accept_token(m, t)) break;
+    ++keep;
+    if (is_eog[size_t(t)]) break;  // the grammar ended: sampling stops there
+  }
+  local.spec_grammar_cut_tokens += seq.draft.size() - keep;
+  seq.draft.resize(keep);
+}
+
 namespace {
 
-// A running sequence whose request may be speculated at all (no grammar,
-// thinking budget or pooling, and not opted out).
+// A running sequence whose request may be speculated at all (no thinking
+// budget or pooling, and not opted out). A grammar's sequence drafts only
+// what its grammar allows (fit_draft_to_grammar).
 bool speculation_allowed(const Sequence& seq) {
   const Request& req = seq.request->req;
-  return seq.status == SeqStatus::kRunning && req.speculative && !req.grammar && !req.thinking &&
-         !req.embed;
+  return seq.status == SeqStatus::kRunning && req.speculative && !req.thinking && !req.embed;
 }
 
 }  // namespace
@@ -128,6 +146,7 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
       continue;
     }
     propose(seq, std::max(k, 1));
+    fit_draft_to_grammar(seq);
     if (k == 0 && !seq.draft.empty()) {  // too dear to verify: keep its first token as a shadow
       seq.shadow_draft = seq.draft[0];
       seq.draft.clear();
@@ -136,6 +155,7 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
   if (draft != nullptr) {  // every step, drafts or none: its timing is per step
     draft->propose(draft_jobs);
     draft_jobs.clear();
+    for (const ScheduledSeq& ss : plan.seqs) fit_draft_to_grammar(*ss.seq);
     local.spec_draft_model_seconds = draft->seconds();
     local.spec_draft_model_forwards = draft->n_forwards();
     local.spec_draft_model_guesses = draft->n_guesses();

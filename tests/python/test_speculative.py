@@ -36,6 +36,12 @@ def spec_counters(server):
     return out
 
 
+# Repeated keys: prompt lookup finds them in the output, the grammar checks every draft.
+FRUITS_SCHEMA = {"type": "json_schema", "json_schema": {"name": "fruits", "schema": {
+    "type": "array", "minItems": 3, "items": {
+        "type": "object", "properties": {"name": {"type": "string"}, "count": {"type": "integer"}},
+        "required": ["name", "count"], "additionalProperties": False}}}}
+
 CASES = [
     ("/v1/completions", {"prompt": REPEAT, "max_tokens": 48, "temperature": 0, "logprobs": 2}),
     ("/v1/completions", {"prompt": REPEAT, "max_tokens": 40, "temperature": 0.8, "seed": 7, "n": 2,
@@ -46,6 +52,8 @@ CASES = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "List three fruits as JSON."}],
                               "max_tokens": 40, "temperature": 0,
                               "response_format": {"type": "json_object"}}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "List five fruits and how many."}],
+                              "max_tokens": 80, "temperature": 0, "response_format": FRUITS_SCHEMA}),
 ]
 
 
@@ -87,6 +95,17 @@ def test_metrics_count_drafts_and_acceptance(spec):
         "omnibus:spec_decode_num_accepted_tokens_total", 0)
     assert drafted > 0 and 0 < accepted <= drafted
     assert after["omnibus:spec_decode_num_accepted_tokens_per_pos_total[0]"] > 0
+
+
+def test_constrained_requests_are_speculated(spec):
+    """Structured output drafts too: the grammar cuts each draft where it refuses a token."""
+    before = spec_counters(spec)
+    post(spec, "/v1/chat/completions", CASES[-1][1])
+    after = spec_counters(spec)
+    assert after["omnibus:spec_decode_num_draft_tokens_total"] > before.get(
+        "omnibus:spec_decode_num_draft_tokens_total", 0)
+    assert after["omnibus:spec_decode_num_accepted_tokens_total"] > before.get(
+        "omnibus:spec_decode_num_accepted_tokens_total", 0)
 
 
 def test_a_request_can_opt_out(spec):
