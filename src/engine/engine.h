@@ -103,8 +103,8 @@ struct EngineConfig {
   int32_t long_prefill_token_threshold = 0;  // --long-prefill-token-threshold; 0: budget / 4
   int32_t max_num_partial_prefills = 2;      // --max-num-partial-prefills
   // Speculative decoding (engine/speculation.h; --speculative and its flags).
-  // Off for q4/kivi2 KV (their fp16 residual windows cannot be rolled back)
-  // and for constrained or thinking-budget requests, with a log line.
+  // Off for encoders (with a log line) and thinking-budget requests; on q4 /
+  // kivi2 KV a draft stays inside its block (KvCache::max_draft_in_block).
   SpeculativeConfig speculative;
   // --speculative draft: the draft model (--draft-model; same vocabulary as
   // the target, checked by the caller, which owns it and keeps it alive for
@@ -192,7 +192,7 @@ struct EngineInfo {
   PoolingType pooling = PoolingType::kUnspecified;
   int32_t n_embd = 0;  // values per pooled vector (Model::pooled_dim: a reranker's scores)
   // Speculative decoding as the engine runs it (kNone where the config asked
-  // for it but the KV format cannot roll back).
+  // for it but the model is an encoder).
   SpeculativeKind speculative = SpeculativeKind::kNone;
 };
 

@@ -124,8 +124,7 @@ std::unique_ptr<DiskTier> make_disk_tier(const EngineConfig& config, KvCache& kv
 }
 
 // Checks the speculative settings and turns speculation off, with a log
-// line, where it cannot run: KV formats whose fp16 residual window cannot be
-// rolled back (q4, kivi2) and encoders (nothing to decode).
+// line, where it cannot run: encoders (nothing to decode).
 Status resolve_speculation(const Model& model, EngineConfig& config) {
   SpeculativeConfig& sc = config.speculative;
   if (sc.kind == SpeculativeKind::kNone) return Status::ok();
@@ -141,10 +140,7 @@ Status resolve_speculation(const Model& model, EngineConfig& config) {
       return Status::invalid_argument("--draft-kv-cache-memory must be >= 0");
     }
   }
-  const char* why = model.is_encoder()                  ? "an encoder generates nothing"
-                    : kv_has_residual(config.kv_format) ? "this KV format's fp16 residual window "
-                                                          "cannot drop rejected draft tokens"
-                                                        : nullptr;
+  const char* why = model.is_encoder() ? "an encoder generates nothing" : nullptr;
   if (why != nullptr) {
     if (config.log_startup) fmt::print(stderr, "speculative decoding: off ({})\n", why);
     sc.kind = SpeculativeKind::kNone;
@@ -162,13 +158,15 @@ Status resolve_speculation(const Model& model, EngineConfig& config) {
   return Status::ok();
 }
 
-// The draft model's own KV pool (the target's format; --draft-kv-cache-memory,
-// else as many tokens as the target's pool of target_blocks) and proposer.
+// The draft model's own KV pool (the target's format, f16 for q4 / kivi2: its
+// guesses roll back anywhere; --draft-kv-cache-memory, else as many tokens as
+// the target's pool of target_blocks) and proposer.
 StatusOr<std::unique_ptr<DraftModel>> make_draft_model(const EngineConfig& config,
                                                        int64_t target_blocks, int32_t max_model_len,
                                                        int32_t target_n_vocab) {
   Model& dm = *config.draft_model;
-  const KvGeometry g = dm.kv_geometry(config.block_size, config.kv_format);
+  const KvFormat format = kv_has_residual(config.kv_format) ? KvFormat::kF16 : config.kv_format;
+  const KvGeometry g = dm.kv_geometry(config.block_size, format);
   const int64_t per_block = int64_t(g.bytes_per_block());
   const int64_t n_blocks =
       config.draft_kv_cache_bytes > 0 ? config.draft_kv_cache_bytes / per_block : target_blocks;
@@ -185,7 +183,7 @@ StatusOr<std::unique_ptr<DraftModel>> make_draft_model(const EngineConfig& confi
     fmt::print(
         stderr, "draft kv cache: {} blocks of {} tokens = {} tokens, {:.1f} MiB ({}){}\n", n_blocks,
         config.block_size, n_blocks * config.block_size, double(kv->n_bytes()) / (1 << 20),
-        kv_format_name(config.kv_format),
+        kv_format_name(format),
         n_blocks < seq_blocks ? "; shorter than max model len: long sequences go undrafted" : "");
   }
   return std::make_unique<DraftModel>(dm, std::move(kv), config.max_num_batched_tokens,

@@ -140,7 +140,9 @@ void Engine::Impl::propose_drafts(const StepPlan& plan) {
     if (measure || !may_speculate(seq)) continue;
     const int32_t left = seq.request->req.max_tokens - int32_t(seq.output.size()) - 1;
     if (left <= 0) continue;
-    const int32_t k = std::min(draft_length(sc, seq.draft_stats, cost_ratio), left);
+    // q4 / kivi2: only what the KV cache can take back (KvCache::max_draft_in_block).
+    const int32_t k = std::min({draft_length(sc, seq.draft_stats, cost_ratio), left,
+                                kv.max_draft_in_block(seq.num_computed_tokens)});
     if (draft != nullptr) {  // batched below; a draft model's guess is never free: no shadow
       if (k > 0) draft_jobs.push_back({&seq, seq.tokens(), k, &seq.draft});
       continue;

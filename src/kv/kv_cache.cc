@@ -67,7 +67,14 @@ void KvCache::free(int32_t seq) {
 }
 
 void KvCache::truncate(int32_t seq, int32_t n_tokens) {
-  OMNIBUS_CHECK(!has_residual_);
+  if (has_residual_) {
+    const int32_t n = manager_.n_tokens(seq);
+    OMNIBUS_CHECK(n_tokens <= n);
+    if (n_tokens < n) {  // max_draft_in_block: one open block, short of its last two slots
+      const int32_t bs = block_size();
+      OMNIBUS_CHECK(n_tokens / bs == (n - 1) / bs && (n - 1) % bs <= bs - 3);
+    }
+  }
   manager_.truncate(seq, n_tokens);
 }
 

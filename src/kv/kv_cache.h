@@ -35,6 +35,7 @@
 // the storage during forward() on that thread's behalf.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -82,9 +83,20 @@ class KvCache {
   // Applies a step's copy-on-write pairs (before the forward pass).
   void copy_blocks(std::span<const BlockCopy> copies);
   // Speculative decoding's roll-back: `seq` keeps its first n_tokens slots
-  // (KvCacheManager::truncate). REQUIRES: a format without residual slots
-  // (f16, q8: kv_has_residual false), whose blocks hold every row they need.
+  // (KvCacheManager::truncate). A format with residual slots (q4, kivi2)
+  // REQUIRES that the dropped slots lie in the sequence's last block and
+  // leave its last two slots unwritten (max_draft_in_block): that block's
+  // group is still open, its dropped rows are only fp16 rows of its slot that
+  // the next writes replace, and no residual window moved for them.
   void truncate(int32_t seq, int32_t n_tokens);
+  // The most draft tokens a decode at position pos may add so that truncate
+  // can take them back: any for formats without residual slots, else those
+  // that keep the step inside pos's block short of its last two slots (the
+  // last seals the group; the one before moves a query's residual window).
+  int32_t max_draft_in_block(int32_t pos) const {
+    if (!has_residual_) return INT32_MAX;
+    return std::max(0, block_size() - 3 - pos % block_size());
+  }
   // A new sequence sharing every block of `parent`.
   int32_t fork(int32_t parent) { return manager_.fork(parent); }
   // A new sequence holding the first n_blocks full blocks of `seq` (a prompt
