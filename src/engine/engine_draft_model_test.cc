@@ -19,8 +19,9 @@ namespace {
 
 using namespace speculation_testing;  // NOLINT(google-build-using-namespace)
 
-EngineConfig draft_config(Model& target, Model& draft, int32_t budget, int32_t k = 4) {
-  EngineConfig c = base_config(target, KvFormat::kF16, 256, budget);
+EngineConfig draft_config(Model& target, Model& draft, int32_t budget, int32_t k = 4,
+                          KvFormat format = KvFormat::kF16) {
+  EngineConfig c = base_config(target, format, 256, budget);
   c.speculative.kind = SpeculativeKind::kDraft;
   c.speculative.num_speculative_tokens = k;
   c.draft_model = &draft;
@@ -82,6 +83,23 @@ TEST(EngineDraftModel, AnotherModelsGuessesChangeNothing) {
     expect_same(spec.out, plain.out);
     EXPECT_GT(spec.stats.spec_draft_tokens, 0u);
     EXPECT_LT(spec.stats.spec_accepted_tokens, spec.stats.spec_draft_tokens);
+  }
+}
+
+// q4 / kivi2 targets: drafts stay inside the open KV block
+// (KvCache::max_draft_in_block), the draft model's own pool is f16; outputs
+// are plain decoding's.
+TEST(EngineDraftModel, ResidualKvFormats) {
+  ThreadPool pool(2);
+  const std::unique_ptr<Model> model = load_tiny_llama(pool);
+  ASSERT_NE(model, nullptr);
+  const std::vector<Request> reqs = mixed_requests(model->config().n_vocab, 8);
+  for (KvFormat format : {KvFormat::kQ4, KvFormat::kKivi2}) {
+    SCOPED_TRACE(kv_format_name(format));
+    const RunResult plain = run(*model, base_config(*model, format, 256, 512), reqs, nullptr);
+    const RunResult spec = run(*model, draft_config(*model, *model, 24, 4, format), reqs, nullptr);
+    expect_same(spec.out, plain.out);
+    EXPECT_GT(spec.stats.spec_draft_tokens, 0u);
   }
 }
 
