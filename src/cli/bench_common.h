@@ -41,6 +41,7 @@ struct BenchOptions {
   std::string json_schema_path;  // constrain outputs to this JSON schema
   std::string regex;             // or to this regular expression
   int restart_warm = 0;          // > 0: the disk tier across restarts, this many runs each
+  int long_prompt = 0;           // > 0: a prompt of this many tokens arrives mid-run
 };
 
 // The modes (cmd_bench.cc's header comment says what each measures).

@@ -11,12 +11,14 @@
 #include <deque>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/bench_common.h"
+#include "cli/bench_long_prompt.h"
 #include "cli/engine_request.h"
 #include "engine/grammar_vocab.h"
 #include "grammar/structured_output.h"
@@ -98,7 +100,8 @@ Workload draw_workload(const BenchOptions& o, std::pair<int, int> in_len,
 // What the run measured (seconds; token times are the engine's event times).
 struct Samples {
   std::vector<double> ttft, tpot, itl, e2e;
-  std::vector<Clock::time_point> token_times;  // every generated token's event time
+  std::vector<LongPromptArrival::Span> itl_spans;  // itl's intervals (--long-prompt)
+  std::vector<Clock::time_point> token_times;      // every generated token's event time
   Clock::time_point start, end;
   Clock::time_point last_first_token{};  // the latest first token of any request
   int64_t n_output_tokens = 0, n_input_tokens = 0, n_computed_prompt = 0;
@@ -108,11 +111,13 @@ struct Samples {
 // Drives a Workload through the engine until every request has finished.
 class WorkloadRun {
  public:
-  WorkloadRun(const BenchOptions& o, Engine& e, Workload& w, Masker grammar)
+  WorkloadRun(const BenchOptions& o, Engine& e, Workload& w, Masker grammar,
+              LongPromptArrival* long_prompt)
       : o_(o),
         e_(e),
         w_(w),
         grammar_(std::move(grammar)),
+        long_(long_prompt),
         concurrency_(o.concurrency > 0 ? o.concurrency : w.n_requests()),
         unit_computed_(w.units.size(), 0) {}
 
@@ -121,9 +126,13 @@ class WorkloadRun {
     ProgressBar bar("bench", uint64_t(n), "requests");
     s.start = s.end = Clock::now();
     int done = 0;
-    while (done < n) {
+    while (done < n || (long_ != nullptr && !long_->done())) {
       OMNIBUS_RETURN_IF_ERROR(admit(s));
       bool progressed = false;
+      if (long_ != nullptr && !long_->submitted() && (done == n || long_prompt_due())) {
+        OMNIBUS_RETURN_IF_ERROR(long_->submit(e_, signal_));
+      }
+      if (long_ != nullptr) OMNIBUS_RETURN_IF_ERROR(long_->drain(progressed));
       for (size_t i = 0; i < active_.size();) {
         OMNIBUS_ASSIGN_OR_RETURN(const bool final, drain(active_[i], s, progressed));
         if (!final) {
@@ -158,6 +167,15 @@ class WorkloadRun {
     Clock::time_point first, last;
     std::vector<int32_t> tokens;
   };
+
+  // --long-prompt arrives once every request is admitted and each running one
+  // has LongPromptArrival::kWarmTokens tokens.
+  bool long_prompt_due() const {
+    if (next_ < int(w_.units.size()) || !follow_ups_.empty() || active_.empty()) return false;
+    return std::all_of(active_.begin(), active_.end(), [](const InFlight& f) {
+      return int(f.tokens.size()) >= LongPromptArrival::kWarmTokens;
+    });
+  }
 
   // The next turn's request of a unit (its history grows by the new user turn).
   Request next_request(int unit) {
@@ -219,6 +237,7 @@ class WorkloadRun {
           f.n_cached_prompt_tokens = ev->n_cached_tokens;
         } else {
           s.itl.push_back(Seconds(ev->time - f.last).count());
+          s.itl_spans.emplace_back(f.last, ev->time);
         }
         f.last = ev->time;
         f.tokens.push_back(ev->token);
@@ -252,6 +271,7 @@ class WorkloadRun {
   Engine& e_;
   Workload& w_;
   const Masker grammar_;
+  LongPromptArrival* const long_;  // null without --long-prompt
   const int concurrency_;
   const std::shared_ptr<StreamSignal> signal_ = std::make_shared<StreamSignal>();
   std::vector<InFlight> active_;
@@ -467,13 +487,27 @@ int run_engine_workload(const BenchOptions& o) {
     if (!req.is_ok()) return fail(req.status());
     if (StatusOr<EngineRequestResult> r = req->wait(); !r.is_ok()) return fail(r.status());
   }
+  std::unique_ptr<LongPromptArrival> long_prompt;
+  if (o.long_prompt > 0) {
+    std::vector<int32_t> arriving(size_t(o.long_prompt)), alone(size_t(o.long_prompt));
+    for (int32_t& tok : arriving) tok = any_token(rng);
+    for (int32_t& tok : alone) tok = any_token(rng);
+    long_prompt = std::make_unique<LongPromptArrival>(std::move(arriving), std::move(alone));
+  }
   const EngineStats before = e.stats();
   Samples samples;
-  if (Status s = WorkloadRun(o, e, w, *grammar).run(samples); !s.is_ok()) return fail(s);
+  if (Status s = WorkloadRun(o, e, w, *grammar, long_prompt.get()).run(samples); !s.is_ok()) {
+    return fail(s);
+  }
   const EngineStats after = e.stats();
   nlohmann::json j = report(o, b, w, samples, before, after);
   if (*grammar) report_constraint(o, *grammar, before, after, j);
+  if (long_prompt != nullptr) {
+    if (Status s = long_prompt->measure_alone(e); !s.is_ok()) return fail(s);
+    long_prompt->report(samples.itl_spans, j);
+  }
   print_report(o, b, j, before, after);
+  LongPromptArrival::print(j);
   return write_json(o.json_path, j);
 }
 

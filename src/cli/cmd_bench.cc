@@ -28,6 +28,11 @@
 //   S_TG. With --max-num-batched-tokens >= the sum of the prompts, all prompts
 //   run in the first step and the generation phase is pure decode steps.
 //
+// Steady pace (issue 35), --long-prompt L in engine mode: one prompt of L
+//   random tokens arrives once every request decodes (bench_long_prompt.h);
+//   reports the streams' ITL while it waits for its first token against
+//   before it came, and its TTFT against the same length on the idle engine.
+//
 // Prefix-caching workloads (docs/prefix-caching.md):
 //   --shared-prefix-len N: every prompt = the same N random tokens (a system
 //     prompt) + its own --input-len tokens;
@@ -228,6 +233,12 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--shared-prefix-len", o->shared_prefix_len,
                   "Engine mode: every prompt starts with the same N random tokens, then its own "
                   "--input-len tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--long-prompt", o->long_prompt,
+                  "Engine mode: a prompt of this many random tokens arrives once the streams "
+                  "decode; reports their ITL while it waits for its first token against before "
+                  "it came, and its TTFT against the same length on the idle engine")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--multi-turn", o->multi_turn,

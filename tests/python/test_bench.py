@@ -55,3 +55,21 @@ def test_single_stream_at_depth(tmp_path):
     p = subprocess.run([omnibus_bin(), "bench", "-m", MODEL, "--pp", "8", "--tg", "0", "--depth", "64",
                         "--no-prefix-caching"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode != 0 and "--depth needs the prefix cache" in p.stderr
+
+
+def test_long_prompt_arrival_report(tmp_path):
+    """--long-prompt L: an L-token prompt arrives once the streams decode; the report splits the
+    streams' ITL into before it came and while it waited, and gives its TTFT against the same
+    length on the idle engine."""
+    j, stdout = run_bench(tmp_path, "--num-requests", "3", "--concurrency", "3", "--input-len", "8",
+                          "--output-len", "80", "--long-prompt", "400")
+    lp = j["long_prompt"]
+    assert lp["tokens"] == 400
+    assert lp["ttft_ms"] > 0 and lp["ttft_alone_ms"] > 0
+    assert abs(lp["ttft_ratio"] - lp["ttft_ms"] / lp["ttft_alone_ms"]) < 1e-9
+    # Each of the 3 streams had 4 tokens (3 intervals) before the arrival; some tokens came while
+    # the long prompt waited (every step carries part of it, and the streams keep decoding).
+    assert lp["itl_alone_samples"] >= 9 and lp["itl_during_samples"] >= 1
+    assert 0 < lp["itl_alone_ms"]["p50"] <= lp["itl_alone_ms"]["p99"]
+    assert "long prompt         400 tokens" in stdout
+    assert j["total_output_tokens"] == 3 * 80  # the long prompt is not part of the workload
