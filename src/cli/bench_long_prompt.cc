@@ -40,8 +40,7 @@ Status LongPromptArrival::drain(bool& progressed) {
 }
 
 Status LongPromptArrival::measure_alone(Engine& e) {
-  OMNIBUS_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> s,
-                           e.submit(one_token_request(alone_)));
+  OMNIBUS_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> s, e.submit(one_token_request(alone_)));
   for (;;) {
     const std::optional<EngineEvent> ev = s->pop(std::chrono::seconds(1));
     if (!ev) continue;
@@ -51,14 +50,15 @@ Status LongPromptArrival::measure_alone(Engine& e) {
   }
 }
 
-void LongPromptArrival::report(const std::vector<Span>& itl_spans, nlohmann::json& j) const {
+void LongPromptArrival::report(const std::vector<Span>& itl_spans, Clock::time_point decoding_from,
+                               nlohmann::json& j) const {
   OMNIBUS_CHECK(done_);
   const Clock::time_point arrived = stream_->submit_time();
   std::vector<double> during, alone;
   for (const auto& [a, b] : itl_spans) {
     const double seconds = Seconds(b - a).count();  // summarize_ms takes seconds
     if (b <= arrived) {
-      alone.push_back(seconds);
+      if (a >= decoding_from) alone.push_back(seconds);
     } else if (a < first_token_) {
       during.push_back(seconds);
     }
@@ -88,8 +88,7 @@ void LongPromptArrival::print(const nlohmann::json& j) {
       "{:.2f} ms ({}): p99 {:.2f}x\n",
       double(l["itl_during_ms"]["p50"]), double(l["itl_during_ms"]["p99"]),
       size_t(l["itl_during_samples"]), double(l["itl_alone_ms"]["p50"]),
-      double(l["itl_alone_ms"]["p99"]), size_t(l["itl_alone_samples"]),
-      double(l["itl_p99_ratio"]));
+      double(l["itl_alone_ms"]["p99"]), size_t(l["itl_alone_samples"]), double(l["itl_p99_ratio"]));
   if (size_t(l["itl_during_samples"]) < 10 || size_t(l["itl_alone_samples"]) < 10) {
     fmt::print(
         "                    (few intervals: give the streams more --output-len around the "

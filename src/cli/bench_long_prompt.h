@@ -2,8 +2,9 @@
 // while the workload's streams decode, one prompt of L random tokens arrives
 // (max_tokens 1), and the report says what it did to them: the streams'
 // inter-token latencies whose interval overlaps the long prompt's wait for
-// its first token ("during") against those that ended before it arrived
-// ("alone"), p50 / p99 and the p99 ratio, and the long prompt's TTFT against
+// its first token ("during") against those between the workload's last first
+// token and its arrival ("alone": every stream decoding, no prompt in the
+// steps), p50 / p99 and the p99 ratio, and the long prompt's TTFT against
 // the same length's TTFT on the idle engine afterwards (fresh tokens: no
 // prefix-cache hit). It arrives once every workload request is admitted and
 // each running one has kWarmTokens tokens (so "alone" has samples), or when
@@ -29,7 +30,7 @@ class LongPromptArrival {
  public:
   using Clock = std::chrono::steady_clock;
   using Span = std::pair<Clock::time_point, Clock::time_point>;  // one ITL interval
-  static constexpr int kWarmTokens = 4;
+  static constexpr int kWarmTokens = 8;
 
   // prompt: the arriving tokens; alone: as many others, for the idle TTFT.
   LongPromptArrival(std::vector<int32_t> prompt, std::vector<int32_t> alone)
@@ -43,8 +44,10 @@ class LongPromptArrival {
   Status drain(bool& progressed);
   // After the workload, on the idle engine: the TTFT of `alone`.
   Status measure_alone(Engine& e);
-  // j["long_prompt"] from the workload streams' ITL intervals.
-  void report(const std::vector<Span>& itl_spans, nlohmann::json& j) const;
+  // j["long_prompt"] from the workload streams' ITL intervals; decoding_from:
+  // the workload's last first token.
+  void report(const std::vector<Span>& itl_spans, Clock::time_point decoding_from,
+              nlohmann::json& j) const;
   static void print(const nlohmann::json& j);  // if j has "long_prompt"
 
  private:

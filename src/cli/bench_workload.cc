@@ -504,7 +504,7 @@ int run_engine_workload(const BenchOptions& o) {
   if (*grammar) report_constraint(o, *grammar, before, after, j);
   if (long_prompt != nullptr) {
     if (Status s = long_prompt->measure_alone(e); !s.is_ok()) return fail(s);
-    long_prompt->report(samples.itl_spans, j);
+    long_prompt->report(samples.itl_spans, samples.last_first_token, j);
   }
   print_report(o, b, j, before, after);
   LongPromptArrival::print(j);

@@ -67,7 +67,8 @@ def test_long_prompt_arrival_report(tmp_path):
     assert lp["tokens"] == 400
     assert lp["ttft_ms"] > 0 and lp["ttft_alone_ms"] > 0
     assert abs(lp["ttft_ratio"] - lp["ttft_ms"] / lp["ttft_alone_ms"]) < 1e-9
-    # Each of the 3 streams had 4 tokens (3 intervals) before the arrival; some tokens came while
+    # Each of the 3 streams had 8 tokens before the arrival, decoding together for at least 3
+    # intervals each after the last first token; some tokens came while
     # the long prompt waited (every step carries part of it, and the streams keep decoding).
     assert lp["itl_alone_samples"] >= 9 and lp["itl_during_samples"] >= 1
     assert 0 < lp["itl_alone_ms"]["p50"] <= lp["itl_alone_ms"]["p99"]
