@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -364,19 +365,42 @@ TEST(Matmul, EmptyShapesAreNoOps) {
 namespace omnibus {
 namespace {
 
+// The tiers above avx2 this CPU runs, or why there is nothing to compare
+// (tiers empty).
+std::string tiers_above_avx2(std::vector<Isa>* tiers) {
+  const CpuFeatures& f = cpu_features();
+  if (!f.use_avx2()) return std::string("tier ") + isa_name(f.chosen) + ": no SIMD tier to compare";
+  for (Isa tier : kAllIsas) {
+    if (tier > Isa::kAvx2 && f.supports(tier)) tiers->push_back(tier);
+  }
+  if (tiers->empty())
+    return std::string("this CPU runs only the avx2 tier (best: ") + isa_name(f.best) + ")";
+  return "";
+}
+
+// At each of `tiers`, w (packed at load, and as in the file) times x gives
+// `want` bit for bit.
+void expect_tiers_give(const std::vector<Isa>& tiers, const WeightView& w,
+                       const PackedWeight& packed, const std::vector<float>& x, int64_t n_tok,
+                       const std::vector<float>& want, ThreadPool& pool, MatmulScratch& scratch) {
+  for (Isa tier : tiers) {
+    set_isa_for_testing(tier);
+    SCOPED_TRACE(isa_name(tier));
+    std::vector<float> got(want.size(), NAN), viewed(want.size(), NAN);
+    matmul(packed, x.data(), n_tok, got.data(), pool, scratch);
+    matmul(w, x.data(), n_tok, viewed.data(), pool, scratch);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+    ASSERT_EQ(std::memcmp(viewed.data(), want.data(), want.size() * 4), 0);
+  }
+}
+
 // Every ISA tier's packed kernels give bitwise the avx2 tier's y (exact int32
 // sums in one order, kernels/cpu_features.h): one token (the per-group
 // kernels), several tiles (pairs, unpacked groups), packed at load and on the
 // fly, odd row and block counts, and extreme quants (int16 limits of avx2).
 TEST(Matmul, IsaTiersAreBitwiseEqual) {
-  const CpuFeatures& f = cpu_features();
-  if (!f.use_avx2()) GTEST_SKIP() << "tier " << isa_name(f.chosen) << ": no SIMD tier to compare";
   std::vector<Isa> tiers;
-  for (Isa tier : kAllIsas) {
-    if (tier > Isa::kAvx2 && f.supports(tier)) tiers.push_back(tier);
-  }
-  if (tiers.empty())
-    GTEST_SKIP() << "this CPU runs only the avx2 tier (best: " << isa_name(f.best) << ")";
+  if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
   std::mt19937 rng(21);
   ThreadPool pool(2);
   MatmulScratch scratch;
@@ -409,15 +433,8 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
         set_isa_for_testing(Isa::kAvx2);
         std::vector<float> want(size_t(n_tok * n_out), NAN);
         matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
-        for (Isa tier : tiers) {
-          set_isa_for_testing(tier);
-          SCOPED_TRACE(isa_name(tier));
-          std::vector<float> got(want.size(), NAN), viewed(want.size(), NAN);
-          matmul(packed, x.data(), n_tok, got.data(), pool, scratch);
-          matmul(w, x.data(), n_tok, viewed.data(), pool, scratch);
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
-          ASSERT_EQ(std::memcmp(viewed.data(), want.data(), want.size() * 4), 0);
-        }
+        expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
@@ -429,14 +446,8 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
 // counts that leave every remainder of its 6-token tiles, with and without a
 // scalar tail, and a last group of fewer than 8 rows.
 TEST(Matmul, FloatTypesIsaTiersAreBitwiseEqual) {
-  const CpuFeatures& f = cpu_features();
-  if (!f.use_avx2()) GTEST_SKIP() << "tier " << isa_name(f.chosen) << ": no SIMD tier to compare";
   std::vector<Isa> tiers;
-  for (Isa tier : kAllIsas) {
-    if (tier > Isa::kAvx2 && f.supports(tier)) tiers.push_back(tier);
-  }
-  if (tiers.empty())
-    GTEST_SKIP() << "this CPU runs only the avx2 tier (best: " << isa_name(f.best) << ")";
+  if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
   std::mt19937 rng(23);
   ThreadPool pool(2);
   MatmulScratch scratch;
@@ -455,15 +466,8 @@ TEST(Matmul, FloatTypesIsaTiersAreBitwiseEqual) {
         std::vector<float> want(size_t(n_tok * n_out), NAN);
         matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
         expect_equals_vec_dot(w, x, n_tok, want);
-        for (Isa tier : tiers) {
-          set_isa_for_testing(tier);
-          SCOPED_TRACE(isa_name(tier));
-          std::vector<float> got(want.size(), NAN), viewed(want.size(), NAN);
-          matmul(packed, x.data(), n_tok, got.data(), pool, scratch);
-          matmul(w, x.data(), n_tok, viewed.data(), pool, scratch);
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
-          ASSERT_EQ(std::memcmp(viewed.data(), want.data(), want.size() * 4), 0);
-        }
+        expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }

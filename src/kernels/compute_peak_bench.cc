@@ -1,17 +1,20 @@
-// Int8 multiply-add peak probe: how many u8 x s8 multiply-adds per second one
-// core issues when nothing but them runs, the ceiling of the quantized
-// matmuls at many tokens (prefill, large batches). docs/performance.md states
-// their G MAC/s against this figure.
+// Compute peak probes: how many multiply-adds per second one core issues
+// when nothing but them runs, the ceilings docs/performance.md and
+// docs/embeddings.md state the matmuls' G MAC/s against.
 //
-//   kernels_microbench --benchmark_filter=Int8Peak
+//   kernels_microbench --benchmark_filter='Int8Peak|FmaPeak'
 //
-// Each tier's instruction in 16 independent chains (more than latency x
-// throughput, so the ports, not the dependencies, bound it), in assembly so
-// that nothing is folded or spilled:
+// Int8Peak, the quantized matmuls' ceiling at many tokens (prefill, large
+// batches): each tier's instruction in 16 independent chains (more than
+// latency x throughput, so the ports, not the dependencies, bound it):
 //   avx512:     vpdpbusd zmm (64 MAC each)
 //   avx512_ymm: vpdpbusd ymm (32 MAC; what the 256-bit kernels issue there)
 //   avx2:       vpmaddubsw + vpmaddwd + vpaddd ymm (32 MAC per triple)
-// A tier the CPU lacks is skipped.
+// FmaPeak, the unquantized (F32 / F16 / BF16) matmuls' ceiling, e.g. an F16
+// embedding model's prompts: vfmadd231ps in 14 chains, zmm (16 MAC) at
+// avx512, ymm (8 MAC) at avx2.
+// All in assembly, so that nothing is folded or spilled. A tier the CPU
+// lacks is skipped.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -23,6 +26,7 @@ namespace omnibus {
 namespace {
 
 constexpr int kChains = 16;
+constexpr int kFmaChains = 14;
 constexpr int64_t kIters = 1 << 16;
 
 // The loops are written in assembly: a compiler keeping 16 accumulators in
@@ -171,9 +175,45 @@ __attribute__((target("avx2"))) int64_t run_avx2() {
   return n;
 }
 
+// vfmadd231ps in kFmaChains chains: accumulators R0..R13 zeroed, sources R14
+// and R15 (R: "zmm" or "ymm").
+#define OMNIBUS_FMA(R, i) "vfmadd231ps %%" R "14, %%" R "15, %%" R #i "\n"
+#define OMNIBUS_FMA_ZERO(R, i) "vxorps %%" R #i ", %%" R #i ", %%" R #i "\n"
+#define OMNIBUS_FMA_LOOP(R) \
+  OMNIBUS_FMA_ZERO(R, 0) OMNIBUS_FMA_ZERO(R, 1) OMNIBUS_FMA_ZERO(R, 2) OMNIBUS_FMA_ZERO(R, 3)   \
+  OMNIBUS_FMA_ZERO(R, 4) OMNIBUS_FMA_ZERO(R, 5) OMNIBUS_FMA_ZERO(R, 6) OMNIBUS_FMA_ZERO(R, 7)   \
+  OMNIBUS_FMA_ZERO(R, 8) OMNIBUS_FMA_ZERO(R, 9) OMNIBUS_FMA_ZERO(R, 10)                         \
+  OMNIBUS_FMA_ZERO(R, 11) OMNIBUS_FMA_ZERO(R, 12) OMNIBUS_FMA_ZERO(R, 13)                       \
+  OMNIBUS_FMA_ZERO(R, 14) OMNIBUS_FMA_ZERO(R, 15) "1:\n" OMNIBUS_FMA(R, 0) OMNIBUS_FMA(R, 1)    \
+  OMNIBUS_FMA(R, 2) OMNIBUS_FMA(R, 3) OMNIBUS_FMA(R, 4) OMNIBUS_FMA(R, 5) OMNIBUS_FMA(R, 6)     \
+  OMNIBUS_FMA(R, 7) OMNIBUS_FMA(R, 8) OMNIBUS_FMA(R, 9) OMNIBUS_FMA(R, 10) OMNIBUS_FMA(R, 11)   \
+  OMNIBUS_FMA(R, 12) OMNIBUS_FMA(R, 13) "dec %0\n"                                               \
+  "jnz 1b\n"
+#define OMNIBUS_FMA_CLOBBERS                                                               \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+      "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc"
+
+__attribute__((target("avx512f"))) int64_t run_fma_avx512() {
+  int64_t n = kIters;
+  asm volatile(OMNIBUS_FMA_LOOP("zmm") : "+r"(n) : : OMNIBUS_FMA_CLOBBERS);
+  return n;
+}
+
+__attribute__((target("avx2,fma"))) int64_t run_fma_avx2() {
+  int64_t n = kIters;
+  asm volatile(OMNIBUS_FMA_LOOP("ymm") : "+r"(n) : : OMNIBUS_FMA_CLOBBERS);
+  return n;
+}
+#undef OMNIBUS_FMA_CLOBBERS
+#undef OMNIBUS_FMA_LOOP
+#undef OMNIBUS_FMA_ZERO
+#undef OMNIBUS_FMA
+
 // MACs per call of each runner.
 constexpr double kMacs512 = double(kIters) * kChains * 64;
 constexpr double kMacs256 = double(kIters) * kChains * 32;  // avx2: 2 x kIters x 8 triples
+constexpr double kFmaMacs512 = double(kIters) * kFmaChains * 16;
+constexpr double kFmaMacs256 = double(kIters) * kFmaChains * 8;
 
 void run_probe(benchmark::State& state, Isa need, int64_t (*run)(), double macs) {
   if (!cpu_features().supports(need)) {
@@ -193,6 +233,12 @@ void BM_Int8Peak_avx2(benchmark::State& s) { run_probe(s, Isa::kAvx2, run_avx2, 
 BENCHMARK(BM_Int8Peak_avx512);
 BENCHMARK(BM_Int8Peak_avx512_ymm);
 BENCHMARK(BM_Int8Peak_avx2);
+void BM_FmaPeak_avx512(benchmark::State& s) {
+  run_probe(s, Isa::kAvx512, run_fma_avx512, kFmaMacs512);
+}
+void BM_FmaPeak_avx2(benchmark::State& s) { run_probe(s, Isa::kAvx2, run_fma_avx2, kFmaMacs256); }
+BENCHMARK(BM_FmaPeak_avx512);
+BENCHMARK(BM_FmaPeak_avx2);
 
 }  // namespace
 }  // namespace omnibus
