@@ -182,11 +182,11 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
             _mm_prefetch(reinterpret_cast<const char*>(lo + off), _MM_HINT_T1);
         }
         if (zmm_tiles) {
-          OMNIBUS_DCHECK(c0 % kGroupRows == 0);
+          OMNIBUS_DCHECK(c0 % kGroupRows == 0 && k1 > k0);  // avx512::group_tokens' contract
           for (int64_t g = c0 / kGroupRows; g * kGroupRows < c1; ++g) {
-            group_tokens_avx512(w.type, packed + size_t(g) * gb, n, xa + k0 * n, k1 - k0,
-                                y + k0 * w.n_out + g * kGroupRows, w.n_out,
-                                int(std::min<int64_t>(kGroupRows, c1 - g * kGroupRows)));
+            avx512::group_tokens(w.type, packed + size_t(g) * gb, n, xa + k0 * n, k1 - k0,
+                                 y + k0 * w.n_out + g * kGroupRows, w.n_out,
+                                 int(std::min<int64_t>(kGroupRows, c1 - g * kGroupRows)));
           }
           continue;
         }

@@ -5,13 +5,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
-#include "kernels/float_dot_avx2.h"
-#include "kernels/quant_simd_avx2.h"
-#include "util/check.h"
-
-namespace omnibus::matmul_float {
+namespace omnibus::matmul_float::avx512 {
 namespace {
+
+// This file is built for the avx512 tier: it includes no header with inline
+// functions (one emitted here, as sanitizer builds do, could be the copy the
+// linker keeps for every tier; scripts/check_tier_symbols.sh), not even
+// util/check.h: the caller checks the arguments. So the two helpers it shares
+// with float_dot_avx2.h are restated here, operation for operation.
+
+// simd::hsum: (lo128 + hi128), then pairs.
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// float_dot's single-element loaders (exact conversions to f32).
+struct F32x1 {
+  static float load1(const void* p, int64_t k) { return static_cast<const float*>(p)[k]; }
+};
+struct F16x1 {
+  static float load1(const void* p, int64_t k) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(p)[k]);
+  }
+};
+struct BF16x1 {
+  static float load1(const void* p, int64_t k) {
+    const uint32_t bits = uint32_t(static_cast<const uint16_t*>(p)[k]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+  }
+};
 
 constexpr int kTok = 6;    // tokens per tile: 4 x 6 accumulators + 4 weights + 1 token
 constexpr int kPairs = 4;  // row pairs per 8-row group
@@ -36,7 +65,7 @@ struct BF16x16 {
   }
 };
 
-// y[r] = simd::hsum(lanes of row r) for the 8 rows of one token, r < rows,
+// y[r] = hsum8(lanes of row r) for the 8 rows of one token, r < rows,
 // where a_p holds rows 2p (low half) and 2p + 1: the same additions in the
 // same association as hsum (lane i + lane i + 4, then pairs (0, 2) and
 // (1, 3), then the two), done for all 8 rows together.
@@ -86,7 +115,7 @@ void tile(const uint8_t* group, int64_t n, const float* x, float* y, int64_t y_s
       for (int t = 0; t < T; ++t) {
         const __m256 lanes =
             h == 0 ? _mm512_castps512_ps256(acc[p][t]) : _mm512_extractf32x8_ps(acc[p][t], 1);
-        float s = simd::hsum(lanes);
+        float s = hsum8(lanes);
         for (int64_t k = n8; k < n; ++k)
           s = std::fma(W1::load1(group, n8 * 8 + r * (n - n8) + (k - n8)), x[t * n + k], s);
         y[t * y_stride + r] = s;
@@ -109,19 +138,18 @@ void run(const uint8_t* group, int64_t n, const float* x, int64_t n_tok, float* 
 
 }  // namespace
 
-void group_tokens_avx512(DType type, const uint8_t* group, int64_t n, const float* x, int64_t n_tok,
-                         float* y, int64_t y_stride, int rows) {
-  OMNIBUS_DCHECK(rows >= 1 && rows <= 2 * kPairs && n_tok >= 1);
+void group_tokens(DType type, const uint8_t* group, int64_t n, const float* x, int64_t n_tok,
+                  float* y, int64_t y_stride, int rows) {
   switch (type) {
     case DType::F32:
-      return run<F32x16, float_dot::F32>(group, n, x, n_tok, y, y_stride, rows);
+      return run<F32x16, F32x1>(group, n, x, n_tok, y, y_stride, rows);
     case DType::F16:
-      return run<F16x16, float_dot::F16>(group, n, x, n_tok, y, y_stride, rows);
+      return run<F16x16, F16x1>(group, n, x, n_tok, y, y_stride, rows);
     case DType::BF16:
-      return run<BF16x16, float_dot::BF16>(group, n, x, n_tok, y, y_stride, rows);
+      return run<BF16x16, BF16x1>(group, n, x, n_tok, y, y_stride, rows);
     default:
-      OMNIBUS_CHECK(false && "no float kernel for this type");
+      std::abort();  // the caller passes F32, F16 or BF16 only
   }
 }
 
-}  // namespace omnibus::matmul_float
+}  // namespace omnibus::matmul_float::avx512

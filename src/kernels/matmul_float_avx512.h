@@ -18,12 +18,12 @@
 
 #include "kernels/dtype.h"
 
-namespace omnibus::matmul_float {
+namespace omnibus::matmul_float::avx512 {
 
 // y[t * y_stride + r] = row r of `group` . x[t * n .. + n) for r < rows
 // (<= 8; the group's padding rows are computed, not stored), t < n_tok.
 // x holds the activations already rounded to the weight's vec_dot type.
-void group_tokens_avx512(DType type, const uint8_t* group, int64_t n, const float* x, int64_t n_tok,
-                         float* y, int64_t y_stride, int rows);
+void group_tokens(DType type, const uint8_t* group, int64_t n, const float* x, int64_t n_tok,
+                  float* y, int64_t y_stride, int rows);
 
-}  // namespace omnibus::matmul_float
+}  // namespace omnibus::matmul_float::avx512
