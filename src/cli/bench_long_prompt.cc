@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/bench_common.h"
+#include "cli/engine_request.h"
 #include "util/check.h"
 
 namespace omnibus {
@@ -11,16 +12,11 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 
-// The arriving request: its prompt, one token (its TTFT is what counts).
-Request one_token_request(std::vector<int32_t> prompt) {
-  return fixed_length_request(std::move(prompt), 1);
-}
-
 }  // namespace
 
 Status LongPromptArrival::submit(Engine& e, const std::shared_ptr<StreamSignal>& signal) {
   OMNIBUS_CHECK(!submitted());
-  OMNIBUS_ASSIGN_OR_RETURN(stream_, e.submit(one_token_request(prompt_)));
+  OMNIBUS_ASSIGN_OR_RETURN(stream_, e.submit(fixed_length_request(prompt_, 1)));
   stream_->set_signal(signal);
   return Status::ok();
 }
@@ -29,31 +25,26 @@ Status LongPromptArrival::drain(bool& progressed) {
   if (stream_ == nullptr || done_) return Status::ok();
   while (std::optional<EngineEvent> ev = stream_->try_pop()) {
     progressed = true;
-    if (ev->token >= 0 && first_token_ == Clock::time_point{}) {
-      first_token_ = ev->time;
-      ttft_s_ = Seconds(ev->time - stream_->submit_time()).count();
-    }
+    if (ev->token >= 0 && first_token_ == Clock::time_point{}) first_token_ = ev->time;
     if (ev->finish == FinishReason::kAbort) return Status::internal("the long prompt was aborted");
     if (ev->final) done_ = true;
   }
   return Status::ok();
 }
 
-Status LongPromptArrival::measure_alone(Engine& e) {
-  OMNIBUS_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> s, e.submit(one_token_request(alone_)));
-  for (;;) {
-    const std::optional<EngineEvent> ev = s->pop(std::chrono::seconds(1));
-    if (!ev) continue;
-    if (ev->token >= 0) ttft_alone_s_ = Seconds(ev->time - s->submit_time()).count();
-    if (ev->finish == FinishReason::kAbort) return Status::internal("the long prompt was aborted");
-    if (ev->final) return Status::ok();
-  }
+Status LongPromptArrival::measure_alone(Engine& e, const Tokenizer& tok) {
+  OMNIBUS_ASSIGN_OR_RETURN(EngineRequest req,
+                           EngineRequest::submit(e, tok, fixed_length_request(alone_, 1)));
+  OMNIBUS_ASSIGN_OR_RETURN(EngineRequestResult r, req.wait());
+  ttft_alone_s_ = Seconds(r.first_token - r.submitted).count();
+  return Status::ok();
 }
 
 void LongPromptArrival::report(const std::vector<Span>& itl_spans, Clock::time_point decoding_from,
                                nlohmann::json& j) const {
   OMNIBUS_CHECK(done_);
   const Clock::time_point arrived = stream_->submit_time();
+  const double ttft_s = Seconds(first_token_ - arrived).count();
   std::vector<double> during, alone;
   for (const auto& [a, b] : itl_spans) {
     const double seconds = Seconds(b - a).count();  // summarize_ms takes seconds
@@ -65,9 +56,9 @@ void LongPromptArrival::report(const std::vector<Span>& itl_spans, Clock::time_p
   }
   nlohmann::json l;
   l["tokens"] = prompt_.size();
-  l["ttft_ms"] = ttft_s_ * 1e3;
+  l["ttft_ms"] = ttft_s * 1e3;
   l["ttft_alone_ms"] = ttft_alone_s_ * 1e3;
-  l["ttft_ratio"] = ttft_alone_s_ > 0 ? ttft_s_ / ttft_alone_s_ : 0.0;
+  l["ttft_ratio"] = ttft_alone_s_ > 0 ? ttft_s / ttft_alone_s_ : 0.0;
   l["itl_alone_ms"] = summarize_ms(alone);
   l["itl_during_ms"] = summarize_ms(during);
   l["itl_alone_samples"] = alone.size();

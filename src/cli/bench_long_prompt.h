@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "engine/request_stream.h"
+#include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
 namespace omnibus {
@@ -43,7 +44,7 @@ class LongPromptArrival {
   // Takes its pending events; sets done() at its final one.
   Status drain(bool& progressed);
   // After the workload, on the idle engine: the TTFT of `alone`.
-  Status measure_alone(Engine& e);
+  Status measure_alone(Engine& e, const Tokenizer& tok);
   // j["long_prompt"] from the workload streams' ITL intervals; decoding_from:
   // the workload's last first token.
   void report(const std::vector<Span>& itl_spans, Clock::time_point decoding_from,
@@ -55,7 +56,7 @@ class LongPromptArrival {
   std::shared_ptr<RequestStream> stream_;
   Clock::time_point first_token_{};
   bool done_ = false;
-  double ttft_s_ = 0, ttft_alone_s_ = 0;
+  double ttft_alone_s_ = 0;
 };
 
 }  // namespace omnibus

@@ -99,9 +99,9 @@ Workload draw_workload(const BenchOptions& o, std::pair<int, int> in_len,
 
 // What the run measured (seconds; token times are the engine's event times).
 struct Samples {
-  std::vector<double> ttft, tpot, itl, e2e;
-  std::vector<LongPromptArrival::Span> itl_spans;  // itl's intervals (--long-prompt)
-  std::vector<Clock::time_point> token_times;      // every generated token's event time
+  std::vector<double> ttft, tpot, e2e;
+  std::vector<LongPromptArrival::Span> itl;    // each inter-token interval (from, to)
+  std::vector<Clock::time_point> token_times;  // every generated token's event time
   Clock::time_point start, end;
   Clock::time_point last_first_token{};  // the latest first token of any request
   int64_t n_output_tokens = 0, n_input_tokens = 0, n_computed_prompt = 0;
@@ -236,8 +236,7 @@ class WorkloadRun {
           s.last_first_token = std::max(s.last_first_token, ev->time);
           f.n_cached_prompt_tokens = ev->n_cached_tokens;
         } else {
-          s.itl.push_back(Seconds(ev->time - f.last).count());
-          s.itl_spans.emplace_back(f.last, ev->time);
+          s.itl.emplace_back(f.last, ev->time);
         }
         f.last = ev->time;
         f.tokens.push_back(ev->token);
@@ -351,7 +350,10 @@ nlohmann::json report(const BenchOptions& o, const BenchSetup& b, const Workload
   j["total_token_throughput"] = double(s.n_output_tokens + s.n_input_tokens) / duration;
   j["ttft_ms"] = summarize_ms(s.ttft);
   j["tpot_ms"] = summarize_ms(s.tpot);
-  j["itl_ms"] = summarize_ms(s.itl);
+  std::vector<double> itl;
+  itl.reserve(s.itl.size());
+  for (const auto& [from, to] : s.itl) itl.push_back(Seconds(to - from).count());
+  j["itl_ms"] = summarize_ms(std::move(itl));
   j["e2e_ms"] = summarize_ms(s.e2e);
   j["peak_kv_usage"] = double(after.peak_kv_blocks_used) / double(after.kv_blocks_total);
   j["kv_waste"] = after.kv_waste_at_peak;
@@ -503,8 +505,8 @@ int run_engine_workload(const BenchOptions& o) {
   nlohmann::json j = report(o, b, w, samples, before, after);
   if (*grammar) report_constraint(o, *grammar, before, after, j);
   if (long_prompt != nullptr) {
-    if (Status s = long_prompt->measure_alone(e); !s.is_ok()) return fail(s);
-    long_prompt->report(samples.itl_spans, samples.last_first_token, j);
+    if (Status s = long_prompt->measure_alone(e, *b.m.tokenizer); !s.is_ok()) return fail(s);
+    long_prompt->report(samples.itl, samples.last_first_token, j);
   }
   print_report(o, b, j, before, after);
   LongPromptArrival::print(j);

@@ -25,7 +25,6 @@ namespace {
 using float_dot::F32;
 
 constexpr int kMaxTok = 4;  // tokens per register tile
-constexpr int kZmmTok = 6;  // tokens per avx512 tile (matmul_float_avx512.cc's kTok)
 
 // Where the weights are. Element k of row r (relative to the tile's first
 // row):
@@ -152,7 +151,7 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
   // Several tokens on packed groups at the avx512 tier: its row-pair tiles of
   // 6 tokens (matmul_float_avx512.h), whole groups at a time.
   const bool zmm_tiles = packed != nullptr && n_tok >= 2 && isa() == Isa::kAvx512;
-  const int64_t tile_tok = zmm_tiles ? kZmmTok : kMaxTok;
+  const int64_t tile_tok = zmm_tiles ? avx512::kTokensPerTile : kMaxTok;
   // Tokens per chunk: about 128 KB of activations (64 at n_in 576, 20 at 1536).
   const int64_t kChunkTok = std::clamp<int64_t>(
       (int64_t(128) << 10) / (n * 4) / tile_tok * tile_tok, tile_tok, 64 / tile_tok * tile_tok);

@@ -42,7 +42,7 @@ struct BF16x1 {
   }
 };
 
-constexpr int kTok = 6;    // tokens per tile: 4 x 6 accumulators + 4 weights + 1 token
+constexpr int kTok = kTokensPerTile;
 constexpr int kPairs = 4;  // row pairs per 8-row group
 
 // 16 elements at element offset e: rows 2p and 2p + 1 of one 8-element step.

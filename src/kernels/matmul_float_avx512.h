@@ -20,6 +20,10 @@
 
 namespace omnibus::matmul_float::avx512 {
 
+// Tokens per register tile: 4 row pairs x 6 tokens of accumulators, 4 weight
+// vectors and 1 token vector fill the 32 registers.
+inline constexpr int kTokensPerTile = 6;
+
 // y[t * y_stride + r] = row r of `group` . x[t * n .. + n) for r < rows
 // (<= 8; the group's padding rows are computed, not stored), t < n_tok.
 // x holds the activations already rounded to the weight's vec_dot type.
