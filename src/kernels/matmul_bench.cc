@@ -79,7 +79,7 @@ void BM_Matmul_Q4_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q4_K, 76
 void BM_Matmul_Q6_K_768x1536(benchmark::State& s) { run_shape(s, DType::Q6_K, 768, 1536); }
 
 // {n_tok, threads, packed}
-#define OMNIBUS_1T ->ArgsProduct({{1, 16, 64, 256, 512}, {1}, {0, 1}})
+#define OMNIBUS_1T ->ArgsProduct({{1, 2, 4, 5, 8, 16, 64, 256, 512}, {1}, {0, 1}})
 #define OMNIBUS_2T ->ArgsProduct({{1, 16, 64, 256}, {2}, {0, 1}})->UseRealTime()
 #define OMNIBUS_SHAPE(fn)   \
   BENCHMARK(fn) OMNIBUS_1T; \

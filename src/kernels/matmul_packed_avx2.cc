@@ -203,6 +203,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // first tile): splitting would write and re-read 8 bytes per element that
   // a couple of tiles do not amortize.
   const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
+  // 2..2 kTok tokens of a type with a wide kernel (the avx512 tier's Q4_K and
+  // Q6_K): two groups x every token per pass, the quants split once in
+  // registers (a verification step of 1 + k tokens; one token stays on the
+  // single-group kernel, which the stream, not the arithmetic, limits).
+  const bool wide = !unpack && n_tok > 1 && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr;
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
   uint8_t* unpack_buf = nullptr;
   if (unpack) {
@@ -268,6 +273,17 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         float* y = ys[m] + g * kGroupRows;
         const uint8_t* gp = group_ptr(m, g, 0);
         const int n_rows = int(std::min<int64_t>(kGroupRows, w.n_out - g * kGroupRows));
+        if (wide && gg + 1 < g1 && gg + 1 < first_group[m + 1]) {
+          // Two groups x all the call's tokens in one pass.
+          const uint8_t* gp1 = group_ptr(m, g + 1, 1);
+          for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
+            prefetch_group(packed_addr(next), gb);
+          const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
+          ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
+                               n_rows1);
+          gg += 2;
+          continue;
+        }
         if (!unpack && n_tiles > 1 && ops.pair[1] != nullptr && gg + 1 < g1 &&
             gg + 1 < first_group[m + 1]) {
           // Many tiles of a type with a pair kernel: two groups per call.

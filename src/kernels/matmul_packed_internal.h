@@ -94,10 +94,17 @@ using UnpackedPairFn = void (*)(const uint8_t* u0, const uint8_t* u1, const uint
 using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb,
                                   const void* act0, const void* act1, float* y, int64_t y_stride,
                                   int n_rows);
+// Two packed groups x T tokens of one or two activation tiles (tokens
+// 0..kTok-1 from act0, the rest from act1) in one pass over the groups.
+using WidePairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb,
+                            const void* act0, const void* act1, float* y, int64_t y_stride,
+                            int n_rows1);
 
-// A packed type's kernels. Calls with several token tiles take the first of:
-// unpack (quants split to bytes once per group; upair for two groups, else
-// unpacked_single if any, else kernel), then pair, then kernel.
+// A packed type's kernels. Calls of 2..2 kTok tokens take wide_pair where
+// the type has one; calls with more than kMaxPackedTiles token tiles unpack
+// (quants split to bytes once per group; upair for two groups, else
+// unpacked_single if any, else kernel); the rest run pair (several tiles, two
+// groups per call) or else kernel, per tile.
 struct Ops {
   KernelFn kernel[kTok + 1];  // one packed group, T tokens
   PackFn pack;
@@ -110,6 +117,7 @@ struct Ops {
   UnpackFn unpack = nullptr;   // null: no unpacked path
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
+  WidePairFn wide_pair[2 * kTok + 1] = {};              // [2, 2 * kTok] tokens (null: none)
 };
 
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:
@@ -417,6 +425,10 @@ inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
 inline __m512i join256(const void* p0, const void* p1) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256a(p0)), load256a(p1), 1);
 }
+// join256 of unaligned addresses (Q6_K's 1680-byte super-blocks).
+inline __m512i join256u(const void* p0, const void* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1);
+}
 // 8 halfs at p0 and 8 at p1 as 16 floats.
 inline __m512 join_halfs(const void* p0, const void* p1) {
   return _mm512_cvtph_ps(_mm256_set_m128i(load128(p1), load128(p0)));
@@ -482,20 +494,6 @@ inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t
       aq, s);
 }
 
-// steps_sum512 of two packed 4-bit groups (q0, q1: a 32-element block's qs,
-// laid out as Q4_1's), split to nibbles in registers.
-template <int T>
-inline void packed_nibble_steps_sum512(const uint8_t* q0, const uint8_t* q1,
-                                       const int8_t* const aq[T], __m512i s[T]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  steps_sum512<T>(
-      [&](int i, __m512i* lo, __m512i* hi) {
-        const __m512i w = join256(q0 + 32 * i, q1 + 32 * i);
-        *lo = _mm512_and_si512(w, m4);
-        *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-      },
-      aq, s);
-}
 #endif  // __AVX512F__
 
 }  // namespace OMNIBUS_PACKED_TIER

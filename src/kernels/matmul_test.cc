@@ -318,6 +318,39 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
   }
 }
 
+// Steps of 2..8 tokens (a speculative verification of 1 + k tokens) take the
+// one-pass wide kernels where the tier has them (avx512: Q4_K, Q6_K): every
+// token count, odd group counts (a lone last group) and a short last group,
+// 1 and 2 threads; each token's outputs bitwise those of its one-token call,
+// and close to the reference. The tier tests hold the same across tiers.
+TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
+  std::mt19937 rng(18);
+  ThreadPool pool1(1), pool2(2);
+  MatmulScratch scratch;
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0}) {
+    const int64_t n_in = 3 * 256;
+    for (int64_t n_out : {16 * 5 + 3, 8 * 7}) {
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      const WeightView w{type, wdata.data(), n_in, n_out};
+      const PackedWeight packed = pack_weight(w);
+      for (int64_t n_tok = 2; n_tok <= 8; ++n_tok) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(type) << " n_out=" << n_out << " n_tok=" << n_tok);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        std::vector<float> all(size_t(n_tok * n_out), NAN);
+        matmul(packed, x.data(), n_tok, all.data(), n_tok % 2 ? pool1 : pool2, scratch);
+        expect_matches_ref(w, x, n_tok, all);
+        std::vector<float> one(static_cast<size_t>(n_out), NAN);
+        for (int64_t t = 0; t < n_tok; ++t) {
+          matmul(packed, x.data() + t * n_in, 1, one.data(), pool2, scratch);
+          ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0)
+              << "t=" << t;
+        }
+      }
+    }
+  }
+}
+
 // The unquantized formats at row lengths that leave a scalar tail (n_in % 8
 // != 0, and shorter than one vector): every output bitwise the table's
 // vec_dot, whatever the tile or layout (row-major or packed at load), and
@@ -423,7 +456,7 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
       const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok : {1, 3, 6, 13, 64}) {  // 6: two tiles on packed groups
+      for (int64_t n_tok : {1, 3, 6, 7, 13, 64}) {  // 6, 7: two tiles on packed groups
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
