@@ -274,10 +274,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         const uint8_t* gp = group_ptr(m, g, 0);
         const int n_rows = int(std::min<int64_t>(kGroupRows, w.n_out - g * kGroupRows));
         if (wide && gg + 1 < g1 && gg + 1 < first_group[m + 1]) {
-          // Two groups x all the call's tokens in one pass.
+          // Two groups x all the call's tokens in one pass (the kernel
+          // prefetches on into the next pair: no burst here).
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
-          for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
-            prefetch_group(packed_addr(next), gb);
+          OMNIBUS_CHECK(gp1 == gp + gb);  // packed at load or in this thread's two slots
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
                                n_rows1);

@@ -168,7 +168,7 @@ inline constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
 
 inline void prefetch(const uint8_t* p) {
   if constexpr (kPrefetch > 0)
-    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T1);
 }
 
 // prefetch() of every cache line of [p, p + Bytes): a kernel that consumes
@@ -177,6 +177,22 @@ inline void prefetch(const uint8_t* p) {
 template <size_t Bytes>
 inline void prefetch_span(const uint8_t* p) {
   for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off);
+}
+
+// prefetch_span for a kernel that walks two adjacent groups (group1 =
+// group0 + gb bytes) side by side, at offset `at` of each: the stream is the
+// pair, so the distance runs on into the next pair's groups (+2 gb) instead
+// of into group1, which is being read already.
+template <size_t Bytes>
+inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at) {
+  if constexpr (kPrefetch > 0) {
+    size_t off = at + size_t(kPrefetch);
+    if (off >= gb) off += gb;
+    for (size_t l = 0; l < Bytes; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(group0 + off + l), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(group0 + gb + off + l), _MM_HINT_T1);
+    }
+  }
 }
 
 #ifndef OMNIBUS_PACKED_BARRIER
