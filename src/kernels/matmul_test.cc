@@ -319,16 +319,18 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 }
 
 // Steps of 2..8 tokens (a speculative verification of 1 + k tokens) take the
-// one-pass wide kernels where the tier has them (avx512: Q4_K, Q6_K): every
-// token count, odd group counts (a lone last group) and a short last group,
-// 1 and 2 threads; each token's outputs bitwise those of its one-token call,
-// and close to the reference. The tier tests hold the same across tiers.
+// one-pass wide kernels where the tier has them (avx512: Q4_K, Q6_K, Q4_1,
+// Q8_0): every token count, odd group and block counts (a lone last group,
+// Q8_0's half pair) and a short last group, 1 and 2 threads; each token's
+// outputs bitwise those of its one-token call, and close to the reference.
+// The tier tests hold the same across tiers.
 TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
   std::mt19937 rng(18);
   ThreadPool pool1(1), pool2(2);
   MatmulScratch scratch;
-  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0}) {
-    const int64_t n_in = 3 * 256;
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q8_0}) {
+    const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+    const int64_t n_in = k_quant ? 3 * 256 : 7 * 32;
     for (int64_t n_out : {16 * 5 + 3, 8 * 7}) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
