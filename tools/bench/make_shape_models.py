@@ -16,9 +16,22 @@ last quantization unless --keep-f16.
                 vocabulary 128256, separate output
   qwen2.5-7b    Qwen 2.5 7B: n_embd 3584, 28 layers, 28 / 4 heads of 128, n_ff 18944,
                 vocabulary 152064, Q/K/V biases, separate output
+  qwen3-30b-a3b Qwen3-30B-A3B's layer (qwen3moe): n_embd 2048, 32 / 4 heads of 128 with Q/K
+                norms, 128 experts of 768 (8 used), an F32 router, vocabulary 151936, separate
+                output; 20 of its 48 layers, as many as fit in 8 GiB at Q4_K_M (7.4 GiB).
+                Written as Q8_0 by gguf-py (the F16 would need 25 GiB of disk) and requantized
+                by llama-quantize --allow-requantize
 
 Weights: seeded normal values, std 1/sqrt(n_in) per matrix, so activations stay of order one
-through the layers (no inf / NaN in either engine). To keep the writing fast, every matrix is
+through the layers (no inf / NaN in either engine).
+
+MoE: speed depends on which experts the router picks. The router (ffn_gate_inp, F32 as in the
+real files) is a seeded normal matrix with std 1/sqrt(n_embd), so each token's 128 router logits
+are independent N(0, 1) draws and its top 8 a uniformly random set: every expert is hit equally
+often over a prompt (512 tokens x 8 / 128 = 32 rows each on average), as in a trained model whose
+load-balancing loss evens out the experts, and a decode token reads 8 experts' weights like a real
+one. (What it does not copy: a real router's preference for some experts on some text, which
+makes a prompt's groups less even than here.) To keep the writing fast, every matrix is
 cut from one seeded pool of 2^24 values at a per-tensor offset (its values repeat every 16 Mi
 elements, which no speed measure can see). The vocabulary is SmolLM2's BPE
 (models/smollm2-135m.gguf) padded with unused tokens to the model's size.
@@ -57,6 +70,10 @@ SHAPES = {
     "qwen2.5-7b": dict(arch="qwen2", n_embd=3584, n_layer=28, n_head=28, n_head_kv=4,
                        head_dim=128, n_ff=18944, n_vocab=152064, tied=False, biases=True,
                        rope_base=1000000.0, eps=1e-6, ctx=32768, qtypes=["Q4_K_M"]),
+    "qwen3-30b-a3b": dict(arch="qwen3moe", n_embd=2048, n_layer=20, n_head=32, n_head_kv=4,
+                          head_dim=128, n_ff=6144, n_vocab=151936, tied=False, qk_norm=True,
+                          n_expert=128, n_expert_used=8, n_ff_exp=768, rope_base=1000000.0,
+                          eps=1e-6, ctx=40960, qtypes=["Q4_K_M"], via_q8=True),
 }
 DEFAULT_SHAPES = ["llama3.2-1b", "llama3.1-8b"]
 POOL = 1 << 24
@@ -107,12 +124,28 @@ def tensor_list(s: dict):
         if s.get("biases"):
             out += [(p + "attn_q.bias", (nq,), 0.5), (p + "attn_k.bias", (nkv,), 0.5),
                     (p + "attn_v.bias", (nkv,), 0.5)]
+        if s.get("qk_norm"):
+            out += [(p + "attn_q_norm.weight", (s["head_dim"],), None),
+                    (p + "attn_k_norm.weight", (s["head_dim"],), None)]
         out += [(p + "attn_output.weight", (E, nq), 1 / math.sqrt(nq)),
-                (p + "ffn_norm.weight", (E,), None),
-                (p + "ffn_gate.weight", (F, E), 1 / math.sqrt(E)),
-                (p + "ffn_up.weight", (F, E), 1 / math.sqrt(E)),
-                (p + "ffn_down.weight", (E, F), 1 / math.sqrt(F))]
+                (p + "ffn_norm.weight", (E,), None)]
+        if s.get("n_expert"):
+            X, FX = s["n_expert"], s["n_ff_exp"]
+            out += [(p + "ffn_gate_inp.weight", (X, E), -1 / math.sqrt(E)),  # F32 (std < 0)
+                    (p + "ffn_gate_exps.weight", (X, FX, E), 1 / math.sqrt(E)),
+                    (p + "ffn_up_exps.weight", (X, FX, E), 1 / math.sqrt(E)),
+                    (p + "ffn_down_exps.weight", (X, E, FX), 1 / math.sqrt(FX))]
+        else:
+            out += [(p + "ffn_gate.weight", (F, E), 1 / math.sqrt(E)),
+                    (p + "ffn_up.weight", (F, E), 1 / math.sqrt(E)),
+                    (p + "ffn_down.weight", (E, F), 1 / math.sqrt(F))]
     return out
+
+
+def is_matrix(shape, std) -> bool:
+    """A weight written as F16 (or Q8_0): 2-D or 3-D, with a positive std (a negative std marks
+    an F32 matrix: the MoE router)."""
+    return std is not None and std > 0 and len(shape) >= 2
 
 
 def tensor_data(pool: np.ndarray, index: int, shape, std):
@@ -123,8 +156,8 @@ def tensor_data(pool: np.ndarray, index: int, shape, std):
     start = (index * 1_000_003) % POOL
     reps = (start + n + POOL - 1) // POOL
     flat = np.tile(pool, reps)[start:start + n] if reps > 1 else pool[start:start + n]
-    if len(shape) == 1:  # a bias
-        return (flat.astype(np.float32) * np.float32(std)).reshape(shape)
+    if len(shape) == 1 or std < 0:  # a bias, or an F32 matrix (the MoE router)
+        return (flat.astype(np.float32) * np.float32(abs(std))).reshape(shape)
     return (flat * np.float16(std)).astype(np.float16).reshape(shape)
 
 
@@ -150,6 +183,10 @@ def write_f16(name: str, s: dict, path: Path, q8: bool = False) -> None:
     w.add_layer_norm_rms_eps(s["eps"])
     w.add_rope_freq_base(s["rope_base"])
     w.add_rope_dimension_count(s["head_dim"])
+    if s.get("n_expert"):
+        w.add_expert_count(s["n_expert"])
+        w.add_expert_used_count(s["n_expert_used"])
+        w.add_expert_feed_forward_length(s["n_ff_exp"])
     w.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0 if q8 else gguf.LlamaFileType.MOSTLY_F16))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("llama-bpe" if s["arch"] == "llama" else "qwen2")
@@ -161,7 +198,7 @@ def write_f16(name: str, s: dict, path: Path, q8: bool = False) -> None:
     w.add_add_bos_token(s["arch"] == "llama")
     Q8 = gguf.GGMLQuantizationType.Q8_0
     for i, (tname, shape, std) in enumerate(tensors):
-        f16 = std is not None and len(shape) == 2
+        f16 = is_matrix(shape, std)
         if f16 and q8:
             byte_shape = gguf.quant_shape_to_byte_shape(shape, Q8)
             w.add_tensor_info(tname, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape)),
@@ -176,7 +213,7 @@ def write_f16(name: str, s: dict, path: Path, q8: bool = False) -> None:
     done, t0 = 0, time.time()
     for i, (tname, shape, std) in enumerate(tensors):
         data = tensor_data(pool, i, shape, std)
-        if q8 and std is not None and len(shape) == 2:
+        if q8 and is_matrix(shape, std):
             data = gguf.quants.quantize(data.astype(np.float32), Q8)
         w.write_tensor_data(data)
         done += int(np.prod(shape))
@@ -187,12 +224,14 @@ def write_f16(name: str, s: dict, path: Path, q8: bool = False) -> None:
     tmp.replace(path)
 
 
-def quantize(llama_quantize: Path, src: Path, dst: Path, qtype: str, threads: int) -> None:
+def quantize(llama_quantize: Path, src: Path, dst: Path, qtype: str, threads: int,
+             requantize: bool = False) -> None:
     tmp = dst.with_suffix(".tmp")
     log(f"llama-quantize {src.name} -> {dst.name} ({qtype})")
     t0 = time.time()
+    flags = ["--allow-requantize"] if requantize else []
     with open(dst.with_suffix(".log"), "w") as logf:
-        rc = subprocess.run([str(llama_quantize), str(src), str(tmp), qtype, str(threads)],
+        rc = subprocess.run([str(llama_quantize)] + flags + [str(src), str(tmp), qtype, str(threads)],
                             stdout=logf, stderr=subprocess.STDOUT).returncode
     if rc != 0:
         sys.exit(f"make_shape_models: llama-quantize failed (see {dst.with_suffix('.log')})")
@@ -237,19 +276,22 @@ def main() -> None:
                 log(f"{name}-{q}.gguf present")
         if not todo:
             continue
-        f16 = args.out / f"{name}-F16.gguf"
-        if not f16.exists():
+        via_q8 = s.get("via_q8", False)  # too large as F16: Q8_0 from gguf-py, then requantized
+        src = args.out / (f"{name}-Q8_0-src.gguf" if via_q8 else f"{name}-F16.gguf")
+        if not src.exists():
             need = sum(int(np.prod(sh)) * 2 for _, sh, _ in tensor_list(s))
+            need = need * (0.53 + 0.35 if via_q8 else 1.6)
             free = shutil.disk_usage(args.out).free
-            if free < need * 1.6:
-                sys.exit(f"make_shape_models: {name} needs {need * 1.6 / 2**30:.1f} GiB free "
-                         f"(F16 + quantized), {free / 2**30:.1f} GiB there")
-            write_f16(name, s, f16)
+            if free < need:
+                sys.exit(f"make_shape_models: {name} needs {need / 2**30:.1f} GiB free "
+                         f"(source + quantized), {free / 2**30:.1f} GiB there")
+            write_f16(name, s, src, q8=via_q8)
         for q in todo:
-            quantize(quantizer, f16, args.out / f"{name}-{q}.gguf", q, args.threads)
+            quantize(quantizer, src, args.out / f"{name}-{q}.gguf", q, args.threads,
+                     requantize=via_q8)
         if not args.keep_f16:
-            f16.unlink()
-            log(f"removed {f16.name}")
+            src.unlink()
+            log(f"removed {src.name}")
 
 
 if __name__ == "__main__":
