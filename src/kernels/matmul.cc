@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_float_avx2.h"
@@ -13,18 +15,44 @@
 namespace omnibus {
 namespace {
 
-// Packed bytes of one matrix, 64-byte aligned; matrices of 2 MiB and more
-// are 2 MiB aligned and asked for transparent huge pages (madvise: this
-// kernel's default mode only gives them on request). A decode step streams
-// every weight once: with 4 KiB pages each 4 KiB of the stream is a TLB
-// miss and a page walk, and the hardware prefetchers stop at each page's
-// end. Best effort: without huge pages the bytes are the same.
-uint8_t* alloc_packed(size_t n) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  if (n < kHuge) return static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64));
-  void* p = std::aligned_alloc(kHuge, (n + 63) / 64 * 64);
-  if (p != nullptr) ::madvise(p, n / kHuge * kHuge, MADV_HUGEPAGE);
-  return static_cast<uint8_t*>(p);
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// n bytes (a multiple of 64), 2 MiB aligned, the whole 2 MiB pages of them on
+// transparent huge pages (best effort: madvise asks, this kernel's default
+// THP mode only gives them on request). The tail stays on 4 KiB pages, so
+// touching it commits no more than it holds.
+std::shared_ptr<uint8_t> alloc_huge(size_t n) {
+  void* p = nullptr;  // posix_memalign: aligned_alloc wants n a multiple of the alignment
+  OMNIBUS_CHECK(::posix_memalign(&p, kHugePage, n) == 0 && p != nullptr);
+  if (n >= kHugePage) ::madvise(p, n / kHugePage * kHugePage, MADV_HUGEPAGE);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+// The packed bytes of one matrix, 64-byte aligned, on huge pages. A decode
+// step streams every weight once: on 4 KiB pages each 4 KiB of the stream is
+// a TLB miss and a page walk, and the hardware prefetchers stop at each
+// page's end (docs/performance.md: 10-35% of the streaming rate). Matrices
+// of 2 MiB and more get their own allocation; smaller ones (a MoE model's
+// experts, ~1 MiB each by the thousand) are carved from shared 32 MiB
+// chunks, each freed with the last matrix in it.
+// Thread-safety: callable from any thread (one mutex).
+std::shared_ptr<uint8_t> alloc_packed(size_t n) {
+  n = (n + 63) / 64 * 64;
+  if (n >= kHugePage) return alloc_huge(n);
+  constexpr size_t kChunk = 16 * kHugePage;
+  static std::mutex mu;
+  static std::weak_ptr<uint8_t> chunk;  // the chunk being filled (alive while a matrix uses it)
+  static size_t used = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<uint8_t> c = chunk.lock();
+  if (c == nullptr || used + n > kChunk) {
+    c = alloc_huge(kChunk);
+    chunk = c;
+    used = 0;
+  }
+  std::shared_ptr<uint8_t> out(c, c.get() + used);  // shares the chunk's ownership
+  used += n;
+  return out;
 }
 
 // Rows per parallel task: a few tasks per thread for balance.
@@ -93,7 +121,7 @@ PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
   const size_t gb = k->group_bytes(w.type, w.n_in);
   const int64_t n_groups = (w.n_out + kMatmulGroupRows - 1) / kMatmulGroupRows;
   p.size_ = size_t(n_groups) * gb;
-  p.data_.reset(alloc_packed(p.size_));
+  p.data_ = alloc_packed(p.size_);
   OMNIBUS_CHECK(p.data_ != nullptr);
   constexpr int64_t kGroupsPerTask = 64;
   const int64_t n_tasks = (n_groups + kGroupsPerTask - 1) / kGroupsPerTask;

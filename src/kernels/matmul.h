@@ -55,12 +55,18 @@ struct MatmulScratch {
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch);
 
-// A weight matrix in the packed layout, owning its bytes (64-byte aligned).
+// A weight matrix in the packed layout, owning its bytes (64-byte aligned,
+// on transparent huge pages where the kernel gives them: see pack_weight).
 // Types or CPUs without a packed kernel keep only the view (is_packed() false)
 // and matmul falls back to the unpacked path. Move-only.
 class PackedWeight {
  public:
   PackedWeight() = default;
+  PackedWeight(PackedWeight&&) = default;
+  PackedWeight& operator=(PackedWeight&&) = default;
+  PackedWeight(const PackedWeight&) = delete;
+  PackedWeight& operator=(const PackedWeight&) = delete;
+
   const WeightView& view() const { return view_; }  // the original (not owned)
   bool is_packed() const { return data_ != nullptr; }
   const uint8_t* data() const { return data_.get(); }
@@ -68,11 +74,8 @@ class PackedWeight {
 
  private:
   friend PackedWeight pack_weight(const WeightView& w, ThreadPool* pool);
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   WeightView view_{};
-  std::unique_ptr<uint8_t, Free> data_;
+  std::shared_ptr<uint8_t> data_;  // may share a huge-page chunk with other small matrices
   size_t size_ = 0;
 };
 

@@ -228,6 +228,42 @@ TEST(Matmul, SharedInputMixedTypes) {
 // Extreme quants (all 15 nibbles, Q5_0's, Q5_1's and Q5_K's 31, Q4_K's and Q5_K's scale 63,
 // Q6_K's 63 at scale -128, Q8_0 at -128, against +-127 activations):
 // the packed kernels' int16 partial sums must not overflow.
+// Packed weights under 2 MiB share huge-page chunks (kernels/matmul.cc,
+// alloc_packed): each is 64-byte aligned, none overlaps another, and one
+// outlives the others' release (ASan would see a use after free); a large one
+// gets its own allocation. Results as the row-major view's.
+TEST(Matmul, SmallPackedWeightsShareChunksSafely) {
+  std::mt19937 rng(19);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const int64_t n_in = 256, n_out = 40;
+  std::vector<std::vector<uint8_t>> rows;
+  std::vector<PackedWeight> packed;
+  for (int i = 0; i < 6; ++i) {
+    rows.push_back(random_rows(DType::Q4_K, n_out, n_in, rng));
+    packed.push_back(pack_weight(WeightView{DType::Q4_K, rows.back().data(), n_in, n_out}));
+    ASSERT_TRUE(packed.back().is_packed());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.back().data()) % 64, 0u);
+  }
+  for (size_t i = 0; i < packed.size(); ++i) {
+    for (size_t j = i + 1; j < packed.size(); ++j) {
+      const uint8_t *a = packed[i].data(), *b = packed[j].data();
+      EXPECT_TRUE(a + packed[i].size_bytes() <= b || b + packed[j].size_bytes() <= a);
+    }
+  }
+  const int64_t big_in = 512, big_out = 8 * 1024;  // 1024 groups x 2368 bytes: over 2 MiB
+  std::vector<uint8_t> big_rows = random_rows(DType::Q4_K, big_out, big_in, rng);
+  PackedWeight big = pack_weight(WeightView{DType::Q4_K, big_rows.data(), big_in, big_out});
+  EXPECT_GT(big.size_bytes(), size_t(2) << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % (size_t(2) << 20), 0u);
+  for (size_t i = 0; i + 1 < packed.size(); ++i) packed[i] = PackedWeight();  // release all but one
+  std::vector<float> x = random_floats(size_t(3 * n_in), rng);
+  std::vector<float> got(size_t(3 * n_out)), want(got.size());
+  matmul(packed.back(), x.data(), 3, got.data(), pool, scratch);
+  matmul(packed.back().view(), x.data(), 3, want.data(), pool, scratch);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+}
+
 TEST(Matmul, PackedExtremeQuantsAreExact) {
   ThreadPool pool(1);
   MatmulScratch scratch;
