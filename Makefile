@@ -21,7 +21,7 @@ build:
 
 # Random-weight GGUFs of real model shapes (Llama 3.2 1B, Llama 3.1 8B) for the benchmarks in
 # docs/performance.md; needs the reference llama-quantize (scripts/build_llama_cpp.sh). Never run by
-# `make test`. SHAPES="--shape qwen2.5-7b" picks others.
+# `make test`. SHAPES="--shape qwen2.5-7b" (or qwen3-30b-a3b, the MoE layer shape) picks others.
 bench-models: setup
 	scripts/build_llama_cpp.sh >/dev/null
 	.venv/bin/python tools/bench/make_shape_models.py $(SHAPES)
