@@ -5,6 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "util/check.h"
 
 namespace omnibus {
@@ -29,6 +34,16 @@ bool env_set(const char* name) {
   return env != nullptr && std::strcmp(env, "") != 0 && std::strcmp(env, "0") != 0;
 }
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+// Asks Linux for the AMX tile data state (XFEATURE_XTILEDATA, 18) for this
+// process: without it the first tile instruction faults. Granted once for
+// every thread of the process; fails on kernels before 5.16.
+bool request_amx_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+#endif
+
 std::atomic<int>& active_isa() {
   static std::atomic<int> tier{int(cpu_features().chosen)};
   return tier;
@@ -46,6 +61,8 @@ const char* isa_name(Isa isa) {
       return "avx-vnni";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -68,6 +85,8 @@ bool CpuFeatures::supports(Isa tier) const {
       return base && avx_vnni;
     case Isa::kAvx512:
       return base && avx512f && avx512bw && avx512vl && avx512dq && avx512_vnni;
+    case Isa::kAmx:
+      return supports(Isa::kAvx512) && amx_int8;
   }
   return false;
 }
@@ -93,18 +112,32 @@ const CpuFeatures& cpu_features() {
       const CpuidRegs l7s1 = cpuid(7, 1);
       f.avx_vnni = f.avx2 && ((l7s1.eax >> 4) & 1);
       f.avx512_bf16 = f.avx512f && ((l7s1.eax >> 5) & 1);
+      // AMX-TILE and AMX-INT8: leaf 7 EDX bits 24 and 25; usable once the
+      // OS enables the tile state in XCR0 (bits 17, 18) and grants it.
+      const CpuidRegs l7 = cpuid(7, 0);
+      const bool amx_cpu = ((l7.edx >> 24) & 1) && ((l7.edx >> 25) & 1);
+      const bool osxsave = (cpuid(1, 0).ecx >> 27) & 1;
+      if (amx_cpu && osxsave) {
+        unsigned lo = 0, hi = 0;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        const bool tiles_enabled = ((lo >> 17) & 3) == 3;
+#if defined(__linux__)
+        f.amx_int8 = tiles_enabled && request_amx_permission();
+#endif
+      }
     }
 #endif
     f.simd_disabled = env_set("OMNIBUS_NO_SIMD");
     for (Isa tier : kAllIsas) {
       if (f.supports(tier)) f.best = tier;
     }
-    Isa cap = f.simd_disabled ? Isa::kScalar : Isa::kAvx512;
+    Isa cap = f.simd_disabled ? Isa::kScalar : Isa::kAmx;
     if (const char* env = std::getenv("OMNIBUS_ISA"); env != nullptr && *env != '\0') {
       const std::optional<Isa> parsed = parse_isa(env);
       if (!parsed) {
         std::fprintf(stderr,
-                     "OMNIBUS_ISA=%s: unknown tier (one of scalar, avx2, avx-vnni, avx512)\n", env);
+                     "OMNIBUS_ISA=%s: unknown tier (one of scalar, avx2, avx-vnni, avx512, amx)\n",
+                     env);
         std::exit(2);
       }
       if (*parsed < cap) cap = *parsed;

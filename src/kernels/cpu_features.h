@@ -10,6 +10,10 @@
 //   avx512     avx2 + AVX-512 F/BW/VL/DQ + AVX512_VNNI (EVEX vpdpbusd, 32
 //              vector registers): Ice Lake, Sapphire Rapids, Zen 4/5.
 //              AVX-512 without VNNI (Skylake-SP) runs avx2.
+//   amx        avx512 + AMX-TILE + AMX-INT8, with the OS's permission for
+//              the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+):
+//              Sapphire Rapids and later Xeons. The many-token Q4_K matmul
+//              runs on the tile unit; everything else as avx512.
 // The integer kernels of every tier keep exact int32 sums in the same order,
 // so the tiers give bitwise the same matmul results (kernels/matmul_test.cc).
 //
@@ -27,10 +31,11 @@
 
 namespace omnibus {
 
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3 };
-inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512};
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAmx = 4 };
+inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512,
+                                   Isa::kAmx};
 
-const char* isa_name(Isa isa);  // "scalar", "avx2", "avx-vnni", "avx512"
+const char* isa_name(Isa isa);  // "scalar", "avx2", "avx-vnni", "avx512", "amx"
 std::optional<Isa> parse_isa(std::string_view name);
 
 struct CpuFeatures {
@@ -44,6 +49,7 @@ struct CpuFeatures {
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool avx_vnni = false;
+  bool amx_int8 = false;  // AMX-TILE + AMX-INT8 usable: the CPU has them, the OS granted the tiles
   bool simd_disabled = false;  // OMNIBUS_NO_SIMD set
   // Whether this CPU can run `tier` (ignoring any cap).
   bool supports(Isa tier) const;

@@ -50,6 +50,7 @@ struct MatmulScratch {
   std::vector<uint8_t> quantized_x;
   std::vector<uint8_t> packed_rows;    // per-thread row groups packed on the fly
   std::vector<uint8_t> unpacked_rows;  // per-thread Q4_1 groups with nibbles split
+  std::vector<uint8_t> amx_rows;       // the amx tier's activations as 16-token rows
 };
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,

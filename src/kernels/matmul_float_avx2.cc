@@ -150,7 +150,7 @@ void run(const WeightView& w, const uint8_t* packed, const float* x, int64_t n_t
   constexpr int64_t kChunkRows = 24;
   // Several tokens on packed groups at the avx512 tier: its row-pair tiles of
   // 6 tokens (matmul_float_avx512.h), whole groups at a time.
-  const bool zmm_tiles = packed != nullptr && n_tok >= 2 && isa() == Isa::kAvx512;
+  const bool zmm_tiles = packed != nullptr && n_tok >= 2 && isa() >= Isa::kAvx512;
   const int64_t tile_tok = zmm_tiles ? avx512::kTokensPerTile : kMaxTok;
   // Tokens per chunk: about 128 KB of activations (64 at n_in 576, 20 at 1536).
   const int64_t kChunkTok = std::clamp<int64_t>(

@@ -10,7 +10,7 @@
 // (the same 8 lane chains over k, the same horizontal sum of the 8 lanes,
 // the same scalar tail): bitwise the avx2 tier's result.
 //
-// REQUIRES: isa() == Isa::kAvx512.
+// REQUIRES: isa() >= Isa::kAvx512.
 // Thread-safety: pure function of its arguments.
 #pragma once
 

@@ -64,6 +64,9 @@ using internal::Ops;
 // packing and use).
 const Ops& ops_for(DType type) {
   switch (isa()) {
+    case Isa::kAmx:
+      if (type == DType::Q4_K) return internal::amx::ops_q4_K();
+      OMNIBUS_TIER_OPS(avx512)
     case Isa::kAvx512:
       OMNIBUS_TIER_OPS(avx512)
     case Isa::kAvxVnni:
@@ -173,12 +176,45 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   auto tile_act = [&](int64_t tile) -> const uint8_t* {
     return act + size_t(tile * nb) * act_block;
   };
+  // The amx tier's many-token calls: every 16 tokens' Q8_K activations also
+  // as rows (internal::AmxActRows, the tile unit's operand layout).
+  const bool amx = ops.amx_pair != nullptr && ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
+  constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok;
+  const size_t act16_block = size_t(nb) * sizeof(internal::AmxActRows);
+  internal::AmxActRows* act16 = nullptr;
+  if (amx) {
+    const size_t need = size_t((n_tiles + kAmxTiles - 1) / kAmxTiles) * act16_block + 64;
+    if (scratch.amx_rows.size() < need) scratch.amx_rows.resize(need);
+    const auto addr = reinterpret_cast<uintptr_t>(scratch.amx_rows.data());
+    act16 = reinterpret_cast<internal::AmxActRows*>(scratch.amx_rows.data() +
+                                                    (round_up(addr, 64) - addr));
+  }
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
     uint8_t* a = act + size_t(tile * nb) * act_block;
     if (ops.k_act) {
-      matmul_act::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid,
-                                  reinterpret_cast<ActBlockK*>(a));
+      auto* blocks = reinterpret_cast<ActBlockK*>(a);
+      matmul_act::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, blocks);
+      if (amx) {
+        // this tile's 4 rows of its 16-token block (the last tile also zeroes
+        // the block's rows of tiles past the end: the tile unit reads them)
+        internal::AmxActRows* rows = act16 + (tile / kAmxTiles) * nb;
+        const int64_t q = tile % kAmxTiles;
+        const int64_t q_end = tile == n_tiles - 1 ? kAmxTiles : q + 1;
+        for (int64_t sb = 0; sb < nb; ++sb) {
+          internal::AmxActRows& r = rows[sb];
+          for (int64_t t = 0; t < kTok; ++t) {
+            std::memcpy(r.qs[q * kTok + t], blocks[sb].qs[t], 256);
+            r.d[q * kTok + t] = blocks[sb].d[t];
+            std::memcpy(r.bsum_pairs[q * kTok + t], blocks[sb].bsum_pairs[t], 16);
+          }
+          for (int64_t t = (q + 1) * kTok; t < q_end * kTok; ++t) {
+            std::memset(r.qs[t], 0, 256);
+            r.d[t] = 0.0f;
+            std::memset(r.bsum_pairs[t], 0, 16);
+          }
+        }
+      }
     } else {
       auto* blocks = reinterpret_cast<ActBlock32*>(a);
       int32_t* qsum = ops.with_qsum ? reinterpret_cast<int32_t*>(blocks + nb) : nullptr;
@@ -209,9 +245,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // single-group kernel, which the stream, not the arithmetic, limits).
   const bool wide = !unpack && n_tok > 1 && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr;
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
+  // the amx tier's per-thread operands of a group pair (64-byte multiple)
+  const size_t amx_ub = amx ? round_up(ops.amx_unpacked_bytes(nb), 64) : 0;
   uint8_t* unpack_buf = nullptr;
   if (unpack) {
-    const size_t need = size_t(n_threads) * 2 * ub + 64;
+    const size_t need = size_t(n_threads) * std::max(2 * ub, amx_ub) + 64;
     if (scratch.unpacked_rows.size() < need) scratch.unpacked_rows.resize(need);
     const auto addr = reinterpret_cast<uintptr_t>(scratch.unpacked_rows.data());
     unpack_buf = scratch.unpacked_rows.data() + (round_up(addr, 64) - addr);
@@ -227,6 +265,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // can share, is short too. Which thread computes a group never changes its
   // result.
   constexpr int64_t kChunkTiles = 16;
+  // The amx tier re-lays each group pair's operands per chunk: its chunks
+  // are as long as ~1 MiB of activation rows allows (more tokens per
+  // unpack), in 32-token steps, at least kChunkTiles.
+  const int64_t chunk_tiles =
+      amx ? std::max<int64_t>(kChunkTiles, int64_t((1 << 20) / act16_block) / 2 * 2 * kAmxTiles)
+          : kChunkTiles;
   constexpr int64_t kRunBlockTiles = 1536, kMinSubtasks = 4, kMaxSubtasks = 64;
   const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
   const int64_t region_work = n_groups / n_regions * n_tiles * nb;
@@ -264,8 +308,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     // walks its run of groups once per chunk, so the chunk's activations (up
     // to 123 KB at n_in 1536) stay in L2 instead of streaming the whole
     // batch's from L3 for every group pair. Unpacking is redone per chunk.
-    for (int64_t c0 = 0; c0 < n_tiles; c0 += kChunkTiles) {
-      const int64_t c1 = std::min(n_tiles, c0 + kChunkTiles);
+    for (int64_t c0 = 0; c0 < n_tiles; c0 += chunk_tiles) {
+      const int64_t c1 = std::min(n_tiles, c0 + chunk_tiles);
       for (int64_t gg = g0; gg < g1;) {
         const int m = matrix_of(gg);
         const WeightView& w = *ws[m];
@@ -309,8 +353,25 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         // Many tiles: split the nibbles once per group, and run two groups of
         // one matrix together where the run has them.
         const bool pair = gg + 1 < g1 && gg + 1 < first_group[m + 1];
+        if (amx && pair) {
+          // The tile unit: the pair's operands once, then 16 tokens a call.
+          const uint8_t* gp1 = group_ptr(m, g + 1, 1);
+          uint8_t* abuf = unpack_buf + size_t(thread) * std::max(2 * ub, amx_ub);
+          ops.amx_unpack(gp, gp1, nb, abuf);
+          for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
+            prefetch_group(packed_addr(next), gb);
+          const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
+          OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);
+          for (int64_t tile = c0; tile < c1; tile += 2 * kAmxTiles) {
+            const int n_valid = int(std::min<int64_t>(2 * kAmxTok, n_tok - tile * kTok));
+            ops.amx_pair(abuf, gp, gp1, nb, act16 + (tile / kAmxTiles) * nb, act16_block, n_valid,
+                         y + tile * kTok * w.n_out, w.n_out, n_rows1);
+          }
+          gg += 2;
+          continue;
+        }
         const int step = pair ? 2 : 1;
-        uint8_t* ubuf = unpack_buf + size_t(thread) * 2 * ub;
+        uint8_t* ubuf = unpack_buf + size_t(thread) * std::max(2 * ub, amx_ub);
         const bool single_unpacked = ops.unpacked_single[1] != nullptr;
         if (pair || single_unpacked) ops.unpack(gp, nb, ubuf);
         const uint8_t* gp1 = nullptr;

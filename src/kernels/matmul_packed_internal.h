@@ -45,10 +45,14 @@
 // linkage lives in the tier's namespace, so no inline function of one tier
 // can stand in for another's at link time (which would run AVX-512 code on a
 // CPU without it). The tier is read from the compiler's target macros:
+//   amx      (-mamx-int8 and avx512's):     the tile unit (matmul_packed_q4_K_amx.cc)
 //   avx512   (-mavx512vnni -mavx512vl ...): EVEX vpdpbusd, 32 registers
 //   avx_vnni (-mavxvnni):                   VEX vpdpbusd
 //   avx2:                                   maddubs + madd
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
+#if defined(__AMX_INT8__) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define OMNIBUS_PACKED_TIER amx
+#define OMNIBUS_PACKED_VNNI 1
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
 #define OMNIBUS_PACKED_TIER avx512
 #define OMNIBUS_PACKED_VNNI 1
 #elif defined(__AVXVNNI__)
@@ -100,6 +104,23 @@ using WidePairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_
                             const void* act0, const void* act1, float* y, int64_t y_stride,
                             int n_rows1);
 
+// The amx tier's many-token calls on two groups (16 rows): amx_unpack lays
+// the pair's quants out as tile-unit operands once (amx_unpacked_bytes(nb)
+// bytes, 64-byte aligned), then amx_pair runs up to 32 tokens per call from
+// their Q8_K activations as rows, in blocks of 16 tokens (AmxActRows; the
+// next block act16_block bytes on; zero rows past the call's tokens).
+struct AmxActRows {  // one super-block of 16 tokens
+  int8_t qs[16][256];
+  float d[16];
+  int16_t bsum_pairs[16][8];
+};
+static_assert(sizeof(AmxActRows) % 64 == 0);
+using AmxUnpackFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb,
+                             uint8_t* out);
+using AmxPairFn = void (*)(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
+                           int64_t nb, const AmxActRows* act16, size_t act16_block, int n_valid,
+                           float* y, int64_t y_stride, int n_rows1);
+
 // A packed type's kernels. Calls of 2..2 kTok tokens take wide_pair where
 // the type has one; calls with more than kMaxPackedTiles token tiles unpack
 // (quants split to bytes once per group; upair for two groups, else
@@ -118,6 +139,9 @@ struct Ops {
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
   WidePairFn wide_pair[2 * kTok + 1] = {};              // [2, 2 * kTok] tokens (null: none)
+  AmxUnpackFn amx_unpack = nullptr;  // the amx tier's unpacked pairs (null: none)
+  AmxPairFn amx_pair = nullptr;
+  size_t (*amx_unpacked_bytes)(int64_t nb) = nullptr;
 };
 
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:
@@ -141,6 +165,10 @@ namespace avx512 {
 OMNIBUS_PACKED_OPS_DECLS
 }
 #undef OMNIBUS_PACKED_OPS_DECLS
+// The amx tier: avx512's tables, Q4_K's with the tile-unit pair.
+namespace amx {
+const Ops& ops_q4_K();
+}
 
 namespace OMNIBUS_PACKED_TIER {
 
@@ -194,6 +222,30 @@ inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at) {
     }
   }
 }
+
+// Offsets in a packed Q4_K / Q5_K group: quants qs (and Q5_K's hb) of
+// sub-block j, then the shared tail sc, mn, d, dmin.
+struct LayoutQ4_K {
+  static constexpr bool kFifth = false;
+  static constexpr size_t kSuper = 1184, kSub = 128, kTail = 8 * kSub;
+  static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
+  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 8 * size_t(j); }
+  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 64 + 16 * size_t(k); }
+  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 128; }
+  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 144; }
+};
+struct LayoutQ5_K {
+  static constexpr bool kFifth = true;
+  static constexpr size_t kSuper = 1440, kSub = 160, kTail = 8 * kSub;
+  static size_t qs(int64_t sb, int j) { return size_t(sb) * kSuper + kSub * size_t(j); }
+  static size_t hb(int64_t sb, int j) { return qs(sb, j) + 128; }
+  static size_t sc(int64_t sb, int j) { return size_t(sb) * kSuper + kTail + 8 * size_t(j); }
+  static size_t mn(int64_t sb, int k) { return size_t(sb) * kSuper + kTail + 64 + 16 * size_t(k); }
+  static size_t d(int64_t sb) { return size_t(sb) * kSuper + kTail + 128; }
+  static size_t dmin(int64_t sb) { return size_t(sb) * kSuper + kTail + 144; }
+};
+static_assert(LayoutQ4_K::kTail + 160 == LayoutQ4_K::kSuper &&
+              LayoutQ5_K::kTail + 160 == LayoutQ5_K::kSuper);
 
 #ifndef OMNIBUS_PACKED_BARRIER
 #define OMNIBUS_PACKED_BARRIER 1

@@ -494,7 +494,9 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
       const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok : {1, 3, 6, 7, 13, 64}) {  // 6, 7: two tiles on packed groups
+      // 6, 7: two tiles on packed groups; 13, 64, 100: unpacked (amx: 16-token
+      // calls, a last one of 13 / 4 tokens, a chunk boundary at 64)
+      for (int64_t n_tok : {1, 3, 6, 7, 13, 64, 100}) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
@@ -508,6 +510,33 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
+  }
+  set_isa_for_testing(start);
+}
+
+// Q4_K at a prompt's shape: long rows (57 super-blocks, so the amx tier's
+// token chunks are 64 tokens and a call crosses several), a last pair with 3
+// valid rows, and token counts that leave a last call of 1..31 tokens.
+TEST(Matmul, ManyTokenQ4KIsaTiersAreBitwiseEqual) {
+  std::vector<Isa> tiers;
+  if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
+  std::mt19937 rng(29);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const Isa start = isa();
+  const int64_t n_in = 256 * 57, n_out = 8 * 5 + 3;
+  std::vector<uint8_t> wdata = random_rows(DType::Q4_K, n_out, n_in, rng);
+  const WeightView w{DType::Q4_K, wdata.data(), n_in, n_out};
+  set_isa_for_testing(Isa::kAvx2);
+  const PackedWeight packed = pack_weight(w);
+  for (int64_t n_tok : {17, 33, 100, 161}) {
+    SCOPED_TRACE(::testing::Message() << "n_tok=" << n_tok);
+    std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+    set_isa_for_testing(Isa::kAvx2);
+    std::vector<float> want(size_t(n_tok * n_out), NAN);
+    matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+    expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
+    if (::testing::Test::HasFatalFailure()) break;
   }
   set_isa_for_testing(start);
 }

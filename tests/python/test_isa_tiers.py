@@ -56,4 +56,4 @@ def test_unknown_tier_is_a_clear_error():
                        env={"OMNIBUS_ISA": "avx1024", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2
-    assert "OMNIBUS_ISA=avx1024: unknown tier (one of scalar, avx2, avx-vnni, avx512)" in r.stderr
+    assert "OMNIBUS_ISA=avx1024: unknown tier (one of scalar, avx2, avx-vnni, avx512, amx)" in r.stderr

@@ -60,7 +60,7 @@ def test_server_info_describes_engine_and_kv_pool(server):
         assert 0 < kv["bytes"] <= 256 * 2**20
         assert kv["dtype"] == "f16" and kv["prefix_caching"] is True
         assert info["model_path"].endswith(".gguf")
-        assert info["isa"] in ("scalar", "avx2", "avx-vnni", "avx512")  # kernels/cpu_features.h
+        assert info["isa"] in ("scalar", "avx2", "avx-vnni", "avx512", "amx")  # kernels/cpu_features.h
         # A default server (--kv-role both, no --kv-transfer) has no KV transfer (docs/security.md).
         assert info["kv_transfer"] is None
 

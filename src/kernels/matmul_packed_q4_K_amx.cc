@@ -1,0 +1,198 @@
+// The amx tier's Q4_K kernel for many tokens: two packed groups (16 rows) x
+// 16 tokens per call on the tile unit (AMX-INT8's tdpbsud: signed activation
+// bytes times unsigned weight bytes, 16 x 16 int32 sums of 64-byte rows).
+//
+// A Q4_K super-block's result needs, per output and token,
+//   isum = sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]   (exact int32)
+// with a 6-bit scale sc_j per 32-element sub-block: the tile unit cannot
+// scale its 64-element rows per 32 elements, and q * sc (<= 945) is no byte.
+// But sc = 8 sh + sl with sh, sl in [0, 7], and q * sh, q * sl <= 105 are
+// bytes, so the super-block's isum is two plain dot products:
+//   isum = 8 * sum_k (q[k] sh_j(k)) a[k] + sum_k (q[k] sl_j(k)) a[k]
+// (an integer identity: the same int32 as every other tier's). amx_unpack
+// writes the two scaled byte matrices once per group pair; each super-block
+// is then 8 tile products of K = 64, and the float steps after it are
+// kernel_k4_pair512's, in its order (acc, mins per super-block): bitwise
+// equal to every tier (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual).
+//
+// Thread-safety: stateless; each call configures the calling thread's tiles
+// and releases them before it returns.
+#include <immintrin.h>
+
+#include <cstring>
+
+// GCC 12's _mm512_cvtph_ps passes an _mm512_undefined_ps() vector that its
+// -Wuninitialized flags where inlined here (GCC PR 105593, fixed in 13).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "kernels/matmul_packed_internal.h"
+
+#if !defined(__AMX_INT8__) || !defined(__AMX_TILE__)
+#error "compiled with the amx tier's flags only (CMakeLists.txt)"
+#endif
+
+namespace omnibus::matmul_packed::internal::amx {
+namespace {
+
+using L = LayoutQ4_K;
+
+// Per super-block of a pair: for c in 0..3 (64 elements each), the sh-scaled
+// operand then the sl-scaled one, each 16 rows (k4: elements 64c + 4 k4 ..
+// + 3) x 64 bytes (output n's 4 bytes at 4n; group 0's rows n 0-7).
+constexpr size_t kTileBytes = 1024;
+constexpr size_t kSuperBytes = 4 * 2 * kTileBytes;
+
+size_t amx_unpacked_bytes_q4_K(int64_t nsb) { return size_t(nsb) * kSuperBytes; }
+
+// Tile registers: C 0-3 (token block 0's sh and sl sums, then block 1's),
+// A 4-5 (the blocks' activation rows), B 6-7 (sh, sl); all 16 x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+void amx_unpack_q4_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8_t* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    uint8_t* o = out + size_t(sb) * kSuperBytes;
+    for (int j = 0; j < 8; ++j) {
+      // sub-block j's scales, one per output in both bytes of its 16-bit
+      // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 105, so one
+      // 16-bit multiply scales both bytes without a carry between them
+      int64_t sc0, sc1;
+      std::memcpy(&sc0, group0 + L::sc(sb, j), 8);
+      std::memcpy(&sc1, group1 + L::sc(sb, j), 8);
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_set_epi64x(sc1, sc0));
+      const __m512i sh = _mm512_srli_epi32(sc, 3), sl = _mm512_and_si512(sc, _mm512_set1_epi32(7));
+      const __m512i sh16 = _mm512_or_si512(sh, _mm512_slli_epi32(sh, 16));
+      const __m512i sl16 = _mm512_or_si512(sl, _mm512_slli_epi32(sl, 16));
+      uint8_t* th = o + size_t(j / 2) * 2 * kTileBytes;  // tile c = j / 2
+      uint8_t* tl = th + kTileBytes;
+      const size_t row0 = size_t(j % 2) * 8;  // sub-block's first row (k4) in the tile
+      for (int i = 0; i < 4; ++i) {
+        // step i: low nibbles are elements 4i..4i+3 of the sub-block, high
+        // nibbles 16+4i.. (matmul_packed_internal.h's Q4_1 layout)
+        const __m512i q = join256(group0 + L::qs(sb, j) + 32 * i, group1 + L::qs(sb, j) + 32 * i);
+        const __m512i lo = _mm512_and_si512(q, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        _mm512_store_si512(th + (row0 + i) * 64, _mm512_mullo_epi16(lo, sh16));
+        _mm512_store_si512(tl + (row0 + i) * 64, _mm512_mullo_epi16(lo, sl16));
+        _mm512_store_si512(th + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sh16));
+        _mm512_store_si512(tl + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sl16));
+      }
+    }
+  }
+}
+
+// Tokens per tile block (the tile unit's 16 rows), and per call.
+constexpr int kBlockTok = 16, kCallTok = 2 * kBlockTok;
+
+// One super-block's int32 sums of a pair: [token block][sh, sl][token][output].
+using SuperSums = int32_t[2][2][kBlockTok][16];
+
+// The float steps of super-block sb (kernel_k4_pair512's, in its order) for
+// the call's n_valid tokens, from its tile sums.
+inline void finish_super(const SuperSums& c, const uint8_t* group0, const uint8_t* group1,
+                         int64_t sb, const AmxActRows* a0, const AmxActRows* a1, int n_valid,
+                         float (*acc)[16], float (*mins)[16]) {
+  __m512i mv[4];
+  for (int k = 0; k < 4; ++k) {
+    mv[k] = _mm512_cvtepu8_epi16(
+        _mm256_set_m128i(load128(group1 + L::mn(sb, k)), load128(group0 + L::mn(sb, k))));
+  }
+  const __m512 d = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
+  const __m512 dm = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
+  for (int t = 0; t < n_valid; ++t) {
+    const int blk = t / kBlockTok, tt = t % kBlockTok, row = tt;
+    const AmxActRows& at = blk == 0 ? a0[sb] : a1[sb];
+    const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][0][row]), 3),
+                                          _mm512_load_si512(c[blk][1][row]));
+    __m512i m = _mm512_madd_epi16(mv[0], bcast32_512(&at.bsum_pairs[tt][0]));
+    for (int k = 1; k < 4; ++k) {
+      m = _mm512_add_epi32(m, _mm512_madd_epi16(mv[k], bcast32_512(&at.bsum_pairs[tt][2 * k])));
+    }
+    const __m512 da = _mm512_set1_ps(at.d[tt]);
+    _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum),
+                                            _mm512_load_ps(acc[t])));
+    _mm512_store_ps(mins[t], _mm512_fmadd_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(m),
+                                             _mm512_load_ps(mins[t])));
+  }
+}
+
+// Up to kCallTok tokens: two token blocks share each weight operand. The
+// float steps of super-block sb - 1 run after sb's tile products are issued
+// (the tile unit works on while the vector units finish the previous sums).
+void amx_pair_q4_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
+                   int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid,
+                   float* y, int64_t y_stride, int n_rows1) {
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+  alignas(64) SuperSums sums[2];
+  alignas(64) float acc[kCallTok][16], mins[kCallTok][16];
+  for (int t = 0; t < n_valid; ++t) {
+    _mm512_store_ps(acc[t], _mm512_setzero_ps());
+    _mm512_store_ps(mins[t], _mm512_setzero_ps());
+  }
+  const bool two = n_valid > kBlockTok;
+  const auto* act16_1 =
+      reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) + act16_block);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* b = unpacked + size_t(sb) * kSuperBytes;
+    SuperSums& c = sums[sb & 1];
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+    for (int k = 0; k < 4; ++k) {
+      _tile_loadd(6, b + size_t(k) * 2 * kTileBytes, 64);
+      _tile_loadd(7, b + size_t(k) * 2 * kTileBytes + kTileBytes, 64);
+      _tile_loadd(4, act16[sb].qs[0] + 64 * k, 256);
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
+      if (two) {
+        _tile_loadd(5, act16_1[sb].qs[0] + 64 * k, 256);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+      }
+    }
+    _tile_stored(0, c[0][0], 64);
+    _tile_stored(1, c[0][1], 64);
+    if (two) {
+      _tile_stored(2, c[1][0], 64);
+      _tile_stored(3, c[1][1], 64);
+    }
+    if (sb > 0) {
+      finish_super(sums[(sb - 1) & 1], group0, group1, sb - 1, act16, act16_1, n_valid, acc,
+                   mins);
+    }
+  }
+  _tile_release();
+  finish_super(sums[(nsb - 1) & 1], group0, group1, nsb - 1, act16, act16_1, n_valid, acc,
+               mins);
+  const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
+  for (int t = 0; t < n_valid; ++t) {
+    _mm512_mask_storeu_ps(y + t * y_stride, mask,
+                          _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t])));
+  }
+}
+
+}  // namespace
+
+const Ops& ops_q4_K() {
+  static const Ops ops = [] {
+    Ops o = avx512::ops_q4_K();
+    o.amx_unpack = amx_unpack_q4_K;
+    o.amx_pair = amx_pair_q4_K;
+    o.amx_unpacked_bytes = amx_unpacked_bytes_q4_K;
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace omnibus::matmul_packed::internal::amx
