@@ -12,8 +12,8 @@
 //              AVX-512 without VNNI (Skylake-SP) runs avx2.
 //   amx        avx512 + AMX-TILE + AMX-INT8, with the OS's permission for
 //              the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+):
-//              Sapphire Rapids and later Xeons. The many-token Q4_K matmul
-//              runs on the tile unit; everything else as avx512.
+//              Sapphire Rapids and later Xeons. The many-token Q4_K / Q5_K
+//              matmuls run on the tile unit; everything else as avx512.
 // The integer kernels of every tier keep exact int32 sums in the same order,
 // so the tiers give bitwise the same matmul results (kernels/matmul_test.cc).
 //

@@ -45,7 +45,7 @@
 // linkage lives in the tier's namespace, so no inline function of one tier
 // can stand in for another's at link time (which would run AVX-512 code on a
 // CPU without it). The tier is read from the compiler's target macros:
-//   amx      (-mamx-int8 and avx512's):     the tile unit (matmul_packed_q4_K_amx.cc)
+//   amx      (-mamx-int8 and avx512's):     the tile unit (matmul_packed_kquants_amx.cc)
 //   avx512   (-mavx512vnni -mavx512vl ...): EVEX vpdpbusd, 32 registers
 //   avx_vnni (-mavxvnni):                   VEX vpdpbusd
 //   avx2:                                   maddubs + madd
@@ -165,10 +165,11 @@ namespace avx512 {
 OMNIBUS_PACKED_OPS_DECLS
 }
 #undef OMNIBUS_PACKED_OPS_DECLS
-// The amx tier: avx512's tables, Q4_K's with the tile-unit pair.
+// The amx tier: avx512's tables, Q4_K's and Q5_K's with the tile-unit pair.
 namespace amx {
 const Ops& ops_q4_K();
-}
+const Ops& ops_q5_K();
+}  // namespace amx
 
 namespace OMNIBUS_PACKED_TIER {
 

@@ -21,10 +21,11 @@
 #
 # Usage: tools/bench/batched.sh MODEL OUT
 # Environment: OMNIBUS_LLAMA_CPP_DIR (default .ref/build), OMNIBUS_BIN (default
-# build/omnibus), NPL, PP (128), TG (128), THREADS (2), BUDGET (N*PP).
+# build/omnibus), NPL, PP (128), TG (128), THREADS (2), BUDGET (N*PP), LLAMA_ARGS
+# (more llama-batched-bench arguments, e.g. "--no-repack" where its AMX buffer crashes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 2 ] || { sed -n '2,24p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,25p' "$0"; exit 2; }
 model=$1
 out=$2
 npl=${NPL:-16 32 64}
@@ -46,8 +47,9 @@ trap 'rm -rf "$work"' EXIT
 for n in $npl; do
   ctx=$(( n * (pp + tg) + 256 ))
   echo "batched: N=$n llama-batched-bench" >&2
+  # shellcheck disable=SC2086  # LLAMA_ARGS is split into words on purpose
   "$batched" -m "$model" -c "$ctx" -b 2048 -ub 512 -npp "$pp" -ntg "$tg" -npl "$n" -t "$threads" \
-    --output-format jsonl > "$work/llama-$n.txt" 2> "$work/llama-$n.err"
+    --output-format jsonl ${LLAMA_ARGS:-} > "$work/llama-$n.txt" 2> "$work/llama-$n.err"
   echo "batched: N=$n omnibus bench" >&2
   "$omnibus" bench -m "$model" --num-requests "$n" --concurrency "$n" --input-len "$pp" \
     --output-len "$tg" --threads "$threads" --max-num-batched-tokens "${BUDGET:-$(( n * pp ))}" --json "$work/omnibus-$n.json" > /dev/null 2> "$work/omnibus-$n.err"

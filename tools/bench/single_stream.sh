@@ -15,6 +15,8 @@
 #                          from scripts/build_llama_cpp.sh)
 #   OMNIBUS_BIN            the omnibus binary (default build/omnibus)
 #   PP, TG, THREADS        prompt tokens, generated tokens, threads (512, 128, 2)
+#   LLAMA_ARGS             more llama-bench arguments, e.g. "--repack 0" where its
+#                          AMX weight buffer crashes (docs/performance.md, round (c))
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -34,7 +36,8 @@ done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-llama_cmd=("$llama_bench" -m "$model" -p "$pp" -n "$tg" -t "$threads" -r 1 -o json)
+# shellcheck disable=SC2206  # LLAMA_ARGS is split into words on purpose
+llama_cmd=("$llama_bench" -m "$model" -p "$pp" -n "$tg" -t "$threads" -r 1 -o json ${LLAMA_ARGS:-})
 
 for r in $(seq 1 "$rounds"); do
   echo "single_stream: round $r/$rounds: llama.cpp" >&2

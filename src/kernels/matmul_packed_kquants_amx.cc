@@ -1,13 +1,14 @@
-// The amx tier's Q4_K kernel for many tokens: two packed groups (16 rows) x
-// 16 tokens per call on the tile unit (AMX-INT8's tdpbsud: signed activation
-// bytes times unsigned weight bytes, 16 x 16 int32 sums of 64-byte rows).
+// The amx tier's Q4_K and Q5_K kernels for many tokens: two packed groups
+// (16 rows) x up to 32 tokens per call on the tile unit (AMX-INT8's tdpbsud:
+// signed activation bytes times unsigned weight bytes, 16 x 16 int32 sums
+// of 64-byte rows).
 //
-// A Q4_K super-block's result needs, per output and token,
+// A Q4_K / Q5_K super-block's result needs, per output and token,
 //   isum = sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]   (exact int32)
 // with a 6-bit scale sc_j per 32-element sub-block: the tile unit cannot
-// scale its 64-element rows per 32 elements, and q * sc (<= 945) is no byte.
-// But sc = 8 sh + sl with sh, sl in [0, 7], and q * sh, q * sl <= 105 are
-// bytes, so the super-block's isum is two plain dot products:
+// scale its 64-element rows per 32 elements, and q * sc (<= 1953) is no
+// byte. But sc = 8 sh + sl with sh, sl in [0, 7], and q * sh, q * sl <= 217
+// (q <= 31) are bytes, so the super-block's isum is two plain dot products:
 //   isum = 8 * sum_k (q[k] sh_j(k)) a[k] + sum_k (q[k] sl_j(k)) a[k]
 // (an integer identity: the same int32 as every other tier's). amx_unpack
 // writes the two scaled byte matrices once per group pair; each super-block
@@ -34,15 +35,13 @@
 namespace omnibus::matmul_packed::internal::amx {
 namespace {
 
-using L = LayoutQ4_K;
-
 // Per super-block of a pair: for c in 0..3 (64 elements each), the sh-scaled
 // operand then the sl-scaled one, each 16 rows (k4: elements 64c + 4 k4 ..
 // + 3) x 64 bytes (output n's 4 bytes at 4n; group 0's rows n 0-7).
 constexpr size_t kTileBytes = 1024;
 constexpr size_t kSuperBytes = 4 * 2 * kTileBytes;
 
-size_t amx_unpacked_bytes_q4_K(int64_t nsb) { return size_t(nsb) * kSuperBytes; }
+size_t amx_unpacked_bytes(int64_t nsb) { return size_t(nsb) * kSuperBytes; }
 
 // Tile registers: C 0-3 (token block 0's sh and sl sums, then block 1's),
 // A 4-5 (the blocks' activation rows), B 6-7 (sh, sl); all 16 x 64 bytes.
@@ -55,13 +54,35 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-void amx_unpack_q4_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8_t* out) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+// A pair's step i of sub-block j: its quants one per byte, elements 4i..4i+3
+// (lo) and 16+4i..16+4i+3 (hi) of the sub-block (matmul_packed_internal.h's
+// Q4_1 / Q5_0 layouts), group 0's rows in the low half.
+template <class L>
+inline void load_pair_step(const uint8_t* group0, const uint8_t* group1, int64_t sb, int j, int i,
+                           __m512i* lo, __m512i* hi) {
+  if constexpr (L::kFifth) {
+    __m256i lo0, hi0, lo1, hi1;
+    load_step_5bit(group0 + L::qs(sb, j), load256(group0 + L::hb(sb, j)), i, &lo0, &hi0);
+    load_step_5bit(group1 + L::qs(sb, j), load256(group1 + L::hb(sb, j)), i, &lo1, &hi1);
+    *lo = _mm512_inserti64x4(_mm512_castsi256_si512(lo0), lo1, 1);
+    *hi = _mm512_inserti64x4(_mm512_castsi256_si512(hi0), hi1, 1);
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i q = join256(group0 + L::qs(sb, j) + 32 * i, group1 + L::qs(sb, j) + 32 * i);
+    *lo = _mm512_and_si512(q, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+  }
+}
+
+// Q4_K (q <= 15) and Q5_K (q <= 31): q * sh and q * sl <= 217 are unsigned
+// bytes either way.
+template <class L>
+void amx_unpack(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8_t* out) {
   for (int64_t sb = 0; sb < nsb; ++sb) {
     uint8_t* o = out + size_t(sb) * kSuperBytes;
     for (int j = 0; j < 8; ++j) {
       // sub-block j's scales, one per output in both bytes of its 16-bit
-      // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 105, so one
+      // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 217, so one
       // 16-bit multiply scales both bytes without a carry between them
       int64_t sc0, sc1;
       std::memcpy(&sc0, group0 + L::sc(sb, j), 8);
@@ -74,11 +95,8 @@ void amx_unpack_q4_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb, 
       uint8_t* tl = th + kTileBytes;
       const size_t row0 = size_t(j % 2) * 8;  // sub-block's first row (k4) in the tile
       for (int i = 0; i < 4; ++i) {
-        // step i: low nibbles are elements 4i..4i+3 of the sub-block, high
-        // nibbles 16+4i.. (matmul_packed_internal.h's Q4_1 layout)
-        const __m512i q = join256(group0 + L::qs(sb, j) + 32 * i, group1 + L::qs(sb, j) + 32 * i);
-        const __m512i lo = _mm512_and_si512(q, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        __m512i lo, hi;
+        load_pair_step<L>(group0, group1, sb, j, i, &lo, &hi);
         _mm512_store_si512(th + (row0 + i) * 64, _mm512_mullo_epi16(lo, sh16));
         _mm512_store_si512(tl + (row0 + i) * 64, _mm512_mullo_epi16(lo, sl16));
         _mm512_store_si512(th + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sh16));
@@ -96,6 +114,7 @@ using SuperSums = int32_t[2][2][kBlockTok][16];
 
 // The float steps of super-block sb (kernel_k4_pair512's, in its order) for
 // the call's n_valid tokens, from its tile sums.
+template <class L>
 inline void finish_super(const SuperSums& c, const uint8_t* group0, const uint8_t* group1,
                          int64_t sb, const AmxActRows* a0, const AmxActRows* a1, int n_valid,
                          float (*acc)[16], float (*mins)[16]) {
@@ -126,9 +145,10 @@ inline void finish_super(const SuperSums& c, const uint8_t* group0, const uint8_
 // Up to kCallTok tokens: two token blocks share each weight operand. The
 // float steps of super-block sb - 1 run after sb's tile products are issued
 // (the tile unit works on while the vector units finish the previous sums).
-void amx_pair_q4_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
-                   int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid,
-                   float* y, int64_t y_stride, int n_rows1) {
+template <class L>
+void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1, int64_t nsb,
+              const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
+              int n_rows1) {
   static const TileConfig config;
   _tile_loadconfig(&config);
   alignas(64) SuperSums sums[2];
@@ -168,13 +188,12 @@ void amx_pair_q4_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t
       _tile_stored(3, c[1][1], 64);
     }
     if (sb > 0) {
-      finish_super(sums[(sb - 1) & 1], group0, group1, sb - 1, act16, act16_1, n_valid, acc,
-                   mins);
+      finish_super<L>(sums[(sb - 1) & 1], group0, group1, sb - 1, act16, act16_1, n_valid, acc,
+                      mins);
     }
   }
   _tile_release();
-  finish_super(sums[(nsb - 1) & 1], group0, group1, nsb - 1, act16, act16_1, n_valid, acc,
-               mins);
+  finish_super<L>(sums[(nsb - 1) & 1], group0, group1, nsb - 1, act16, act16_1, n_valid, acc, mins);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t) {
     _mm512_mask_storeu_ps(y + t * y_stride, mask,
@@ -182,16 +201,24 @@ void amx_pair_q4_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t
   }
 }
 
+template <class L>
+Ops with_amx(const Ops& avx512_ops) {
+  Ops o = avx512_ops;
+  o.amx_unpack = amx_unpack<L>;
+  o.amx_pair = amx_pair<L>;
+  o.amx_unpacked_bytes = amx_unpacked_bytes;
+  return o;
+}
+
 }  // namespace
 
 const Ops& ops_q4_K() {
-  static const Ops ops = [] {
-    Ops o = avx512::ops_q4_K();
-    o.amx_unpack = amx_unpack_q4_K;
-    o.amx_pair = amx_pair_q4_K;
-    o.amx_unpacked_bytes = amx_unpacked_bytes_q4_K;
-    return o;
-  }();
+  static const Ops ops = with_amx<LayoutQ4_K>(avx512::ops_q4_K());
+  return ops;
+}
+
+const Ops& ops_q5_K() {
+  static const Ops ops = with_amx<LayoutQ5_K>(avx512::ops_q5_K());
   return ops;
 }
 
