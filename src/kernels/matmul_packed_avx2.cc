@@ -67,6 +67,7 @@ const Ops& ops_for(DType type) {
     case Isa::kAmx:
       if (type == DType::Q4_K) return internal::amx::ops_q4_K();
       if (type == DType::Q5_K) return internal::amx::ops_q5_K();
+      if (type == DType::Q6_K) return internal::amx::ops_q6_K();
       OMNIBUS_TIER_OPS(avx512)
     case Isa::kAvx512:
       OMNIBUS_TIER_OPS(avx512)

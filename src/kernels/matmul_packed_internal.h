@@ -165,10 +165,11 @@ namespace avx512 {
 OMNIBUS_PACKED_OPS_DECLS
 }
 #undef OMNIBUS_PACKED_OPS_DECLS
-// The amx tier: avx512's tables, Q4_K's and Q5_K's with the tile-unit pair.
+// The amx tier: avx512's tables, the K-quants' with the tile-unit pair.
 namespace amx {
 const Ops& ops_q4_K();
 const Ops& ops_q5_K();
+const Ops& ops_q6_K();
 }  // namespace amx
 
 namespace OMNIBUS_PACKED_TIER {
@@ -247,6 +248,14 @@ struct LayoutQ5_K {
 };
 static_assert(LayoutQ4_K::kTail + 160 == LayoutQ4_K::kSuper &&
               LayoutQ5_K::kTail + 160 == LayoutQ5_K::kSuper);
+
+// Offsets in a packed Q6_K group (matmul_packed_kquants.inc): super-block
+// sb's ql, qh, scales (8 rows each) and d.
+constexpr size_t kSuper6 = 1680;
+inline size_t ql6(int64_t sb, int w) { return size_t(sb) * kSuper6 + 32 * size_t(w); }
+inline size_t qh6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1024 + 32 * size_t(s); }
+inline size_t sc6(int64_t sb, int s) { return size_t(sb) * kSuper6 + 1536 + 8 * size_t(s); }
+inline size_t d6(int64_t sb) { return size_t(sb) * kSuper6 + 1664; }
 
 #ifndef OMNIBUS_PACKED_BARRIER
 #define OMNIBUS_PACKED_BARRIER 1

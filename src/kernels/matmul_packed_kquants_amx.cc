@@ -1,4 +1,4 @@
-// The amx tier's Q4_K and Q5_K kernels for many tokens: two packed groups
+// The amx tier's Q4_K, Q5_K and Q6_K kernels for many tokens: two packed groups
 // (16 rows) x up to 32 tokens per call on the tile unit (AMX-INT8's tdpbsud:
 // signed activation bytes times unsigned weight bytes, 16 x 16 int32 sums
 // of 64-byte rows).
@@ -201,6 +201,128 @@ void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* gro
   }
 }
 
+// ------------------------------------------------------------------ Q6_K
+//
+// A Q6_K super-block's isum = sum_s sc_s * sum_{k in s} (q[k] - 32) a[k]
+// (int8 scales per 16 elements, q in [0, 63]): the scale's base-4 digits,
+// sc = d0 + 4 d1 + 16 d2 + 64 d3 (d0..d2 in [0, 3], d3 = sc >> 6 in [-2, 1]),
+// make it four plain signed-byte dot products, (q - 32) d_i in [-96, 93]:
+//   isum = C0 + 4 C1 + 16 C2 + 64 C3   (the same int32 as every tier's).
+
+// Per super-block of a pair: [digit][c][16 rows k4][64 bytes].
+constexpr size_t kSuperBytes6 = 4 * 4 * kTileBytes;
+
+size_t amx_unpacked_bytes6(int64_t nsb) { return size_t(nsb) * kSuperBytes6; }
+
+void amx_unpack_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8_t* out) {
+  // the avx512 tier's split to one byte per element (unpacked vector k4 =
+  // elements 4 k4..4 k4 + 3 of the 8 rows: a tile row of one group)
+  static const UnpackFn unpack = avx512::ops_q6_K().unpack;
+  alignas(64) uint8_t u0[2048], u1[2048];
+  const __m512i lo8 = _mm512_set1_epi16(0x00FF), m3 = _mm512_set1_epi32(3);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    unpack(group0 + size_t(sb) * kSuper6, 1, u0);
+    unpack(group1 + size_t(sb) * kSuper6, 1, u1);
+    uint8_t* o = out + size_t(sb) * kSuperBytes6;
+    for (int s = 0; s < 16; ++s) {
+      int64_t sc0, sc1;
+      std::memcpy(&sc0, group0 + sc6(sb, s), 8);
+      std::memcpy(&sc1, group1 + sc6(sb, s), 8);
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
+      // digit i of each output's scale in both 16-bit halves of its lane
+      __m512i dig[4];
+      for (int i = 0; i < 3; ++i) dig[i] = _mm512_and_si512(_mm512_srai_epi32(sc, 2 * i), m3);
+      dig[3] = _mm512_and_si512(_mm512_srai_epi32(sc, 6), _mm512_set1_epi32(0xFFFF));
+      for (__m512i& dv : dig) dv = _mm512_or_si512(dv, _mm512_slli_epi32(dv, 16));
+      for (int m = 0; m < 4; ++m) {
+        const int k4 = 4 * s + m, c = k4 / 16, r = k4 % 16;
+        const __m512i v =
+            _mm512_sub_epi8(join256(u0 + 32 * k4, u1 + 32 * k4), _mm512_set1_epi8(32));
+        // signed bytes as int16: (q - 32) * d_i fits a byte; each byte's
+        // product is formed in its own 16-bit lane, so no borrow crosses
+        const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+        const __m512i odd = _mm512_srai_epi16(v, 8);
+        for (int i = 0; i < 4; ++i) {
+          const __m512i pe = _mm512_mullo_epi16(even, dig[i]);
+          const __m512i po = _mm512_mullo_epi16(odd, dig[i]);
+          _mm512_store_si512(o + (size_t(i * 4 + c) * 16 + size_t(r)) * 64,
+                             _mm512_or_si512(_mm512_and_si512(pe, lo8), _mm512_slli_epi16(po, 8)));
+        }
+      }
+    }
+  }
+}
+
+// One super-block's digit sums of a pair: [digit pair p][token block][digit
+// 2p, 2p + 1][token][output].
+using SuperSums6 = int32_t[2][2][2][kBlockTok][16];
+
+inline void finish_super6(const SuperSums6& c, const uint8_t* group0, const uint8_t* group1,
+                          int64_t sb, const AmxActRows* a0, const AmxActRows* a1, int n_valid,
+                          float (*acc)[16]) {
+  const __m512 d = join_halfs(group0 + d6(sb), group1 + d6(sb));
+  for (int t = 0; t < n_valid; ++t) {
+    const int blk = t / kBlockTok, row = t % kBlockTok;
+    const AmxActRows& at = blk == 0 ? a0[sb] : a1[sb];
+    __m512i isum = _mm512_load_si512(c[1][blk][1][row]);
+    isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[1][blk][0][row]));
+    isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][1][row]));
+    isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][0][row]));
+    _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(at.d[row])),
+                                            _mm512_cvtepi32_ps(isum), _mm512_load_ps(acc[t])));
+  }
+}
+
+void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
+                   int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+                   int64_t y_stride, int n_rows1) {
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+  alignas(64) SuperSums6 sums[2];
+  alignas(64) float acc[kCallTok][16];
+  for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+  const bool two = n_valid > kBlockTok;
+  const auto* act16_1 =
+      reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) + act16_block);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* b = unpacked + size_t(sb) * kSuperBytes6;
+    SuperSums6& c = sums[sb & 1];
+    for (int p = 0; p < 2; ++p) {
+      _tile_zero(0);
+      _tile_zero(1);
+      if (two) {
+        _tile_zero(2);
+        _tile_zero(3);
+      }
+      for (int k = 0; k < 4; ++k) {
+        _tile_loadd(6, b + size_t(2 * p * 4 + k) * kTileBytes, 64);
+        _tile_loadd(7, b + size_t((2 * p + 1) * 4 + k) * kTileBytes, 64);
+        _tile_loadd(4, act16[sb].qs[0] + 64 * k, 256);
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        if (two) {
+          _tile_loadd(5, act16_1[sb].qs[0] + 64 * k, 256);
+          _tile_dpbssd(2, 5, 6);
+          _tile_dpbssd(3, 5, 7);
+        }
+      }
+      _tile_stored(0, c[p][0][0], 64);
+      _tile_stored(1, c[p][0][1], 64);
+      if (two) {
+        _tile_stored(2, c[p][1][0], 64);
+        _tile_stored(3, c[p][1][1], 64);
+      }
+    }
+    if (sb > 0)
+      finish_super6(sums[(sb - 1) & 1], group0, group1, sb - 1, act16, act16_1, n_valid, acc);
+  }
+  _tile_release();
+  finish_super6(sums[(nsb - 1) & 1], group0, group1, nsb - 1, act16, act16_1, n_valid, acc);
+  const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
+  for (int t = 0; t < n_valid; ++t)
+    _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_load_ps(acc[t]));
+}
+
 template <class L>
 Ops with_amx(const Ops& avx512_ops) {
   Ops o = avx512_ops;
@@ -219,6 +341,17 @@ const Ops& ops_q4_K() {
 
 const Ops& ops_q5_K() {
   static const Ops ops = with_amx<LayoutQ5_K>(avx512::ops_q5_K());
+  return ops;
+}
+
+const Ops& ops_q6_K() {
+  static const Ops ops = [] {
+    Ops o = avx512::ops_q6_K();
+    o.amx_unpack = amx_unpack_q6_K;
+    o.amx_pair = amx_pair_q6_K;
+    o.amx_unpacked_bytes = amx_unpacked_bytes6;
+    return o;
+  }();
   return ops;
 }
 

@@ -514,10 +514,10 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
   set_isa_for_testing(start);
 }
 
-// Q4_K at a prompt's shape: long rows (57 super-blocks, so the amx tier's
-// token chunks are 64 tokens and a call crosses several), a last pair with 3
-// valid rows, and token counts that leave a last call of 1..31 tokens.
-TEST(Matmul, ManyTokenQ4KIsaTiersAreBitwiseEqual) {
+// The K-quants at a prompt's shape: long rows (57 super-blocks, so the amx
+// tier's token chunks are 64 tokens and a call crosses several), a last pair
+// with 3 valid rows, and token counts that leave a last call of 1..31 tokens.
+TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   std::vector<Isa> tiers;
   if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
   std::mt19937 rng(29);
@@ -525,18 +525,20 @@ TEST(Matmul, ManyTokenQ4KIsaTiersAreBitwiseEqual) {
   MatmulScratch scratch;
   const Isa start = isa();
   const int64_t n_in = 256 * 57, n_out = 8 * 5 + 3;
-  std::vector<uint8_t> wdata = random_rows(DType::Q4_K, n_out, n_in, rng);
-  const WeightView w{DType::Q4_K, wdata.data(), n_in, n_out};
-  set_isa_for_testing(Isa::kAvx2);
-  const PackedWeight packed = pack_weight(w);
-  for (int64_t n_tok : {17, 33, 100, 161}) {
-    SCOPED_TRACE(::testing::Message() << "n_tok=" << n_tok);
-    std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+    const WeightView w{type, wdata.data(), n_in, n_out};
     set_isa_for_testing(Isa::kAvx2);
-    std::vector<float> want(size_t(n_tok * n_out), NAN);
-    matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
-    expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
-    if (::testing::Test::HasFatalFailure()) break;
+    const PackedWeight packed = pack_weight(w);
+    for (int64_t n_tok : {17, 33, 100, 161}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok);
+      std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+      set_isa_for_testing(Isa::kAvx2);
+      std::vector<float> want(size_t(n_tok * n_out), NAN);
+      matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+      expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
+      if (::testing::Test::HasFatalFailure()) break;
+    }
   }
   set_isa_for_testing(start);
 }
