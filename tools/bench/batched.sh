@@ -71,7 +71,7 @@ PY
 done
 {
   echo
-  echo "Commands: \`$batched -m $model -c <N*(PP+TG)+256> -b 2048 -ub 512 -npp $pp -ntg $tg -npl N -t $threads\`"
+  echo "Commands: \`$batched -m $model -c <N*(PP+TG)+256> -b 2048 -ub 512 -npp $pp -ntg $tg -npl N -t $threads${LLAMA_ARGS:+ $LLAMA_ARGS}\`"
   echo "and \`$omnibus bench -m $model --num-requests N --concurrency N --input-len $pp --output-len $tg --threads $threads --max-num-batched-tokens ${BUDGET:-N*PP}\`."
 } >> "$work/table.md"
 cat "$work/table.md" | tee "$out"
