@@ -49,7 +49,9 @@
 //   avx512   (-mavx512vnni -mavx512vl ...): EVEX vpdpbusd, 32 registers
 //   avx_vnni (-mavxvnni):                   VEX vpdpbusd
 //   avx2:                                   maddubs + madd
-#if defined(__AMX_INT8__) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// (GCC spells the AMX macros __AMX_INT8__, clang __AMXINT8__.)
+#if (defined(__AMX_INT8__) || defined(__AMXINT8__)) && defined(__AVX512VNNI__) && \
+    defined(__AVX512VL__)
 #define OMNIBUS_PACKED_TIER amx
 #define OMNIBUS_PACKED_VNNI 1
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)

@@ -28,7 +28,8 @@
 
 #include "kernels/matmul_packed_internal.h"
 
-#if !defined(__AMX_INT8__) || !defined(__AMX_TILE__)
+#if !(defined(__AMX_INT8__) || defined(__AMXINT8__)) || \
+    !(defined(__AMX_TILE__) || defined(__AMXTILE__))
 #error "compiled with the amx tier's flags only (CMakeLists.txt)"
 #endif
 
