@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_packed_internal.h"
@@ -80,6 +81,13 @@ const Ops& ops_for(DType type) {
 #undef OMNIBUS_TIER_OPS
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// `bytes` of `buf` from a 64-byte boundary (grown as needed, never shrunk).
+uint8_t* aligned_scratch(std::vector<uint8_t>& buf, size_t bytes) {
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + (round_up(addr, 64) - addr);
+}
 
 // Prefetches a whole packed group (bytes) into L2; null (packed on the fly) is skipped.
 void prefetch_group(const uint8_t* p, size_t bytes) {
@@ -180,16 +188,20 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   };
   // The amx tier's many-token calls: every 16 tokens' Q8_K activations also
   // as rows (internal::AmxActRows, the tile unit's operand layout).
-  const bool amx = ops.amx_pair != nullptr && ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
+  // 4/5/6-bit types with more than kMaxPackedTiles token tiles: each group's
+  // quants are split to bytes once (per-thread buffer) and shared by all its
+  // tiles. With fewer, each tile runs on the packed group (in L1/L2 after the
+  // first tile): splitting would write and re-read 8 bytes per element that
+  // a couple of tiles do not amortize.
+  const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
+  const bool amx = unpack && ops.amx_pair != nullptr;
   constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok;
   const size_t act16_block = size_t(nb) * sizeof(internal::AmxActRows);
   internal::AmxActRows* act16 = nullptr;
   if (amx) {
-    const size_t need = size_t((n_tiles + kAmxTiles - 1) / kAmxTiles) * act16_block + 64;
-    if (scratch.amx_rows.size() < need) scratch.amx_rows.resize(need);
-    const auto addr = reinterpret_cast<uintptr_t>(scratch.amx_rows.data());
-    act16 = reinterpret_cast<internal::AmxActRows*>(scratch.amx_rows.data() +
-                                                    (round_up(addr, 64) - addr));
+    const size_t n_blocks = size_t((n_tiles + kAmxTiles - 1) / kAmxTiles);
+    act16 = reinterpret_cast<internal::AmxActRows*>(
+        aligned_scratch(scratch.amx_rows, n_blocks * act16_block));
   }
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
@@ -229,33 +241,19 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   bool any_unpacked = false;
   for (int m = 0; m < n_mats; ++m) any_unpacked |= packed[m] == nullptr;
   uint8_t* pack_buf = nullptr;
-  if (any_unpacked) {
-    const size_t need = size_t(n_threads) * 2 * gb + 64;
-    if (scratch.packed_rows.size() < need) scratch.packed_rows.resize(need);
-    const auto addr = reinterpret_cast<uintptr_t>(scratch.packed_rows.data());
-    pack_buf = scratch.packed_rows.data() + (round_up(addr, 64) - addr);
-  }
-  // 4/5/6-bit types with more than kMaxPackedTiles token tiles: each group's
-  // quants are split to bytes once (per-thread buffer) and shared by all its
-  // tiles. With fewer, each tile runs on the packed group (in L1/L2 after the
-  // first tile): splitting would write and re-read 8 bytes per element that
-  // a couple of tiles do not amortize.
-  const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
+  if (any_unpacked) pack_buf = aligned_scratch(scratch.packed_rows, size_t(n_threads) * 2 * gb);
   // 2..2 kTok tokens of a type with a wide kernel (the avx512 tier's Q4_K and
   // Q6_K): two groups x every token per pass, the quants split once in
   // registers (a verification step of 1 + k tokens; one token stays on the
   // single-group kernel, which the stream, not the arithmetic, limits).
   const bool wide = !unpack && n_tok > 1 && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr;
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
-  // the amx tier's per-thread operands of a group pair (64-byte multiple)
-  const size_t amx_ub = amx ? round_up(ops.amx_unpacked_bytes(nb), 64) : 0;
+  // Each thread's slot: two unpacked groups, or the amx tier's operands of
+  // a group pair (a 64-byte multiple either way).
+  const size_t unpack_slot =
+      amx ? std::max(2 * ub, round_up(ops.amx_unpacked_bytes(nb), 64)) : 2 * ub;
   uint8_t* unpack_buf = nullptr;
-  if (unpack) {
-    const size_t need = size_t(n_threads) * std::max(2 * ub, amx_ub) + 64;
-    if (scratch.unpacked_rows.size() < need) scratch.unpacked_rows.resize(need);
-    const auto addr = reinterpret_cast<uintptr_t>(scratch.unpacked_rows.data());
-    unpack_buf = scratch.unpacked_rows.data() + (round_up(addr, 64) - addr);
-  }
+  if (unpack) unpack_buf = aligned_scratch(scratch.unpacked_rows, size_t(n_threads) * unpack_slot);
   static_assert(kUnpackedTok == kTok || kUnpackedTok == 2 * kTok);
   // The groups are cut into n_threads contiguous regions of n_sub runs
   // each; task t is run t / n_threads of region t % n_threads. Tasks are
@@ -356,9 +354,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         // one matrix together where the run has them.
         const bool pair = gg + 1 < g1 && gg + 1 < first_group[m + 1];
         if (amx && pair) {
-          // The tile unit: the pair's operands once, then 16 tokens a call.
+          // The tile unit: the pair's operands once, then 32 tokens a call.
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
-          uint8_t* abuf = unpack_buf + size_t(thread) * std::max(2 * ub, amx_ub);
+          uint8_t* abuf = unpack_buf + size_t(thread) * unpack_slot;
           ops.amx_unpack(gp, gp1, nb, abuf);
           for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
             prefetch_group(packed_addr(next), gb);
@@ -373,7 +371,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           continue;
         }
         const int step = pair ? 2 : 1;
-        uint8_t* ubuf = unpack_buf + size_t(thread) * std::max(2 * ub, amx_ub);
+        uint8_t* ubuf = unpack_buf + size_t(thread) * unpack_slot;
         const bool single_unpacked = ops.unpacked_single[1] != nullptr;
         if (pair || single_unpacked) ops.unpack(gp, nb, ubuf);
         const uint8_t* gp1 = nullptr;

@@ -55,6 +55,17 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
+// Configures the calling thread's tiles for one call (released at its end).
+inline void load_tile_config() {
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+}
+
+// A call's second 16-token block of activation rows.
+inline const AmxActRows* second_block(const AmxActRows* act16, size_t act16_block) {
+  return reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) + act16_block);
+}
+
 // A pair's step i of sub-block j: its quants one per byte, elements 4i..4i+3
 // (lo) and 16+4i..16+4i+3 (hi) of the sub-block (matmul_packed_internal.h's
 // Q4_1 / Q5_0 layouts), group 0's rows in the low half.
@@ -150,8 +161,7 @@ template <class L>
 void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1, int64_t nsb,
               const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
               int n_rows1) {
-  static const TileConfig config;
-  _tile_loadconfig(&config);
+  load_tile_config();
   alignas(64) SuperSums sums[2];
   alignas(64) float acc[kCallTok][16], mins[kCallTok][16];
   for (int t = 0; t < n_valid; ++t) {
@@ -159,8 +169,7 @@ void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* gro
     _mm512_store_ps(mins[t], _mm512_setzero_ps());
   }
   const bool two = n_valid > kBlockTok;
-  const auto* act16_1 =
-      reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) + act16_block);
+  const AmxActRows* act16_1 = second_block(act16, act16_block);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* b = unpacked + size_t(sb) * kSuperBytes;
     SuperSums& c = sums[sb & 1];
@@ -277,14 +286,12 @@ inline void finish_super6(const SuperSums6& c, const uint8_t* group0, const uint
 void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
                    int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
                    int64_t y_stride, int n_rows1) {
-  static const TileConfig config;
-  _tile_loadconfig(&config);
+  load_tile_config();
   alignas(64) SuperSums6 sums[2];
   alignas(64) float acc[kCallTok][16];
   for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
   const bool two = n_valid > kBlockTok;
-  const auto* act16_1 =
-      reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) + act16_block);
+  const AmxActRows* act16_1 = second_block(act16, act16_block);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* b = unpacked + size_t(sb) * kSuperBytes6;
     SuperSums6& c = sums[sb & 1];
