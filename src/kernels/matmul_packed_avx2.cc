@@ -195,7 +195,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // a couple of tiles do not amortize.
   const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
   const bool amx = unpack && ops.amx_pair != nullptr;
-  constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok;
+  constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok,
+                    kAmxCallTiles = internal::kAmxCallTok / kTok;
   const size_t act16_block = size_t(nb) * sizeof(internal::AmxActRows);
   internal::AmxActRows* act16 = nullptr;
   if (amx) {
@@ -218,12 +219,13 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         for (int64_t sb = 0; sb < nb; ++sb) {
           internal::AmxActRows& r = rows[sb];
           for (int64_t t = 0; t < kTok; ++t) {
-            std::memcpy(r.qs[q * kTok + t], blocks[sb].qs[t], 256);
+            for (int c = 0; c < 4; ++c)
+              std::memcpy(r.qs[c][q * kTok + t], blocks[sb].qs[t] + 64 * c, 64);
             r.d[q * kTok + t] = blocks[sb].d[t];
             std::memcpy(r.bsum_pairs[q * kTok + t], blocks[sb].bsum_pairs[t], 16);
           }
           for (int64_t t = (q + 1) * kTok; t < q_end * kTok; ++t) {
-            std::memset(r.qs[t], 0, 256);
+            for (int c = 0; c < 4; ++c) std::memset(r.qs[c][t], 0, 64);
             r.d[t] = 0.0f;
             std::memset(r.bsum_pairs[t], 0, 16);
           }
@@ -354,7 +356,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         // one matrix together where the run has them.
         const bool pair = gg + 1 < g1 && gg + 1 < first_group[m + 1];
         if (amx && pair) {
-          // The tile unit: the pair's operands once, then 32 tokens a call.
+          // The tile unit: the pair's operands once, then up to kAmxCallTok
+          // tokens of the chunk a call.
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
           uint8_t* abuf = unpack_buf + size_t(thread) * unpack_slot;
           ops.amx_unpack(gp, gp1, nb, abuf);
@@ -362,8 +365,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             prefetch_group(packed_addr(next), gb);
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);
-          for (int64_t tile = c0; tile < c1; tile += 2 * kAmxTiles) {
-            const int n_valid = int(std::min<int64_t>(2 * kAmxTok, n_tok - tile * kTok));
+          for (int64_t tile = c0; tile < c1; tile += kAmxCallTiles) {
+            const int n_valid = int(std::min<int64_t>(
+                {internal::kAmxCallTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
             ops.amx_pair(abuf, gp, gp1, nb, act16 + (tile / kAmxTiles) * nb, act16_block, n_valid,
                          y + tile * kTok * w.n_out, w.n_out, n_rows1);
           }

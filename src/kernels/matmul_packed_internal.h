@@ -108,11 +108,13 @@ using WidePairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_
 
 // The amx tier's many-token calls on two groups (16 rows): amx_unpack lays
 // the pair's quants out as tile-unit operands once (amx_unpacked_bytes(nb)
-// bytes, 64-byte aligned), then amx_pair runs up to 32 tokens per call from
-// their Q8_K activations as rows, in blocks of 16 tokens (AmxActRows; the
-// next block act16_block bytes on; zero rows past the call's tokens).
-struct AmxActRows {  // one super-block of 16 tokens
-  int8_t qs[16][256];
+// bytes, 64-byte aligned), then amx_pair runs up to kAmxCallTok tokens per
+// call from their Q8_K activations as rows, in blocks of 16 tokens
+// (AmxActRows; each next block act16_block bytes on; zero rows past the
+// call's tokens up to its last block's end).
+constexpr int kAmxCallTok = 256;
+struct AmxActRows {      // one super-block of 16 tokens
+  int8_t qs[4][16][64];  // [64-element chunk c][token]: one tile operand per c
   float d[16];
   int16_t bsum_pairs[16][8];
 };

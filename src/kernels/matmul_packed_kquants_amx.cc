@@ -20,6 +20,7 @@
 // and releases them before it returns.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 // GCC 12's _mm512_cvtph_ps passes an _mm512_undefined_ps() vector that its
@@ -27,6 +28,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "kernels/matmul_packed_internal.h"
+#include "util/check.h"
 
 #if !(defined(__AMX_INT8__) || defined(__AMXINT8__)) || \
     !(defined(__AMX_TILE__) || defined(__AMXTILE__))
@@ -59,11 +61,6 @@ static_assert(sizeof(TileConfig) == 64);
 inline void load_tile_config() {
   static const TileConfig config;
   _tile_loadconfig(&config);
-}
-
-// A call's second 16-token block of activation rows.
-inline const AmxActRows* second_block(const AmxActRows* act16, size_t act16_block) {
-  return reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) + act16_block);
 }
 
 // A pair's step i of sub-block j: its quants one per byte, elements 4i..4i+3
@@ -118,61 +115,103 @@ void amx_unpack(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8
   }
 }
 
-// Tokens per tile block (the tile unit's 16 rows), and per call.
-constexpr int kBlockTok = 16, kCallTok = 2 * kBlockTok;
+// Tokens per tile block (the tile unit's 16 rows), and per unit: two blocks
+// share each weight operand.
+constexpr int kBlockTok = 16, kUnitTok = 2 * kBlockTok;
 
-// One super-block's int32 sums of a pair: [token block][sh, sl][token][output].
-using SuperSums = int32_t[2][2][kBlockTok][16];
+// One unit of a call: up to 32 tokens (from t0) of one super-block.
+struct Unit {
+  const AmxActRows* a0;  // the super-block's rows of the unit's two blocks
+  const AmxActRows* a1;  // (a1 only where n > 16)
+  int t0, n;
+};
 
-// The float steps of super-block sb (kernel_k4_pair512's, in its order) for
-// the call's n_valid tokens, from its tile sums.
-template <class L>
-inline void finish_super(const SuperSums& c, const uint8_t* group0, const uint8_t* group1,
-                         int64_t sb, const AmxActRows* a0, const AmxActRows* a1, int n_valid,
-                         float (*acc)[16], float (*mins)[16]) {
-  __m512i mv[4];
-  for (int k = 0; k < 4; ++k) {
-    mv[k] = _mm512_cvtepu8_epi16(
-        _mm256_set_m128i(load128(group1 + L::mn(sb, k)), load128(group0 + L::mn(sb, k))));
-  }
-  const __m512 d = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
-  const __m512 dm = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
-  for (int t = 0; t < n_valid; ++t) {
-    const int blk = t / kBlockTok, tt = t % kBlockTok, row = tt;
-    const AmxActRows& at = blk == 0 ? a0[sb] : a1[sb];
-    const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][0][row]), 3),
-                                          _mm512_load_si512(c[blk][1][row]));
-    __m512i m = _mm512_madd_epi16(mv[0], bcast32_512(&at.bsum_pairs[tt][0]));
-    for (int k = 1; k < 4; ++k) {
-      m = _mm512_add_epi32(m, _mm512_madd_epi16(mv[k], bcast32_512(&at.bsum_pairs[tt][2 * k])));
+// Runs a call as units: super-block outer, so that a super-block's weight
+// operands, loaded from L2 for the call's first unit, come from L1 for the
+// others; its units inner. Kern::products(sb, unit, sums, hook) issues a
+// unit's tile products into `sums`, calling hook(part) for parts 0..3 between
+// its tile steps; the hook runs part `part` of the previous unit's float
+// steps (Kern::finish), so that the vector units work while the tile unit
+// does, and the out-of-order window always holds both. A token's super-blocks
+// are finished in ascending order, as every tier accumulates them.
+template <class Kern>
+void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid) {
+  OMNIBUS_CHECK(n_valid > 0 && n_valid <= kAmxCallTok);
+  load_tile_config();
+  alignas(64) typename Kern::Sums sums[2];
+  typename Kern::Fin fin[2];
+  Unit units[2];
+  const int n_units = (n_valid + kUnitTok - 1) / kUnitTok;
+  auto rows = [&](int blk, int64_t sb) {
+    return reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) +
+                                               size_t(blk) * act16_block) +
+           sb;
+  };
+  int64_t u = 0;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const typename Kern::Fin f = kern.prepare(sb);
+    for (int iu = 0; iu < n_units; ++iu) {
+      const int t0 = iu * kUnitTok, n = std::min(kUnitTok, n_valid - t0);
+      const Unit unit{rows(2 * iu, sb), n > kBlockTok ? rows(2 * iu + 1, sb) : nullptr, t0, n};
+      const int64_t prev = (u - 1) & 1;
+      kern.products(sb, unit, sums[u & 1], [&](int part) {
+        if (u > 0) kern.finish(sums[prev], fin[prev], units[prev], part);
+      });
+      fin[u & 1] = f;
+      units[u & 1] = unit;
+      ++u;
     }
-    const __m512 da = _mm512_set1_ps(at.d[tt]);
-    _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum),
-                                            _mm512_load_ps(acc[t])));
-    _mm512_store_ps(mins[t], _mm512_fmadd_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(m),
-                                             _mm512_load_ps(mins[t])));
   }
+  _tile_release();
+  const int64_t last = (u - 1) & 1;
+  for (int part = 0; part < 4; ++part) kern.finish(sums[last], fin[last], units[last], part);
 }
 
-// Up to kCallTok tokens: two token blocks share each weight operand. The
-// float steps of super-block sb - 1 run after sb's tile products are issued
-// (the tile unit works on while the vector units finish the previous sums).
+// Rows [r0, r1) of part `part` (of 4) of a unit's block: a two-block unit
+// takes two parts per block, a one-block unit four. Returns the block.
+inline int part_rows(const Unit& unit, int part, int* r0, int* r1) {
+  const bool two = unit.n > kBlockTok;
+  const int blk = two ? part / 2 : 0;
+  const int rows = std::min(kBlockTok, unit.n - blk * kBlockTok);
+  const int per = two ? (rows + 1) / 2 : (rows + 3) / 4;
+  *r0 = std::min(rows, (two ? part % 2 : part) * per);
+  *r1 = std::min(rows, *r0 + per);
+  return blk;
+}
+
+// The K-quants with mins (Q4_K, Q5_K): one super-block's int32 sums of a
+// unit, [token block][sh, sl][token][output].
 template <class L>
-void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1, int64_t nsb,
-              const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
-              int n_rows1) {
-  load_tile_config();
-  alignas(64) SuperSums sums[2];
-  alignas(64) float acc[kCallTok][16], mins[kCallTok][16];
-  for (int t = 0; t < n_valid; ++t) {
-    _mm512_store_ps(acc[t], _mm512_setzero_ps());
-    _mm512_store_ps(mins[t], _mm512_setzero_ps());
+struct KernK4 {
+  using Sums = int32_t[2][2][kBlockTok][16];
+  // What a super-block's float steps need besides the sums: the pair's mins
+  // (int16, sub-blocks 2k and 2k + 1 per lane pair), d and dmin.
+  struct Fin {
+    __m512i mv[4];
+    __m512 d, dm;
+  };
+
+  const uint8_t* unpacked;
+  const uint8_t* group0;
+  const uint8_t* group1;
+  float (*acc)[16];
+  float (*mins)[16];
+
+  Fin prepare(int64_t sb) const {
+    Fin f;
+    for (int k = 0; k < 4; ++k) {
+      f.mv[k] = _mm512_cvtepu8_epi16(
+          _mm256_set_m128i(load128(group1 + L::mn(sb, k)), load128(group0 + L::mn(sb, k))));
+    }
+    f.d = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
+    f.dm = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
+    return f;
   }
-  const bool two = n_valid > kBlockTok;
-  const AmxActRows* act16_1 = second_block(act16, act16_block);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
+
+  template <class Hook>
+  void products(int64_t sb, const Unit& unit, Sums& c, Hook hook) const {
     const uint8_t* b = unpacked + size_t(sb) * kSuperBytes;
-    SuperSums& c = sums[sb & 1];
+    const bool two = unit.n > kBlockTok;
     _tile_zero(0);
     _tile_zero(1);
     if (two) {
@@ -182,14 +221,15 @@ void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* gro
     for (int k = 0; k < 4; ++k) {
       _tile_loadd(6, b + size_t(k) * 2 * kTileBytes, 64);
       _tile_loadd(7, b + size_t(k) * 2 * kTileBytes + kTileBytes, 64);
-      _tile_loadd(4, act16[sb].qs[0] + 64 * k, 256);
+      _tile_loadd(4, unit.a0->qs[k][0], 64);
       _tile_dpbsud(0, 4, 6);
       _tile_dpbsud(1, 4, 7);
       if (two) {
-        _tile_loadd(5, act16_1[sb].qs[0] + 64 * k, 256);
+        _tile_loadd(5, unit.a1->qs[k][0], 64);
         _tile_dpbsud(2, 5, 6);
         _tile_dpbsud(3, 5, 7);
       }
+      hook(k);
     }
     _tile_stored(0, c[0][0], 64);
     _tile_stored(1, c[0][1], 64);
@@ -197,13 +237,44 @@ void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* gro
       _tile_stored(2, c[1][0], 64);
       _tile_stored(3, c[1][1], 64);
     }
-    if (sb > 0) {
-      finish_super<L>(sums[(sb - 1) & 1], group0, group1, sb - 1, act16, act16_1, n_valid, acc,
-                      mins);
+  }
+
+  // kernel_k4_pair512's float steps, in its order. The mins' integer sum is
+  // exact either way (vpdpwssd does not saturate): the same int32 as the
+  // avx512 tier's vpmaddwd and adds.
+  void finish(const Sums& c, const Fin& f, const Unit& unit, int part) const {
+    int r0, r1;
+    const int blk = part_rows(unit, part, &r0, &r1);
+    const AmxActRows& at = blk == 0 ? *unit.a0 : *unit.a1;
+    float(*a)[16] = acc + unit.t0 + blk * kBlockTok;
+    float(*mn)[16] = mins + unit.t0 + blk * kBlockTok;
+    for (int r = r0; r < r1; ++r) {
+      const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][0][r]), 3),
+                                            _mm512_load_si512(c[blk][1][r]));
+      __m512i m = _mm512_madd_epi16(f.mv[0], bcast32_512(&at.bsum_pairs[r][0]));
+      for (int k = 1; k < 4; ++k) {
+        m = _mm512_dpwssd_epi32(m, f.mv[k], bcast32_512(&at.bsum_pairs[r][2 * k]));
+      }
+      const __m512 da = _mm512_set1_ps(at.d[r]);
+      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, da), _mm512_cvtepi32_ps(isum),
+                                            _mm512_load_ps(a[r])));
+      _mm512_store_ps(mn[r], _mm512_fmadd_ps(_mm512_mul_ps(f.dm, da), _mm512_cvtepi32_ps(m),
+                                             _mm512_load_ps(mn[r])));
     }
   }
-  _tile_release();
-  finish_super<L>(sums[(nsb - 1) & 1], group0, group1, nsb - 1, act16, act16_1, n_valid, acc, mins);
+};
+
+template <class L>
+void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1, int64_t nsb,
+              const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
+              int n_rows1) {
+  alignas(64) float acc[kAmxCallTok][16], mins[kAmxCallTok][16];
+  for (int t = 0; t < n_valid; ++t) {
+    _mm512_store_ps(acc[t], _mm512_setzero_ps());
+    _mm512_store_ps(mins[t], _mm512_setzero_ps());
+  }
+  KernK4<L> kern{unpacked, group0, group1, acc, mins};
+  run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t) {
     _mm512_mask_storeu_ps(y + t * y_stride, mask,
@@ -263,38 +334,25 @@ void amx_unpack_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb, 
   }
 }
 
-// One super-block's digit sums of a pair: [digit pair p][token block][digit
+// One super-block's digit sums of a unit: [digit pair p][token block][digit
 // 2p, 2p + 1][token][output].
-using SuperSums6 = int32_t[2][2][2][kBlockTok][16];
+struct KernQ6K {
+  using Sums = int32_t[2][2][2][kBlockTok][16];
+  struct Fin {
+    __m512 d;
+  };
 
-inline void finish_super6(const SuperSums6& c, const uint8_t* group0, const uint8_t* group1,
-                          int64_t sb, const AmxActRows* a0, const AmxActRows* a1, int n_valid,
-                          float (*acc)[16]) {
-  const __m512 d = join_halfs(group0 + d6(sb), group1 + d6(sb));
-  for (int t = 0; t < n_valid; ++t) {
-    const int blk = t / kBlockTok, row = t % kBlockTok;
-    const AmxActRows& at = blk == 0 ? a0[sb] : a1[sb];
-    __m512i isum = _mm512_load_si512(c[1][blk][1][row]);
-    isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[1][blk][0][row]));
-    isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][1][row]));
-    isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][0][row]));
-    _mm512_store_ps(acc[t], _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(at.d[row])),
-                                            _mm512_cvtepi32_ps(isum), _mm512_load_ps(acc[t])));
-  }
-}
+  const uint8_t* unpacked;
+  const uint8_t* group0;
+  const uint8_t* group1;
+  float (*acc)[16];
 
-void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
-                   int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
-                   int64_t y_stride, int n_rows1) {
-  load_tile_config();
-  alignas(64) SuperSums6 sums[2];
-  alignas(64) float acc[kCallTok][16];
-  for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
-  const bool two = n_valid > kBlockTok;
-  const AmxActRows* act16_1 = second_block(act16, act16_block);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
+  Fin prepare(int64_t sb) const { return {join_halfs(group0 + d6(sb), group1 + d6(sb))}; }
+
+  template <class Hook>
+  void products(int64_t sb, const Unit& unit, Sums& c, Hook hook) const {
     const uint8_t* b = unpacked + size_t(sb) * kSuperBytes6;
-    SuperSums6& c = sums[sb & 1];
+    const bool two = unit.n > kBlockTok;
     for (int p = 0; p < 2; ++p) {
       _tile_zero(0);
       _tile_zero(1);
@@ -305,14 +363,15 @@ void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t
       for (int k = 0; k < 4; ++k) {
         _tile_loadd(6, b + size_t(2 * p * 4 + k) * kTileBytes, 64);
         _tile_loadd(7, b + size_t((2 * p + 1) * 4 + k) * kTileBytes, 64);
-        _tile_loadd(4, act16[sb].qs[0] + 64 * k, 256);
+        _tile_loadd(4, unit.a0->qs[k][0], 64);
         _tile_dpbssd(0, 4, 6);
         _tile_dpbssd(1, 4, 7);
         if (two) {
-          _tile_loadd(5, act16_1[sb].qs[0] + 64 * k, 256);
+          _tile_loadd(5, unit.a1->qs[k][0], 64);
           _tile_dpbssd(2, 5, 6);
           _tile_dpbssd(3, 5, 7);
         }
+        if (k % 2 == 1) hook(2 * p + k / 2);
       }
       _tile_stored(0, c[p][0][0], 64);
       _tile_stored(1, c[p][0][1], 64);
@@ -321,11 +380,31 @@ void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t
         _tile_stored(3, c[p][1][1], 64);
       }
     }
-    if (sb > 0)
-      finish_super6(sums[(sb - 1) & 1], group0, group1, sb - 1, act16, act16_1, n_valid, acc);
   }
-  _tile_release();
-  finish_super6(sums[(nsb - 1) & 1], group0, group1, nsb - 1, act16, act16_1, n_valid, acc);
+
+  void finish(const Sums& c, const Fin& f, const Unit& unit, int part) const {
+    int r0, r1;
+    const int blk = part_rows(unit, part, &r0, &r1);
+    const AmxActRows& at = blk == 0 ? *unit.a0 : *unit.a1;
+    float(*a)[16] = acc + unit.t0 + blk * kBlockTok;
+    for (int r = r0; r < r1; ++r) {
+      __m512i isum = _mm512_load_si512(c[1][blk][1][r]);
+      isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[1][blk][0][r]));
+      isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][1][r]));
+      isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][0][r]));
+      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, _mm512_set1_ps(at.d[r])),
+                                            _mm512_cvtepi32_ps(isum), _mm512_load_ps(a[r])));
+    }
+  }
+};
+
+void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
+                   int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+                   int64_t y_stride, int n_rows1) {
+  alignas(64) float acc[kAmxCallTok][16];
+  for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+  KernQ6K kern{unpacked, group0, group1, acc};
+  run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t)
     _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_load_ps(acc[t]));

@@ -515,8 +515,11 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
 }
 
 // The K-quants at a prompt's shape: long rows (57 super-blocks, so the amx
-// tier's token chunks are 64 tokens and a call crosses several), a last pair
-// with 3 valid rows, and token counts that leave a last call of 1..31 tokens.
+// tier's token chunks are 64 tokens and a chunk spans several 16-token
+// blocks), a last pair with 3 valid rows, and token counts that leave a last
+// call of 1..31 tokens; and short rows (3 super-blocks: chunks of over a
+// thousand tokens, cut into calls of kAmxCallTok = 256 tokens, each a run of
+// 32-token units with a short last one).
 TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   std::vector<Isa> tiers;
   if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
@@ -524,20 +527,28 @@ TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   ThreadPool pool(2);
   MatmulScratch scratch;
   const Isa start = isa();
-  const int64_t n_in = 256 * 57, n_out = 8 * 5 + 3;
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
-    const WeightView w{type, wdata.data(), n_in, n_out};
-    set_isa_for_testing(Isa::kAvx2);
-    const PackedWeight packed = pack_weight(w);
-    for (int64_t n_tok : {17, 33, 100, 161}) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok);
-      std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+  const int64_t n_out = 8 * 5 + 3;
+  struct Shape {
+    int64_t n_in;
+    std::vector<int64_t> n_toks;
+  };
+  for (const Shape& shape : {Shape{256 * 57, {17, 33, 100, 161}}, Shape{256 * 3, {300, 529}}}) {
+    const int64_t n_in = shape.n_in;
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+      const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
-      std::vector<float> want(size_t(n_tok * n_out), NAN);
-      matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
-      expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
-      if (::testing::Test::HasFatalFailure()) break;
+      const PackedWeight packed = pack_weight(w);
+      for (int64_t n_tok : shape.n_toks) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
+        set_isa_for_testing(Isa::kAvx2);
+        std::vector<float> want(size_t(n_tok * n_out), NAN);
+        matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+        expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
+        if (::testing::Test::HasFatalFailure()) break;
+      }
     }
   }
   set_isa_for_testing(start);
