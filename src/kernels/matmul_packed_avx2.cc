@@ -250,10 +250,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // single-group kernel, which the stream, not the arithmetic, limits).
   const bool wide = !unpack && n_tok > 1 && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr;
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
-  // Each thread's slot: two unpacked groups, or the amx tier's operands of
-  // a group pair (a 64-byte multiple either way).
-  const size_t unpack_slot =
-      amx ? std::max(2 * ub, round_up(ops.amx_unpacked_bytes(nb), 64)) : 2 * ub;
+  // Each thread's slot: two unpacked groups (the amx tier lays its operands
+  // out per super-block in the call).
+  const size_t unpack_slot = 2 * ub;
   uint8_t* unpack_buf = nullptr;
   if (unpack) unpack_buf = aligned_scratch(scratch.unpacked_rows, size_t(n_threads) * unpack_slot);
   static_assert(kUnpackedTok == kTok || kUnpackedTok == 2 * kTok);
@@ -267,11 +266,15 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // can share, is short too. Which thread computes a group never changes its
   // result.
   constexpr int64_t kChunkTiles = 16;
-  // The amx tier re-lays each group pair's operands per chunk: its chunks
-  // are as long as ~1 MiB of activation rows allows (more tokens per
-  // unpack), in 32-token steps, at least kChunkTiles.
+  // The amx tier lays each group pair's operands out once per call, and a
+  // chunk is one call: as many tokens as kAmxChunkBytes of activation rows
+  // (they stay in L2 while the run's pairs walk them; 1.5 MiB measured best
+  // against 0.75-1.25 on a 2 MiB L2), in 32-token steps, at least
+  // kChunkTiles and at most kAmxCallTok.
+  constexpr size_t kAmxChunkBytes = size_t(3) << 19;
   const int64_t chunk_tiles =
-      amx ? std::max<int64_t>(kChunkTiles, int64_t((1 << 20) / act16_block) / 2 * 2 * kAmxTiles)
+      amx ? std::clamp<int64_t>(int64_t(kAmxChunkBytes / act16_block) / 2 * 2 * kAmxTiles,
+                                kChunkTiles, kAmxCallTiles)
           : kChunkTiles;
   constexpr int64_t kRunBlockTiles = 1536, kMinSubtasks = 4, kMaxSubtasks = 64;
   const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
@@ -359,8 +362,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           // The tile unit: the pair's operands once, then up to kAmxCallTok
           // tokens of the chunk a call.
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
-          uint8_t* abuf = unpack_buf + size_t(thread) * unpack_slot;
-          ops.amx_unpack(gp, gp1, nb, abuf);
           for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
             prefetch_group(packed_addr(next), gb);
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
@@ -368,7 +369,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           for (int64_t tile = c0; tile < c1; tile += kAmxCallTiles) {
             const int n_valid = int(std::min<int64_t>(
                 {internal::kAmxCallTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
-            ops.amx_pair(abuf, gp, gp1, nb, act16 + (tile / kAmxTiles) * nb, act16_block, n_valid,
+            OMNIBUS_CHECK(n_valid > 0 && n_valid <= internal::kAmxCallTok);
+            ops.amx_pair(gp, gp1, nb, act16 + (tile / kAmxTiles) * nb, act16_block, n_valid,
                          y + tile * kTok * w.n_out, w.n_out, n_rows1);
           }
           gg += 2;

@@ -106,24 +106,21 @@ using WidePairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_
                             const void* act0, const void* act1, float* y, int64_t y_stride,
                             int n_rows1);
 
-// The amx tier's many-token calls on two groups (16 rows): amx_unpack lays
-// the pair's quants out as tile-unit operands once (amx_unpacked_bytes(nb)
-// bytes, 64-byte aligned), then amx_pair runs up to kAmxCallTok tokens per
-// call from their Q8_K activations as rows, in blocks of 16 tokens
-// (AmxActRows; each next block act16_block bytes on; zero rows past the
-// call's tokens up to its last block's end).
-constexpr int kAmxCallTok = 256;
+// The amx tier's many-token calls on two groups (16 rows): amx_pair runs up
+// to kAmxCallTok tokens per call from their Q8_K activations as rows, in
+// blocks of 16 tokens (AmxActRows; each next block act16_block bytes on; zero
+// rows past the call's tokens up to its last block's end), laying each
+// super-block's quants out as tile-unit operands once for all of them.
+constexpr int kAmxCallTok = 512;
 struct AmxActRows {      // one super-block of 16 tokens
   int8_t qs[4][16][64];  // [64-element chunk c][token]: one tile operand per c
   float d[16];
   int16_t bsum_pairs[16][8];
 };
 static_assert(sizeof(AmxActRows) % 64 == 0);
-using AmxUnpackFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb,
-                             uint8_t* out);
-using AmxPairFn = void (*)(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
-                           int64_t nb, const AmxActRows* act16, size_t act16_block, int n_valid,
-                           float* y, int64_t y_stride, int n_rows1);
+using AmxPairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb,
+                           const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+                           int64_t y_stride, int n_rows1);
 
 // A packed type's kernels. Calls of 2..2 kTok tokens take wide_pair where
 // the type has one; calls with more than kMaxPackedTiles token tiles unpack
@@ -143,9 +140,7 @@ struct Ops {
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
   WidePairFn wide_pair[2 * kTok + 1] = {};              // [2, 2 * kTok] tokens (null: none)
-  AmxUnpackFn amx_unpack = nullptr;  // the amx tier's unpacked pairs (null: none)
-  AmxPairFn amx_pair = nullptr;
-  size_t (*amx_unpacked_bytes)(int64_t nb) = nullptr;
+  AmxPairFn amx_pair = nullptr;  // the amx tier's many-token pairs (null: none)
 };
 
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:

@@ -28,7 +28,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "kernels/matmul_packed_internal.h"
-#include "util/check.h"
 
 #if !(defined(__AMX_INT8__) || defined(__AMXINT8__)) || \
     !(defined(__AMX_TILE__) || defined(__AMXTILE__))
@@ -43,8 +42,6 @@ namespace {
 // + 3) x 64 bytes (output n's 4 bytes at 4n; group 0's rows n 0-7).
 constexpr size_t kTileBytes = 1024;
 constexpr size_t kSuperBytes = 4 * 2 * kTileBytes;
-
-size_t amx_unpacked_bytes(int64_t nsb) { return size_t(nsb) * kSuperBytes; }
 
 // Tile registers: C 0-3 (token block 0's sh and sl sums, then block 1's),
 // A 4-5 (the blocks' activation rows), B 6-7 (sh, sl); all 16 x 64 bytes.
@@ -86,9 +83,8 @@ inline void load_pair_step(const uint8_t* group0, const uint8_t* group1, int64_t
 // Q4_K (q <= 15) and Q5_K (q <= 31): q * sh and q * sl <= 217 are unsigned
 // bytes either way.
 template <class L>
-void amx_unpack(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8_t* out) {
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    uint8_t* o = out + size_t(sb) * kSuperBytes;
+void unpack_super(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint8_t* o) {
+  {
     for (int j = 0; j < 8; ++j) {
       // sub-block j's scales, one per output in both bytes of its 16-bit
       // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 217, so one
@@ -136,7 +132,8 @@ struct Unit {
 // are finished in ascending order, as every tier accumulates them.
 template <class Kern>
 void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid) {
-  OMNIBUS_CHECK(n_valid > 0 && n_valid <= kAmxCallTok);
+  // 0 < n_valid <= kAmxCallTok: the driver checks it (no out-of-line code
+  // of another namespace may be compiled here: check_tier_symbols.sh)
   load_tile_config();
   alignas(64) typename Kern::Sums sums[2];
   typename Kern::Fin fin[2];
@@ -154,7 +151,7 @@ void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_blo
       const int t0 = iu * kUnitTok, n = std::min(kUnitTok, n_valid - t0);
       const Unit unit{rows(2 * iu, sb), n > kBlockTok ? rows(2 * iu + 1, sb) : nullptr, t0, n};
       const int64_t prev = (u - 1) & 1;
-      kern.products(sb, unit, sums[u & 1], [&](int part) {
+      kern.products(unit, sums[u & 1], [&](int part) {
         if (u > 0) kern.finish(sums[prev], fin[prev], units[prev], part);
       });
       fin[u & 1] = f;
@@ -191,13 +188,14 @@ struct KernK4 {
     __m512 d, dm;
   };
 
-  const uint8_t* unpacked;
+  uint8_t* b;  // the current super-block's operands (kSuperBytes)
   const uint8_t* group0;
   const uint8_t* group1;
   float (*acc)[16];
   float (*mins)[16];
 
   Fin prepare(int64_t sb) const {
+    unpack_super<L>(group0, group1, sb, b);
     Fin f;
     for (int k = 0; k < 4; ++k) {
       f.mv[k] = _mm512_cvtepu8_epi16(
@@ -209,8 +207,7 @@ struct KernK4 {
   }
 
   template <class Hook>
-  void products(int64_t sb, const Unit& unit, Sums& c, Hook hook) const {
-    const uint8_t* b = unpacked + size_t(sb) * kSuperBytes;
+  void products(const Unit& unit, Sums& c, Hook hook) const {
     const bool two = unit.n > kBlockTok;
     _tile_zero(0);
     _tile_zero(1);
@@ -265,15 +262,15 @@ struct KernK4 {
 };
 
 template <class L>
-void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1, int64_t nsb,
-              const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
-              int n_rows1) {
+void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const AmxActRows* act16,
+              size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows1) {
+  alignas(64) uint8_t b[kSuperBytes];
   alignas(64) float acc[kAmxCallTok][16], mins[kAmxCallTok][16];
   for (int t = 0; t < n_valid; ++t) {
     _mm512_store_ps(acc[t], _mm512_setzero_ps());
     _mm512_store_ps(mins[t], _mm512_setzero_ps());
   }
-  KernK4<L> kern{unpacked, group0, group1, acc, mins};
+  KernK4<L> kern{b, group0, group1, acc, mins};
   run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t) {
@@ -293,42 +290,36 @@ void amx_pair(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* gro
 // Per super-block of a pair: [digit][c][16 rows k4][64 bytes].
 constexpr size_t kSuperBytes6 = 4 * 4 * kTileBytes;
 
-size_t amx_unpacked_bytes6(int64_t nsb) { return size_t(nsb) * kSuperBytes6; }
-
-void amx_unpack_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb, uint8_t* out) {
+void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint8_t* o) {
   // the avx512 tier's split to one byte per element (unpacked vector k4 =
   // elements 4 k4..4 k4 + 3 of the 8 rows: a tile row of one group)
   static const UnpackFn unpack = avx512::ops_q6_K().unpack;
   alignas(64) uint8_t u0[2048], u1[2048];
   const __m512i lo8 = _mm512_set1_epi16(0x00FF), m3 = _mm512_set1_epi32(3);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    unpack(group0 + size_t(sb) * kSuper6, 1, u0);
-    unpack(group1 + size_t(sb) * kSuper6, 1, u1);
-    uint8_t* o = out + size_t(sb) * kSuperBytes6;
-    for (int s = 0; s < 16; ++s) {
-      int64_t sc0, sc1;
-      std::memcpy(&sc0, group0 + sc6(sb, s), 8);
-      std::memcpy(&sc1, group1 + sc6(sb, s), 8);
-      const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
-      // digit i of each output's scale in both 16-bit halves of its lane
-      __m512i dig[4];
-      for (int i = 0; i < 3; ++i) dig[i] = _mm512_and_si512(_mm512_srai_epi32(sc, 2 * i), m3);
-      dig[3] = _mm512_and_si512(_mm512_srai_epi32(sc, 6), _mm512_set1_epi32(0xFFFF));
-      for (__m512i& dv : dig) dv = _mm512_or_si512(dv, _mm512_slli_epi32(dv, 16));
-      for (int m = 0; m < 4; ++m) {
-        const int k4 = 4 * s + m, c = k4 / 16, r = k4 % 16;
-        const __m512i v =
-            _mm512_sub_epi8(join256(u0 + 32 * k4, u1 + 32 * k4), _mm512_set1_epi8(32));
-        // signed bytes as int16: (q - 32) * d_i fits a byte; each byte's
-        // product is formed in its own 16-bit lane, so no borrow crosses
-        const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-        const __m512i odd = _mm512_srai_epi16(v, 8);
-        for (int i = 0; i < 4; ++i) {
-          const __m512i pe = _mm512_mullo_epi16(even, dig[i]);
-          const __m512i po = _mm512_mullo_epi16(odd, dig[i]);
-          _mm512_store_si512(o + (size_t(i * 4 + c) * 16 + size_t(r)) * 64,
-                             _mm512_or_si512(_mm512_and_si512(pe, lo8), _mm512_slli_epi16(po, 8)));
-        }
+  unpack(group0 + size_t(sb) * kSuper6, 1, u0);
+  unpack(group1 + size_t(sb) * kSuper6, 1, u1);
+  for (int s = 0; s < 16; ++s) {
+    int64_t sc0, sc1;
+    std::memcpy(&sc0, group0 + sc6(sb, s), 8);
+    std::memcpy(&sc1, group1 + sc6(sb, s), 8);
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
+    // digit i of each output's scale in both 16-bit halves of its lane
+    __m512i dig[4];
+    for (int i = 0; i < 3; ++i) dig[i] = _mm512_and_si512(_mm512_srai_epi32(sc, 2 * i), m3);
+    dig[3] = _mm512_and_si512(_mm512_srai_epi32(sc, 6), _mm512_set1_epi32(0xFFFF));
+    for (__m512i& dv : dig) dv = _mm512_or_si512(dv, _mm512_slli_epi32(dv, 16));
+    for (int m = 0; m < 4; ++m) {
+      const int k4 = 4 * s + m, c = k4 / 16, r = k4 % 16;
+      const __m512i v = _mm512_sub_epi8(join256(u0 + 32 * k4, u1 + 32 * k4), _mm512_set1_epi8(32));
+      // signed bytes as int16: (q - 32) * d_i fits a byte; each byte's
+      // product is formed in its own 16-bit lane, so no borrow crosses
+      const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+      const __m512i odd = _mm512_srai_epi16(v, 8);
+      for (int i = 0; i < 4; ++i) {
+        const __m512i pe = _mm512_mullo_epi16(even, dig[i]);
+        const __m512i po = _mm512_mullo_epi16(odd, dig[i]);
+        _mm512_store_si512(o + (size_t(i * 4 + c) * 16 + size_t(r)) * 64,
+                           _mm512_or_si512(_mm512_and_si512(pe, lo8), _mm512_slli_epi16(po, 8)));
       }
     }
   }
@@ -342,16 +333,18 @@ struct KernQ6K {
     __m512 d;
   };
 
-  const uint8_t* unpacked;
+  uint8_t* b;  // the current super-block's operands (kSuperBytes6)
   const uint8_t* group0;
   const uint8_t* group1;
   float (*acc)[16];
 
-  Fin prepare(int64_t sb) const { return {join_halfs(group0 + d6(sb), group1 + d6(sb))}; }
+  Fin prepare(int64_t sb) const {
+    unpack_super6(group0, group1, sb, b);
+    return {join_halfs(group0 + d6(sb), group1 + d6(sb))};
+  }
 
   template <class Hook>
-  void products(int64_t sb, const Unit& unit, Sums& c, Hook hook) const {
-    const uint8_t* b = unpacked + size_t(sb) * kSuperBytes6;
+  void products(const Unit& unit, Sums& c, Hook hook) const {
     const bool two = unit.n > kBlockTok;
     for (int p = 0; p < 2; ++p) {
       _tile_zero(0);
@@ -398,12 +391,13 @@ struct KernQ6K {
   }
 };
 
-void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t* group1,
-                   int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
+                   const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
                    int64_t y_stride, int n_rows1) {
+  alignas(64) uint8_t b[kSuperBytes6];
   alignas(64) float acc[kAmxCallTok][16];
   for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
-  KernQ6K kern{unpacked, group0, group1, acc};
+  KernQ6K kern{b, group0, group1, acc};
   run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t)
@@ -413,9 +407,7 @@ void amx_pair_q6_K(const uint8_t* unpacked, const uint8_t* group0, const uint8_t
 template <class L>
 Ops with_amx(const Ops& avx512_ops) {
   Ops o = avx512_ops;
-  o.amx_unpack = amx_unpack<L>;
   o.amx_pair = amx_pair<L>;
-  o.amx_unpacked_bytes = amx_unpacked_bytes;
   return o;
 }
 
@@ -434,9 +426,7 @@ const Ops& ops_q5_K() {
 const Ops& ops_q6_K() {
   static const Ops ops = [] {
     Ops o = avx512::ops_q6_K();
-    o.amx_unpack = amx_unpack_q6_K;
     o.amx_pair = amx_pair_q6_K;
-    o.amx_unpacked_bytes = amx_unpacked_bytes6;
     return o;
   }();
   return ops;

@@ -515,11 +515,10 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
 }
 
 // The K-quants at a prompt's shape: long rows (57 super-blocks, so the amx
-// tier's token chunks are 64 tokens and a chunk spans several 16-token
-// blocks), a last pair with 3 valid rows, and token counts that leave a last
-// call of 1..31 tokens; and short rows (3 super-blocks: chunks of over a
-// thousand tokens, cut into calls of kAmxCallTok = 256 tokens, each a run of
-// 32-token units with a short last one).
+// tier's token chunks, one call each, are 96 tokens: several 32-token units),
+// a last pair with 3 valid rows, and token counts that leave a last call of
+// 1..31 tokens; and short rows (3 super-blocks: chunks at their most,
+// kAmxCallTok = 512 tokens, and a last unit of 12 or 17 tokens).
 TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   std::vector<Isa> tiers;
   if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
