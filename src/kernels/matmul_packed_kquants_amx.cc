@@ -1,7 +1,7 @@
 // The amx tier's Q4_K, Q5_K and Q6_K kernels for many tokens: two packed groups
-// (16 rows) x up to 32 tokens per call on the tile unit (AMX-INT8's tdpbsud:
-// signed activation bytes times unsigned weight bytes, 16 x 16 int32 sums
-// of 64-byte rows).
+// (16 rows) x up to kAmxCallTok tokens per call on the tile unit (AMX-INT8's
+// tdpbsud / tdpbssd: signed activation bytes times unsigned / signed weight
+// bytes, 16 x 16 int32 sums of 64-byte rows).
 //
 // A Q4_K / Q5_K super-block's result needs, per output and token,
 //   isum = sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]   (exact int32)
@@ -10,11 +10,13 @@
 // byte. But sc = 8 sh + sl with sh, sl in [0, 7], and q * sh, q * sl <= 217
 // (q <= 31) are bytes, so the super-block's isum is two plain dot products:
 //   isum = 8 * sum_k (q[k] sh_j(k)) a[k] + sum_k (q[k] sl_j(k)) a[k]
-// (an integer identity: the same int32 as every other tier's). amx_unpack
-// writes the two scaled byte matrices once per group pair; each super-block
-// is then 8 tile products of K = 64, and the float steps after it are
-// kernel_k4_pair512's, in its order (acc, mins per super-block): bitwise
-// equal to every tier (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual).
+// (an integer identity: the same int32 as every other tier's). Q6_K's split
+// is into the bytes of each weight's whole product (below). A call lays each
+// super-block's two byte matrices out once (into an L1 buffer) and runs all
+// its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
+// and 32 tokens. The float steps after them are the avx512 tier's, in its
+// order (acc, mins per super-block): bitwise equal to every tier
+// (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
 //
 // Thread-safety: stateless; each call configures the calling thread's tiles
 // and releases them before it returns.
@@ -282,53 +284,51 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
 // ------------------------------------------------------------------ Q6_K
 //
 // A Q6_K super-block's isum = sum_s sc_s * sum_{k in s} (q[k] - 32) a[k]
-// (int8 scales per 16 elements, q in [0, 63]): the scale's base-4 digits,
-// sc = d0 + 4 d1 + 16 d2 + 64 d3 (d0..d2 in [0, 3], d3 = sc >> 6 in [-2, 1]),
-// make it four plain signed-byte dot products, (q - 32) d_i in [-96, 93]:
-//   isum = C0 + 4 C1 + 16 C2 + 64 C3   (the same int32 as every tier's).
+// (int8 scales per 16 elements, q in [0, 63]). Each weight's whole product
+// w = (q - 32) sc_s is in [-4096, 4064]: its two bytes, w = 256 hi + lo with
+// lo in [0, 255] (unsigned) and hi in [-16, 15] (signed), make isum two plain
+// byte dot products:
+//   isum = 256 * sum_k hi[k] a[k] + sum_k lo[k] a[k]
+// (tdpbssd for hi, tdpbsud for lo; every partial sum fits an int32: the same
+// int32 as every tier's).
 
-// Per super-block of a pair: [digit][c][16 rows k4][64 bytes].
-constexpr size_t kSuperBytes6 = 4 * 4 * kTileBytes;
+// Per super-block of a pair: [c][lo, hi][16 rows k4][64 bytes].
+constexpr size_t kSuperBytes6 = 4 * 2 * kTileBytes;
 
 void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint8_t* o) {
   // the avx512 tier's split to one byte per element (unpacked vector k4 =
   // elements 4 k4..4 k4 + 3 of the 8 rows: a tile row of one group)
   static const UnpackFn unpack = avx512::ops_q6_K().unpack;
   alignas(64) uint8_t u0[2048], u1[2048];
-  const __m512i lo8 = _mm512_set1_epi16(0x00FF), m3 = _mm512_set1_epi32(3);
+  const __m512i lo8 = _mm512_set1_epi16(0x00FF), hi8 = _mm512_set1_epi16(int16_t(0xFF00));
   unpack(group0 + size_t(sb) * kSuper6, 1, u0);
   unpack(group1 + size_t(sb) * kSuper6, 1, u1);
   for (int s = 0; s < 16; ++s) {
     int64_t sc0, sc1;
     std::memcpy(&sc0, group0 + sc6(sb, s), 8);
     std::memcpy(&sc1, group1 + sc6(sb, s), 8);
+    // each output's scale in both 16-bit halves of its lane (output n:
+    // lanes 2n, 2n + 1, its 4 bytes)
     const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
-    // digit i of each output's scale in both 16-bit halves of its lane
-    __m512i dig[4];
-    for (int i = 0; i < 3; ++i) dig[i] = _mm512_and_si512(_mm512_srai_epi32(sc, 2 * i), m3);
-    dig[3] = _mm512_and_si512(_mm512_srai_epi32(sc, 6), _mm512_set1_epi32(0xFFFF));
-    for (__m512i& dv : dig) dv = _mm512_or_si512(dv, _mm512_slli_epi32(dv, 16));
+    const __m512i sc16 =
+        _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));
     for (int m = 0; m < 4; ++m) {
       const int k4 = 4 * s + m, c = k4 / 16, r = k4 % 16;
       const __m512i v = _mm512_sub_epi8(join256(u0 + 32 * k4, u1 + 32 * k4), _mm512_set1_epi8(32));
-      // signed bytes as int16: (q - 32) * d_i fits a byte; each byte's
-      // product is formed in its own 16-bit lane, so no borrow crosses
-      const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-      const __m512i odd = _mm512_srai_epi16(v, 8);
-      for (int i = 0; i < 4; ++i) {
-        const __m512i pe = _mm512_mullo_epi16(even, dig[i]);
-        const __m512i po = _mm512_mullo_epi16(odd, dig[i]);
-        _mm512_store_si512(o + (size_t(i * 4 + c) * 16 + size_t(r)) * 64,
-                           _mm512_or_si512(_mm512_and_si512(pe, lo8), _mm512_slli_epi16(po, 8)));
-      }
+      // the even and odd bytes as int16, each product w in its own lane
+      const __m512i we = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), sc16);
+      const __m512i wo = _mm512_mullo_epi16(_mm512_srai_epi16(v, 8), sc16);
+      uint8_t* lo = o + (size_t(c) * 2 * 16 + size_t(r)) * 64;
+      _mm512_store_si512(lo, _mm512_or_si512(_mm512_and_si512(we, lo8), _mm512_slli_epi16(wo, 8)));
+      _mm512_store_si512(lo + kTileBytes,
+                         _mm512_or_si512(_mm512_srli_epi16(we, 8), _mm512_and_si512(wo, hi8)));
     }
   }
 }
 
-// One super-block's digit sums of a unit: [digit pair p][token block][digit
-// 2p, 2p + 1][token][output].
+// One super-block's sums of a unit: [token block][lo, hi][token][output].
 struct KernQ6K {
-  using Sums = int32_t[2][2][2][kBlockTok][16];
+  using Sums = int32_t[2][2][kBlockTok][16];
   struct Fin {
     __m512 d;
   };
@@ -346,45 +346,42 @@ struct KernQ6K {
   template <class Hook>
   void products(const Unit& unit, Sums& c, Hook hook) const {
     const bool two = unit.n > kBlockTok;
-    for (int p = 0; p < 2; ++p) {
-      _tile_zero(0);
-      _tile_zero(1);
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+    for (int k = 0; k < 4; ++k) {
+      _tile_loadd(6, b + size_t(k) * 2 * kTileBytes, 64);
+      _tile_loadd(7, b + size_t(k) * 2 * kTileBytes + kTileBytes, 64);
+      _tile_loadd(4, unit.a0->qs[k][0], 64);
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
       if (two) {
-        _tile_zero(2);
-        _tile_zero(3);
+        _tile_loadd(5, unit.a1->qs[k][0], 64);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
       }
-      for (int k = 0; k < 4; ++k) {
-        _tile_loadd(6, b + size_t(2 * p * 4 + k) * kTileBytes, 64);
-        _tile_loadd(7, b + size_t((2 * p + 1) * 4 + k) * kTileBytes, 64);
-        _tile_loadd(4, unit.a0->qs[k][0], 64);
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        if (two) {
-          _tile_loadd(5, unit.a1->qs[k][0], 64);
-          _tile_dpbssd(2, 5, 6);
-          _tile_dpbssd(3, 5, 7);
-        }
-        if (k % 2 == 1) hook(2 * p + k / 2);
-      }
-      _tile_stored(0, c[p][0][0], 64);
-      _tile_stored(1, c[p][0][1], 64);
-      if (two) {
-        _tile_stored(2, c[p][1][0], 64);
-        _tile_stored(3, c[p][1][1], 64);
-      }
+      hook(k);
+    }
+    _tile_stored(0, c[0][0], 64);
+    _tile_stored(1, c[0][1], 64);
+    if (two) {
+      _tile_stored(2, c[1][0], 64);
+      _tile_stored(3, c[1][1], 64);
     }
   }
 
+  // kernel_q6_K's float step, in its order.
   void finish(const Sums& c, const Fin& f, const Unit& unit, int part) const {
     int r0, r1;
     const int blk = part_rows(unit, part, &r0, &r1);
     const AmxActRows& at = blk == 0 ? *unit.a0 : *unit.a1;
     float(*a)[16] = acc + unit.t0 + blk * kBlockTok;
     for (int r = r0; r < r1; ++r) {
-      __m512i isum = _mm512_load_si512(c[1][blk][1][r]);
-      isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[1][blk][0][r]));
-      isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][1][r]));
-      isum = _mm512_add_epi32(_mm512_slli_epi32(isum, 2), _mm512_load_si512(c[0][blk][0][r]));
+      const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][1][r]), 8),
+                                            _mm512_load_si512(c[blk][0][r]));
       _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, _mm512_set1_ps(at.d[r])),
                                             _mm512_cvtepi32_ps(isum), _mm512_load_ps(a[r])));
     }
