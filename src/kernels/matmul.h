@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "util/huge_page_allocator.h"
 
 namespace omnibus {
 
@@ -46,11 +47,14 @@ struct WeightView {
 };
 
 // Reusable buffers so that matmul does not allocate once the engine is warm.
+// (On huge pages from 2 MiB: a prompt's quantized activations are read a
+// block at a time, kilobytes apart.)
+using ScratchBytes = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
 struct MatmulScratch {
-  std::vector<uint8_t> quantized_x;
-  std::vector<uint8_t> packed_rows;    // per-thread row groups packed on the fly
-  std::vector<uint8_t> unpacked_rows;  // per-thread Q4_1 groups with nibbles split
-  std::vector<uint8_t> amx_rows;       // the amx tier's activations as 16-token rows
+  ScratchBytes quantized_x;
+  ScratchBytes packed_rows;    // per-thread row groups packed on the fly
+  ScratchBytes unpacked_rows;  // per-thread Q4_1 groups with nibbles split
+  ScratchBytes amx_rows;       // the amx tier's activations as 16-token rows
 };
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,

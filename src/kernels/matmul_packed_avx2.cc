@@ -83,7 +83,7 @@ const Ops& ops_for(DType type) {
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // `bytes` of `buf` from a 64-byte boundary (grown as needed, never shrunk).
-uint8_t* aligned_scratch(std::vector<uint8_t>& buf, size_t bytes) {
+uint8_t* aligned_scratch(ScratchBytes& buf, size_t bytes) {
   if (buf.size() < bytes + 64) buf.resize(bytes + 64);
   const auto addr = reinterpret_cast<uintptr_t>(buf.data());
   return buf.data() + (round_up(addr, 64) - addr);

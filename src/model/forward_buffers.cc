@@ -5,7 +5,7 @@
 namespace omnibus {
 namespace {
 
-void ensure(std::vector<float>& v, int64_t n) {
+void ensure(ActivationVector& v, int64_t n) {
   if (int64_t(v.size()) < n) v.resize(size_t(n));
 }
 

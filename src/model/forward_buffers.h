@@ -11,21 +11,28 @@
 #include "kv/attention.h"
 #include "model/model_config.h"
 #include "model/step_batch.h"
+#include "util/huge_page_allocator.h"
 
 namespace omnibus {
 
+// A step's float activations: on huge pages once they reach 2 MiB (a
+// prompt's matmul outputs are written a 64-byte column strip at a time, one
+// token row apart: on 4 KiB pages nearly every store of a 512-token step was
+// a TLB miss).
+using ActivationVector = std::vector<float, HugePageAllocator<float>>;
+
 struct ForwardBuffers {
-  std::vector<float> x;                 // [n_tok, n_embd] residual stream
-  std::vector<float> xn;                // [n_tok, n_embd] normalised input of a sub-layer
-  std::vector<float> q;                 // [n_tok, n_q]
-  std::vector<float> k;                 // [n_tok, n_kv]
-  std::vector<float> v;                 // [n_tok, n_kv]
-  std::vector<float> attn;              // [n_tok, n_q]
-  std::vector<float> proj;              // [n_tok, n_embd] output of Wo / Wdown
-  std::vector<float> gate;              // [n_tok, n_ff]
-  std::vector<float> up;                // [n_tok, n_ff]
-  std::vector<float> last;              // [n_rows, n_embd] rows that produce logits
-  std::vector<float> logits;            // [n_rows, n_vocab]
+  ActivationVector x;                   // [n_tok, n_embd] residual stream
+  ActivationVector xn;                  // [n_tok, n_embd] normalised input of a sub-layer
+  ActivationVector q;                   // [n_tok, n_q]
+  ActivationVector k;                   // [n_tok, n_kv]
+  ActivationVector v;                   // [n_tok, n_kv]
+  ActivationVector attn;                // [n_tok, n_q]
+  ActivationVector proj;                // [n_tok, n_embd] output of Wo / Wdown
+  ActivationVector gate;                // [n_tok, n_ff]
+  ActivationVector up;                  // [n_tok, n_ff]
+  ActivationVector last;                // [n_rows, n_embd] rows that produce logits
+  ActivationVector logits;              // [n_rows, n_vocab]
   std::vector<int32_t> positions;       // [n_tok]
   std::vector<int32_t> logit_rows;      // [n_rows] token index of each logits row
   std::vector<int32_t> pool_rows;       // [n_pool_rows] last token of each pool sequence
