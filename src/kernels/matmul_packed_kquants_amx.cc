@@ -116,8 +116,6 @@ void unpack_super(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint
 // Tokens per tile block (the tile unit's 16 rows), and per unit: two blocks
 // share each weight operand.
 constexpr int kBlockTok = 16, kUnitTok = 2 * kBlockTok;
-// A unit's float steps run in kParts parts, one after each tile product pair.
-constexpr int kParts = 8;
 
 // One unit of a call: up to 32 tokens (from t0) of one super-block.
 struct Unit {
@@ -127,10 +125,10 @@ struct Unit {
 };
 
 // Runs a call as units: super-block outer, so that a super-block's weight
-// operands, laid out once (Kern::prepare, into an L1 buffer), serve all the
-// call's tokens; its units inner. Kern::products(unit, sums, hook) issues a
-// unit's tile products into `sums`, calling hook(part) for parts
-// 0..kParts-1 between its tile steps; the hook runs part `part` of the previous unit's float
+// operands, loaded from L2 for the call's first unit, come from L1 for the
+// others; its units inner. Kern::products(sb, unit, sums, hook) issues a
+// unit's tile products into `sums`, calling hook(part) for parts 0..3 between
+// its tile steps; the hook runs part `part` of the previous unit's float
 // steps (Kern::finish), so that the vector units work while the tile unit
 // does, and the out-of-order window always holds both. A token's super-blocks
 // are finished in ascending order, as every tier accumulates them.
@@ -165,19 +163,17 @@ void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_blo
   }
   _tile_release();
   const int64_t last = (u - 1) & 1;
-  for (int part = 0; part < kParts; ++part) kern.finish(sums[last], fin[last], units[last], part);
+  for (int part = 0; part < 4; ++part) kern.finish(sums[last], fin[last], units[last], part);
 }
 
-// Rows [r0, r1) of part `part` (of kParts) of a unit's block: a two-block
-// unit takes half the parts per block, a one-block unit all. Returns the
-// block.
+// Rows [r0, r1) of part `part` (of 4) of a unit's block: a two-block unit
+// takes two parts per block, a one-block unit four. Returns the block.
 inline int part_rows(const Unit& unit, int part, int* r0, int* r1) {
   const bool two = unit.n > kBlockTok;
-  const int parts = two ? kParts / 2 : kParts;
-  const int blk = part / parts;
+  const int blk = two ? part / 2 : 0;
   const int rows = std::min(kBlockTok, unit.n - blk * kBlockTok);
-  const int per = (rows + parts - 1) / parts;
-  *r0 = std::min(rows, (part % parts) * per);
+  const int per = two ? (rows + 1) / 2 : (rows + 3) / 4;
+  *r0 = std::min(rows, (two ? part % 2 : part) * per);
   *r1 = std::min(rows, *r0 + per);
   return blk;
 }
@@ -227,13 +223,12 @@ struct KernK4 {
       _tile_loadd(4, unit.a0->qs[k][0], 64);
       _tile_dpbsud(0, 4, 6);
       _tile_dpbsud(1, 4, 7);
-      hook(2 * k);
       if (two) {
         _tile_loadd(5, unit.a1->qs[k][0], 64);
         _tile_dpbsud(2, 5, 6);
         _tile_dpbsud(3, 5, 7);
       }
-      hook(2 * k + 1);
+      hook(k);
     }
     _tile_stored(0, c[0][0], 64);
     _tile_stored(1, c[0][1], 64);
@@ -363,13 +358,12 @@ struct KernQ6K {
       _tile_loadd(4, unit.a0->qs[k][0], 64);
       _tile_dpbsud(0, 4, 6);
       _tile_dpbssd(1, 4, 7);
-      hook(2 * k);
       if (two) {
         _tile_loadd(5, unit.a1->qs[k][0], 64);
         _tile_dpbsud(2, 5, 6);
         _tile_dpbssd(3, 5, 7);
       }
-      hook(2 * k + 1);
+      hook(k);
     }
     _tile_stored(0, c[0][0], 64);
     _tile_stored(1, c[0][1], 64);
