@@ -178,11 +178,57 @@ inline int part_rows(const Unit& unit, int part, int* r0, int* r1) {
   return blk;
 }
 
-// The K-quants with mins (Q4_K, Q5_K): one super-block's int32 sums of a
-// unit, [token block][sh, sl][token][output].
+// A unit's int32 sums of one super-block: [token block][first, second
+// operand][token][output].
+using UnitSums = int32_t[2][2][kBlockTok][16];
+
+// A unit's tile products on a super-block's operands b ([c][first, second]
+// [16 rows k4][64 bytes]: elements 64c.. of 16 outputs): 4 tile steps, each
+// both operands times the unit's one or two blocks of activation rows, then
+// hook(step). The first operand's bytes are unsigned (tdpbsud); the second's
+// are signed where kSecondSigned (tdpbssd: Q6_K's high bytes).
+template <bool kSecondSigned, class Hook>
+inline void unit_products(const uint8_t* b, const Unit& unit, UnitSums& c, Hook hook) {
+  const bool two = unit.n > kBlockTok;
+  _tile_zero(0);
+  _tile_zero(1);
+  if (two) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _tile_loadd(6, b + size_t(k) * 2 * kTileBytes, 64);
+    _tile_loadd(7, b + size_t(k) * 2 * kTileBytes + kTileBytes, 64);
+    _tile_loadd(4, unit.a0->qs[k][0], 64);
+    _tile_dpbsud(0, 4, 6);
+    if constexpr (kSecondSigned) {
+      _tile_dpbssd(1, 4, 7);
+    } else {
+      _tile_dpbsud(1, 4, 7);
+    }
+    if (two) {
+      _tile_loadd(5, unit.a1->qs[k][0], 64);
+      _tile_dpbsud(2, 5, 6);
+      if constexpr (kSecondSigned) {
+        _tile_dpbssd(3, 5, 7);
+      } else {
+        _tile_dpbsud(3, 5, 7);
+      }
+    }
+    hook(k);
+  }
+  _tile_stored(0, c[0][0], 64);
+  _tile_stored(1, c[0][1], 64);
+  if (two) {
+    _tile_stored(2, c[1][0], 64);
+    _tile_stored(3, c[1][1], 64);
+  }
+}
+
+// The K-quants with mins (Q4_K, Q5_K): operands q * sh, q * sl per super-block.
 template <class L>
 struct KernK4 {
-  using Sums = int32_t[2][2][kBlockTok][16];
+  using Sums = UnitSums;  // [token block][sh, sl][token][output]
   // What a super-block's float steps need besides the sums: the pair's mins
   // (int16, sub-blocks 2k and 2k + 1 per lane pair), d and dmin.
   struct Fin {
@@ -210,32 +256,7 @@ struct KernK4 {
 
   template <class Hook>
   void products(const Unit& unit, Sums& c, Hook hook) const {
-    const bool two = unit.n > kBlockTok;
-    _tile_zero(0);
-    _tile_zero(1);
-    if (two) {
-      _tile_zero(2);
-      _tile_zero(3);
-    }
-    for (int k = 0; k < 4; ++k) {
-      _tile_loadd(6, b + size_t(k) * 2 * kTileBytes, 64);
-      _tile_loadd(7, b + size_t(k) * 2 * kTileBytes + kTileBytes, 64);
-      _tile_loadd(4, unit.a0->qs[k][0], 64);
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbsud(1, 4, 7);
-      if (two) {
-        _tile_loadd(5, unit.a1->qs[k][0], 64);
-        _tile_dpbsud(2, 5, 6);
-        _tile_dpbsud(3, 5, 7);
-      }
-      hook(k);
-    }
-    _tile_stored(0, c[0][0], 64);
-    _tile_stored(1, c[0][1], 64);
-    if (two) {
-      _tile_stored(2, c[1][0], 64);
-      _tile_stored(3, c[1][1], 64);
-    }
+    unit_products<false>(b, unit, c, hook);
   }
 
   // kernel_k4_pair512's float steps, in its order. The mins' integer sum is
@@ -326,9 +347,9 @@ void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uin
   }
 }
 
-// One super-block's sums of a unit: [token block][lo, hi][token][output].
+// Q6_K: operands the low and high bytes of (q - 32) sc per super-block.
 struct KernQ6K {
-  using Sums = int32_t[2][2][kBlockTok][16];
+  using Sums = UnitSums;  // [token block][lo, hi][token][output]
   struct Fin {
     __m512 d;
   };
@@ -345,32 +366,7 @@ struct KernQ6K {
 
   template <class Hook>
   void products(const Unit& unit, Sums& c, Hook hook) const {
-    const bool two = unit.n > kBlockTok;
-    _tile_zero(0);
-    _tile_zero(1);
-    if (two) {
-      _tile_zero(2);
-      _tile_zero(3);
-    }
-    for (int k = 0; k < 4; ++k) {
-      _tile_loadd(6, b + size_t(k) * 2 * kTileBytes, 64);
-      _tile_loadd(7, b + size_t(k) * 2 * kTileBytes + kTileBytes, 64);
-      _tile_loadd(4, unit.a0->qs[k][0], 64);
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbssd(1, 4, 7);
-      if (two) {
-        _tile_loadd(5, unit.a1->qs[k][0], 64);
-        _tile_dpbsud(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-      }
-      hook(k);
-    }
-    _tile_stored(0, c[0][0], 64);
-    _tile_stored(1, c[0][1], 64);
-    if (two) {
-      _tile_stored(2, c[1][0], 64);
-      _tile_stored(3, c[1][1], 64);
-    }
+    unit_products<true>(b, unit, c, hook);
   }
 
   // kernel_q6_K's float step, in its order.

@@ -449,6 +449,15 @@ std::string tiers_above_avx2(std::vector<Isa>* tiers) {
   return "";
 }
 
+// The avx2 tier's y = w x (packed): what the tier comparisons hold the others to.
+std::vector<float> avx2_y(const PackedWeight& packed, const std::vector<float>& x, int64_t n_tok,
+                          int64_t n_out, ThreadPool& pool, MatmulScratch& scratch) {
+  set_isa_for_testing(Isa::kAvx2);
+  std::vector<float> y(size_t(n_tok * n_out), NAN);
+  matmul(packed, x.data(), n_tok, y.data(), pool, scratch);
+  return y;
+}
+
 // At each of `tiers`, w (packed at load, and as in the file) times x gives
 // `want` bit for bit.
 void expect_tiers_give(const std::vector<Isa>& tiers, const WeightView& w,
@@ -503,9 +512,7 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
         if (extreme) {
           for (float& v : x) v = v < 0 ? -1.0f : 1.0f;  // activations quantize to +-127
         }
-        set_isa_for_testing(Isa::kAvx2);
-        std::vector<float> want(size_t(n_tok * n_out), NAN);
-        matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+        const std::vector<float> want = avx2_y(packed, x, n_tok, n_out, pool, scratch);
         expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
         if (::testing::Test::HasFatalFailure()) return;
       }
@@ -542,9 +549,7 @@ TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
-        set_isa_for_testing(Isa::kAvx2);
-        std::vector<float> want(size_t(n_tok * n_out), NAN);
-        matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+        const std::vector<float> want = avx2_y(packed, x, n_tok, n_out, pool, scratch);
         expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
         if (::testing::Test::HasFatalFailure()) break;
       }
@@ -574,9 +579,7 @@ TEST(Matmul, FloatTypesIsaTiersAreBitwiseEqual) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
-        set_isa_for_testing(Isa::kAvx2);
-        std::vector<float> want(size_t(n_tok * n_out), NAN);
-        matmul(packed, x.data(), n_tok, want.data(), pool, scratch);
+        const std::vector<float> want = avx2_y(packed, x, n_tok, n_out, pool, scratch);
         expect_equals_vec_dot(w, x, n_tok, want);
         expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
         if (::testing::Test::HasFatalFailure()) return;
