@@ -1,7 +1,5 @@
 #include "kernels/matmul.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <memory>
 #include <mutex>
@@ -15,17 +13,16 @@
 namespace omnibus {
 namespace {
 
-constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kHugePage = HugePageAllocator<uint8_t>::kHugePage;
 
-// n bytes (a multiple of 64), 2 MiB aligned, the whole 2 MiB pages of them on
-// transparent huge pages (best effort: madvise asks, this kernel's default
-// THP mode only gives them on request). The tail stays on 4 KiB pages, so
-// touching it commits no more than it holds.
+// n >= 2 MiB bytes (a multiple of 64), 2 MiB aligned, the whole 2 MiB pages
+// of them on transparent huge pages (util/huge_page_allocator.h). The tail
+// stays on 4 KiB pages, so touching it commits no more than it holds.
 std::shared_ptr<uint8_t> alloc_huge(size_t n) {
-  void* p = nullptr;  // posix_memalign: aligned_alloc wants n a multiple of the alignment
-  OMNIBUS_CHECK(::posix_memalign(&p, kHugePage, n) == 0 && p != nullptr);
-  if (n >= kHugePage) ::madvise(p, n / kHugePage * kHugePage, MADV_HUGEPAGE);
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+  OMNIBUS_CHECK(n >= kHugePage);
+  return std::shared_ptr<uint8_t>(HugePageAllocator<uint8_t>().allocate(n), [n](uint8_t* q) {
+    HugePageAllocator<uint8_t>().deallocate(q, n);
+  });
 }
 
 // The packed bytes of one matrix, 64-byte aligned, on huge pages. A decode

@@ -86,29 +86,27 @@ inline void load_pair_step(const uint8_t* group0, const uint8_t* group1, int64_t
 // bytes either way.
 template <class L>
 void unpack_super(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint8_t* o) {
-  {
-    for (int j = 0; j < 8; ++j) {
-      // sub-block j's scales, one per output in both bytes of its 16-bit
-      // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 217, so one
-      // 16-bit multiply scales both bytes without a carry between them
-      int64_t sc0, sc1;
-      std::memcpy(&sc0, group0 + L::sc(sb, j), 8);
-      std::memcpy(&sc1, group1 + L::sc(sb, j), 8);
-      const __m512i sc = _mm512_cvtepu8_epi32(_mm_set_epi64x(sc1, sc0));
-      const __m512i sh = _mm512_srli_epi32(sc, 3), sl = _mm512_and_si512(sc, _mm512_set1_epi32(7));
-      const __m512i sh16 = _mm512_or_si512(sh, _mm512_slli_epi32(sh, 16));
-      const __m512i sl16 = _mm512_or_si512(sl, _mm512_slli_epi32(sl, 16));
-      uint8_t* th = o + size_t(j / 2) * 2 * kTileBytes;  // tile c = j / 2
-      uint8_t* tl = th + kTileBytes;
-      const size_t row0 = size_t(j % 2) * 8;  // sub-block's first row (k4) in the tile
-      for (int i = 0; i < 4; ++i) {
-        __m512i lo, hi;
-        load_pair_step<L>(group0, group1, sb, j, i, &lo, &hi);
-        _mm512_store_si512(th + (row0 + i) * 64, _mm512_mullo_epi16(lo, sh16));
-        _mm512_store_si512(tl + (row0 + i) * 64, _mm512_mullo_epi16(lo, sl16));
-        _mm512_store_si512(th + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sh16));
-        _mm512_store_si512(tl + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sl16));
-      }
+  for (int j = 0; j < 8; ++j) {
+    // sub-block j's scales, one per output in both bytes of its 16-bit
+    // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 217, so one
+    // 16-bit multiply scales both bytes without a carry between them
+    int64_t sc0, sc1;
+    std::memcpy(&sc0, group0 + L::sc(sb, j), 8);
+    std::memcpy(&sc1, group1 + L::sc(sb, j), 8);
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_set_epi64x(sc1, sc0));
+    const __m512i sh = _mm512_srli_epi32(sc, 3), sl = _mm512_and_si512(sc, _mm512_set1_epi32(7));
+    const __m512i sh16 = _mm512_or_si512(sh, _mm512_slli_epi32(sh, 16));
+    const __m512i sl16 = _mm512_or_si512(sl, _mm512_slli_epi32(sl, 16));
+    uint8_t* th = o + size_t(j / 2) * 2 * kTileBytes;  // tile c = j / 2
+    uint8_t* tl = th + kTileBytes;
+    const size_t row0 = size_t(j % 2) * 8;  // sub-block's first row (k4) in the tile
+    for (int i = 0; i < 4; ++i) {
+      __m512i lo, hi;
+      load_pair_step<L>(group0, group1, sb, j, i, &lo, &hi);
+      _mm512_store_si512(th + (row0 + i) * 64, _mm512_mullo_epi16(lo, sh16));
+      _mm512_store_si512(tl + (row0 + i) * 64, _mm512_mullo_epi16(lo, sl16));
+      _mm512_store_si512(th + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sh16));
+      _mm512_store_si512(tl + (row0 + 4 + i) * 64, _mm512_mullo_epi16(hi, sl16));
     }
   }
 }
@@ -123,48 +121,6 @@ struct Unit {
   const AmxActRows* a1;  // (a1 only where n > 16)
   int t0, n;
 };
-
-// Runs a call as units: super-block outer, so that a super-block's weight
-// operands, loaded from L2 for the call's first unit, come from L1 for the
-// others; its units inner. Kern::products(sb, unit, sums, hook) issues a
-// unit's tile products into `sums`, calling hook(part) for parts 0..3 between
-// its tile steps; the hook runs part `part` of the previous unit's float
-// steps (Kern::finish), so that the vector units work while the tile unit
-// does, and the out-of-order window always holds both. A token's super-blocks
-// are finished in ascending order, as every tier accumulates them.
-template <class Kern>
-void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid) {
-  // 0 < n_valid <= kAmxCallTok: the driver checks it (no out-of-line code
-  // of another namespace may be compiled here: check_tier_symbols.sh)
-  load_tile_config();
-  alignas(64) typename Kern::Sums sums[2];
-  typename Kern::Fin fin[2];
-  Unit units[2];
-  const int n_units = (n_valid + kUnitTok - 1) / kUnitTok;
-  auto rows = [&](int blk, int64_t sb) {
-    return reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) +
-                                               size_t(blk) * act16_block) +
-           sb;
-  };
-  int64_t u = 0;
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const typename Kern::Fin f = kern.prepare(sb);
-    for (int iu = 0; iu < n_units; ++iu) {
-      const int t0 = iu * kUnitTok, n = std::min(kUnitTok, n_valid - t0);
-      const Unit unit{rows(2 * iu, sb), n > kBlockTok ? rows(2 * iu + 1, sb) : nullptr, t0, n};
-      const int64_t prev = (u - 1) & 1;
-      kern.products(unit, sums[u & 1], [&](int part) {
-        if (u > 0) kern.finish(sums[prev], fin[prev], units[prev], part);
-      });
-      fin[u & 1] = f;
-      units[u & 1] = unit;
-      ++u;
-    }
-  }
-  _tile_release();
-  const int64_t last = (u - 1) & 1;
-  for (int part = 0; part < 4; ++part) kern.finish(sums[last], fin[last], units[last], part);
-}
 
 // Rows [r0, r1) of part `part` (of 4) of a unit's block: a two-block unit
 // takes two parts per block, a one-block unit four. Returns the block.
@@ -225,10 +181,53 @@ inline void unit_products(const uint8_t* b, const Unit& unit, UnitSums& c, Hook 
   }
 }
 
+// Runs a call as units: super-block outer, so that a super-block's weight
+// operands, laid out once (Kern::prepare, into the L1 buffer Kern::b), serve
+// all the call's tokens; its units inner. unit_products issues a unit's tile
+// products, calling hook(part) for parts 0..3 between its tile steps; the
+// hook runs part `part` of the previous unit's float steps (Kern::finish), so
+// that the vector units work while the tile unit does, and the out-of-order
+// window always holds both. A token's super-blocks are finished in ascending
+// order, as every tier accumulates them.
+template <class Kern>
+void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid) {
+  // 0 < n_valid <= kAmxCallTok: the driver checks it (no out-of-line code
+  // of another namespace may be compiled here: check_tier_symbols.sh)
+  load_tile_config();
+  alignas(64) UnitSums sums[2];
+  typename Kern::Fin fin[2];
+  Unit units[2];
+  const int n_units = (n_valid + kUnitTok - 1) / kUnitTok;
+  auto rows = [&](int blk, int64_t sb) {
+    return reinterpret_cast<const AmxActRows*>(reinterpret_cast<const uint8_t*>(act16) +
+                                               size_t(blk) * act16_block) +
+           sb;
+  };
+  int64_t u = 0;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const typename Kern::Fin f = kern.prepare(sb);
+    for (int iu = 0; iu < n_units; ++iu) {
+      const int t0 = iu * kUnitTok, n = std::min(kUnitTok, n_valid - t0);
+      const Unit unit{rows(2 * iu, sb), n > kBlockTok ? rows(2 * iu + 1, sb) : nullptr, t0, n};
+      const int64_t prev = (u - 1) & 1;
+      unit_products<Kern::kSecondSigned>(kern.b, unit, sums[u & 1], [&](int part) {
+        if (u > 0) kern.finish(sums[prev], fin[prev], units[prev], part);
+      });
+      fin[u & 1] = f;
+      units[u & 1] = unit;
+      ++u;
+    }
+  }
+  _tile_release();
+  const int64_t last = (u - 1) & 1;
+  for (int part = 0; part < 4; ++part) kern.finish(sums[last], fin[last], units[last], part);
+}
+
 // The K-quants with mins (Q4_K, Q5_K): operands q * sh, q * sl per super-block.
 template <class L>
 struct KernK4 {
   using Sums = UnitSums;  // [token block][sh, sl][token][output]
+  static constexpr bool kSecondSigned = false;
   // What a super-block's float steps need besides the sums: the pair's mins
   // (int16, sub-blocks 2k and 2k + 1 per lane pair), d and dmin.
   struct Fin {
@@ -252,11 +251,6 @@ struct KernK4 {
     f.d = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
     f.dm = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
     return f;
-  }
-
-  template <class Hook>
-  void products(const Unit& unit, Sums& c, Hook hook) const {
-    unit_products<false>(b, unit, c, hook);
   }
 
   // kernel_k4_pair512's float steps, in its order. The mins' integer sum is
@@ -349,7 +343,8 @@ void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uin
 
 // Q6_K: operands the low and high bytes of (q - 32) sc per super-block.
 struct KernQ6K {
-  using Sums = UnitSums;  // [token block][lo, hi][token][output]
+  using Sums = UnitSums;                       // [token block][lo, hi][token][output]
+  static constexpr bool kSecondSigned = true;  // the high bytes
   struct Fin {
     __m512 d;
   };
@@ -362,11 +357,6 @@ struct KernQ6K {
   Fin prepare(int64_t sb) const {
     unpack_super6(group0, group1, sb, b);
     return {join_halfs(group0 + d6(sb), group1 + d6(sb))};
-  }
-
-  template <class Hook>
-  void products(const Unit& unit, Sums& c, Hook hook) const {
-    unit_products<true>(b, unit, c, hook);
   }
 
   // kernel_q6_K's float step, in its order.
