@@ -16,6 +16,27 @@ std::string call_item_id(const std::string& id, size_t i) {
   return fmt::format("fc_{}_{}", suffix_of(id), i);
 }
 
+// Typed reads that never throw: a member of another type (or of no object)
+// reads as absent.
+const json& absent() {
+  static const json kAbsent;  // null
+  return kAbsent;
+}
+const json& member(const json& v, const char* key) {
+  if (!v.is_object()) return absent();
+  const auto it = v.find(key);
+  return it == v.end() ? absent() : *it;
+}
+std::string text_of(const json& v, std::string absent = {}) {
+  return v.is_string() ? v.get<std::string>() : absent;
+}
+int64_t count_of(const json& v) { return v.is_number_integer() ? v.get<int64_t>() : 0; }
+// A chat completion's first choice, or absent.
+const json& first_choice(const json& chat) {
+  const json& choices = member(chat, "choices");
+  return choices.is_array() && !choices.empty() ? choices[0] : absent();
+}
+
 json reasoning_item(const std::string& id, const std::string& text, const char* status) {
   json content = json::array();
   if (!text.empty()) content.push_back({{"type", "reasoning_text"}, {"text", text}});
@@ -40,33 +61,28 @@ json message_item(const std::string& id, const std::string& text, const char* st
 
 json call_item(const std::string& id, size_t i, const json& call, const char* status,
                bool with_args) {
-  const json& fn = call["function"];
+  const json& fn = member(call, "function");
   return {{"type", "function_call"},
           {"id", call_item_id(id, i)},
-          {"call_id", call.value("id", "")},
-          {"name", fn.value("name", "")},
-          {"arguments", with_args ? fn.value("arguments", "{}") : ""},
+          {"call_id", text_of(member(call, "id"))},
+          {"name", text_of(member(fn, "name"))},
+          {"arguments", with_args ? text_of(member(fn, "arguments"), "{}") : ""},
           {"status", status}};
 }
 
 json usage_of(const json& u) {
   if (!u.is_object()) return nullptr;
-  const int64_t in = u.value("prompt_tokens", int64_t(0));
-  const int64_t out = u.value("completion_tokens", int64_t(0));
-  int64_t cached = 0, reasoning = 0;
-  if (u.contains("prompt_tokens_details"))
-    cached = u["prompt_tokens_details"].value("cached_tokens", int64_t(0));
-  if (u.contains("completion_tokens_details")) {
-    reasoning = u["completion_tokens_details"].value("reasoning_tokens", int64_t(0));
-  }
+  const int64_t in = count_of(member(u, "prompt_tokens"));
+  const int64_t out = count_of(member(u, "completion_tokens"));
+  const int64_t cached = count_of(member(member(u, "prompt_tokens_details"), "cached_tokens"));
+  const int64_t reasoning =
+      count_of(member(member(u, "completion_tokens_details"), "reasoning_tokens"));
   return {{"input_tokens", in},
           {"input_tokens_details", {{"cached_tokens", cached}, {"cache_write_tokens", 0}}},
           {"output_tokens", out},
           {"output_tokens_details", {{"reasoning_tokens", reasoning}}},
           {"total_tokens", in + out}};
 }
-
-std::string text_of(const json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
 
 }  // namespace
 
@@ -83,11 +99,16 @@ nlohmann::json response_from_chat(const nlohmann::json& chat, const std::string&
   r["created_at"] = created;
   if (chat.contains("model")) r["model"] = chat["model"];  // else the echo's (the served name)
   r["error"] = nullptr;
-  const json& choice = chat["choices"][0];
-  const json& msg = choice["message"];
-  const std::string reasoning = text_of(msg.value("reasoning_content", json(nullptr)));
-  const std::string content = text_of(msg.value("content", json(nullptr)));
-  const json calls = msg.value("tool_calls", json::array());
+  const json& choice = first_choice(chat);
+  const json& msg = member(choice, "message");
+  const std::string reasoning = text_of(member(msg, "reasoning_content"));
+  const std::string content = text_of(member(msg, "content"));
+  json calls = json::array();
+  if (member(msg, "tool_calls").is_array()) {
+    for (const json& c : member(msg, "tool_calls")) {
+      if (c.is_object()) calls.push_back(c);
+    }
+  }
   json output = json::array();
   if (!reasoning.empty()) output.push_back(reasoning_item(id, reasoning, "completed"));
   if (!content.empty() || calls.empty())
@@ -95,20 +116,21 @@ nlohmann::json response_from_chat(const nlohmann::json& chat, const std::string&
   for (size_t i = 0; i < calls.size(); ++i)
     output.push_back(call_item(id, i, calls[i], "completed", true));
   r["output"] = std::move(output);
-  const std::string finish = text_of(choice.value("finish_reason", json(nullptr)));
+  const std::string finish = text_of(member(choice, "finish_reason"));
   const bool cut = finish == "length";
   r["status"] = cut || finish == "abort" ? "incomplete" : "completed";
   r["incomplete_details"] = cut ? json{{"reason", "max_output_tokens"}} : json(nullptr);
-  r["usage"] = usage_of(chat.value("usage", json(nullptr)));
+  r["usage"] = usage_of(member(chat, "usage"));
   return r;
 }
 
 nlohmann::json assistant_message_of(const nlohmann::json& chat) {
-  const json& msg = chat["choices"][0]["message"];
-  json m = {{"role", "assistant"}, {"content", text_of(msg.value("content", json(nullptr)))}};
-  const std::string reasoning = text_of(msg.value("reasoning_content", json(nullptr)));
+  const json& msg = member(first_choice(chat), "message");
+  json m = {{"role", "assistant"}, {"content", text_of(member(msg, "content"))}};
+  const std::string reasoning = text_of(member(msg, "reasoning_content"));
   if (!reasoning.empty()) m["reasoning_content"] = reasoning;
-  if (msg.contains("tool_calls") && !msg["tool_calls"].empty()) m["tool_calls"] = msg["tool_calls"];
+  const json& calls = member(msg, "tool_calls");
+  if (calls.is_array() && !calls.empty()) m["tool_calls"] = calls;
   return m;
 }
 
@@ -185,11 +207,12 @@ std::string ResponsesStream::close_open() {
 
 std::string ResponsesStream::on_chunk(const nlohmann::json& chunk) {
   std::string out;
-  if (chunk.contains("usage") && chunk["usage"].is_object()) usage_ = chunk["usage"];
-  if (!chunk.contains("choices") || !chunk["choices"].is_array()) return out;
-  for (const json& ch : chunk["choices"]) {
-    const json d = ch.value("delta", json::object());
-    const std::string r = text_of(d.value("reasoning_content", json(nullptr)));
+  if (member(chunk, "usage").is_object()) usage_ = member(chunk, "usage");
+  if (!member(chunk, "choices").is_array()) return out;
+  for (const json& ch : member(chunk, "choices")) {
+    if (!ch.is_object()) continue;
+    const json& d = member(ch, "delta");
+    const std::string r = text_of(member(d, "reasoning_content"));
     if (!r.empty()) {
       if (open_ != Open::kReasoning) out += open_item(Open::kReasoning);
       reasoning_ += r;
@@ -199,7 +222,7 @@ std::string ResponsesStream::on_chunk(const nlohmann::json& chunk) {
                                                      {"content_index", 0},
                                                      {"delta", r}});
     }
-    const std::string c = text_of(d.value("content", json(nullptr)));
+    const std::string c = text_of(member(d, "content"));
     if (!c.empty()) {
       if (open_ != Open::kMessage) out += open_item(Open::kMessage);
       content_ += c;
@@ -210,7 +233,9 @@ std::string ResponsesStream::on_chunk(const nlohmann::json& chunk) {
                                                   {"delta", c},
                                                   {"logprobs", json::array()}});
     }
-    for (const json& call : d.value("tool_calls", json::array())) {
+    const json& calls = member(d, "tool_calls");
+    for (const json& call : calls.is_array() ? calls : absent()) {  // null: no elements
+      if (!call.is_object()) continue;
       out += close_open();
       ++output_index_;
       const size_t i = tool_calls_.size();
@@ -218,7 +243,7 @@ std::string ResponsesStream::on_chunk(const nlohmann::json& chunk) {
       plain.erase("index");
       tool_calls_.push_back(plain);
       const std::string item_id = call_item_id(id_, i);
-      const std::string args = call["function"].value("arguments", "{}");
+      const std::string args = text_of(member(member(call, "function"), "arguments"), "{}");
       out += event("response.output_item.added",
                    {{"output_index", output_index_},
                     {"item", call_item(id_, i, plain, "in_progress", false)}});
@@ -228,13 +253,12 @@ std::string ResponsesStream::on_chunk(const nlohmann::json& chunk) {
                    {{"item_id", item_id},
                     {"output_index", output_index_},
                     {"arguments", args},
-                    {"name", call["function"].value("name", "")}});
+                    {"name", text_of(member(member(call, "function"), "name"))}});
       out += event(
           "response.output_item.done",
           {{"output_index", output_index_}, {"item", call_item(id_, i, plain, "completed", true)}});
     }
-    if (ch.contains("finish_reason") && !ch["finish_reason"].is_null())
-      finish_reason_ = ch["finish_reason"];
+    if (!member(ch, "finish_reason").is_null()) finish_reason_ = member(ch, "finish_reason");
   }
   return out;
 }

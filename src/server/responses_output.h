@@ -23,6 +23,9 @@
 // built by response_from_chat() from what streamed. Every event has a
 // sequence_number counting from 0.
 //
+// Neither throws on what the chat path never makes (a choice or tool call that
+// is no object, a field of another type): such parts read as absent.
+//
 // Thread-safety: response_from_chat is pure; a ResponsesStream belongs to one
 // response, one thread at a time.
 #pragma once

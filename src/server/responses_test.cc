@@ -186,6 +186,40 @@ TEST(ResponsesOutput, TheStreamIsTheDocumentedSequenceAndEndsWithTheSameResponse
   EXPECT_EQ(events[9]["output_index"], 1);
 }
 
+// Parts the chat path never makes (found by fuzz/responses_request_fuzz.cc: a
+// choice that was a number threw from nlohmann's value()) read as absent: the
+// well-formed parts still come through, nothing throws.
+TEST(ResponsesOutput, MalformedChunkPartsAreSkipped) {
+  ResponsesStream s("resp_ab", 5, json::object());
+  std::string sse = s.begin();
+  sse += s.on_chunk(json{{"choices", json::array({5, "x", nullptr})}});
+  sse +=
+      s.on_chunk(json{{"choices", json::array({{{"delta", 3}}, {{"delta", {{"content", 7}}}}})}});
+  sse += s.on_chunk(json{{"choices", json::array({{{"delta", {{"content", "ok"}}}}})}});
+  sse += s.on_chunk(json{
+      {"choices", json::array({{{"delta", {{"tool_calls", json::array({1, {{"function", 2}}})}}}},
+                               {{"delta", {{"tool_calls", "no"}}}, {"finish_reason", "stop"}}})}});
+  sse += s.on_chunk(json{{"choices", json::array()},
+                         {"usage", {{"prompt_tokens", "3"}, {"completion_tokens", 2}}}});
+  ASSERT_NO_THROW(sse += s.finish());
+  const json& r = s.response();
+  EXPECT_EQ(r["status"], "completed");
+  ASSERT_EQ(r["output"].size(), 2u);  // the text, and the one call that was an object
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "ok");
+  EXPECT_EQ(r["output"][1]["name"], "");
+  EXPECT_EQ(r["output"][1]["arguments"], "{}");
+  EXPECT_EQ(r["usage"]["input_tokens"], 0);
+  EXPECT_EQ(r["usage"]["output_tokens"], 2);
+  // The same tolerance for a whole answer.
+  const json odd = {{"choices", json::array({{{"message", {{"tool_calls", json::array({4})}}}}})},
+                    {"usage", 1}};
+  json whole;
+  ASSERT_NO_THROW(whole = response_from_chat(odd, "resp_ab", 5, json::object()));
+  EXPECT_EQ(whole["output"].size(), 1u);  // the (empty) message only
+  EXPECT_TRUE(whole["usage"].is_null());
+  EXPECT_NO_THROW((void)assistant_message_of(json{{"choices", 3}}));
+}
+
 TEST(ResponsesStore, KeepsTheMostRecentlyUsed) {
   ResponsesStore store(2);
   store.put("a", {json{{"id", "a"}}, json::array()});
