@@ -198,6 +198,7 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
     }
   }
   const bool avx2 = cpu_features().use_avx2() && p.head_dim % 8 == 0;
+  const bool wide = avx2 && isa() >= Isa::kAvx512;
   const AttnTask* task_data = tasks.data();
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   pool.parallel_for(n_tasks, [&](int64_t i, int) {
@@ -209,7 +210,7 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
       for (int64_t k = i + 1; k <= i + 2 && k < n_tasks; ++k) {
         attention_prefetch_task_avx2(kv, seqs[task_data[k].seq], p, task_data[k]);
       }
-      attention_task_avx2(q, kv, seqs[t.seq], p, t, out);
+      attention_task_avx2(q, kv, seqs[t.seq], p, t, out, wide);
     } else {
       attention_task_scalar(q, kv, seqs[t.seq], p, t, out);
     }

@@ -18,6 +18,7 @@
 
 #include "kernels/ops_vec_avx2.h"
 #include "kv/attention_internal.h"
+#include "kv/attention_prefetch.h"
 #include "kv/kv_quant.h"
 #include "kv/kv_quant_kivi.h"
 #include "kv/kv_quant_paged.h"
@@ -48,31 +49,8 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
   return _mm256_add_ps(lo, hi);
 }
 
-// Cache lines to prefetch, issued one at a time from inside the compute
-// loops: a burst of a whole tile's lines overflows the core's outstanding
-// miss slots and most of it is dropped.
-// Once its own lines are issued, a queue goes on with those of `then` (the
-// next tasks' first tiles, during this task's last tiles).
-struct PrefetchQueue {
-  static constexpr int kMax = 512;
-  const char* line[kMax];
-  int n = 0, i = 0;
-  PrefetchQueue* then = nullptr;
-  void add(const char* p) {
-    if (n < kMax) line[n++] = p;
-  }
-  void next() {
-    if (i < n) {
-      _mm_prefetch(line[i++], _MM_HINT_T0);
-    } else if (then != nullptr && then->i < then->n) {
-      _mm_prefetch(then->line[then->i++], _MM_HINT_T0);
-    }
-  }
-  void flush() {
-    while (i < n) _mm_prefetch(line[i++], _MM_HINT_T0);
-    n = i = 0;
-  }
-};
+// The queue of cache lines to prefetch (kv/attention_prefetch.h).
+using PrefetchQueue = AttnPrefetchQueue;
 
 // Lines of the tasks this thread is likely to run next
 // (attention_prefetch_task_avx2), issued by the current task's queue.
@@ -158,13 +136,7 @@ inline float ld_f16(const void* p) {
   return _cvtsh_ss(h);
 }
 
-struct QueryState {
-  const float* q;
-  float* out;
-  float m, l;
-  int32_t lo, hi;  // visible positions [lo, hi)
-  int32_t qlim;    // q4, kivi2: keys below are read quantized, the rest (its fp16 window) in fp16
-};
+using QueryState = AttnQuery;
 
 // One online-softmax step of a query over the tile's visible keys [a, b):
 // dots holds their raw q.k (other lanes are ignored) and gets their
@@ -326,7 +298,7 @@ enum { kInPlace, kQ8, kQuant };
 
 template <typename T, int kMode>
 void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
-               const AttentionParams& p, const AttnTask& t, float* out) {
+               const AttentionParams& p, const AttnTask& t, float* out, bool wide) {
   const int hd = p.head_dim;
   const int n_rep = p.n_head / p.n_kv_head;
   const int kvh = t.head0 / n_rep;
@@ -348,6 +320,10 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
   const float* vrows32[kAttnTile];
   thread_local std::vector<float> zero_row32;
   if (widen && zero_row32.size() < static_cast<size_t>(hd)) zero_row32.assign(hd, 0.f);
+  // Groups of float rows (as stored, widened or dequantized) through the
+  // avx512 tier's tile kernel, up to 4 queries at a time.
+  const bool wide_rows = wide && kMode != kQ8 && (widen || std::is_same_v<T, float>);
+  const int max_group = wide_rows ? 4 : 3;
   thread_local std::vector<QueryState> qs;
   thread_local std::vector<float> q_rot;  // kQ8: the queries rotated (keys are stored as H k)
   if (kMode == kQ8) q_rot.resize(static_cast<size_t>(n_q) * hd);
@@ -495,8 +471,8 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       }
     }
     // Queries with the same visible range in this tile (the heads of one
-    // token, always) go through it together, up to 3 at a time, sharing each
-    // K/V load; each query's arithmetic is the same either way.
+    // token, always) go through it together, up to max_group at a time,
+    // sharing each K/V load; each query's arithmetic is the same either way.
     for (int qi = 0; qi < n_q;) {
       const int a = std::max(qs[qi].lo, base) - base,
                 b = std::min(qs[qi].hi, base + kAttnTile) - base;
@@ -506,12 +482,12 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       }
       const auto clip_qlim = [&](int32_t x) { return std::clamp(x, base, base + kAttnTile); };
       int n = 1;
-      while (n < 3 && qi + n < n_q && std::max(qs[qi + n].lo, base) - base == a &&
+      while (n < max_group && qi + n < n_q && std::max(qs[qi + n].lo, base) - base == a &&
              std::min(qs[qi + n].hi, base + kAttnTile) - base == b &&
              clip_qlim(qs[qi + n].qlim) == clip_qlim(qs[qi].qlim)) {
         ++n;
       }
-      if (n == 3 && qi + 3 < n_q && n_q - qi == 4) n = 2;  // 4 left: 2 + 2 rather than 3 + 1
+      if (max_group == 3 && n == 3 && qi + 3 < n_q && n_q - qi == 4) n = 2;  // 2 + 2, not 3 + 1
       const T* const* kr = krows;
       const T* const* vr = vrows;
       if (kMode == kQuant && kivi) {
@@ -524,10 +500,14 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
         kr = ksel;
         vr = vsel;
       }
-      float* acc[3];
+      float* acc[4];
       for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
       // The group through the tile, its rows as stored (R = T) or widened (R = float).
       auto run = [&]<typename R>(const R* const* kr_, const R* const* vr_, const R* zero) {
+        if constexpr (std::is_same_v<R, float>) {
+          if (wide_rows)
+            return attn::avx512::group_tile(&qs[qi], n, acc, a, b, p, kr_, vr_, zero, hd, pfq);
+        }
         if (n == 3) return group_tile<R, 3>(&qs[qi], acc, a, b, p, kr_, vr_, zero, hd, sc, pfq);
         if (n == 2) return group_tile<R, 2>(&qs[qi], acc, a, b, p, kr_, vr_, zero, hd, sc, pfq);
         group_tile<R, 1>(&qs[qi], acc, a, b, p, kr_, vr_, zero, hd, sc, pfq);
@@ -556,11 +536,13 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
 }  // namespace
 
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
-                         const AttentionParams& p, const AttnTask& t, float* out) {
-  if (kv.format == KvFormat::kF32) return task_avx2<float, kInPlace>(q, kv, s, p, t, out);
-  if (kv.format == KvFormat::kF16) return task_avx2<uint16_t, kInPlace>(q, kv, s, p, t, out);
-  if (kv.format == KvFormat::kQ8) return task_avx2<int8_t, kQ8>(q, kv, s, p, t, out);
-  task_avx2<float, kQuant>(q, kv, s, p, t, out);
+                         const AttentionParams& p, const AttnTask& t, float* out, bool wide) {
+  if (kv.format == KvFormat::kF32) return task_avx2<float, kInPlace>(q, kv, s, p, t, out, wide);
+  if (kv.format == KvFormat::kF16) {
+    return task_avx2<uint16_t, kInPlace>(q, kv, s, p, t, out, wide);
+  }
+  if (kv.format == KvFormat::kQ8) return task_avx2<int8_t, kQ8>(q, kv, s, p, t, out, wide);
+  task_avx2<float, kQuant>(q, kv, s, p, t, out, wide);
 }
 
 void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s,

@@ -1,7 +1,9 @@
 // Paged attention at SmolLM2-135M shapes (9 heads, 3 KV heads, head_dim 64,
 // block_size 16): a decode step of 64 sequences x 512 (and x 192, the
-// 128-in/128-out workload's mean) cached positions, and a 512-token prompt chunk. Args: {threads,
-// KV format (0 f32, 1 f16, 2 q8, 3 q4, 4 kivi2)}.
+// 128-in/128-out workload's mean) cached positions, and a 512-token prompt chunk; and
+// at Llama 3.2 1B's (32 heads, 8 KV heads: a KV head's 4 queries per token), the
+// 64 x 192 step and the 512-token prompt. Args: {threads, KV format (0 f32, 1 f16,
+// 2 q8, 3 q4, 4 kivi2)}.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -18,7 +20,12 @@
 namespace omnibus {
 namespace {
 
-constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;
+constexpr int kHeadDim = 64, kBlock = 16;
+
+struct Heads {
+  int q, kv;
+};
+constexpr Heads kSmolLM2{9, 3}, kLlama1B{32, 8};
 
 struct Setup {
   std::vector<uint8_t> k, v;
@@ -28,10 +35,12 @@ struct Setup {
   KiviStaging staging;
   std::unique_ptr<KiviResidual> kivi;
   PagedKvLayer kv;
-  AttentionParams p{kHeads, kKvHeads, kHeadDim, 0.125f};
+  AttentionParams p;
 
   // n_seqs sequences, each with n_past cached positions and n_tok new tokens.
-  Setup(int n_seqs, int n_past, int n_tok, KvFormat format) {
+  Setup(Heads h, int n_seqs, int n_past, int n_tok, KvFormat format)
+      : p{h.q, h.kv, kHeadDim, 0.125f} {
+    const int kHeads = h.q, kKvHeads = h.kv;
     const int per_seq = (n_past + n_tok + kBlock - 1) / kBlock;
     const size_t units = static_cast<size_t>(n_seqs) * per_seq * kKvHeads;
     const KvUnitBytes ub = kv_unit_bytes(format, kBlock, kHeadDim);
@@ -69,11 +78,11 @@ struct Setup {
   }
 };
 
-void run(benchmark::State& state, int n_seqs, int n_past, int n_tok) {
+void run(benchmark::State& state, int n_seqs, int n_past, int n_tok, Heads h = kSmolLM2) {
   ThreadPool pool(static_cast<int>(state.range(0)));
   const KvFormat formats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kQ8, KvFormat::kQ4,
                               KvFormat::kKivi2};
-  Setup s(n_seqs, n_past, n_tok, formats[state.range(1)]);
+  Setup s(h, n_seqs, n_past, n_tok, formats[state.range(1)]);
   for (auto _ : state) {
     paged_attention(s.q.data(), s.kv, s.seqs.data(), n_seqs, s.p, s.out.data(), pool);
     benchmark::DoNotOptimize(s.out.data());
@@ -81,7 +90,7 @@ void run(benchmark::State& state, int n_seqs, int n_past, int n_tok) {
   // q.K and p.V multiply-adds, 2 flops each
   double pairs = 0;
   for (int t = 0; t < n_tok; ++t) pairs += n_past + t + 1;
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * n_seqs * pairs * kHeads * kHeadDim,
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * n_seqs * pairs * h.q * kHeadDim,
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
@@ -90,6 +99,8 @@ void BM_AttentionDecode64x512(benchmark::State& state) { run(state, 64, 511, 1);
 void BM_AttentionDecode64x192(benchmark::State& state) { run(state, 64, 191, 1); }
 void BM_AttentionPrefill512(benchmark::State& state) { run(state, 1, 0, 512); }
 void BM_AttentionDecode1x2048(benchmark::State& state) { run(state, 1, 2047, 1); }
+void BM_AttentionLlama1BDecode64x192(benchmark::State& state) { run(state, 64, 191, 1, kLlama1B); }
+void BM_AttentionLlama1BPrefill512(benchmark::State& state) { run(state, 1, 0, 512, kLlama1B); }
 
 BENCHMARK(BM_AttentionDecode64x512)
     ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})
@@ -105,6 +116,14 @@ BENCHMARK(BM_AttentionPrefill512)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecode1x2048)
     ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionLlama1BDecode64x192)
+    ->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionLlama1BPrefill512)
+    ->ArgsProduct({{1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

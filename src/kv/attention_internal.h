@@ -1,4 +1,5 @@
-// Internal to the paged attention kernels (attention.cc, attention_avx2.cc):
+// Internal to the paged attention kernels (attention.cc, attention_avx2.cc,
+// attention_avx512.cc):
 // the unit of parallel work and the per-task kernels that attention.cc
 // dispatches to. Not part of the kernels API; model code uses attention.h.
 //
@@ -37,9 +38,12 @@ inline void attn_visible_range(const AttentionSeq& s, int32_t pos, int32_t* lo, 
   *lo = s.sliding_window > 0 && pos + 1 - s.sliding_window > 0 ? pos + 1 - s.sliding_window : 0;
 }
 
-// REQUIRES: cpu_features().use_avx2(), head_dim % 8 == 0.
+// wide: the tile kernel of the avx512 tier (attn::avx512 below) takes the
+// groups of float rows, up to 4 queries at a time; bitwise the same output.
+// REQUIRES: cpu_features().use_avx2(), head_dim % 8 == 0; wide only where
+// isa() >= Isa::kAvx512.
 void attention_task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
-                         const AttentionParams& p, const AttnTask& t, float* out);
+                         const AttentionParams& p, const AttnTask& t, float* out, bool wide);
 // Queues the K/V rows of the task's first tile for prefetching while the
 // calling thread's next attention_task_avx2 runs its last tiles (the kernel
 // prefetches its own later tiles itself): called for the task or two that
@@ -47,6 +51,27 @@ void attention_task_avx2(const float* q, const PagedKvLayer& kv, const Attention
 // REQUIRES: cpu_features().use_avx2().
 void attention_prefetch_task_avx2(const PagedKvLayer& kv, const AttentionSeq& s,
                                   const AttentionParams& p, const AttnTask& t);
+// A query's state through its tiles (the avx2 and avx512 kernels').
+struct AttnQuery {
+  const float* q;
+  float* out;
+  float m, l;      // running max and sum of the online softmax
+  int32_t lo, hi;  // visible positions [lo, hi)
+  int32_t qlim;    // q4, kivi2: keys below are read quantized, the rest (its fp16 window) in fp16
+};
+
+// The avx512 tier's tile kernel (attention_avx512.cc): a group of n (1..4)
+// queries with the same visible keys [a, b) of a tile of float rows (kr[j],
+// vr[j] for j in [a, b); `zero`: hd zeros) through scores, the softmax step
+// and P.V into acc_k[0..hd), as attention_avx2.cc's group_tile does, bit for
+// bit. REQUIRES: isa() >= Isa::kAvx512, hd % 8 == 0, 0 <= a < b <= kAttnTile.
+struct AttnPrefetchQueue;
+namespace attn::avx512 {
+void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
+                const float* const* kr, const float* const* vr, const float* zero, int hd,
+                AttnPrefetchQueue& pf);
+}  // namespace attn::avx512
+
 // Portable scalar version of the same algorithm (any head_dim).
 void attention_task_scalar(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
                            const AttentionParams& p, const AttnTask& t, float* out);

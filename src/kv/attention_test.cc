@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/thread_pool.h"
 #include "kv/kv_quant.h"
 #include "kv/kv_quant_kivi.h"
@@ -318,6 +319,64 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{4, 2, 12, 16, kQ4}, Shape{6, 2, 24, 16, kQ8}, Shape{4, 1, 256, 16, kQ8},
                       Shape{9, 3, 64, 16, kKivi2, 0}, Shape{9, 3, 64, 16, kKivi2, 2},
                       Shape{9, 3, 64, 16, kQ4, 1}),
+    [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
+
+// Every ISA tier above avx2 this CPU has gives avx2's output bit for bit (the
+// avx512 tier's tile kernels: attention_avx512.cc), on every case, with and
+// without a softcap, at one thread (each task a KV head's 4+ queries: groups
+// of 4) and three.
+class AttentionTiers : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionTiers, SameBitsEveryTier) {
+  const CpuFeatures& f = cpu_features();
+  std::vector<Isa> tiers;
+  for (Isa tier : kAllIsas) {
+    if (tier > Isa::kAvx2 && f.use_avx2() && f.supports(tier)) tiers.push_back(tier);
+  }
+  if (tiers.empty()) GTEST_SKIP() << "no tier above avx2 here (best: " << isa_name(f.best) << ")";
+  const Shape sh = GetParam();
+  const Isa start = isa();
+  // The step's output at `tier`, from a fresh pool with the same history.
+  const auto run_at = [&](Isa tier, const Case& c, float softcap, ThreadPool& tp) {
+    set_isa_for_testing(tier);
+    KvPool pool(sh, 512);
+    std::vector<SeqData> data;
+    data.reserve(c.seqs.size());
+    std::vector<Part> parts;
+    uint32_t seed = 1;
+    for (const auto& q : c.seqs) {
+      data.push_back(make_seq(sh, pool, q[0] + q[1], q[2], seed++));
+      prefill_history(sh, pool, data.back(), q[0]);
+    }
+    for (size_t i = 0; i < c.seqs.size(); ++i)
+      parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1], c.bidirectional});
+    return run_step(sh, pool, parts, tp, softcap);
+  };
+  ThreadPool one(1), three(3);
+  for (ThreadPool* tp : {&one, &three}) {
+    for (const Case& c : kCases) {
+      for (float softcap : {0.f, 5.f}) {
+        const std::vector<float> want = run_at(Isa::kAvx2, c, softcap, *tp);
+        for (Isa tier : tiers) {
+          const std::vector<float> got = run_at(tier, c, softcap, *tp);
+          ASSERT_EQ(got.size(), want.size());
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << c.name << " softcap " << softcap << " tier " << isa_name(tier) << " threads "
+              << tp->n_threads();
+        }
+      }
+    }
+  }
+  set_isa_for_testing(start);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTiers,
+    ::testing::Values(  // 4 heads a KV head (groups of 4), 3, 2 and 1; head_dim 64, 128, 24, 8
+        Shape{16, 4, 64, 16, kF16}, Shape{16, 4, 64, 16, kF32}, Shape{8, 2, 128, 16, kF16},
+        Shape{9, 3, 64, 16, kF16}, Shape{8, 4, 64, 1, kF32}, Shape{6, 2, 24, 16, kF32},
+        Shape{5, 5, 128, 32, kF32}, Shape{8, 2, 8, 16, kF16}, Shape{16, 4, 64, 16, kQ4},
+        Shape{16, 4, 64, 16, kKivi2}, Shape{8, 2, 24, 16, kKivi2, 0}, Shape{16, 4, 64, 16, kQ8}),
     [](const ::testing::TestParamInfo<Shape>& pi) { return shape_name(pi.param); });
 
 }  // namespace

@@ -1,0 +1,253 @@
+// The avx512 tier's paged-attention tile kernel: a group of up to 4 queries
+// (a token's GQA heads) through one tile of float K/V rows (an f32 pool, f16
+// rows widened once per tile, or q4 / kivi2 rows dequantized once per tile):
+// scores, the online-softmax step, P.V, with the 32 zmm registers holding all
+// four queries' accumulators, so each K and V load serves four queries
+// instead of attention_avx2.cc's three.
+//
+// Bitwise the avx2 kernel's results (kv/attention_test.cc,
+// AttentionTiers.SameBitsEveryTier): every output lane runs the same chain of
+// operations as there.
+//   Scores: avx2 keeps one 8-lane FMA chain over head_dim per (query, key row)
+//   and sums its lanes in transpose_sum8's order. Here a zmm holds two rows'
+//   chains (rows r and r + 4 of the 8-row group, the query's 8 elements
+//   broadcast to both halves): the same FMAs lane for lane, then the halves
+//   go through the same transpose_sum8.
+//   Softmax step: each lane's scale, mask and exp (the same polynomial, op
+//   for op) on 16 lanes at a time; the running max and sum fold the 8-lane
+//   groups in avx2's order, with its horizontal max and sum.
+//   P.V: each output element is acc * alpha then one FMA per key in
+//   increasing order, whatever the vector width: 16 lanes at a time here.
+//
+// Compiled with the avx512 tier's flags (CMakeLists.txt); every symbol it
+// defines is in namespace attn::avx512 (scripts/check_tier_symbols.sh).
+// Thread-safety: pure functions of their arguments; `pf` is the calling
+// thread's queue.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kv/attention_internal.h"
+#include "kv/attention_prefetch.h"
+
+namespace omnibus::attn::avx512 {
+namespace {
+
+// AttnPrefetchQueue::next(), compiled here (attention_prefetch.h says why).
+inline void next_line(AttnPrefetchQueue& pf) {
+  if (pf.i < pf.n) {
+    _mm_prefetch(pf.line[pf.i++], _MM_HINT_T0);
+  } else if (pf.then != nullptr && pf.then->i < pf.then->n) {
+    _mm_prefetch(pf.then->line[pf.then->i++], _MM_HINT_T0);
+  }
+}
+
+// attention_avx2.cc's transpose_sum8: lane i = the 8 lanes of v[i] summed in
+// one fixed order.
+inline __m256 transpose_sum8(const __m256 v[8]) {
+  const __m256 h01 = _mm256_hadd_ps(v[0], v[1]);
+  const __m256 h23 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 h45 = _mm256_hadd_ps(v[4], v[5]);
+  const __m256 h67 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 h0123 = _mm256_hadd_ps(h01, h23);
+  const __m256 h4567 = _mm256_hadd_ps(h45, h67);
+  const __m256 lo = _mm256_permute2f128_ps(h0123, h4567, 0x20);
+  const __m256 hi = _mm256_permute2f128_ps(h0123, h4567, 0x31);
+  return _mm256_add_ps(lo, hi);
+}
+
+// ops_vec_avx2.h's exp_ps on 16 lanes, op for op (so lane for lane the same).
+inline __m512 exp_ps(__m512 x) {
+  const __m512 kHi = _mm512_set1_ps(88.7228393f);
+  const __m512 kLo = _mm512_set1_ps(-103.972084f);
+  const __m512 kLog2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 kLn2Hi = _mm512_set1_ps(0.693145751953125f);
+  const __m512 kLn2Lo = _mm512_set1_ps(1.42860682030941723212e-6f);
+  __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // NaN kept, as there
+  xc = _mm512_max_ps(_mm512_set1_ps(-105.0f), xc);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, kLog2e),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, kLn2Hi, xc);
+  r = _mm512_fnmadd_ps(n, kLn2Lo, r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, kHi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
+  return _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(x, kLo, _CMP_LT_OQ), y);
+}
+
+// ops_vec_avx2.h's hmax_ps and quant_simd_avx2.h's hsum (avx2::hsum_ps).
+inline float hmax_ps(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// attention_avx2.cc's softmax_update: the query's step over the tile's keys
+// [a, b); dots gets the probabilities (masked lanes 0), returns alpha.
+float softmax_update(AttnQuery& st, float* dots, int a, int b, const AttentionParams& p) {
+  static_assert(kAttnTile == 32, "two zmm a tile");
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const uint32_t in = (b >= 32 ? ~0u : (1u << b) - 1) & ~((1u << a) - 1);  // lanes in [a, b)
+  uint32_t live = 0;  // the 8-lane groups avx2 computes: those meeting [a, b)
+  for (int g = 0; g < kAttnTile; g += 8) {
+    if (!(g + 8 <= a || g >= b)) live |= 0xffu << g;
+  }
+  __m512 x[2];
+  for (int h = 0; h < 2; ++h) {
+    x[h] = _mm512_mul_ps(_mm512_load_ps(dots + 16 * h), _mm512_set1_ps(p.scale));
+    if (p.softcap > 0.f) {
+      alignas(64) float tmp[16];
+      _mm512_store_ps(tmp, x[h]);
+      for (float& v : tmp) v = p.softcap * std::tanh(v / p.softcap);
+      x[h] = _mm512_load_ps(tmp);
+    }
+    x[h] = _mm512_mask_blend_ps(__mmask16(in >> (16 * h)), neg_inf, x[h]);
+    _mm512_store_ps(dots + 16 * h, x[h]);
+  }
+  __m256 vmax = _mm256_set1_ps(-INFINITY);  // groups in order, as avx2's
+  for (int h = 0; h < 2; ++h) {
+    vmax = _mm256_max_ps(vmax, _mm512_castps512_ps256(x[h]));
+    vmax = _mm256_max_ps(vmax, _mm512_extractf32x8_ps(x[h], 1));
+  }
+  const float m_new = std::max(st.m, hmax_ps(vmax));
+  const float alpha = std::exp(st.m - m_new);
+  const __m512 vm = _mm512_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int h = 0; h < 2; ++h) {
+    const __mmask16 k = __mmask16(live >> (16 * h));
+    const __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(x[h], vm)));
+    _mm512_store_ps(dots + 16 * h, e);
+    if (k & 0xff) vsum = _mm256_add_ps(vsum, _mm512_castps512_ps256(e));
+    if (k & 0xff00) vsum = _mm256_add_ps(vsum, _mm512_extractf32x8_ps(e, 1));
+  }
+  st.l = std::fma(st.l, alpha, hsum_ps(vsum));  // one rounding, as avx2's
+  st.m = m_new;
+  return alpha;
+}
+
+template <int N>
+void scores_n(const float* const* q, const float* const* kr, const float* zero, int a, int b,
+              int hd, float* dots, AttnPrefetchQueue& pf) {
+  for (int g = 0; g < kAttnTile; g += 8) {
+    if (g + 8 <= a || g >= b) continue;
+    const float* rows[8];
+    for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero;
+    __m512 acc[N][4];
+    for (int n = 0; n < N; ++n) {
+      for (int r = 0; r < 4; ++r) acc[n][r] = _mm512_setzero_ps();
+    }
+    for (int d = 0; d < hd; d += 8) {
+      next_line(pf);  // two lines a step, as attention_avx2.cc's two passes issue
+      next_line(pf);
+      __m512 qv[N];
+      for (int n = 0; n < N; ++n) qv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[n] + d));
+      for (int r = 0; r < 4; ++r) {  // rows r (low half) and r + 4 (high half)
+        const __m512 kv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(rows[r] + d)),
+                                             _mm256_loadu_ps(rows[r + 4] + d), 1);
+        for (int n = 0; n < N; ++n) acc[n][r] = _mm512_fmadd_ps(qv[n], kv, acc[n][r]);
+      }
+    }
+    for (int n = 0; n < N; ++n) {
+      __m256 v[8];
+      for (int r = 0; r < 4; ++r) {
+        v[r] = _mm512_castps512_ps256(acc[n][r]);
+        v[r + 4] = _mm512_extractf32x8_ps(acc[n][r], 1);
+      }
+      _mm256_store_ps(dots + n * kAttnTile + g, transpose_sum8(v));
+    }
+  }
+}
+
+// Elements [d, d + 16 W) of the N accumulators, over the tile's keys [a, b).
+template <int N, int W>
+inline void pv_chunk(float* const* acc, const float* alpha, const float* const* p,
+                     const float* const* rows, int a, int b, int d, AttnPrefetchQueue& pf) {
+  __m512 x[N][W];
+  for (int n = 0; n < N; ++n) {
+    const __m512 va = _mm512_set1_ps(alpha[n]);
+    for (int k = 0; k < W; ++k) x[n][k] = _mm512_mul_ps(_mm512_loadu_ps(acc[n] + d + 16 * k), va);
+  }
+  for (int j = a; j < b; ++j) {
+    for (int k = 0; k < (W + 1) / 2; ++k) next_line(pf);  // a line per 32 elements, as avx2
+    __m512 pj[N];
+    for (int n = 0; n < N; ++n) pj[n] = _mm512_set1_ps(p[n][j]);
+    const float* r = rows[j] + d;
+    for (int k = 0; k < W; ++k) {
+      const __m512 v = _mm512_loadu_ps(r + 16 * k);
+      for (int n = 0; n < N; ++n) x[n][k] = _mm512_fmadd_ps(pj[n], v, x[n][k]);
+    }
+  }
+  for (int n = 0; n < N; ++n) {
+    for (int k = 0; k < W; ++k) _mm512_storeu_ps(acc[n] + d + 16 * k, x[n][k]);
+  }
+}
+
+template <int N>
+void pv_n(float* const* acc, const float* alpha, const float* const* p, const float* const* rows,
+          int a, int b, int hd, AttnPrefetchQueue& pf) {
+  constexpr int W = N == 1 ? 8 : 4;  // N W accumulators + N broadcasts in 32 registers
+  int d = 0;
+  for (; d + 16 * W <= hd; d += 16 * W) pv_chunk<N, W>(acc, alpha, p, rows, a, b, d, pf);
+  for (; d + 16 <= hd; d += 16) pv_chunk<N, 1>(acc, alpha, p, rows, a, b, d, pf);
+  for (; d < hd; d += 8) {  // head_dim % 16 == 8
+    __m256 x[N];
+    for (int n = 0; n < N; ++n)
+      x[n] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d), _mm256_set1_ps(alpha[n]));
+    for (int j = a; j < b; ++j) {
+      const __m256 v = _mm256_loadu_ps(rows[j] + d);
+      for (int n = 0; n < N; ++n) x[n] = _mm256_fmadd_ps(_mm256_set1_ps(p[n][j]), v, x[n]);
+    }
+    for (int n = 0; n < N; ++n) _mm256_storeu_ps(acc[n] + d, x[n]);
+  }
+}
+
+}  // namespace
+
+void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
+                const float* const* kr, const float* const* vr, const float* zero, int hd,
+                AttnPrefetchQueue& pf) {
+  alignas(64) float dots[4][kAttnTile];
+  const float* q[4];
+  for (int k = 0; k < n; ++k) q[k] = qs[k].q;
+  switch (n) {
+    case 4: scores_n<4>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
+    case 3: scores_n<3>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
+    case 2: scores_n<2>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
+    default: scores_n<1>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
+  }
+  float alpha[4];
+  const float* pp[4];
+  for (int k = 0; k < n; ++k) {
+    alpha[k] = softmax_update(qs[k], dots[k], a, b, p);
+    pp[k] = dots[k];
+  }
+  switch (n) {
+    case 4: return pv_n<4>(acc, alpha, pp, vr, a, b, hd, pf);
+    case 3: return pv_n<3>(acc, alpha, pp, vr, a, b, hd, pf);
+    case 2: return pv_n<2>(acc, alpha, pp, vr, a, b, hd, pf);
+    default: return pv_n<1>(acc, alpha, pp, vr, a, b, hd, pf);
+  }
+}
+
+}  // namespace omnibus::attn::avx512
