@@ -12,31 +12,27 @@
 
 #include <immintrin.h>
 
+#include "kernels/exp_poly.h"
 #include "kernels/quant_simd_avx2.h"
 
 namespace omnibus::avx2 {
 
 inline __m256 exp_ps(__m256 x) {
-  const __m256 kHi = _mm256_set1_ps(88.7228393f);   // above: +inf
-  const __m256 kLo = _mm256_set1_ps(-103.972084f);  // below: 0
-  const __m256 kLog2e = _mm256_set1_ps(1.44269504088896341f);
-  const __m256 kLn2Hi = _mm256_set1_ps(0.693145751953125f);
-  const __m256 kLn2Lo = _mm256_set1_ps(1.42860682030941723212e-6f);
+  const __m256 kHi = _mm256_set1_ps(exp_poly::kHi);  // above: +inf
+  const __m256 kLo = _mm256_set1_ps(exp_poly::kLo);  // below: 0
+  const __m256 kLog2e = _mm256_set1_ps(exp_poly::kLog2e);
+  const __m256 kLn2Hi = _mm256_set1_ps(exp_poly::kLn2Hi);
+  const __m256 kLn2Lo = _mm256_set1_ps(exp_poly::kLn2Lo);
   // clamp, keeping NaN (min/max return the second operand when one is NaN)
-  __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
-  xc = _mm256_max_ps(_mm256_set1_ps(-105.0f), xc);
+  __m256 xc = _mm256_min_ps(_mm256_set1_ps(exp_poly::kClampHi), x);
+  xc = _mm256_max_ps(_mm256_set1_ps(exp_poly::kClampLo), xc);
   const __m256 n =
       _mm256_round_ps(_mm256_mul_ps(xc, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, kLn2Hi, xc);
   r = _mm256_fnmadd_ps(n, kLn2Lo, r);
-  // e^r = 1 + r + r^2/2! + ... + r^6/6!
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // e^r by Horner over the Taylor coefficients
+  __m256 p = _mm256_set1_ps(exp_poly::kC[0]);
+  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kC[i]));
   // 2^n = 2^n1 * 2^n2, n1 = floor(n/2), both within the normal exponent range
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1);

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/exp_poly.h"
 #include "kv/attention_internal.h"
 #include "kv/attention_prefetch.h"
 
@@ -60,24 +61,20 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
 
 // ops_vec_avx2.h's exp_ps on 16 lanes, op for op (so lane for lane the same).
 inline __m512 exp_ps(__m512 x) {
-  const __m512 kHi = _mm512_set1_ps(88.7228393f);
-  const __m512 kLo = _mm512_set1_ps(-103.972084f);
-  const __m512 kLog2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 kLn2Hi = _mm512_set1_ps(0.693145751953125f);
-  const __m512 kLn2Lo = _mm512_set1_ps(1.42860682030941723212e-6f);
-  __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // NaN kept, as there
-  xc = _mm512_max_ps(_mm512_set1_ps(-105.0f), xc);
+  const __m512 kHi = _mm512_set1_ps(exp_poly::kHi);
+  const __m512 kLo = _mm512_set1_ps(exp_poly::kLo);
+  const __m512 kLog2e = _mm512_set1_ps(exp_poly::kLog2e);
+  const __m512 kLn2Hi = _mm512_set1_ps(exp_poly::kLn2Hi);
+  const __m512 kLn2Lo = _mm512_set1_ps(exp_poly::kLn2Lo);
+  __m512 xc = _mm512_min_ps(_mm512_set1_ps(exp_poly::kClampHi), x);  // NaN kept, as there
+  xc = _mm512_max_ps(_mm512_set1_ps(exp_poly::kClampLo), xc);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, kLog2e),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, kLn2Hi, xc);
   r = _mm512_fnmadd_ps(n, kLn2Lo, r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  // e^r by Horner over the Taylor coefficients
+  __m512 p = _mm512_set1_ps(exp_poly::kC[0]);
+  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kC[i]));
   const __m512i ni = _mm512_cvtps_epi32(n);
   const __m512i n1 = _mm512_srai_epi32(ni, 1);
   const __m512i n2 = _mm512_sub_epi32(ni, n1);
@@ -231,10 +228,18 @@ void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const Att
   const float* q[4];
   for (int k = 0; k < n; ++k) q[k] = qs[k].q;
   switch (n) {
-    case 4: scores_n<4>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
-    case 3: scores_n<3>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
-    case 2: scores_n<2>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
-    default: scores_n<1>(q, kr, zero, a, b, hd, &dots[0][0], pf); break;
+    case 4:
+      scores_n<4>(q, kr, zero, a, b, hd, &dots[0][0], pf);
+      break;
+    case 3:
+      scores_n<3>(q, kr, zero, a, b, hd, &dots[0][0], pf);
+      break;
+    case 2:
+      scores_n<2>(q, kr, zero, a, b, hd, &dots[0][0], pf);
+      break;
+    default:
+      scores_n<1>(q, kr, zero, a, b, hd, &dots[0][0], pf);
+      break;
   }
   float alpha[4];
   const float* pp[4];
@@ -243,10 +248,14 @@ void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const Att
     pp[k] = dots[k];
   }
   switch (n) {
-    case 4: return pv_n<4>(acc, alpha, pp, vr, a, b, hd, pf);
-    case 3: return pv_n<3>(acc, alpha, pp, vr, a, b, hd, pf);
-    case 2: return pv_n<2>(acc, alpha, pp, vr, a, b, hd, pf);
-    default: return pv_n<1>(acc, alpha, pp, vr, a, b, hd, pf);
+    case 4:
+      return pv_n<4>(acc, alpha, pp, vr, a, b, hd, pf);
+    case 3:
+      return pv_n<3>(acc, alpha, pp, vr, a, b, hd, pf);
+    case 2:
+      return pv_n<2>(acc, alpha, pp, vr, a, b, hd, pf);
+    default:
+      return pv_n<1>(acc, alpha, pp, vr, a, b, hd, pf);
   }
 }
 

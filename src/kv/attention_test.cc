@@ -185,6 +185,24 @@ std::string shape_name(const Shape& sh) {
   return std::string(name);
 }
 
+// One step of case c from a fresh pool holding its sequences' histories (the
+// same data every call); the reference's output too when ref is given.
+std::vector<float> run_case(const Shape& sh, const Case& c, float softcap, ThreadPool& tp,
+                            std::vector<float>* ref = nullptr) {
+  KvPool pool(sh, 512);
+  std::vector<SeqData> data;
+  data.reserve(c.seqs.size());
+  std::vector<Part> parts;
+  uint32_t seed = 1;
+  for (const auto& s : c.seqs) {
+    data.push_back(make_seq(sh, pool, s[0] + s[1], s[2], seed++));
+    prefill_history(sh, pool, data.back(), s[0]);
+  }
+  for (size_t i = 0; i < c.seqs.size(); ++i)
+    parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1], c.bidirectional});
+  return run_step(sh, pool, parts, tp, softcap, ref);
+}
+
 class AttentionVsRef : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttentionVsRef, MatchesReference) {
@@ -192,19 +210,8 @@ TEST_P(AttentionVsRef, MatchesReference) {
   ThreadPool tp(3);
   for (const Case& c : kCases) {
     for (float softcap : {0.f, 5.f}) {
-      KvPool pool(sh, 512);
-      std::vector<SeqData> data;
-      data.reserve(c.seqs.size());
-      std::vector<Part> parts;
-      uint32_t seed = 1;
-      for (const auto& s : c.seqs) {
-        data.push_back(make_seq(sh, pool, s[0] + s[1], s[2], seed++));
-        prefill_history(sh, pool, data.back(), s[0]);
-      }
-      for (size_t i = 0; i < c.seqs.size(); ++i)
-        parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1], c.bidirectional});
       std::vector<float> ref;
-      const auto out = run_step(sh, pool, parts, tp, softcap, &ref);
+      const auto out = run_case(sh, c, softcap, tp, &ref);
       expect_close(out, ref, 2e-5f, c.name);
     }
   }
@@ -336,21 +343,9 @@ TEST_P(AttentionTiers, SameBitsEveryTier) {
   if (tiers.empty()) GTEST_SKIP() << "no tier above avx2 here (best: " << isa_name(f.best) << ")";
   const Shape sh = GetParam();
   const Isa start = isa();
-  // The step's output at `tier`, from a fresh pool with the same history.
   const auto run_at = [&](Isa tier, const Case& c, float softcap, ThreadPool& tp) {
     set_isa_for_testing(tier);
-    KvPool pool(sh, 512);
-    std::vector<SeqData> data;
-    data.reserve(c.seqs.size());
-    std::vector<Part> parts;
-    uint32_t seed = 1;
-    for (const auto& q : c.seqs) {
-      data.push_back(make_seq(sh, pool, q[0] + q[1], q[2], seed++));
-      prefill_history(sh, pool, data.back(), q[0]);
-    }
-    for (size_t i = 0; i < c.seqs.size(); ++i)
-      parts.push_back(Part{&data[i], c.seqs[i][0], c.seqs[i][1], c.bidirectional});
-    return run_step(sh, pool, parts, tp, softcap);
+    return run_case(sh, c, softcap, tp);
   };
   ThreadPool one(1), three(3);
   for (ThreadPool* tp : {&one, &three}) {
