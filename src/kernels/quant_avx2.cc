@@ -98,8 +98,18 @@ void from_float_q8_K(const float* x, void* y, int64_t n) {
       std::memset(&b[i], 0, sizeof(BlockQ8_K));
       continue;
     }
-    int first = 0;  // the first element with |x| == amax gives the sign, as in the reference
-    while (first < kQKK - 1 && std::fabs(x[first]) != amax) ++first;
+    // The first element with |x| == amax gives the sign, as in the reference
+    // (the last element when none does: a NaN block), found 8 lanes at a time.
+    int first = kQKK - 1;
+    const __m256 vamax = _mm256_set1_ps(amax);
+    for (int k = 0; k < kQKK - 1; k += 8) {
+      const int eq = _mm256_movemask_ps(
+          _mm256_cmp_ps(simd::abs_ps(_mm256_loadu_ps(x + k)), vamax, _CMP_EQ_OQ));
+      if (eq != 0) {
+        first = std::min(kQKK - 1, k + __builtin_ctz(static_cast<unsigned>(eq)));
+        break;
+      }
+    }
     const float iscale = -127.f / x[first];
     const __m256 vs = _mm256_set1_ps(iscale);
     const __m256i v127 = _mm256_set1_epi32(127);

@@ -221,6 +221,25 @@ TEST_F(Avx2Test, ActivationQuantizersBitExact) {
   }
 }
 
+// Q8_K's scale takes its sign from the first element of largest magnitude:
+// that element at every position, tied later (or earlier) by one of the other
+// sign.
+TEST_F(Avx2Test, Q8KSignFromTheFirstLargestElement) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(256);
+  BlockQ8_K a, b;
+  for (int pos = 0; pos < 256; ++pos) {
+    for (float& v : x) v = u(rng);
+    x[size_t(pos)] = -3.f;
+    x[size_t((pos + 1 + pos % 5) % 256)] = 3.f;  // often in the same 8 lanes
+    x[size_t((pos + 37) % 256)] = 3.f;
+    quant_ref::from_float_q8_K(x.data(), &a, 256);
+    dtype_traits(DType::Q8_K).from_float(x.data(), &b, 256);
+    ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "pos " << pos;
+  }
+}
+
 TEST_F(Avx2Test, F16ConversionsBitExactWithUtil) {
   // every half value -> float
   std::vector<uint16_t> h(65536);
