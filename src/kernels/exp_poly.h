@@ -9,9 +9,9 @@
 
 namespace omnibus::exp_poly {
 
-inline constexpr float kHi = 88.7228393f;    // above: +inf
-inline constexpr float kLo = -103.972084f;   // below: 0
-inline constexpr float kClampHi = 89.0f;     // the argument is clamped to [kClampLo, kClampHi]
+inline constexpr float kHi = 88.7228393f;   // above: +inf
+inline constexpr float kLo = -103.972084f;  // below: 0
+inline constexpr float kClampHi = 89.0f;    // the argument is clamped to [kClampLo, kClampHi]
 inline constexpr float kClampLo = -105.0f;
 inline constexpr float kLog2e = 1.44269504088896341f;
 inline constexpr float kLn2Hi = 0.693145751953125f;
