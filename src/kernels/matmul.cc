@@ -7,6 +7,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_float_avx2.h"
 #include "kernels/matmul_packed_avx2.h"
+#include "kernels/ops_parallel.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 
@@ -166,7 +167,30 @@ void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x,
     views[m] = &w[m]->view();
     data[m] = w[m]->data();
   }
-  matmul_packed::matmul_multi(views, data, y.data(), int(w.size()), x, n_tok, pool, scratch);
+  matmul_packed::matmul_multi(views, data, y.data(), int(w.size()), matmul_act::TileInput{x}, n_tok,
+                              pool, scratch);
+}
+
+void matmul_gated(const PackedWeight& w, GatedAct act, float* gate, const float* up, int64_t n_tok,
+                  float* y, ThreadPool& pool, MatmulScratch& scratch) {
+  OMNIBUS_CHECK(n_tok >= 0);
+  if (n_tok == 0) return;
+  const int64_t n = w.view().n_in;
+  if (w.is_packed() && cpu_features().use_avx2() &&
+      matmul_packed::kKernels.has_kernel(w.view().type)) {
+    const WeightView* views[1] = {&w.view()};
+    const uint8_t* data[1] = {w.data()};
+    const matmul_act::TileInput in{
+        gate, up, act == GatedAct::kSwiglu ? matmul_act::Gate::kSwiglu : matmul_act::Gate::kGeglu};
+    matmul_packed::matmul_multi(views, data, &y, 1, in, n_tok, pool, scratch);
+    return;
+  }
+  if (act == GatedAct::kSwiglu) {
+    swiglu(gate, up, gate, n_tok, n, pool);
+  } else {
+    geglu(gate, up, gate, n_tok, n, pool);
+  }
+  matmul(w, gate, n_tok, y, pool, scratch);
 }
 
 void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y) {

@@ -100,6 +100,17 @@ void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, Thre
 void matmul_shared_input(std::span<const PackedWeight* const> w, const float* x, int64_t n_tok,
                          std::span<float* const> y, ThreadPool& pool, MatmulScratch& scratch);
 
+// The down projection of a gated feed-forward block: y = W act(gate, up), act
+// ops.h's swiglu or geglu of [n_tok, n_in] rows. Where the packed kernels
+// apply, the activation is computed a block at a time while the input is
+// quantized (never written out and read back: at 64 tokens and n_in 8192 its
+// rows are 2 MiB, more than L2); elsewhere into `gate`, then matmul. Either
+// way y is bitwise what act(gate, up, gate) then matmul(w, gate, ...) gives;
+// gate's contents afterwards are unspecified.
+enum class GatedAct { kSwiglu, kGeglu };
+void matmul_gated(const PackedWeight& w, GatedAct act, float* gate, const float* up, int64_t n_tok,
+                  float* y, ThreadPool& pool, MatmulScratch& scratch);
+
 // Scalar reference: quantizes x with the reference from_float of vec_dot_type
 // and calls dtype_traits_ref().vec_dot for every (t, r). The definition of correct.
 void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y);

@@ -5,19 +5,38 @@
 
 #include <cstring>
 
+#include "kernels/ops_internal.h"
 #include "kernels/quant_avx2.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_simd_avx2.h"
 
 namespace omnibus::matmul_act {
+namespace {
 
-void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act) {
+// Elements [off, off + n) of row `lane` of the input: in place, or the gated
+// activation computed into buf (n floats).
+const float* input_span(const TileInput& in, int64_t n_in, int64_t lane, int64_t off, int64_t n,
+                        float* buf) {
+  const size_t at = size_t(lane * n_in + off);
+  if (in.gate == Gate::kNone) return in.x + at;
+  if (in.gate == Gate::kSwiglu) {
+    swiglu_avx2(in.x + at, in.up + at, buf, n);
+  } else {
+    geglu_avx2(in.x + at, in.up + at, buf, n);
+  }
+  return buf;
+}
+
+}  // namespace
+
+void quantize_tile_k(const TileInput& in, int64_t n_in, int64_t n_valid, ActBlockK* act) {
   const int64_t nsb = n_in / kQKK;
   std::memset(act, 0, size_t(nsb) * sizeof(ActBlockK));
+  alignas(32) float buf[kQKK];
   for (int64_t lane = 0; lane < n_valid; ++lane) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       BlockQ8_K q;
-      quant_avx2::from_float_q8_K(x + lane * n_in + sb * kQKK, &q, kQKK);
+      quant_avx2::from_float_q8_K(input_span(in, n_in, lane, sb * kQKK, kQKK, buf), &q, kQKK);
       std::memcpy(act[sb].qs[lane], q.qs, kQKK);
       act[sb].d[lane] = q.d;
       std::memcpy(act[sb].bsums[lane], q.bsums, sizeof(q.bsums));
@@ -27,18 +46,19 @@ void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* a
   }
 }
 
-void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act,
-                   int32_t* qsum) {
+void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with_sum,
+                   ActBlock32* act, int32_t* qsum) {
   const int64_t nb = n_in / kQK;
   std::memset(act, 0, size_t(nb) * sizeof(ActBlock32));
   if (qsum != nullptr) std::memset(qsum, 0, size_t(nb) * kTok * sizeof(int32_t));
+  alignas(32) float buf[kQK];
   for (int64_t lane = 0; lane < n_valid; ++lane) {
-    const float* xr = x + lane * n_in;
     for (int64_t b = 0; b < nb; ++b) {
-      const float d = simd::abs_max_32(xr + b * kQK) / 127;
+      const float* xb = input_span(in, n_in, lane, b * kQK, kQK, buf);
+      const float d = simd::abs_max_32(xb) / 127;
       const float id = d != 0.0f ? 1.0f / d : 0.0f;
       __m256i sum;
-      const __m256i q = simd::quantize_32(xr + b * kQK, id, &sum);
+      const __m256i q = simd::quantize_32(xb, id, &sum);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
       // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
       act[b].d[lane] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));

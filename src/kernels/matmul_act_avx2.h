@@ -13,6 +13,16 @@ namespace omnibus::matmul_act {
 
 inline constexpr int kTok = 4;  // tokens per activation tile (T <= kTok)
 
+// What a tile quantizes: rows of x, or a gated FFN's activation of two row
+// sets, act(x, up) (ops.h swiglu / geglu), computed a block at a time and
+// never written out: bitwise the rows that swiglu / geglu would have written.
+enum class Gate { kNone, kSwiglu, kGeglu };
+struct TileInput {
+  const float* x;
+  const float* up = nullptr;  // REQUIRED unless gate == kNone
+  Gate gate = Gate::kNone;
+};
+
 // Activations of kTok tokens for one 32-element block, quantized like
 // Q8_0 / Q8_1 (d and s already converted from their fp16 values to f32, so the
 // numbers are those of the reference). Lanes past the valid tokens are zero.
@@ -23,13 +33,13 @@ struct ActBlock32 {
 };
 static_assert(sizeof(ActBlock32) == 160);
 
-// Quantizes n_valid <= kTok tokens (rows of x, n_in floats each) into
+// Quantizes n_valid <= kTok tokens (rows of `in`, n_in floats each) into
 // act[0..n_in / 32); s is filled when with_sum, and qsum (if not null) with
 // the exact sums: qsum[b * kTok + t] = sum of act[b].qs[t] (the packed Q4_0 /
 // Q5_0 kernels' offset term; kept out of ActBlock32 so that the other kernels'
 // tiles stay small). Bit-exact with the reference Q8_0 / Q8_1 quantizers.
-void quantize_tile(const float* x, int64_t n_in, int64_t n_valid, bool with_sum, ActBlock32* act,
-                   int32_t* qsum = nullptr);
+void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with_sum,
+                   ActBlock32* act, int32_t* qsum = nullptr);
 
 // Q8_K activations of kTok tokens for one 256-element super-block (lanes
 // past the valid tokens are zero).
@@ -42,6 +52,6 @@ struct ActBlockK {
 
 // quantize_tile for the K-quants: act[0..n_in / 256), bit-exact with the
 // reference Q8_K quantizer.
-void quantize_tile_k(const float* x, int64_t n_in, int64_t n_valid, ActBlockK* act);
+void quantize_tile_k(const TileInput& in, int64_t n_in, int64_t n_valid, ActBlockK* act);
 
 }  // namespace omnibus::matmul_act

@@ -150,13 +150,14 @@ void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t 
   const WeightView* ws[1] = {&w};
   const uint8_t* ps[1] = {packed};
   float* ys[1] = {y};
-  matmul_multi(ws, ps, ys, 1, x, n_tok, pool, scratch);
+  matmul_multi(ws, ps, ys, 1, matmul_act::TileInput{x}, n_tok, pool, scratch);
 }
 
 void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
-                  int n_mats, const float* x, int64_t n_tok, ThreadPool& pool,
+                  int n_mats, const matmul_act::TileInput& in, int64_t n_tok, ThreadPool& pool,
                   MatmulScratch& scratch) {
   OMNIBUS_CHECK(n_mats >= 1 && n_tok >= 1);
+  OMNIBUS_CHECK(in.gate == matmul_act::Gate::kNone || in.up != nullptr);
   const DType type = ws[0]->type;
   const int64_t n_in = ws[0]->n_in;
   OMNIBUS_CHECK(has_packed_kernel(type));
@@ -204,12 +205,17 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     act16 = reinterpret_cast<internal::AmxActRows*>(
         aligned_scratch(scratch.amx_rows, n_blocks * act16_block));
   }
+  // The input rows of token tile `tile`.
+  auto tile_input = [&](int64_t tile) {
+    const size_t at = size_t(tile * kTok * n_in);
+    return matmul_act::TileInput{in.x + at, in.up == nullptr ? nullptr : in.up + at, in.gate};
+  };
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
     uint8_t* a = act + size_t(tile * nb) * act_block;
     if (ops.k_act) {
       auto* blocks = reinterpret_cast<ActBlockK*>(a);
-      matmul_act::quantize_tile_k(x + tile * kTok * n_in, n_in, n_valid, blocks);
+      matmul_act::quantize_tile_k(tile_input(tile), n_in, n_valid, blocks);
       if (amx) {
         // this tile's 4 rows of its 16-token block (the last tile also zeroes
         // the block's rows of tiles past the end: the tile unit reads them)
@@ -234,7 +240,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     } else {
       auto* blocks = reinterpret_cast<ActBlock32*>(a);
       int32_t* qsum = ops.with_qsum ? reinterpret_cast<int32_t*>(blocks + nb) : nullptr;
-      matmul_act::quantize_tile(x + tile * kTok * n_in, n_in, n_valid, ops.with_sum, blocks, qsum);
+      matmul_act::quantize_tile(tile_input(tile), n_in, n_valid, ops.with_sum, blocks, qsum);
     }
   });
 

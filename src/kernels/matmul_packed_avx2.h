@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/matmul_act_avx2.h"
 #include "kernels/matmul_grouped.h"
 
 namespace omnibus::matmul_packed {
@@ -43,10 +44,11 @@ inline constexpr int kGroupRows = kMatmulGroupRows;
 extern const GroupedMatmulKernels kKernels;
 
 // ys[m] = Ws[m] x for n_mats (<= 4) matrices of one type and n_in sharing the
-// input x: x is quantized once and all their groups form one parallel job.
-// packed[m] as for matmul(). Each ys[m] bitwise equal to matmul(*ws[m], ...).
+// input x (in.x, or the gated activation of in.x and in.up): x is quantized
+// once and all their groups form one parallel job. packed[m] as for matmul().
+// Each ys[m] bitwise equal to matmul(*ws[m], x, ...).
 void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
-                  int n_mats, const float* x, int64_t n_tok, ThreadPool& pool,
+                  int n_mats, const matmul_act::TileInput& in, int64_t n_tok, ThreadPool& pool,
                   MatmulScratch& scratch);
 
 }  // namespace omnibus::matmul_packed

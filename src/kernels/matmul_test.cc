@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/ops_parallel.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/thread_pool.h"
 
@@ -199,6 +200,37 @@ TEST_P(MatmulTest, SharedInputEqualsSeparate) {
                             fused[size_t(m)].size() * 4),
                 0)
           << "m=" << m;
+    }
+  }
+}
+
+// A gated FFN's down projection with the activation computed while the
+// input is quantized: bitwise swiglu / geglu written out, then matmul; for
+// the formats without a packed kernel (the fallback computes it in place).
+TEST_P(MatmulTest, GatedEqualsActivationThenMatmul) {
+  const DType type = GetParam();
+  std::mt19937 rng(16);
+  const int64_t n_in = n_in_for(type, 3), n_out = 21;
+  std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
+  const PackedWeight packed = pack_weight(WeightView{type, wdata.data(), n_in, n_out});
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (int64_t n_tok : {1, 5, 13, 70}) {
+    for (GatedAct act : {GatedAct::kSwiglu, GatedAct::kGeglu}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok
+                                        << " geglu=" << (act == GatedAct::kGeglu));
+      const std::vector<float> gate = random_floats(size_t(n_tok * n_in), rng);
+      const std::vector<float> up = random_floats(size_t(n_tok * n_in), rng);
+      std::vector<float> h = gate, g = gate;
+      if (act == GatedAct::kSwiglu) {
+        swiglu(h.data(), up.data(), h.data(), n_tok, n_in, pool);
+      } else {
+        geglu(h.data(), up.data(), h.data(), n_tok, n_in, pool);
+      }
+      std::vector<float> want(size_t(n_tok * n_out), NAN), got(want.size(), -1.0f);
+      matmul(packed, h.data(), n_tok, want.data(), pool, scratch);
+      matmul_gated(packed, act, g.data(), up.data(), n_tok, got.data(), pool, scratch);
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0);
     }
   }
 }

@@ -130,12 +130,10 @@ void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActiva
                         const float* x, int64_t n_tok, ForwardBuffers& b, ThreadPool& pool) {
   rms_norm(x, l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
   project_gate_up(l, b.xn.data(), n_tok, b, pool);  // gate, up: [n_tok, n_ff]
-  if (act == GatedActivation::kSwiglu) {
-    swiglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok, c.n_ff, pool);
-  } else {
-    geglu(b.gate.data(), b.up.data(), b.gate.data(), n_tok, c.n_ff, pool);
-  }
-  matmul(l.w_down, b.gate.data(), n_tok, b.proj.data(), pool, b.matmul);  // [n_tok, n_embd]
+  // proj = W_down act(gate, up): [n_tok, n_embd], the activation computed as
+  // the down projection quantizes its input
+  matmul_gated(l.w_down, act == GatedActivation::kSwiglu ? GatedAct::kSwiglu : GatedAct::kGeglu,
+               b.gate.data(), b.up.data(), n_tok, b.proj.data(), pool, b.matmul);
 }
 
 void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {
