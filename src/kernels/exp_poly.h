@@ -16,8 +16,16 @@ inline constexpr float kClampLo = -105.0f;
 inline constexpr float kLog2e = 1.44269504088896341f;
 inline constexpr float kLn2Hi = 0.693145751953125f;
 inline constexpr float kLn2Lo = 1.42860682030941723212e-6f;
-// e^r = 1 + r + r^2/2! + ... + r^6/6!, evaluated by Horner from kC[0] = 1/6!.
-inline constexpr float kC[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f,
-                                0.5f,          1.0f,          1.0f};
+// e^r = 1 + r + r^2/2! + ... + r^6/6!, by Horner from the highest degree:
+// p = kP6; p = p r + kP5; ... p = p r + kP0. Scalars, not an array: a
+// sanitizer build would emit an indexed array as a symbol in every tier's
+// object (scripts/check_tier_symbols.sh).
+inline constexpr float kP6 = 1.0f / 720.0f;
+inline constexpr float kP5 = 1.0f / 120.0f;
+inline constexpr float kP4 = 1.0f / 24.0f;
+inline constexpr float kP3 = 1.0f / 6.0f;
+inline constexpr float kP2 = 0.5f;
+inline constexpr float kP1 = 1.0f;
+inline constexpr float kP0 = 1.0f;
 
 }  // namespace omnibus::exp_poly

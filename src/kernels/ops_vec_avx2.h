@@ -31,8 +31,13 @@ inline __m256 exp_ps(__m256 x) {
   __m256 r = _mm256_fnmadd_ps(n, kLn2Hi, xc);
   r = _mm256_fnmadd_ps(n, kLn2Lo, r);
   // e^r by Horner over the Taylor coefficients
-  __m256 p = _mm256_set1_ps(exp_poly::kC[0]);
-  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kC[i]));
+  __m256 p = _mm256_set1_ps(exp_poly::kP6);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP5));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_poly::kP0));
   // 2^n = 2^n1 * 2^n2, n1 = floor(n/2), both within the normal exponent range
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1);

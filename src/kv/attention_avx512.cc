@@ -73,8 +73,13 @@ inline __m512 exp_ps(__m512 x) {
   __m512 r = _mm512_fnmadd_ps(n, kLn2Hi, xc);
   r = _mm512_fnmadd_ps(n, kLn2Lo, r);
   // e^r by Horner over the Taylor coefficients
-  __m512 p = _mm512_set1_ps(exp_poly::kC[0]);
-  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kC[i]));
+  __m512 p = _mm512_set1_ps(exp_poly::kP6);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP5));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP0));
   const __m512i ni = _mm512_cvtps_epi32(n);
   const __m512i n1 = _mm512_srai_epi32(ni, 1);
   const __m512i n2 = _mm512_sub_epi32(ni, n1);
