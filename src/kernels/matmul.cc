@@ -176,8 +176,7 @@ void matmul_gated(const PackedWeight& w, GatedAct act, float* gate, const float*
   OMNIBUS_CHECK(n_tok >= 0);
   if (n_tok == 0) return;
   const int64_t n = w.view().n_in;
-  if (w.is_packed() && cpu_features().use_avx2() &&
-      matmul_packed::kKernels.has_kernel(w.view().type)) {
+  if (w.is_packed() && matmul_packed::kKernels.has_kernel(w.view().type)) {
     const WeightView* views[1] = {&w.view()};
     const uint8_t* data[1] = {w.data()};
     const matmul_act::TileInput in{

@@ -49,12 +49,9 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
   return _mm256_add_ps(lo, hi);
 }
 
-// The queue of cache lines to prefetch (kv/attention_prefetch.h).
-using PrefetchQueue = AttnPrefetchQueue;
-
 // Lines of the tasks this thread is likely to run next
 // (attention_prefetch_task_avx2), issued by the current task's queue.
-thread_local PrefetchQueue t_ahead;
+thread_local AttnPrefetchQueue t_ahead;
 
 // Dot products of N queries with 8 rows over elements [d0, d1), sharing
 // each K load (and, for an f16 or q8 pool, its conversion) across the queries. Lane r of the result
@@ -64,7 +61,7 @@ thread_local PrefetchQueue t_ahead;
 // taken R at a time to keep N * R accumulators in registers.
 template <typename T, int N>
 inline void dot8_n(const float* const* q, const T* const rows[8], int d0, int d1, __m256* out,
-                   PrefetchQueue& pf) {
+                   AttnPrefetchQueue& pf) {
   constexpr int R = N == 1 ? 8 : 4;
   __m256 acc[N][8];
   for (int half = 0; half < 8; half += R) {
@@ -73,7 +70,7 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int d0, int d1
       for (int r = 0; r < R; ++r) a[n][r] = _mm256_setzero_ps();
     }
     for (int d = d0; d < d1; d += 8) {
-      pf.next();
+      prefetch_next(pf);
       __m256 qv[N];
       for (int n = 0; n < N; ++n) qv[n] = _mm256_loadu_ps(q[n] + d);
       for (int r = 0; r < R; ++r) {
@@ -95,7 +92,7 @@ inline void dot8_n(const float* const* q, const T* const rows[8], int d0, int d1
 // in registers per pass over the rows (W = 4 where d1 - d0 is a q8 group of 32).
 template <typename T, int N, int W = N == 1 ? 8 : 4>
 inline void pv_update_n(float* const* acc, const float* alpha, const float* const* p,
-                        const T* const* rows, int a, int b, int d0, int d1, PrefetchQueue& pf) {
+                        const T* const* rows, int a, int b, int d0, int d1, AttnPrefetchQueue& pf) {
   int d = d0;
   for (; d + 8 * W <= d1; d += 8 * W) {
     __m256 x[N][W];
@@ -104,7 +101,7 @@ inline void pv_update_n(float* const* acc, const float* alpha, const float* cons
       for (int k = 0; k < W; ++k) x[n][k] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d + 8 * k), va);
     }
     for (int j = a; j < b; ++j) {
-      pf.next();
+      prefetch_next(pf);
       __m256 pj[N];
       for (int n = 0; n < N; ++n) pj[n] = _mm256_broadcast_ss(p[n] + j);
       const T* r = rows[j] + d;
@@ -136,13 +133,11 @@ inline float ld_f16(const void* p) {
   return _cvtsh_ss(h);
 }
 
-using QueryState = AttnQuery;
-
 // One online-softmax step of a query over the tile's visible keys [a, b):
 // dots holds their raw q.k (other lanes are ignored) and gets their
 // probabilities (masked lanes 0); returns alpha, the factor of the old
 // accumulator.
-inline float softmax_update(QueryState& st, float* dots, int a, int b, const AttentionParams& p) {
+inline float softmax_update(AttnQuery& st, float* dots, int a, int b, const AttentionParams& p) {
   const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   const __m256 vscale = _mm256_set1_ps(p.scale);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -202,9 +197,9 @@ struct Q8TileScales {
 // q8 row enters P.V group by group with weight p_j * v_jg (the products
 // formed once per tile, not per element).
 template <typename T, int N>
-inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const AttentionParams& p,
+inline void group_tile(AttnQuery* qs, float* const* acc, int a, int b, const AttentionParams& p,
                        const T* const* kr, const T* const* vr, const T* zero_row, int hd,
-                       const Q8TileScales& sc, PrefetchQueue& pf) {
+                       const Q8TileScales& sc, AttnPrefetchQueue& pf) {
   constexpr bool kQ8Rows = std::is_same_v<T, int8_t>;
   alignas(32) float dots[N][kAttnTile];
   const float* q[N];
@@ -260,7 +255,7 @@ inline void group_tile(QueryState* qs, float* const* acc, int a, int b, const At
 // rows, scales and stats). Prefetches have no effect on the results.
 inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, int32_t j0,
                           int32_t j1, size_t elem, const KvUnitBytes& ub,
-                          PrefetchQueue* queue = nullptr) {
+                          AttnPrefetchQueue* queue = nullptr) {
   const int bs = kv.block_size;
   const size_t row_bytes = elem * static_cast<size_t>(kv.head_dim);
   for (int32_t j = j0; j < j1;) {
@@ -274,7 +269,7 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
           reinterpret_cast<uintptr_t>(u) + (elem ? (end - blk * bs) * row_bytes : unit_bytes);
       for (uintptr_t a = lo & ~uintptr_t{63}; a < hi; a += 64) {
         if (queue != nullptr) {
-          queue->add(reinterpret_cast<const char*>(a));
+          prefetch_add(*queue, reinterpret_cast<const char*>(a));
         } else {
           _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
         }
@@ -324,7 +319,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
   // avx512 tier's tile kernel, up to 4 queries at a time.
   const bool wide_rows = wide && kMode != kQ8 && (widen || std::is_same_v<T, float>);
   const int max_group = wide_rows ? 4 : 3;
-  thread_local std::vector<QueryState> qs;
+  thread_local std::vector<AttnQuery> qs;
   thread_local std::vector<float> q_rot;  // kQ8: the queries rotated (keys are stored as H k)
   if (kMode == kQ8) q_rot.resize(static_cast<size_t>(n_q) * hd);
   thread_local std::vector<T> zero_row;
@@ -350,7 +345,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
         kv_hadamard(r, hd);
         qrow = r;
       }
-      qs[ti * t.n_heads + hi_] = QueryState{qrow, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
+      qs[ti * t.n_heads + hi_] = AttnQuery{qrow, out + row * hd, -INFINITY, 0.f, lo, hi, qlim};
     }
   }
 
@@ -376,7 +371,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
     max_qlim = std::max(max_qlim, qs[qi].qlim);
   }
   const KvUnitBytes ub = kv_unit_bytes(kv.format, kv.block_size, hd);
-  thread_local PrefetchQueue pfq;
+  thread_local AttnPrefetchQueue pfq;
   pfq.n = pfq.i = 0;
   pfq.then = &t_ahead;
   const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
@@ -387,7 +382,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
     // Two tiles ahead (the first two at the task's start).
     const int32_t pf0 = base == task_lo / kAttnTile * kAttnTile ? tb : base + 2 * kAttnTile;
     const int32_t pf1 = std::min(task_hi, base + 3 * kAttnTile);
-    pfq.flush();  // what the last tile did not issue
+    prefetch_flush(pfq);  // what the last tile did not issue
     if (pf0 < pf1) prefetch_rows(kv, s, kvh, pf0, pf1, kMode != kInPlace ? 0 : sizeof(T), ub, &pfq);
     if constexpr (kMode == kQ8) {
       float* kst = q8_scales.data();
@@ -530,7 +525,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
     // q8 values likewise.
     if ((kMode == kQuant && kv_rotates_v(kv.format)) || kMode == kQ8) kv_hadamard(qs[qi].out, hd);
   }
-  t_ahead.flush();
+  prefetch_flush(t_ahead);
 }
 
 }  // namespace

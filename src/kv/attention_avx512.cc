@@ -29,21 +29,17 @@
 #include <cmath>
 #include <cstdint>
 
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() vectors that its
+// -Wuninitialized flags where inlined here (GCC PR 105593, fixed in 13), as in
+// kernels/matmul_packed_kquants_amx.cc.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include "kernels/exp_poly.h"
 #include "kv/attention_internal.h"
 #include "kv/attention_prefetch.h"
 
 namespace omnibus::attn::avx512 {
 namespace {
-
-// AttnPrefetchQueue::next(), compiled here (attention_prefetch.h says why).
-inline void next_line(AttnPrefetchQueue& pf) {
-  if (pf.i < pf.n) {
-    _mm_prefetch(pf.line[pf.i++], _MM_HINT_T0);
-  } else if (pf.then != nullptr && pf.then->i < pf.then->n) {
-    _mm_prefetch(pf.then->line[pf.then->i++], _MM_HINT_T0);
-  }
-}
 
 // attention_avx2.cc's transpose_sum8: lane i = the 8 lanes of v[i] summed in
 // one fixed order.
@@ -160,8 +156,8 @@ void scores_n(const float* const* q, const float* const* kr, const float* zero, 
       for (int r = 0; r < 4; ++r) acc[n][r] = _mm512_setzero_ps();
     }
     for (int d = 0; d < hd; d += 8) {
-      next_line(pf);  // two lines a step, as attention_avx2.cc's two passes issue
-      next_line(pf);
+      prefetch_next(pf);  // two lines a step, as attention_avx2.cc's two passes issue
+      prefetch_next(pf);
       __m512 qv[N];
       for (int n = 0; n < N; ++n) qv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[n] + d));
       for (int r = 0; r < 4; ++r) {  // rows r (low half) and r + 4 (high half)
@@ -191,7 +187,7 @@ inline void pv_chunk(float* const* acc, const float* alpha, const float* const* 
     for (int k = 0; k < W; ++k) x[n][k] = _mm512_mul_ps(_mm512_loadu_ps(acc[n] + d + 16 * k), va);
   }
   for (int j = a; j < b; ++j) {
-    for (int k = 0; k < (W + 1) / 2; ++k) next_line(pf);  // a line per 32 elements, as avx2
+    for (int k = 0; k < (W + 1) / 2; ++k) prefetch_next(pf);  // a line per 32 elements, as avx2
     __m512 pj[N];
     for (int n = 0; n < N; ++n) pj[n] = _mm512_set1_ps(p[n][j]);
     const float* r = rows[j] + d;
@@ -224,43 +220,38 @@ void pv_n(float* const* acc, const float* alpha, const float* const* p, const fl
   }
 }
 
+// Scores, the softmax step and P.V of N queries through the tile.
+template <int N>
+void tile_n(AttnQuery* qs, float* const* acc, int a, int b, const AttentionParams& p,
+            const float* const* kr, const float* const* vr, const float* zero, int hd,
+            AttnPrefetchQueue& pf) {
+  alignas(64) float dots[N][kAttnTile];
+  const float* q[N];
+  for (int k = 0; k < N; ++k) q[k] = qs[k].q;
+  scores_n<N>(q, kr, zero, a, b, hd, &dots[0][0], pf);
+  float alpha[N];
+  const float* pp[N];
+  for (int k = 0; k < N; ++k) {
+    alpha[k] = softmax_update(qs[k], dots[k], a, b, p);
+    pp[k] = dots[k];
+  }
+  pv_n<N>(acc, alpha, pp, vr, a, b, hd, pf);
+}
+
 }  // namespace
 
 void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
                 const float* const* kr, const float* const* vr, const float* zero, int hd,
                 AttnPrefetchQueue& pf) {
-  alignas(64) float dots[4][kAttnTile];
-  const float* q[4];
-  for (int k = 0; k < n; ++k) q[k] = qs[k].q;
   switch (n) {
     case 4:
-      scores_n<4>(q, kr, zero, a, b, hd, &dots[0][0], pf);
-      break;
+      return tile_n<4>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
     case 3:
-      scores_n<3>(q, kr, zero, a, b, hd, &dots[0][0], pf);
-      break;
+      return tile_n<3>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
     case 2:
-      scores_n<2>(q, kr, zero, a, b, hd, &dots[0][0], pf);
-      break;
+      return tile_n<2>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
     default:
-      scores_n<1>(q, kr, zero, a, b, hd, &dots[0][0], pf);
-      break;
-  }
-  float alpha[4];
-  const float* pp[4];
-  for (int k = 0; k < n; ++k) {
-    alpha[k] = softmax_update(qs[k], dots[k], a, b, p);
-    pp[k] = dots[k];
-  }
-  switch (n) {
-    case 4:
-      return pv_n<4>(acc, alpha, pp, vr, a, b, hd, pf);
-    case 3:
-      return pv_n<3>(acc, alpha, pp, vr, a, b, hd, pf);
-    case 2:
-      return pv_n<2>(acc, alpha, pp, vr, a, b, hd, pf);
-    default:
-      return pv_n<1>(acc, alpha, pp, vr, a, b, hd, pf);
+      return tile_n<1>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
   }
 }
 

@@ -6,10 +6,10 @@
 // first tiles, during this task's last tiles). Prefetches have no effect on
 // any result.
 //
-// Plain data plus inline members: a tier's kernel file (compiled with other
-// ISA flags) must not call the members, or their copies could be the ones the
-// linker keeps (scripts/check_tier_symbols.sh); it issues lines with its own
-// copy of next() instead.
+// Plain data, and its operations as functions of internal linkage: every
+// file that includes this (attention_avx2.cc, attention_avx512.cc, compiled
+// with different ISA flags) gets its own copy, so no tier's copy can be the
+// one the linker keeps for another (scripts/check_tier_symbols.sh).
 //
 // Thread-safety: one queue per thread (thread_local in attention_avx2.cc).
 #pragma once
@@ -23,20 +23,26 @@ struct AttnPrefetchQueue {
   const char* line[kMax];
   int n = 0, i = 0;
   AttnPrefetchQueue* then = nullptr;
-  void add(const char* p) {
-    if (n < kMax) line[n++] = p;
-  }
-  void next() {
-    if (i < n) {
-      _mm_prefetch(line[i++], _MM_HINT_T0);
-    } else if (then != nullptr && then->i < then->n) {
-      _mm_prefetch(then->line[then->i++], _MM_HINT_T0);
-    }
-  }
-  void flush() {
-    while (i < n) _mm_prefetch(line[i++], _MM_HINT_T0);
-    n = i = 0;
-  }
 };
+
+// Queues line p (dropped once the queue is full).
+static inline void prefetch_add(AttnPrefetchQueue& q, const char* p) {
+  if (q.n < AttnPrefetchQueue::kMax) q.line[q.n++] = p;
+}
+
+// Issues the next queued line, or else the next of q.then's.
+static inline void prefetch_next(AttnPrefetchQueue& q) {
+  if (q.i < q.n) {
+    _mm_prefetch(q.line[q.i++], _MM_HINT_T0);
+  } else if (q.then != nullptr && q.then->i < q.then->n) {
+    _mm_prefetch(q.then->line[q.then->i++], _MM_HINT_T0);
+  }
+}
+
+// Issues every line still queued and empties the queue.
+static inline void prefetch_flush(AttnPrefetchQueue& q) {
+  while (q.i < q.n) _mm_prefetch(q.line[q.i++], _MM_HINT_T0);
+  q.n = q.i = 0;
+}
 
 }  // namespace omnibus
