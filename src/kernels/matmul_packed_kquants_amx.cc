@@ -14,7 +14,9 @@
 // is into the bytes of each weight's whole product (below). A call lays each
 // super-block's two byte matrices out once (into an L1 buffer) and runs all
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
-// and 32 tokens. The float steps after them are the avx512 tier's, in its
+// and 32 tokens. Laying a super-block out first prefetches its bytes
+// kPrefetch ahead, on into the next pair (prefetch_pair_span): the stream is
+// the run's pairs, one after another. The float steps after them are the avx512 tier's, in its
 // order (acc, mins per super-block): bitwise equal to every tier
 // (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
 //
@@ -240,8 +242,10 @@ struct KernK4 {
   const uint8_t* group1;
   float (*acc)[16];
   float (*mins)[16];
+  int64_t nsb;
 
   Fin prepare(int64_t sb) const {
+    prefetch_pair_span<L::kSuper>(group0, size_t(nsb) * L::kSuper, size_t(sb) * L::kSuper);
     unpack_super<L>(group0, group1, sb, b);
     Fin f;
     for (int k = 0; k < 4; ++k) {
@@ -287,7 +291,7 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
     _mm512_store_ps(acc[t], _mm512_setzero_ps());
     _mm512_store_ps(mins[t], _mm512_setzero_ps());
   }
-  KernK4<L> kern{b, group0, group1, acc, mins};
+  KernK4<L> kern{b, group0, group1, acc, mins, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t) {
@@ -353,8 +357,10 @@ struct KernQ6K {
   const uint8_t* group0;
   const uint8_t* group1;
   float (*acc)[16];
+  int64_t nsb;
 
   Fin prepare(int64_t sb) const {
+    prefetch_pair_span<kSuper6>(group0, size_t(nsb) * kSuper6, size_t(sb) * kSuper6);
     unpack_super6(group0, group1, sb, b);
     return {join_halfs(group0 + d6(sb), group1 + d6(sb))};
   }
@@ -380,7 +386,7 @@ void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
   alignas(64) uint8_t b[kSuperBytes6];
   alignas(64) float acc[kAmxCallTok][16];
   for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
-  KernQ6K kern{b, group0, group1, acc};
+  KernQ6K kern{b, group0, group1, acc, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < n_valid; ++t)
