@@ -107,6 +107,8 @@ constexpr int kUnpackedTok = OMNIBUS_UNPACKED_TOK;
 #endif
 // The most token tiles a call runs on packed groups (more: unpacked once).
 constexpr int64_t kMaxPackedTiles = OMNIBUS_MAX_PACKED_TILES;
+// The most tokens a call runs as slices of wide_pair calls (matmul_multi).
+constexpr int64_t kMaxSlicedTok = 64;
 
 }  // namespace
 
@@ -194,7 +196,16 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // tiles. With fewer, each tile runs on the packed group (in L1/L2 after the
   // first tile): splitting would write and re-read 8 bytes per element that
   // a couple of tiles do not amortize.
-  const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles;
+  // Up to kMaxSlicedTok tokens of a type with wide kernels and no tile-unit
+  // kernel: each group pair runs its tokens in slices of 2 kTok (wide_pair)
+  // while it is in L1 / L2; nothing is unpacked. Against unpacking, at 16 and
+  // 64 tokens of 4096 x 14336 (Xeon, avx512 tier, 2 threads): Q4_K 4.6 ->
+  // 2.8 and 12.7 -> 10.6 ms, Q6_K 6.2 -> 3.6 and 16.4 -> 14.4, Q8_0 (pairs
+  // per tile before) 5.2 -> 3.5 and 14.7 -> 12.2; the amx tier's tile unit
+  // is faster still from 9 tokens (Q4_K 2.0 ms at 16).
+  const bool sliced = n_tok > 2 * kTok && n_tok <= kMaxSlicedTok &&
+                      ops.wide_pair[2 * kTok] != nullptr && ops.amx_pair == nullptr;
+  const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles && !sliced;
   const bool amx = unpack && ops.amx_pair != nullptr;
   constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok,
                     kAmxCallTiles = internal::kAmxCallTok / kTok;
@@ -254,7 +265,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // Q6_K): two groups x every token per pass, the quants split once in
   // registers (a verification step of 1 + k tokens; one token stays on the
   // single-group kernel, which the stream, not the arithmetic, limits).
-  const bool wide = !unpack && n_tok > 1 && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr;
+  const bool wide =
+      sliced || (!unpack && n_tok > 1 && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr);
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
   // Each thread's slot: two unpacked groups (the amx tier lays its operands
   // out per super-block in the call).
@@ -329,13 +341,26 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         const uint8_t* gp = group_ptr(m, g, 0);
         const int n_rows = int(std::min<int64_t>(kGroupRows, w.n_out - g * kGroupRows));
         if (wide && gg + 1 < g1 && gg + 1 < first_group[m + 1]) {
-          // Two groups x all the call's tokens in one pass (the kernel
-          // prefetches on into the next pair: no burst here).
+          // Two groups x all the call's tokens in one pass, or in slices (the
+          // kernel prefetches on into the next pair: no burst here).
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
           OMNIBUS_CHECK(gp1 == gp + gb);  // packed at load or in this thread's two slots
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
-          ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
-                               n_rows1);
+          if (!sliced) {
+            ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
+                                 n_rows1);
+          } else {
+            // slices of two tiles; with an odd count the first is one (whole)
+            // tile: every slice has 4..2 kTok tokens
+            OMNIBUS_CHECK(c0 == 0 && c1 == n_tiles);
+            if (n_tiles % 2 == 1)
+              ops.wide_pair[kTok](gp, gp1, nb, tile_act(0), tile_act(0), y, w.n_out, n_rows1);
+            for (int64_t tile = n_tiles % 2; tile < n_tiles; tile += 2) {
+              const int T = int(std::min<int64_t>(2 * kTok, n_tok - tile * kTok));
+              ops.wide_pair[T](gp, gp1, nb, tile_act(tile), tile_act(tile + 1),
+                               y + tile * kTok * w.n_out, w.n_out, n_rows1);
+            }
+          }
           gg += 2;
           continue;
         }

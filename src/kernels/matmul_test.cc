@@ -388,10 +388,11 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 
 // Steps of 2..8 tokens (a speculative verification of 1 + k tokens) take the
 // one-pass wide kernels where the tier has them (avx512: Q4_K, Q6_K, Q4_1,
-// Q8_0): every token count, odd group and block counts (a lone last group,
-// Q8_0's half pair) and a short last group, 1 and 2 threads; each token's
-// outputs bitwise those of its one-token call, and close to the reference.
-// The tier tests hold the same across tiers.
+// Q8_0), and steps of 9..64 slices of them (on amx, the K-quants take the
+// tile unit instead): every token count to 8, slices of odd and even tile counts, odd group and
+// block counts (a lone last group, Q8_0's half pair) and a short last group, 1 and 2 threads; each
+// token's outputs bitwise those of its one-token call, and close to the reference. The tier tests
+// hold the same across tiers.
 TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
   std::mt19937 rng(18);
   ThreadPool pool1(1), pool2(2);
@@ -403,7 +404,7 @@ TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok = 2; n_tok <= 8; ++n_tok) {
+      for (int64_t n_tok : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 21, 64}) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
@@ -535,9 +536,11 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
       const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
       const PackedWeight packed = pack_weight(w);
-      // 6, 7: two tiles on packed groups; 13, 64, 100: unpacked (amx: 16-token
-      // calls, a last one of 13 / 4 tokens, a chunk boundary at 64)
-      for (int64_t n_tok : {1, 3, 6, 7, 13, 64, 100}) {
+      // 6, 7: two tiles on packed groups; 9, 12, 13, 21, 64: slices of wide
+      // kernels where the tier has them (an odd tile count: a first slice of
+      // one tile), else unpacked; 65, 100: unpacked (amx: 16-token calls, a
+      // last one of 13 / 4 tokens, a chunk boundary at 64)
+      for (int64_t n_tok : {1, 3, 6, 7, 9, 12, 13, 21, 64, 65, 100}) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_tok=" << n_tok << " extreme=" << extreme);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
