@@ -175,6 +175,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   }
   const int64_t n_groups = first_group[n_mats];
   if (n_groups == 0) return;
+  if (n_in == 0) {  // empty rows: every output an empty sum (no kernel sees nb = 0)
+    for (int m = 0; m < n_mats; ++m) std::fill_n(ys[m], size_t(n_tok * ws[m]->n_out), 0.0f);
+    return;
+  }
 
   const int64_t nb = n_in / ops.block_elems;  // activation blocks per token
   const int64_t n_tiles = (n_tok + kTok - 1) / kTok;

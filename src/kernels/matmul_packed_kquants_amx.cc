@@ -235,6 +235,7 @@ struct KernK4 {
   struct Fin {
     __m512i mv[4];
     __m512 d, dm;
+    bool first;  // super-block 0: the sums start from zero, not acc / mins
   };
 
   uint8_t* b;  // the current super-block's operands (kSuperBytes)
@@ -254,6 +255,7 @@ struct KernK4 {
     }
     f.d = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
     f.dm = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
+    f.first = sb == 0;
     return f;
   }
 
@@ -274,10 +276,10 @@ struct KernK4 {
         m = _mm512_dpwssd_epi32(m, f.mv[k], bcast32_512(&at.bsum_pairs[r][2 * k]));
       }
       const __m512 da = _mm512_set1_ps(at.d[r]);
-      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, da), _mm512_cvtepi32_ps(isum),
-                                            _mm512_load_ps(a[r])));
-      _mm512_store_ps(mn[r], _mm512_fmadd_ps(_mm512_mul_ps(f.dm, da), _mm512_cvtepi32_ps(m),
-                                             _mm512_load_ps(mn[r])));
+      const __m512 a0 = f.first ? _mm512_setzero_ps() : _mm512_load_ps(a[r]);
+      const __m512 m0 = f.first ? _mm512_setzero_ps() : _mm512_load_ps(mn[r]);
+      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, da), _mm512_cvtepi32_ps(isum), a0));
+      _mm512_store_ps(mn[r], _mm512_fmadd_ps(_mm512_mul_ps(f.dm, da), _mm512_cvtepi32_ps(m), m0));
     }
   }
 };
@@ -287,10 +289,8 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
               size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows1) {
   alignas(64) uint8_t b[kSuperBytes];
   alignas(64) float acc[kAmxCallTok][16], mins[kAmxCallTok][16];
-  for (int t = 0; t < n_valid; ++t) {
-    _mm512_store_ps(acc[t], _mm512_setzero_ps());
-    _mm512_store_ps(mins[t], _mm512_setzero_ps());
-  }
+  // (written first by super-block 0's float steps, from zero: nsb >= 1,
+  // matmul_multi answers empty rows itself)
   KernK4<L> kern{b, group0, group1, acc, mins, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
@@ -351,6 +351,7 @@ struct KernQ6K {
   static constexpr bool kSecondSigned = true;  // the high bytes
   struct Fin {
     __m512 d;
+    bool first;  // super-block 0: the sums start from zero, not acc
   };
 
   uint8_t* b;  // the current super-block's operands (kSuperBytes6)
@@ -362,7 +363,7 @@ struct KernQ6K {
   Fin prepare(int64_t sb) const {
     prefetch_pair_span<kSuper6>(group0, size_t(nsb) * kSuper6, size_t(sb) * kSuper6);
     unpack_super6(group0, group1, sb, b);
-    return {join_halfs(group0 + d6(sb), group1 + d6(sb))};
+    return {join_halfs(group0 + d6(sb), group1 + d6(sb)), sb == 0};
   }
 
   // kernel_q6_K's float step, in its order.
@@ -375,7 +376,8 @@ struct KernQ6K {
       const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][1][r]), 8),
                                             _mm512_load_si512(c[blk][0][r]));
       _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, _mm512_set1_ps(at.d[r])),
-                                            _mm512_cvtepi32_ps(isum), _mm512_load_ps(a[r])));
+                                            _mm512_cvtepi32_ps(isum),
+                                            f.first ? _mm512_setzero_ps() : _mm512_load_ps(a[r])));
     }
   }
 };
@@ -385,7 +387,7 @@ void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
                    int64_t y_stride, int n_rows1) {
   alignas(64) uint8_t b[kSuperBytes6];
   alignas(64) float acc[kAmxCallTok][16];
-  for (int t = 0; t < n_valid; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+  // (written first by super-block 0's float step, from zero: nsb >= 1)
   KernQ6K kern{b, group0, group1, acc, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);

@@ -461,6 +461,16 @@ TEST(Matmul, EmptyShapesAreNoOps) {
   float y = 42.0f;
   matmul(w, nullptr, 0, &y, pool, scratch);
   EXPECT_EQ(y, 42.0f);
+  // Rows of no elements: every output is an empty sum, at any token count
+  // (the amx tier's many-token kernels never see a call without super-blocks).
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
+    const WeightView empty_rows{type, wdata.data(), 0, 19};
+    for (int64_t n_tok : {1, 7, 40}) {
+      std::vector<float> x(1, 1.0f), ys(size_t(n_tok * 19), NAN);
+      matmul(empty_rows, x.data(), n_tok, ys.data(), pool, scratch);
+      for (float v : ys) ASSERT_EQ(v, 0.0f) << dtype_name(type) << " n_tok=" << n_tok;
+    }
+  }
 }
 
 }  // namespace
