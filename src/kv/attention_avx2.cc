@@ -307,17 +307,20 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       tiles;  // kQuant: K, V quantized views, K, V fp16 views [kAttnTile, hd]
   const size_t tile_elems = static_cast<size_t>(kAttnTile) * hd;
   if (kMode == kQuant && tiles.size() < 4 * tile_elems) tiles.resize(4 * tile_elems);
-  // f16 rows read by more queries than one group takes (3): widened to f32
-  // tiles once per tile instead (exact, so the same arithmetic and bits).
-  const bool widen = std::is_same_v<T, uint16_t> && kMode == kInPlace && n_q > 3;
+  // f16 rows read by more queries than one group takes (3; the avx512 tile
+  // kernel's 4): widened to f32 tiles once per tile instead (exact, so the
+  // same arithmetic and bits). A decode's 4 GQA queries on the avx512 tier
+  // read them as stored: widening first was ~3% of a 64-sequence 1B step.
+  const bool widen = std::is_same_v<T, uint16_t> && kMode == kInPlace && n_q > (wide ? 4 : 3);
   if (widen && tiles.size() < 2 * tile_elems) tiles.resize(2 * tile_elems);
   const float* krows32[kAttnTile];
   const float* vrows32[kAttnTile];
   thread_local std::vector<float> zero_row32;
   if (widen && zero_row32.size() < static_cast<size_t>(hd)) zero_row32.assign(hd, 0.f);
-  // Groups of float rows (as stored, widened or dequantized) through the
+  // Groups of rows (f32 or f16 as stored, widened or dequantized) through the
   // avx512 tier's tile kernel, up to 4 queries at a time.
-  const bool wide_rows = wide && kMode != kQ8 && (widen || std::is_same_v<T, float>);
+  const bool wide_rows =
+      wide && kMode != kQ8 && (widen || std::is_same_v<T, float> || std::is_same_v<T, uint16_t>);
   const int max_group = wide_rows ? 4 : 3;
   thread_local std::vector<AttnQuery> qs;
   thread_local std::vector<float> q_rot;  // kQ8: the queries rotated (keys are stored as H k)
@@ -499,7 +502,7 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
       for (int k = 0; k < n; ++k) acc[k] = &acc_buf[static_cast<size_t>(qi + k) * hd];
       // The group through the tile, its rows as stored (R = T) or widened (R = float).
       auto run = [&]<typename R>(const R* const* kr_, const R* const* vr_, const R* zero) {
-        if constexpr (std::is_same_v<R, float>) {
+        if constexpr (std::is_same_v<R, float> || std::is_same_v<R, uint16_t>) {
           if (wide_rows)
             return attn::avx512::group_tile(&qs[qi], n, acc, a, b, p, kr_, vr_, zero, hd, pfq);
         }

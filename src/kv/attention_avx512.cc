@@ -1,6 +1,7 @@
 // The avx512 tier's paged-attention tile kernel: a group of up to 4 queries
-// (a token's GQA heads) through one tile of float K/V rows (an f32 pool, f16
-// rows widened once per tile, or q4 / kivi2 rows dequantized once per tile):
+// (a token's GQA heads) through one tile of K/V rows (an f32 pool; f16 rows
+// as stored, converted on load, or widened once per tile where more queries
+// than one group read them; q4 / kivi2 rows dequantized once per tile):
 // scores, the online-softmax step, P.V, with the 32 zmm registers holding all
 // four queries' accumulators, so each K and V load serves four queries
 // instead of attention_avx2.cc's three.
@@ -53,6 +54,27 @@ inline __m256 transpose_sum8(const __m256 v[8]) {
   const __m256 lo = _mm256_permute2f128_ps(h0123, h4567, 0x20);
   const __m256 hi = _mm256_permute2f128_ps(h0123, h4567, 0x31);
   return _mm256_add_ps(lo, hi);
+}
+
+// Rows as stored: f32, or f16 converted on load (exactly, so the same values
+// as a widened tile's and the same arithmetic after).
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// 8 elements of row lo (low half) and of row hi (high half).
+inline __m512 load_pair8(const float* lo, const float* hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(lo)), _mm256_loadu_ps(hi), 1);
+}
+inline __m512 load_pair8(const uint16_t* lo, const uint16_t* hi) {
+  const __m256i h = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+  return _mm512_cvtph_ps(h);
 }
 
 // ops_vec_avx2.h's exp_ps on 16 lanes, op for op (so lane for lane the same).
@@ -144,12 +166,12 @@ float softmax_update(AttnQuery& st, float* dots, int a, int b, const AttentionPa
   return alpha;
 }
 
-template <int N>
-void scores_n(const float* const* q, const float* const* kr, const float* zero, int a, int b,
-              int hd, float* dots, AttnPrefetchQueue& pf) {
+template <int N, class R>
+void scores_n(const float* const* q, const R* const* kr, const R* zero, int a, int b, int hd,
+              float* dots, AttnPrefetchQueue& pf) {
   for (int g = 0; g < kAttnTile; g += 8) {
     if (g + 8 <= a || g >= b) continue;
-    const float* rows[8];
+    const R* rows[8];
     for (int r = 0; r < 8; ++r) rows[r] = (g + r >= a && g + r < b) ? kr[g + r] : zero;
     __m512 acc[N][4];
     for (int n = 0; n < N; ++n) {
@@ -161,8 +183,7 @@ void scores_n(const float* const* q, const float* const* kr, const float* zero, 
       __m512 qv[N];
       for (int n = 0; n < N; ++n) qv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[n] + d));
       for (int r = 0; r < 4; ++r) {  // rows r (low half) and r + 4 (high half)
-        const __m512 kv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(rows[r] + d)),
-                                             _mm256_loadu_ps(rows[r + 4] + d), 1);
+        const __m512 kv = load_pair8(rows[r] + d, rows[r + 4] + d);
         for (int n = 0; n < N; ++n) acc[n][r] = _mm512_fmadd_ps(qv[n], kv, acc[n][r]);
       }
     }
@@ -178,9 +199,9 @@ void scores_n(const float* const* q, const float* const* kr, const float* zero, 
 }
 
 // Elements [d, d + 16 W) of the N accumulators, over the tile's keys [a, b).
-template <int N, int W>
+template <int N, int W, class R>
 inline void pv_chunk(float* const* acc, const float* alpha, const float* const* p,
-                     const float* const* rows, int a, int b, int d, AttnPrefetchQueue& pf) {
+                     const R* const* rows, int a, int b, int d, AttnPrefetchQueue& pf) {
   __m512 x[N][W];
   for (int n = 0; n < N; ++n) {
     const __m512 va = _mm512_set1_ps(alpha[n]);
@@ -190,9 +211,9 @@ inline void pv_chunk(float* const* acc, const float* alpha, const float* const* 
     for (int k = 0; k < (W + 1) / 2; ++k) prefetch_next(pf);  // a line per 32 elements, as avx2
     __m512 pj[N];
     for (int n = 0; n < N; ++n) pj[n] = _mm512_set1_ps(p[n][j]);
-    const float* r = rows[j] + d;
+    const R* r = rows[j] + d;
     for (int k = 0; k < W; ++k) {
-      const __m512 v = _mm512_loadu_ps(r + 16 * k);
+      const __m512 v = load16(r + 16 * k);
       for (int n = 0; n < N; ++n) x[n][k] = _mm512_fmadd_ps(pj[n], v, x[n][k]);
     }
   }
@@ -201,19 +222,19 @@ inline void pv_chunk(float* const* acc, const float* alpha, const float* const* 
   }
 }
 
-template <int N>
-void pv_n(float* const* acc, const float* alpha, const float* const* p, const float* const* rows,
-          int a, int b, int hd, AttnPrefetchQueue& pf) {
+template <int N, class R>
+void pv_n(float* const* acc, const float* alpha, const float* const* p, const R* const* rows, int a,
+          int b, int hd, AttnPrefetchQueue& pf) {
   constexpr int W = N == 1 ? 8 : 4;  // N W accumulators + N broadcasts in 32 registers
   int d = 0;
-  for (; d + 16 * W <= hd; d += 16 * W) pv_chunk<N, W>(acc, alpha, p, rows, a, b, d, pf);
-  for (; d + 16 <= hd; d += 16) pv_chunk<N, 1>(acc, alpha, p, rows, a, b, d, pf);
+  for (; d + 16 * W <= hd; d += 16 * W) pv_chunk<N, W, R>(acc, alpha, p, rows, a, b, d, pf);
+  for (; d + 16 <= hd; d += 16) pv_chunk<N, 1, R>(acc, alpha, p, rows, a, b, d, pf);
   for (; d < hd; d += 8) {  // head_dim % 16 == 8
     __m256 x[N];
     for (int n = 0; n < N; ++n)
       x[n] = _mm256_mul_ps(_mm256_loadu_ps(acc[n] + d), _mm256_set1_ps(alpha[n]));
     for (int j = a; j < b; ++j) {
-      const __m256 v = _mm256_loadu_ps(rows[j] + d);
+      const __m256 v = load8(rows[j] + d);
       for (int n = 0; n < N; ++n) x[n] = _mm256_fmadd_ps(_mm256_set1_ps(p[n][j]), v, x[n]);
     }
     for (int n = 0; n < N; ++n) _mm256_storeu_ps(acc[n] + d, x[n]);
@@ -221,21 +242,36 @@ void pv_n(float* const* acc, const float* alpha, const float* const* p, const fl
 }
 
 // Scores, the softmax step and P.V of N queries through the tile.
-template <int N>
+template <int N, class R>
 void tile_n(AttnQuery* qs, float* const* acc, int a, int b, const AttentionParams& p,
-            const float* const* kr, const float* const* vr, const float* zero, int hd,
-            AttnPrefetchQueue& pf) {
+            const R* const* kr, const R* const* vr, const R* zero, int hd, AttnPrefetchQueue& pf) {
   alignas(64) float dots[N][kAttnTile];
   const float* q[N];
   for (int k = 0; k < N; ++k) q[k] = qs[k].q;
-  scores_n<N>(q, kr, zero, a, b, hd, &dots[0][0], pf);
+  scores_n<N, R>(q, kr, zero, a, b, hd, &dots[0][0], pf);
   float alpha[N];
   const float* pp[N];
   for (int k = 0; k < N; ++k) {
     alpha[k] = softmax_update(qs[k], dots[k], a, b, p);
     pp[k] = dots[k];
   }
-  pv_n<N>(acc, alpha, pp, vr, a, b, hd, pf);
+  pv_n<N, R>(acc, alpha, pp, vr, a, b, hd, pf);
+}
+
+template <class R>
+void group_tile_rows(AttnQuery* qs, int n, float* const* acc, int a, int b,
+                     const AttentionParams& p, const R* const* kr, const R* const* vr,
+                     const R* zero, int hd, AttnPrefetchQueue& pf) {
+  switch (n) {
+    case 4:
+      return tile_n<4, R>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
+    case 3:
+      return tile_n<3, R>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
+    case 2:
+      return tile_n<2, R>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
+    default:
+      return tile_n<1, R>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
+  }
 }
 
 }  // namespace
@@ -243,16 +279,13 @@ void tile_n(AttnQuery* qs, float* const* acc, int a, int b, const AttentionParam
 void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
                 const float* const* kr, const float* const* vr, const float* zero, int hd,
                 AttnPrefetchQueue& pf) {
-  switch (n) {
-    case 4:
-      return tile_n<4>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
-    case 3:
-      return tile_n<3>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
-    case 2:
-      return tile_n<2>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
-    default:
-      return tile_n<1>(qs, acc, a, b, p, kr, vr, zero, hd, pf);
-  }
+  group_tile_rows<float>(qs, n, acc, a, b, p, kr, vr, zero, hd, pf);
+}
+
+void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
+                const uint16_t* const* kr, const uint16_t* const* vr, const uint16_t* zero, int hd,
+                AttnPrefetchQueue& pf) {
+  group_tile_rows<uint16_t>(qs, n, acc, a, b, p, kr, vr, zero, hd, pf);
 }
 
 }  // namespace omnibus::attn::avx512

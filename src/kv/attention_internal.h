@@ -70,6 +70,11 @@ namespace attn::avx512 {
 void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
                 const float* const* kr, const float* const* vr, const float* zero, int hd,
                 AttnPrefetchQueue& pf);
+// The same on f16 rows as stored (each element converted exactly as it is
+// loaded: the same bits as on the rows widened to f32).
+void group_tile(AttnQuery* qs, int n, float* const* acc, int a, int b, const AttentionParams& p,
+                const uint16_t* const* kr, const uint16_t* const* vr, const uint16_t* zero, int hd,
+                AttnPrefetchQueue& pf);
 }  // namespace attn::avx512
 
 // Portable scalar version of the same algorithm (any head_dim).
