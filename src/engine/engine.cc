@@ -239,6 +239,17 @@ bool Engine::run_on_engine_thread(std::function<void(Impl&)> task) {
   return true;
 }
 
+std::promise<void> Engine::hold_for_testing() {
+  std::promise<void> release;
+  std::shared_future<void> held = release.get_future().share();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->inbox.emplace_back(TaskMsg{[held] { held.wait(); }});
+  }
+  impl_->cv.notify_one();
+  return release;
+}
+
 void Engine::unpin(uint64_t pin_id) { impl_->post(UnpinMsg{pin_id}); }
 
 KvRegionInfo Engine::kv_region() const {

@@ -47,6 +47,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -324,6 +325,10 @@ class Engine {
   // cache between two steps: the set KV events describe. Empty once the
   // engine is shutting down.
   std::vector<uint64_t> cached_block_hashes();
+  // Test seam: the engine thread stops between two steps until the returned
+  // promise is set (or destroyed), so that requests submitted meanwhile all
+  // arrive before its next step, whatever the threads' timing.
+  std::promise<void> hold_for_testing();
 
   struct Impl;  // engine_impl.h: the engine thread's state
 

@@ -103,7 +103,7 @@ struct AbortMsg {  // Engine::abort
 struct UnpinMsg {  // Engine::unpin
   uint64_t pin_id = 0;
 };
-struct TaskMsg {  // Engine::run_on_engine_thread
+struct TaskMsg {  // Engine::run_on_engine_thread, Engine::hold_for_testing
   std::function<void()> run;
 };
 struct KvLoadDone {  // a KvLoad's done callback
