@@ -123,10 +123,11 @@ using AmxPairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t
                            int64_t y_stride, int n_rows1);
 
 // A packed type's kernels. Calls of 2..2 kTok tokens take wide_pair where
-// the type has one; calls with more than kMaxPackedTiles token tiles unpack
-// (quants split to bytes once per group; upair for two groups, else
-// unpacked_single if any, else kernel); the rest run pair (several tiles, two
-// groups per call) or else kernel, per tile.
+// the type has one, and so do calls of up to 64 tokens, in slices of 2 kTok,
+// where it has no amx_pair; other calls with more than kMaxPackedTiles token
+// tiles unpack (quants split to bytes once per group; upair for two groups,
+// else unpacked_single if any, else kernel); the rest run pair (several
+// tiles, two groups per call) or else kernel, per tile.
 struct Ops {
   KernelFn kernel[kTok + 1];  // one packed group, T tokens
   PackFn pack;

@@ -179,10 +179,26 @@ class Router(Process):
         body = httpx.get(self.url + "/list_workers", timeout=5).json()
         return {u: True for u in body.get("urls", [])}
 
+    def _rebind(self):
+        """New free ports for --port and --prometheus-port (another process took one between
+        free_port() and the router's bind), then start again."""
+        for flag in ("--port", "--prometheus-port"):
+            i = self.cmd.index(flag) + 1
+            self.cmd[i] = str(free_port())
+        self.port = int(self.cmd[self.cmd.index("--port") + 1])
+        self.url = f"http://{self.host}:{self.port}"
+        self.start()
+
     def wait_ready(self, timeout=90):
         deadline = time.time() + timeout
+        rebinds = 0
         while time.time() < deadline:
             if not self.alive():
+                this_run = self.output().rsplit("\n=== ", 1)[-1]  # since the last start()
+                if "Address already in use" in this_run and rebinds < 3:
+                    rebinds += 1
+                    self._rebind()
+                    continue
                 raise RuntimeError(f"router exited with {self.proc.returncode}:\n{self.output()}")
             try:
                 if httpx.get(self.url + "/health", timeout=2).status_code == 200:
