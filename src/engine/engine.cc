@@ -241,12 +241,7 @@ bool Engine::run_on_engine_thread(std::function<void(Impl&)> task) {
 
 std::promise<void> Engine::hold_for_testing() {
   std::promise<void> release;
-  std::shared_future<void> held = release.get_future().share();
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->inbox.emplace_back(TaskMsg{[held] { held.wait(); }});
-  }
-  impl_->cv.notify_one();
+  impl_->post(TaskMsg{[held = release.get_future().share()] { held.wait(); }});
   return release;
 }
 

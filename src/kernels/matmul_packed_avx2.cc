@@ -395,11 +395,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
         const bool pair = gg + 1 < g1 && gg + 1 < first_group[m + 1];
         if (amx && pair) {
           // The tile unit: the pair's operands once, then up to kAmxCallTok
-          // tokens of the chunk a call.
-          // (the kernel prefetches each super-block's bytes a distance ahead,
-          // on into the next pair: a burst of the whole next pair here, 38 KB
-          // of Q4_K, held up the loads behind it; -4 to -28% time a call at
-          // 16-512 tokens on the Xeon)
+          // tokens of the chunk a call. The kernel prefetches each
+          // super-block's bytes a distance ahead, on into the next pair (a
+          // burst of the whole next pair here, 38 KB of Q4_K, held up the
+          // loads behind it: -4 to -28% time a call at 16-512 tokens, Xeon).
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);

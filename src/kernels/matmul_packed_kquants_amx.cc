@@ -16,8 +16,9 @@
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
 // and 32 tokens. Laying a super-block out first prefetches its bytes
 // kPrefetch ahead, on into the next pair (prefetch_pair_span): the stream is
-// the run's pairs, one after another. The float steps after them are the avx512 tier's, in its
-// order (acc, mins per super-block): bitwise equal to every tier
+// the run's pairs, one after another. The float steps after them are the
+// avx512 tier's, in its order (acc, mins per super-block; super-block 0
+// starts from zero): bitwise equal to every tier
 // (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
 //
 // Thread-safety: stateless; each call configures the calling thread's tiles

@@ -318,10 +318,9 @@ void task_avx2(const float* q, const PagedKvLayer& kv, const AttentionSeq& s,
   const float* vrows32[kAttnTile];
   thread_local std::vector<float> zero_row32;
   if (widen && zero_row32.size() < static_cast<size_t>(hd)) zero_row32.assign(hd, 0.f);
-  // Groups of rows (f32 or f16 as stored, widened or dequantized) through the
-  // avx512 tier's tile kernel, up to 4 queries at a time.
-  const bool wide_rows =
-      wide && kMode != kQ8 && (widen || std::is_same_v<T, float> || std::is_same_v<T, uint16_t>);
+  // Groups of rows (f32 or f16 as stored, widened or dequantized: every mode
+  // but q8's) through the avx512 tier's tile kernel, up to 4 queries at a time.
+  const bool wide_rows = wide && kMode != kQ8;
   const int max_group = wide_rows ? 4 : 3;
   thread_local std::vector<AttnQuery> qs;
   thread_local std::vector<float> q_rot;  // kQ8: the queries rotated (keys are stored as H k)

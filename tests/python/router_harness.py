@@ -182,10 +182,9 @@ class Router(Process):
     def _rebind(self):
         """New free ports for --port and --prometheus-port (another process took one between
         free_port() and the router's bind), then start again."""
-        for flag in ("--port", "--prometheus-port"):
-            i = self.cmd.index(flag) + 1
-            self.cmd[i] = str(free_port())
-        self.port = int(self.cmd[self.cmd.index("--port") + 1])
+        self.port = free_port()
+        self.cmd[self.cmd.index("--port") + 1] = str(self.port)
+        self.cmd[self.cmd.index("--prometheus-port") + 1] = str(free_port())
         self.url = f"http://{self.host}:{self.port}"
         self.start()
 
