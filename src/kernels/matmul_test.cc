@@ -120,6 +120,21 @@ TEST_P(MatmulTest, BatchInvariant) {
   for (int64_t t = 0; t < n_tok; ++t) {
     ASSERT_EQ(std::memcmp(top.data() + t * 7, all.data() + t * n_out, 7 * 4), 0) << "t=" << t;
   }
+  // a batch of more tokens than one call runs (512: it runs as calls of 512)
+  // equals the same tokens in calls of at most 300, one token, and 1..n_big
+  const int64_t n_big = 1100;
+  std::vector<float> xb = random_floats(size_t(n_big * n_in), rng);
+  std::vector<float> big(size_t(n_big * n_out), NAN), parts(big.size(), -1.0f);
+  matmul(w, xb.data(), n_big, big.data(), pool2, scratch);
+  for (int64_t t0 = 0; t0 < n_big; t0 += 300) {
+    matmul(w, xb.data() + t0 * n_in, std::min<int64_t>(300, n_big - t0), parts.data() + t0 * n_out,
+           pool3, scratch);
+  }
+  ASSERT_EQ(std::memcmp(big.data(), parts.data(), big.size() * 4), 0);
+  for (int64_t t : {int64_t(0), int64_t(511), int64_t(512), int64_t(1024), n_big - 1}) {
+    matmul(w, xb.data() + t * n_in, 1, one.data(), pool2, scratch);
+    ASSERT_EQ(std::memcmp(one.data(), big.data() + t * n_out, size_t(n_out) * 4), 0) << "t=" << t;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulTest,
@@ -183,7 +198,7 @@ TEST_P(MatmulTest, SharedInputEqualsSeparate) {
   const PackedWeight* ws[3] = {&packed[0], &packed[1], &packed[2]};
   ThreadPool pool2(2), pool3(3);
   MatmulScratch scratch;
-  for (int64_t n_tok : {1, 5, 13}) {
+  for (int64_t n_tok : {1, 5, 13, 1100}) {  // 1100: calls of 512, 512, 76
     SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok);
     std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
     std::vector<std::vector<float>> fused(3), alone(3);
@@ -215,7 +230,7 @@ TEST_P(MatmulTest, GatedEqualsActivationThenMatmul) {
   const PackedWeight packed = pack_weight(WeightView{type, wdata.data(), n_in, n_out});
   ThreadPool pool(2);
   MatmulScratch scratch;
-  for (int64_t n_tok : {1, 5, 13, 70}) {
+  for (int64_t n_tok : {1, 5, 13, 70, 1100}) {  // 1100: calls of 512, 512, 76
     for (GatedAct act : {GatedAct::kSwiglu, GatedAct::kGeglu}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok
                                         << " geglu=" << (act == GatedAct::kGeglu));

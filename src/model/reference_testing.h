@@ -128,16 +128,17 @@ inline void expect_sharing_a_step_changes_no_bit(Model& model, int n_vocab, uint
 
 // `tokens` evaluated whole and in chunks of each size in `chunks` (a fresh
 // SequenceRunner each, F16 KV) give bitwise the same logits at every position.
+// The whole prompt runs as one step (`whole` tokens at most).
 inline void expect_chunking_changes_no_bit(Model& model, const std::vector<int32_t>& tokens,
-                                           const std::vector<int>& chunks) {
+                                           const std::vector<int>& chunks, int whole = 512) {
   auto eval = [&](int max_chunk) {
-    auto runner = SequenceRunner::create(model, 64);
+    auto runner = SequenceRunner::create(model, int(tokens.size()) + 16);
     EXPECT_TRUE(runner.is_ok());
     auto logits = (*runner)->eval(tokens, /*all_logits=*/true, max_chunk);
     EXPECT_TRUE(logits.is_ok());
     return std::vector<float>(logits->begin(), logits->end());
   };
-  const std::vector<float> ref = eval(512);
+  const std::vector<float> ref = eval(whole);
   for (int chunk : chunks) {
     const std::vector<float> got = eval(chunk);
     ASSERT_EQ(got.size(), ref.size());

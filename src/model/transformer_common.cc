@@ -128,12 +128,22 @@ void attention_block(const BlockWeights& l, const ModelConfig& c, const Attentio
 
 void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActivation act,
                         const float* x, int64_t n_tok, ForwardBuffers& b, ThreadPool& pool) {
-  rms_norm(x, l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
-  project_gate_up(l, b.xn.data(), n_tok, b, pool);  // gate, up: [n_tok, n_ff]
-  // proj = W_down act(gate, up): [n_tok, n_embd], the activation computed as
-  // the down projection quantizes its input
-  matmul_gated(l.w_down, act == GatedActivation::kSwiglu ? GatedAct::kSwiglu : GatedAct::kGeglu,
-               b.gate.data(), b.up.data(), n_tok, b.proj.data(), pool, b.matmul);
+  // Each token's result depends on its own row only, so a step of many tokens
+  // runs in blocks of kFfnBlockTok through the same first rows of xn, gate
+  // and up: their 2 x n_ff floats a token (64 KB at n_ff 8192) are written
+  // and read back from cache instead of DRAM (1B prompt, 8192-token steps:
+  // 494-509 -> 530-540 prompt tok/s, 512-token steps 548-554).
+  constexpr int64_t kFfnBlockTok = 512;
+  const GatedAct gated = act == GatedActivation::kSwiglu ? GatedAct::kSwiglu : GatedAct::kGeglu;
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kFfnBlockTok) {
+    const int64_t n = std::min(kFfnBlockTok, n_tok - t0);
+    rms_norm(x + t0 * c.n_embd, l.ffn_norm, b.xn.data(), n, c.n_embd, c.norm_eps);
+    project_gate_up(l, b.xn.data(), n, b, pool);  // gate, up: [n, n_ff]
+    // proj = W_down act(gate, up): [n, n_embd], the activation computed as
+    // the down projection quantizes its input
+    matmul_gated(l.w_down, gated, b.gate.data(), b.up.data(), n, b.proj.data() + t0 * c.n_embd,
+                 pool, b.matmul);
+  }
 }
 
 void check_step(const ModelConfig& c, const StepBatch& batch, const KvStorage& kv) {

@@ -146,6 +146,7 @@ void attention_block(const BlockWeights& l, const ModelConfig& c, const Attentio
 // The gated feed-forward half of a block, without the residual add:
 //   xn = rms_norm(x) * ffn_norm;  b.proj = act(xn Wgate) * (xn Wup)) Wdown
 // with act = silu (SwiGLU) or gelu_tanh (GeGLU).                b.proj: [n_tok, n_embd]
+// Runs 512 tokens at a time: b.xn, b.gate and b.up keep the last block's rows.
 enum class GatedActivation { kSwiglu, kGeglu };
 void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActivation act,
                         const float* x, int64_t n_tok, ForwardBuffers& b, ThreadPool& pool);
