@@ -280,6 +280,7 @@ TEST(Matmul, SharedInputMixedTypes) {
 // outlives the others' release (ASan would see a use after free); a large one
 // gets its own allocation. Results as the row-major view's.
 TEST(Matmul, SmallPackedWeightsShareChunksSafely) {
+  if (!cpu_features().use_avx2()) GTEST_SKIP() << "the scalar tier packs no weights";
   std::mt19937 rng(19);
   ThreadPool pool(2);
   MatmulScratch scratch;
