@@ -122,8 +122,8 @@ using AmxPairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t
                            const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
                            int64_t y_stride, int n_rows1);
 
-// A packed type's kernels. Calls of 2..2 kTok tokens take wide_pair where
-// the type has one, and so do calls of up to 64 tokens, in slices of 2 kTok,
+// A packed type's kernels. Calls of 1..2 kTok tokens take wide_pair where
+// the type has one for that count, and so do calls of up to 64 tokens, in slices of 2 kTok,
 // where it has no amx_pair; other calls with more than kMaxPackedTiles token
 // tiles unpack (quants split to bytes once per group; upair for two groups,
 // else unpacked_single if any, else kernel); the rest run pair (several
@@ -140,7 +140,7 @@ struct Ops {
   UnpackFn unpack = nullptr;   // null: no unpacked path
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
-  WidePairFn wide_pair[2 * kTok + 1] = {};              // [2, 2 * kTok] tokens (null: none)
+  WidePairFn wide_pair[2 * kTok + 1] = {};              // [1, 2 * kTok] tokens (null: none)
   AmxPairFn amx_pair = nullptr;  // the amx tier's many-token pairs (null: none)
 };
 
