@@ -414,7 +414,8 @@ TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
   std::mt19937 rng(18);
   ThreadPool pool1(1), pool2(2);
   MatmulScratch scratch;
-  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q8_0}) {
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q8_0, DType::Q4_0,
+                     DType::Q5_0, DType::Q5_1}) {
     const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
     const int64_t n_in = k_quant ? 3 * 256 : 7 * 32;
     for (int64_t n_out : {16 * 5 + 3, 8 * 7}) {
