@@ -403,9 +403,9 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 }
 
 // Steps of 2..8 tokens (a speculative verification of 1 + k tokens) take the
-// one-pass wide kernels where the tier has them (avx512: Q4_K, Q6_K, Q4_1,
-// Q8_0), and steps of 9..64 slices of them (on amx, the K-quants take the
-// tile unit instead): every token count to 8, slices of odd and even tile
+// one-pass wide kernels where the tier has them (avx512: every packed type),
+// and steps of 9..64 slices of them (on amx, the K-quants take the tile unit
+// instead): every token count to 8, slices of odd and even tile
 // counts, odd group and block counts (a lone last group, Q8_0's half pair)
 // and a short last group, 1 and 2 threads; each token's outputs bitwise those
 // of its one-token call, and close to the reference. The tier tests hold the
