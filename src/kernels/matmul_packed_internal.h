@@ -123,11 +123,11 @@ using AmxPairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t
                            int64_t y_stride, int n_rows1);
 
 // A packed type's kernels. Calls of 1..2 kTok tokens take wide_pair where
-// the type has one for that count, and so do calls of up to 64 tokens, in slices of 2 kTok,
-// where it has no amx_pair; other calls with more than kMaxPackedTiles token
-// tiles unpack (quants split to bytes once per group; upair for two groups,
-// else unpacked_single if any, else kernel); the rest run pair (several
-// tiles, two groups per call) or else kernel, per tile.
+// the type has one for that count, and so do calls of up to 64 tokens, in
+// slices of 2 kTok, where it has no amx_pair; other calls with more than
+// kMaxPackedTiles token tiles unpack (quants split to bytes once per group;
+// upair for two groups, else unpacked_single if any, else kernel); the rest
+// run pair (several tiles, two groups per call) or else kernel, per tile.
 struct Ops {
   KernelFn kernel[kTok + 1];  // one packed group, T tokens
   PackFn pack;
@@ -512,6 +512,27 @@ inline __m512 join_halfs(const void* p0, const void* p1) {
   return _mm512_cvtph_ps(_mm256_set_m128i(load128(p1), load128(p0)));
 }
 inline __m512i bcast32_512(const void* p) { return _mm512_set1_epi32(load_i32(p)); }
+
+// Step i of a 32-element block of two groups, its quants one per byte with
+// group 0's rows in the low half: elements 4i..4i+3 (lo) and 16+4i..16+4i+3
+// (hi). 4-bit quants at qs0 / qs1, laid out as Q4_1's (the nibble split of
+// the 256-bit kernels), or 5-bit ones with each group's fifth bits hb0 / hb1
+// (load_step_5bit's).
+inline void pair_step_4bit(const uint8_t* qs0, const uint8_t* qs1, int i, __m512i* lo,
+                           __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i w = join256u(qs0 + 32 * i, qs1 + 32 * i);
+  *lo = _mm512_and_si512(w, m4);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+}
+inline void pair_step_5bit(const uint8_t* qs0, __m256i hb0, const uint8_t* qs1, __m256i hb1, int i,
+                           __m512i* lo, __m512i* hi) {
+  __m256i lo0, hi0, lo1, hi1;
+  load_step_5bit(qs0, hb0, i, &lo0, &hi0);
+  load_step_5bit(qs1, hb1, i, &lo1, &hi1);
+  *lo = _mm512_inserti64x4(_mm512_castsi256_si512(lo0), lo1, 1);
+  *hi = _mm512_inserti64x4(_mm512_castsi256_si512(hi0), hi1, 1);
+}
 
 // The K-quant scales of one sub-block of two groups (8 signed bytes each: one
 // per row) as one int32 per lane.

@@ -72,16 +72,10 @@ template <class L>
 inline void load_pair_step(const uint8_t* group0, const uint8_t* group1, int64_t sb, int j, int i,
                            __m512i* lo, __m512i* hi) {
   if constexpr (L::kFifth) {
-    __m256i lo0, hi0, lo1, hi1;
-    load_step_5bit(group0 + L::qs(sb, j), load256(group0 + L::hb(sb, j)), i, &lo0, &hi0);
-    load_step_5bit(group1 + L::qs(sb, j), load256(group1 + L::hb(sb, j)), i, &lo1, &hi1);
-    *lo = _mm512_inserti64x4(_mm512_castsi256_si512(lo0), lo1, 1);
-    *hi = _mm512_inserti64x4(_mm512_castsi256_si512(hi0), hi1, 1);
+    pair_step_5bit(group0 + L::qs(sb, j), load256(group0 + L::hb(sb, j)), group1 + L::qs(sb, j),
+                   load256(group1 + L::hb(sb, j)), i, lo, hi);
   } else {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i q = join256(group0 + L::qs(sb, j) + 32 * i, group1 + L::qs(sb, j) + 32 * i);
-    *lo = _mm512_and_si512(q, m4);
-    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    pair_step_4bit(group0 + L::qs(sb, j), group1 + L::qs(sb, j), i, lo, hi);
   }
 }
 
