@@ -26,6 +26,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 // GCC 12's _mm512_cvtph_ps passes an _mm512_undefined_ps() vector that its
@@ -220,6 +221,30 @@ void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_blo
   for (int part = 0; part < 4; ++part) kern.finish(sums[last], fin[last], units[last], part);
 }
 
+// Writes a call's results to y: token t's 16 outputs (fewer where the
+// pair's second group has fewer rows) are row(t), at y + t y_stride. Each
+// token's outputs are one 64-byte strip of a row kilobytes long, a prompt's
+// rows one after another: calls of kStreamMinTok tokens and more write whole
+// strips with streaming stores (no read of the lines they replace) where y's
+// rows are 64-byte aligned. Against plain stores, 1B-shaped Q4_K_M, Xeon,
+// amx tier, A B A B A B: pp512 454 / 488 / 501 -> 532 / 555 / 522 tok/s; 64
+// sequences' prompt phase +9-11%, their generation (64-token calls) +3-5%.
+// The values are the same either way; the fence orders the streaming
+// stores before the call's return (the pool's hand-off publishes them).
+constexpr int kStreamMinTok = 64;
+
+template <class Row>
+inline void store_rows(float* y, int64_t y_stride, int n_valid, int n_rows1, Row row) {
+  if (n_valid >= kStreamMinTok && n_rows1 == kGroupRows &&
+      reinterpret_cast<uintptr_t>(y) % 64 == 0 && y_stride % 16 == 0) {
+    for (int t = 0; t < n_valid; ++t) _mm512_stream_ps(y + t * y_stride, row(t));
+    _mm_sfence();
+    return;
+  }
+  const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
+  for (int t = 0; t < n_valid; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, row(t));
+}
+
 // The K-quants with mins (Q4_K, Q5_K): operands q * sh, q * sl per super-block.
 template <class L>
 struct KernK4 {
@@ -288,11 +313,8 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
   // matmul_multi answers empty rows itself)
   KernK4<L> kern{b, group0, group1, acc, mins, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
-  const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
-  for (int t = 0; t < n_valid; ++t) {
-    _mm512_mask_storeu_ps(y + t * y_stride, mask,
-                          _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t])));
-  }
+  store_rows(y, y_stride, n_valid, n_rows1,
+             [&](int t) { return _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t])); });
 }
 
 // ------------------------------------------------------------------ Q6_K
@@ -385,9 +407,7 @@ void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
   // (written first by super-block 0's float step, from zero: nsb >= 1)
   KernQ6K kern{b, group0, group1, acc, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
-  const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
-  for (int t = 0; t < n_valid; ++t)
-    _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_load_ps(acc[t]));
+  store_rows(y, y_stride, n_valid, n_rows1, [&](int t) { return _mm512_load_ps(acc[t]); });
 }
 
 template <class L>

@@ -30,6 +30,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/thread_pool.h"
+#include "util/huge_page_allocator.h"
 
 namespace omnibus {
 namespace {
@@ -77,7 +78,9 @@ void run_stream(benchmark::State& state, DType type, int64_t n_in, int64_t n_out
   const StreamMatrix& m = StreamMatrix::get(type, n_in, n_out);
   std::mt19937 rng(8);
   std::vector<float> x = quant_testing::random_floats(size_t(n_tok * n_in), rng);
-  std::vector<float> y(size_t(n_tok * n_out));
+  // the engine's activation buffers' allocator (huge pages: a call writes a
+  // column strip, one row per token)
+  std::vector<float, HugePageAllocator<float>> y(size_t(n_tok * n_out));
   MatmulScratch scratch;
   ThreadPool& pool = stream_pool(state.range(1));
   size_t next = 0;

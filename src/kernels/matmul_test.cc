@@ -8,12 +8,14 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/ops_parallel.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/thread_pool.h"
+#include "util/huge_page_allocator.h"
 
 namespace omnibus {
 namespace {
@@ -382,8 +384,8 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
       for (int64_t n_tok : {2, 13, 64, 130}) {  // 130: token chunks of 16, 16 and 1 tiles
-        SCOPED_TRACE(::testing::Message()
-                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in
+                                          << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> all(size_t(n_tok * n_out), NAN);
         matmul(packed, x.data(), n_tok, all.data(), *pools[n_tok % 3], scratch);
@@ -456,8 +458,8 @@ TEST(Matmul, FloatTypesOddRowLengths) {
       const PackedWeight packed = pack_weight(w);
       EXPECT_EQ(packed.is_packed(), cpu_features().use_avx2());
       for (int64_t n_tok : {1, 6, 70}) {  // 70: two token chunks
-        SCOPED_TRACE(::testing::Message()
-                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in
+                                          << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         std::vector<float> y(size_t(n_tok * n_out), NAN);
         matmul(w, x.data(), n_tok, y.data(), pool, scratch);
@@ -527,7 +529,9 @@ void expect_tiers_give(const std::vector<Isa>& tiers, const WeightView& w,
   for (Isa tier : tiers) {
     set_isa_for_testing(tier);
     SCOPED_TRACE(isa_name(tier));
-    std::vector<float> got(want.size(), NAN), viewed(want.size(), NAN);
+    // (64-byte aligned, as the engine's activation buffers: the amx tier
+    // writes whole 64-byte strips of such rows with streaming stores)
+    std::vector<float, HugePageAllocator<float>> got(want.size(), NAN), viewed(want.size(), NAN);
     matmul(packed, x.data(), n_tok, got.data(), pool, scratch);
     matmul(w, x.data(), n_tok, viewed.data(), pool, scratch);
     ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
@@ -588,7 +592,10 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
 // tier's token chunks, one call each, are 96 tokens: several 32-token units),
 // a last pair with 3 valid rows, and token counts that leave a last call of
 // 1..31 tokens; and short rows (3 super-blocks: chunks at their most,
-// kAmxCallTok = 512 tokens, and a last unit of 12 or 17 tokens).
+// kAmxCallTok = 512 tokens, and a last unit of 12 or 17 tokens). 43 outputs
+// (rows of 172 bytes) and 48 (every pair whole, rows 64-byte aligned: the
+// amx tier streams calls of 64 tokens and more to them, and writes the
+// shorter ones as the others).
 TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   std::vector<Isa> tiers;
   if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
@@ -596,21 +603,25 @@ TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   ThreadPool pool(2);
   MatmulScratch scratch;
   const Isa start = isa();
-  const int64_t n_out = 8 * 5 + 3;
   struct Shape {
     int64_t n_in;
     std::vector<int64_t> n_toks;
   };
   for (const Shape& shape : {Shape{256 * 57, {17, 33, 100, 161}}, Shape{256 * 3, {300, 529}}}) {
     const int64_t n_in = shape.n_in;
-    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (const auto& [type, n_out] : {std::pair{DType::Q4_K, 43},
+                                      {DType::Q5_K, 43},
+                                      {DType::Q6_K, 43},
+                                      {DType::Q4_K, 48},
+                                      {DType::Q5_K, 48},
+                                      {DType::Q6_K, 48}}) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
       const PackedWeight packed = pack_weight(w);
       for (int64_t n_tok : shape.n_toks) {
-        SCOPED_TRACE(::testing::Message()
-                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in
+                                          << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         const std::vector<float> want = avx2_y(packed, x, n_tok, n_out, pool, scratch);
         expect_tiers_give(tiers, w, packed, x, n_tok, want, pool, scratch);
@@ -639,8 +650,8 @@ TEST(Matmul, FloatTypesIsaTiersAreBitwiseEqual) {
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
       for (int64_t n_tok : {1, 2, 5, 6, 7, 11, 13, 64, 71}) {
-        SCOPED_TRACE(::testing::Message()
-                     << dtype_name(type) << " n_in=" << n_in << " n_tok=" << n_tok);
+        SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in
+                                          << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
         const std::vector<float> want = avx2_y(packed, x, n_tok, n_out, pool, scratch);
         expect_equals_vec_dot(w, x, n_tok, want);
