@@ -234,7 +234,7 @@ void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_blo
 constexpr int kStreamMinTok = 64;
 
 template <class Row>
-inline void store_rows(float* y, int64_t y_stride, int n_valid, int n_rows1, Row row) {
+inline void store_call_rows(float* y, int64_t y_stride, int n_valid, int n_rows1, Row row) {
   if (n_valid >= kStreamMinTok && n_rows1 == kGroupRows &&
       reinterpret_cast<uintptr_t>(y) % 64 == 0 && y_stride % 16 == 0) {
     for (int t = 0; t < n_valid; ++t) _mm512_stream_ps(y + t * y_stride, row(t));
@@ -313,8 +313,9 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
   // matmul_multi answers empty rows itself)
   KernK4<L> kern{b, group0, group1, acc, mins, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
-  store_rows(y, y_stride, n_valid, n_rows1,
-             [&](int t) { return _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t])); });
+  store_call_rows(y, y_stride, n_valid, n_rows1, [&](int t) {
+    return _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t]));
+  });
 }
 
 // ------------------------------------------------------------------ Q6_K
@@ -407,7 +408,7 @@ void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
   // (written first by super-block 0's float step, from zero: nsb >= 1)
   KernQ6K kern{b, group0, group1, acc, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
-  store_rows(y, y_stride, n_valid, n_rows1, [&](int t) { return _mm512_load_ps(acc[t]); });
+  store_call_rows(y, y_stride, n_valid, n_rows1, [&](int t) { return _mm512_load_ps(acc[t]); });
 }
 
 template <class L>
