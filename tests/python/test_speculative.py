@@ -6,7 +6,6 @@ request can opt out with "speculative": false.
 """
 import json
 import re
-import time
 
 import httpx
 import pytest
@@ -40,15 +39,9 @@ def spec_counters(server):
     """The spec_decode samples as {name: value}; per-position ones as name[position], once the
     engine has published the step that ended its last request (stats are published after each
     step, so a response can reach the client a moment before its last step's counts do)."""
-    deadline = time.monotonic() + 30
-    while True:
-        text = httpx.get(server.base_url + "/metrics", timeout=10).text
-        busy = re.search(r"^omnibus:num_requests_(running|waiting)\{[^}]*\} [1-9]", text, re.M)
-        if busy is None or time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
+    server.wait_idle()
     out = {}
-    for line in text.splitlines():
+    for line in httpx.get(server.base_url + "/metrics", timeout=10).text.splitlines():
         m = re.match(r'(omnibus:spec_decode_\w+)\{[^}]*?(?:position="(\d+)")?\} (\S+)$', line)
         if m:
             out[m[1] + (f"[{m[2]}]" if m[2] else "")] = float(m[3])
