@@ -331,9 +331,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   const int64_t n_tasks = n_regions * n_sub;
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
     const int64_t region = task % n_regions, sub = task / n_regions;
-    // Boundaries at even offsets, so that runs pair up their groups.
-    auto cut = [](int64_t lo, int64_t hi, int64_t i, int64_t n) {
-      return i == n ? hi : lo + (hi - lo) * i / n / 2 * 2;
+    // Boundaries at even offsets, so that runs pair up their groups (at
+    // multiples of 4 on the tile unit, which takes them four at a time).
+    const int64_t align = amx ? 4 : 2;
+    auto cut = [align](int64_t lo, int64_t hi, int64_t i, int64_t n) {
+      return i == n ? hi : lo + (hi - lo) * i / n / align * align;
     };
     const int64_t r0 = cut(0, n_groups, region, n_regions),
                   r1 = cut(0, n_groups, region + 1, n_regions);
@@ -424,17 +426,36 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           // super-block's bytes a distance ahead, on into the next pair (a
           // burst of the whole next pair here, 38 KB of Q4_K, held up the
           // loads behind it: -4 to -28% time a call at 16-512 tokens, Xeon).
-          const uint8_t* gp1 = group_ptr(m, g + 1, 1);
-          const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
+          // Where the chunk has kAmxQuadMinTok tokens or more, four groups of
+          // a matrix packed at load (adjacent) take the quad kernel: each
+          // activation row it brings from L2 serves both its pairs. 4096 x
+          // 14336 and 14336 x 4096, 2 threads, Xeon, A B x3 against pairs:
+          // Q4_K 512 tokens (calls of 96 and 352) 44.8-47.0 -> 40.5-43.6 and
+          // 54.7-55.6 -> 48.9-51.1 ms, Q6_K 41.3-49.5 -> 37.5-40.7 and
+          // 57.1-59.8 -> 48.0-50.5; at 64 tokens Q4_K 4-6% slower (a quad's
+          // operands, sums and accumulators overflow L1), Q6_K unchanged.
+          constexpr int64_t kAmxQuadMinTok = 96;
+          const bool quad = ops.amx_quad != nullptr && packed[m] != nullptr && gg + 3 < g1 &&
+                            gg + 3 < first_group[m + 1] &&
+                            std::min(n_tok - c0 * kTok, (c1 - c0) * kTok) >= kAmxQuadMinTok;
+          const int gn = quad ? 4 : 2;
+          const uint8_t* gp1 = quad ? gp + gb : group_ptr(m, g + 1, 1);
+          const int n_rows_last =
+              int(std::min<int64_t>(kGroupRows, w.n_out - (g + gn - 1) * kGroupRows));
           OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);
           for (int64_t tile = c0; tile < c1; tile += kAmxCallTiles) {
             const int n_valid = int(std::min<int64_t>(
                 {internal::kAmxCallTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
             OMNIBUS_CHECK(n_valid > 0 && n_valid <= internal::kAmxCallTok);
-            ops.amx_pair(gp, gp1, nb, act16 + (tile / kAmxTiles) * nb, act16_block, n_valid,
-                         y + tile * kTok * w.n_out, w.n_out, n_rows1);
+            const internal::AmxActRows* rows = act16 + (tile / kAmxTiles) * nb;
+            float* yt = y + tile * kTok * w.n_out;
+            if (quad) {
+              ops.amx_quad(gp, gb, nb, rows, act16_block, n_valid, yt, w.n_out, n_rows_last);
+            } else {
+              ops.amx_pair(gp, gp1, nb, rows, act16_block, n_valid, yt, w.n_out, n_rows_last);
+            }
           }
-          gg += 2;
+          gg += gn;
           continue;
         }
         const int step = pair ? 2 : 1;

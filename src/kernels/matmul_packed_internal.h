@@ -121,6 +121,12 @@ static_assert(sizeof(AmxActRows) % 64 == 0);
 using AmxPairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb,
                            const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
                            int64_t y_stride, int n_rows1);
+// The same on four adjacent groups (32 rows: group i at group0 + i gb, y's
+// outputs 0..31, the last group n_rows3 valid): each activation row the tile
+// unit loads (from L2) serves twice the outputs.
+using AmxQuadFn = void (*)(const uint8_t* group0, size_t gb, int64_t nb, const AmxActRows* act16,
+                           size_t act16_block, int n_valid, float* y, int64_t y_stride,
+                           int n_rows3);
 
 // A packed type's kernels. Calls of 1..2 kTok tokens take wide_pair where
 // the type has one for that count, and so do calls of up to 64 tokens, in
@@ -142,6 +148,7 @@ struct Ops {
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
   WidePairFn wide_pair[2 * kTok + 1] = {};              // [1, 2 * kTok] tokens (null: none)
   AmxPairFn amx_pair = nullptr;  // the amx tier's many-token pairs (null: none)
+  AmxQuadFn amx_quad = nullptr;  // and quads of groups (with amx_pair)
 };
 
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:
@@ -221,6 +228,20 @@ inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at) {
     for (size_t l = 0; l < Bytes; l += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(group0 + off + l), _MM_HINT_T1);
       _mm_prefetch(reinterpret_cast<const char*>(group0 + gb + off + l), _MM_HINT_T1);
+    }
+  }
+}
+
+// prefetch_pair_span for four adjacent groups walked side by side: the
+// distance runs on into the next four (+4 gb).
+template <size_t Bytes>
+inline void prefetch_quad_span(const uint8_t* group0, size_t gb, size_t at) {
+  if constexpr (kPrefetch > 0) {
+    size_t off = at + size_t(kPrefetch);
+    if (off >= gb) off += 3 * gb;
+    for (size_t l = 0; l < Bytes; l += 64) {
+      for (size_t g = 0; g < 4; ++g)
+        _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), _MM_HINT_T1);
     }
   }
 }

@@ -1,7 +1,8 @@
 // The amx tier's Q4_K, Q5_K and Q6_K kernels for many tokens: two packed groups
-// (16 rows) x up to kAmxCallTok tokens per call on the tile unit (AMX-INT8's
-// tdpbsud / tdpbssd: signed activation bytes times unsigned / signed weight
-// bytes, 16 x 16 int32 sums of 64-byte rows).
+// (16 rows; amx_pair) or four (32 rows; amx_quad) x up to kAmxCallTok tokens
+// per call on the tile unit (AMX-INT8's tdpbsud / tdpbssd: signed activation
+// bytes times unsigned / signed weight bytes, 16 x 16 int32 sums of 64-byte
+// rows).
 //
 // A Q4_K / Q5_K super-block's result needs, per output and token,
 //   isum = sum_j sc_j * sum_{k in sub-block j} q[k] * a[k]   (exact int32)
@@ -14,11 +15,12 @@
 // is into the bytes of each weight's whole product (below). A call lays each
 // super-block's two byte matrices out once (into an L1 buffer) and runs all
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
-// and 32 tokens. Laying a super-block out first prefetches its bytes
-// kPrefetch ahead, on into the next pair (prefetch_pair_span): the stream is
-// the run's pairs, one after another. The float steps after them are the
-// avx512 tier's, in its order (acc, mins per super-block; super-block 0
-// starts from zero): bitwise equal to every tier
+// and 32 tokens (a quad: both pairs' operands, and each 32 tokens through
+// one pair then the other). Laying a super-block out first prefetches its
+// bytes kPrefetch ahead, on into the next pair or quad (prefetch_pair_span,
+// prefetch_quad_span): the stream is the run's groups, in order. The float
+// steps after them are the avx512 tier's, in its order (acc, mins per
+// super-block; super-block 0 starts from zero): bitwise equal to every tier
 // (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
 //
 // Thread-safety: stateless; each call configures the calling thread's tiles
@@ -113,11 +115,13 @@ void unpack_super(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint
 // share each weight operand.
 constexpr int kBlockTok = 16, kUnitTok = 2 * kBlockTok;
 
-// One unit of a call: up to 32 tokens (from t0) of one super-block.
+// One unit of a call: up to 32 tokens (from t0) of one super-block of one of
+// the call's pairs.
 struct Unit {
   const AmxActRows* a0;  // the super-block's rows of the unit's two blocks
   const AmxActRows* a1;  // (a1 only where n > 16)
   int t0, n;
+  int pair;  // the call's pair (0 for a pair's call, 0 or 1 for a quad's)
 };
 
 // Rows [r0, r1) of part `part` (of 4) of a unit's block: a two-block unit
@@ -180,13 +184,20 @@ inline void unit_products(const uint8_t* b, const Unit& unit, UnitSums& c, Hook 
 }
 
 // Runs a call as units: super-block outer, so that a super-block's weight
-// operands, laid out once (Kern::prepare, into the L1 buffer Kern::b), serve
-// all the call's tokens; its units inner. unit_products issues a unit's tile
-// products, calling hook(part) for parts 0..3 between its tile steps; the
-// hook runs part `part` of the previous unit's float steps (Kern::finish), so
-// that the vector units work while the tile unit does, and the out-of-order
-// window always holds both. A token's super-blocks are finished in ascending
-// order, as every tier accumulates them.
+// operands, laid out once (Kern::prepare, into the L1 buffer Kern::b: one
+// kSuperBytes per pair), serve all the call's tokens; its token units inner,
+// and for each, the call's pairs (Kern::kPairs: 1, or 2 for a quad of
+// groups) one after the other. The activation rows come from L2 (a call's
+// tokens x the row: up to 1.5 MiB), so a quad's second pair finds its unit's
+// rows in L1: half the L2 traffic per product (4096 x 14336 Q4_K, 1 thread,
+// every unit's rows read from L1 instead, values wrong, timing only: a
+// 512-token call took 27% less time, a 64-token one 20% less). unit_products
+// issues a unit's tile products, calling hook(part) for parts 0..3 between
+// its tile steps; the hook runs part `part` of the previous unit's float
+// steps (Kern::finish), so that the vector units work while the tile unit
+// does, and the out-of-order window always holds both. A token's
+// super-blocks are finished in ascending order, as every tier accumulates
+// them.
 template <class Kern>
 void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_block, int n_valid) {
   // 0 < n_valid <= kAmxCallTok: the driver checks it (no out-of-line code
@@ -206,14 +217,17 @@ void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_blo
     const typename Kern::Fin f = kern.prepare(sb);
     for (int iu = 0; iu < n_units; ++iu) {
       const int t0 = iu * kUnitTok, n = std::min(kUnitTok, n_valid - t0);
-      const Unit unit{rows(2 * iu, sb), n > kBlockTok ? rows(2 * iu + 1, sb) : nullptr, t0, n};
-      const int64_t prev = (u - 1) & 1;
-      unit_products<Kern::kSecondSigned>(kern.b, unit, sums[u & 1], [&](int part) {
-        if (u > 0) kern.finish(sums[prev], fin[prev], units[prev], part);
-      });
-      fin[u & 1] = f;
-      units[u & 1] = unit;
-      ++u;
+      for (int p = 0; p < Kern::kPairs; ++p) {
+        const Unit unit{rows(2 * iu, sb), n > kBlockTok ? rows(2 * iu + 1, sb) : nullptr, t0, n, p};
+        const int64_t prev = (u - 1) & 1;
+        unit_products<Kern::kSecondSigned>(
+            kern.b + size_t(p) * kSuperBytes, unit, sums[u & 1], [&](int part) {
+              if (u > 0) kern.finish(sums[prev], fin[prev], units[prev], part);
+            });
+        fin[u & 1] = f;
+        units[u & 1] = unit;
+        ++u;
+      }
     }
   }
   _tile_release();
@@ -245,36 +259,45 @@ inline void store_call_rows(float* y, int64_t y_stride, int n_valid, int n_rows1
   for (int t = 0; t < n_valid; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, row(t));
 }
 
-// The K-quants with mins (Q4_K, Q5_K): operands q * sh, q * sl per super-block.
-template <class L>
+// The K-quants with mins (Q4_K, Q5_K): operands q * sh, q * sl per
+// super-block, for NP pairs (pair p: groups g[2p], g[2p + 1]).
+template <class L, int NP>
 struct KernK4 {
-  using Sums = UnitSums;  // [token block][sh, sl][token][output]
+  static constexpr int kPairs = NP;
   static constexpr bool kSecondSigned = false;
-  // What a super-block's float steps need besides the sums: the pair's mins
+  // What a super-block's float steps need besides the sums: each pair's mins
   // (int16, sub-blocks 2k and 2k + 1 per lane pair), d and dmin.
   struct Fin {
-    __m512i mv[4];
-    __m512 d, dm;
+    __m512i mv[NP][4];
+    __m512 d[NP], dm[NP];
     bool first;  // super-block 0: the sums start from zero, not acc / mins
   };
 
-  uint8_t* b;  // the current super-block's operands (kSuperBytes)
-  const uint8_t* group0;
-  const uint8_t* group1;
-  float (*acc)[16];
-  float (*mins)[16];
+  uint8_t* b;  // the current super-block's operands (NP x kSuperBytes)
+  const uint8_t* g[2 * NP];
+  size_t gb;  // bytes from one group to the next (the prefetch's stride)
+  float (*acc[NP])[16];
+  float (*mins[NP])[16];
   int64_t nsb;
 
   Fin prepare(int64_t sb) const {
-    prefetch_pair_span<L::kSuper>(group0, size_t(nsb) * L::kSuper, size_t(sb) * L::kSuper);
-    unpack_super<L>(group0, group1, sb, b);
-    Fin f;
-    for (int k = 0; k < 4; ++k) {
-      f.mv[k] = _mm512_cvtepu8_epi16(
-          _mm256_set_m128i(load128(group1 + L::mn(sb, k)), load128(group0 + L::mn(sb, k))));
+    if constexpr (NP == 1) {
+      prefetch_pair_span<L::kSuper>(g[0], gb, size_t(sb) * L::kSuper);
+    } else {
+      prefetch_quad_span<L::kSuper>(g[0], gb, size_t(sb) * L::kSuper);
     }
-    f.d = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
-    f.dm = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
+    Fin f;
+    for (int p = 0; p < NP; ++p) {
+      const uint8_t* group0 = g[2 * p];
+      const uint8_t* group1 = g[2 * p + 1];
+      unpack_super<L>(group0, group1, sb, b + size_t(p) * kSuperBytes);
+      for (int k = 0; k < 4; ++k) {
+        f.mv[p][k] = _mm512_cvtepu8_epi16(
+            _mm256_set_m128i(load128(group1 + L::mn(sb, k)), load128(group0 + L::mn(sb, k))));
+      }
+      f.d[p] = join_halfs(group0 + L::d(sb), group1 + L::d(sb));
+      f.dm[p] = join_halfs(group0 + L::dmin(sb), group1 + L::dmin(sb));
+    }
     f.first = sb == 0;
     return f;
   }
@@ -282,24 +305,26 @@ struct KernK4 {
   // kernel_k4_pair512's float steps, in its order. The mins' integer sum is
   // exact either way (vpdpwssd does not saturate): the same int32 as the
   // avx512 tier's vpmaddwd and adds.
-  void finish(const Sums& c, const Fin& f, const Unit& unit, int part) const {
+  void finish(const UnitSums& c, const Fin& f, const Unit& unit, int part) const {
     int r0, r1;
     const int blk = part_rows(unit, part, &r0, &r1);
     const AmxActRows& at = blk == 0 ? *unit.a0 : *unit.a1;
-    float(*a)[16] = acc + unit.t0 + blk * kBlockTok;
-    float(*mn)[16] = mins + unit.t0 + blk * kBlockTok;
+    float(*a)[16] = acc[unit.pair] + unit.t0 + blk * kBlockTok;
+    float(*mn)[16] = mins[unit.pair] + unit.t0 + blk * kBlockTok;
+    const __m512i* mv = f.mv[unit.pair];
+    const __m512 d = f.d[unit.pair], dm = f.dm[unit.pair];
     for (int r = r0; r < r1; ++r) {
       const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][0][r]), 3),
                                             _mm512_load_si512(c[blk][1][r]));
-      __m512i m = _mm512_madd_epi16(f.mv[0], bcast32_512(&at.bsum_pairs[r][0]));
+      __m512i m = _mm512_madd_epi16(mv[0], bcast32_512(&at.bsum_pairs[r][0]));
       for (int k = 1; k < 4; ++k) {
-        m = _mm512_dpwssd_epi32(m, f.mv[k], bcast32_512(&at.bsum_pairs[r][2 * k]));
+        m = _mm512_dpwssd_epi32(m, mv[k], bcast32_512(&at.bsum_pairs[r][2 * k]));
       }
       const __m512 da = _mm512_set1_ps(at.d[r]);
       const __m512 a0 = f.first ? _mm512_setzero_ps() : _mm512_load_ps(a[r]);
       const __m512 m0 = f.first ? _mm512_setzero_ps() : _mm512_load_ps(mn[r]);
-      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, da), _mm512_cvtepi32_ps(isum), a0));
-      _mm512_store_ps(mn[r], _mm512_fmadd_ps(_mm512_mul_ps(f.dm, da), _mm512_cvtepi32_ps(m), m0));
+      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum), a0));
+      _mm512_store_ps(mn[r], _mm512_fmadd_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(m), m0));
     }
   }
 };
@@ -311,11 +336,30 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
   alignas(64) float acc[kAmxCallTok][16], mins[kAmxCallTok][16];
   // (written first by super-block 0's float steps, from zero: nsb >= 1,
   // matmul_multi answers empty rows itself)
-  KernK4<L> kern{b, group0, group1, acc, mins, nsb};
+  KernK4<L, 1> kern{b, {group0, group1}, size_t(nsb) * L::kSuper, {acc}, {mins}, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
   store_call_rows(y, y_stride, n_valid, n_rows1, [&](int t) {
     return _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t]));
   });
+}
+
+template <class L>
+void amx_quad(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* act16,
+              size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows3) {
+  alignas(64) uint8_t b[2 * kSuperBytes];
+  alignas(64) float acc[2][kAmxCallTok][16], mins[2][kAmxCallTok][16];
+  KernK4<L, 2> kern{b,
+                    {group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb},
+                    gb,
+                    {acc[0], acc[1]},
+                    {mins[0], mins[1]},
+                    nsb};
+  run_call(kern, nsb, act16, act16_block, n_valid);
+  for (int p = 0; p < 2; ++p) {
+    store_call_rows(y + 16 * p, y_stride, n_valid, p == 0 ? kGroupRows : n_rows3, [&](int t) {
+      return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
+    });
+  }
 }
 
 // ------------------------------------------------------------------ Q6_K
@@ -331,6 +375,7 @@ void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const A
 
 // Per super-block of a pair: [c][lo, hi][16 rows k4][64 bytes].
 constexpr size_t kSuperBytes6 = 4 * 2 * kTileBytes;
+static_assert(kSuperBytes6 == kSuperBytes, "unit_products finds pair 1's operands kSuperBytes on");
 
 void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint8_t* o) {
   // the avx512 tier's split to one byte per element (unpacked vector k4 =
@@ -363,37 +408,48 @@ void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uin
   }
 }
 
-// Q6_K: operands the low and high bytes of (q - 32) sc per super-block.
+// Q6_K: operands the low and high bytes of (q - 32) sc per super-block, for
+// NP pairs.
+template <int NP>
 struct KernQ6K {
-  using Sums = UnitSums;                       // [token block][lo, hi][token][output]
+  static constexpr int kPairs = NP;
   static constexpr bool kSecondSigned = true;  // the high bytes
   struct Fin {
-    __m512 d;
+    __m512 d[NP];
     bool first;  // super-block 0: the sums start from zero, not acc
   };
 
-  uint8_t* b;  // the current super-block's operands (kSuperBytes6)
-  const uint8_t* group0;
-  const uint8_t* group1;
-  float (*acc)[16];
+  uint8_t* b;  // the current super-block's operands (NP x kSuperBytes6)
+  const uint8_t* g[2 * NP];
+  size_t gb;
+  float (*acc[NP])[16];
   int64_t nsb;
 
   Fin prepare(int64_t sb) const {
-    prefetch_pair_span<kSuper6>(group0, size_t(nsb) * kSuper6, size_t(sb) * kSuper6);
-    unpack_super6(group0, group1, sb, b);
-    return {join_halfs(group0 + d6(sb), group1 + d6(sb)), sb == 0};
+    if constexpr (NP == 1) {
+      prefetch_pair_span<kSuper6>(g[0], gb, size_t(sb) * kSuper6);
+    } else {
+      prefetch_quad_span<kSuper6>(g[0], gb, size_t(sb) * kSuper6);
+    }
+    Fin f;
+    for (int p = 0; p < NP; ++p) {
+      unpack_super6(g[2 * p], g[2 * p + 1], sb, b + size_t(p) * kSuperBytes6);
+      f.d[p] = join_halfs(g[2 * p] + d6(sb), g[2 * p + 1] + d6(sb));
+    }
+    f.first = sb == 0;
+    return f;
   }
 
   // kernel_q6_K's float step, in its order.
-  void finish(const Sums& c, const Fin& f, const Unit& unit, int part) const {
+  void finish(const UnitSums& c, const Fin& f, const Unit& unit, int part) const {
     int r0, r1;
     const int blk = part_rows(unit, part, &r0, &r1);
     const AmxActRows& at = blk == 0 ? *unit.a0 : *unit.a1;
-    float(*a)[16] = acc + unit.t0 + blk * kBlockTok;
+    float(*a)[16] = acc[unit.pair] + unit.t0 + blk * kBlockTok;
     for (int r = r0; r < r1; ++r) {
       const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[blk][1][r]), 8),
                                             _mm512_load_si512(c[blk][0][r]));
-      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d, _mm512_set1_ps(at.d[r])),
+      _mm512_store_ps(a[r], _mm512_fmadd_ps(_mm512_mul_ps(f.d[unit.pair], _mm512_set1_ps(at.d[r])),
                                             _mm512_cvtepi32_ps(isum),
                                             f.first ? _mm512_setzero_ps() : _mm512_load_ps(a[r])));
     }
@@ -406,15 +462,29 @@ void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
   alignas(64) uint8_t b[kSuperBytes6];
   alignas(64) float acc[kAmxCallTok][16];
   // (written first by super-block 0's float step, from zero: nsb >= 1)
-  KernQ6K kern{b, group0, group1, acc, nsb};
+  KernQ6K<1> kern{b, {group0, group1}, size_t(nsb) * kSuper6, {acc}, nsb};
   run_call(kern, nsb, act16, act16_block, n_valid);
   store_call_rows(y, y_stride, n_valid, n_rows1, [&](int t) { return _mm512_load_ps(acc[t]); });
+}
+
+void amx_quad_q6_K(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* act16,
+                   size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows3) {
+  alignas(64) uint8_t b[2 * kSuperBytes6];
+  alignas(64) float acc[2][kAmxCallTok][16];
+  KernQ6K<2> kern{
+      b, {group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, gb, {acc[0], acc[1]}, nsb};
+  run_call(kern, nsb, act16, act16_block, n_valid);
+  for (int p = 0; p < 2; ++p) {
+    store_call_rows(y + 16 * p, y_stride, n_valid, p == 0 ? kGroupRows : n_rows3,
+                    [&](int t) { return _mm512_load_ps(acc[p][t]); });
+  }
 }
 
 template <class L>
 Ops with_amx(const Ops& avx512_ops) {
   Ops o = avx512_ops;
   o.amx_pair = amx_pair<L>;
+  o.amx_quad = amx_quad<L>;
   return o;
 }
 
@@ -434,6 +504,7 @@ const Ops& ops_q6_K() {
   static const Ops ops = [] {
     Ops o = avx512::ops_q6_K();
     o.amx_pair = amx_pair_q6_K;
+    o.amx_quad = amx_quad_q6_K;
     return o;
   }();
   return ops;

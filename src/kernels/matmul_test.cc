@@ -593,9 +593,11 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
 // a last pair with 3 valid rows, and token counts that leave a last call of
 // 1..31 tokens; and short rows (3 super-blocks: chunks at their most,
 // kAmxCallTok = 512 tokens, and a last unit of 12 or 17 tokens). 43 outputs
-// (rows of 172 bytes) and 48 (every pair whole, rows 64-byte aligned: the
-// amx tier streams calls of 64 tokens and more to them, and writes the
-// shorter ones as the others).
+// (rows of 172 bytes: on the amx tier a quad of groups, then a pair with 3
+// valid rows), 48 (every pair whole, rows 64-byte aligned: the amx tier
+// streams calls of 64 tokens and more to them, and writes the shorter ones as
+// the others) and 59 (two quads, the second with 3 valid rows in its last
+// group).
 TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   std::vector<Isa> tiers;
   if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
@@ -614,7 +616,10 @@ TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
                                       {DType::Q6_K, 43},
                                       {DType::Q4_K, 48},
                                       {DType::Q5_K, 48},
-                                      {DType::Q6_K, 48}}) {
+                                      {DType::Q6_K, 48},
+                                      {DType::Q4_K, 59},
+                                      {DType::Q5_K, 59},
+                                      {DType::Q6_K, 59}}) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       set_isa_for_testing(Isa::kAvx2);
