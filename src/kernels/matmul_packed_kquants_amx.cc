@@ -377,14 +377,27 @@ void amx_quad(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* a
 constexpr size_t kSuperBytes6 = 4 * 2 * kTileBytes;
 static_assert(kSuperBytes6 == kSuperBytes, "unit_products finds pair 1's operands kSuperBytes on");
 
+// The top two bits of unpacked vector 4s + M (qh: both groups' 32 bytes of
+// sub-block s) as bits 4-5 of each byte: matmul_packed_kquants.inc's
+// q6_top_bits on 64 bytes (16-bit shifts: what crosses a byte boundary
+// never reaches bits 4-5).
+template <int M>
+inline __m512i q6_top_bits512(__m512i qh) {
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  if constexpr (M <= 2)
+    return _mm512_and_si512(_mm512_slli_epi16(qh, 4 - 2 * M), m30);
+  else
+    return _mm512_and_si512(_mm512_srli_epi16(qh, 2 * M - 4), m30);
+}
+
+// Super-block sb's operands straight from the packed quants, in one pass:
+// per sub-block s, its 4 unpacked vectors k4 = 4s + m (elements 4 k4..4 k4 +
+// 3 of a group's 8 rows: one tile row; group 0's in the low half), each the
+// bytes the avx512 tier's unpack_q6_K gives (q6_K_vectors on both groups at
+// once), then split as below.
 void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uint8_t* o) {
-  // the avx512 tier's split to one byte per element (unpacked vector k4 =
-  // elements 4 k4..4 k4 + 3 of the 8 rows: a tile row of one group)
-  static const UnpackFn unpack = avx512::ops_q6_K().unpack;
-  alignas(64) uint8_t u0[2048], u1[2048];
   const __m512i lo8 = _mm512_set1_epi16(0x00FF), hi8 = _mm512_set1_epi16(int16_t(0xFF00));
-  unpack(group0 + size_t(sb) * kSuper6, 1, u0);
-  unpack(group1 + size_t(sb) * kSuper6, 1, u1);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), k32 = _mm512_set1_epi8(32);
   for (int s = 0; s < 16; ++s) {
     int64_t sc0, sc1;
     std::memcpy(&sc0, group0 + sc6(sb, s), 8);
@@ -394,12 +407,21 @@ void unpack_super6(const uint8_t* group0, const uint8_t* group1, int64_t sb, uin
     const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
     const __m512i sc16 =
         _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));
+    const __m512i qh = join256u(group0 + qh6(sb, s), group1 + qh6(sb, s));
+    __m512i v[4];
+    for (int h = 0; h < 2; ++h) {  // q6_K_vectors<h>: vectors 4s + 2h, 4s + 2h + 1
+      const __m512i wq = join256u(group0 + ql6(sb, 2 * s + h), group1 + ql6(sb, 2 * s + h));
+      const __m512i top0 = h == 0 ? q6_top_bits512<0>(qh) : q6_top_bits512<2>(qh);
+      const __m512i top1 = h == 0 ? q6_top_bits512<1>(qh) : q6_top_bits512<3>(qh);
+      v[2 * h] = _mm512_or_si512(_mm512_and_si512(wq, m4), top0);
+      v[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(wq, 4), m4), top1);
+    }
     for (int m = 0; m < 4; ++m) {
       const int k4 = 4 * s + m, c = k4 / 16, r = k4 % 16;
-      const __m512i v = _mm512_sub_epi8(join256(u0 + 32 * k4, u1 + 32 * k4), _mm512_set1_epi8(32));
+      const __m512i x = _mm512_sub_epi8(v[m], k32);
       // the even and odd bytes as int16, each product w in its own lane
-      const __m512i we = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), sc16);
-      const __m512i wo = _mm512_mullo_epi16(_mm512_srai_epi16(v, 8), sc16);
+      const __m512i we = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(x, 8), 8), sc16);
+      const __m512i wo = _mm512_mullo_epi16(_mm512_srai_epi16(x, 8), sc16);
       uint8_t* lo = o + (size_t(c) * 2 * 16 + size_t(r)) * 64;
       _mm512_store_si512(lo, _mm512_or_si512(_mm512_and_si512(we, lo8), _mm512_slli_epi16(wo, 8)));
       _mm512_store_si512(lo + kTileBytes,
