@@ -439,7 +439,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
                             gg + 3 < first_group[m + 1] &&
                             std::min(n_tok - c0 * kTok, (c1 - c0) * kTok) >= kAmxQuadMinTok;
           const int gn = quad ? 4 : 2;
-          const uint8_t* gp1 = quad ? gp + gb : group_ptr(m, g + 1, 1);
+          const uint8_t* gp1 = group_ptr(m, g + 1, 1);
           const int n_rows_last =
               int(std::min<int64_t>(kGroupRows, w.n_out - (g + gn - 1) * kGroupRows));
           OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);

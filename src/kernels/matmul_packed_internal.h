@@ -216,34 +216,26 @@ inline void prefetch_span(const uint8_t* p) {
   for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off);
 }
 
-// prefetch_span for a kernel that walks two adjacent groups (group1 =
-// group0 + gb bytes) side by side, at offset `at` of each: the stream is the
-// pair, so the distance runs on into the next pair's groups (+2 gb) instead
-// of into group1, which is being read already.
-template <size_t Bytes>
-inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at) {
+// prefetch_span for a kernel that walks N adjacent groups (group i = group0
+// + i gb bytes) side by side, at offset `at` of each: the stream is the N
+// groups, so the distance runs on into the next N (+N gb) instead of into
+// group 1, which is being read already.
+template <size_t Bytes, size_t N>
+inline void prefetch_groups_span(const uint8_t* group0, size_t gb, size_t at) {
   if constexpr (kPrefetch > 0) {
     size_t off = at + size_t(kPrefetch);
-    if (off >= gb) off += gb;
+    if (off >= gb) off += (N - 1) * gb;
     for (size_t l = 0; l < Bytes; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(group0 + off + l), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(group0 + gb + off + l), _MM_HINT_T1);
+      for (size_t g = 0; g < N; ++g)
+        _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), _MM_HINT_T1);
     }
   }
 }
 
-// prefetch_pair_span for four adjacent groups walked side by side: the
-// distance runs on into the next four (+4 gb).
+// The pair kernels' (N = 2).
 template <size_t Bytes>
-inline void prefetch_quad_span(const uint8_t* group0, size_t gb, size_t at) {
-  if constexpr (kPrefetch > 0) {
-    size_t off = at + size_t(kPrefetch);
-    if (off >= gb) off += 3 * gb;
-    for (size_t l = 0; l < Bytes; l += 64) {
-      for (size_t g = 0; g < 4; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), _MM_HINT_T1);
-    }
-  }
+inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at) {
+  prefetch_groups_span<Bytes, 2>(group0, gb, at);
 }
 
 // Offsets in a packed Q4_K / Q5_K group: quants qs (and Q5_K's hb) of

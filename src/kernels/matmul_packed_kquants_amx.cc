@@ -17,8 +17,8 @@
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
 // and 32 tokens (a quad: both pairs' operands, and each 32 tokens through
 // one pair then the other). Laying a super-block out first prefetches its
-// bytes kPrefetch ahead, on into the next pair or quad (prefetch_pair_span,
-// prefetch_quad_span): the stream is the run's groups, in order. The float
+// bytes kPrefetch ahead, on into the next pair or quad
+// (prefetch_groups_span): the stream is the run's groups, in order. The float
 // steps after them are the avx512 tier's, in its order (acc, mins per
 // super-block; super-block 0 starts from zero): bitwise equal to every tier
 // (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
@@ -275,17 +275,13 @@ struct KernK4 {
 
   uint8_t* b;  // the current super-block's operands (NP x kSuperBytes)
   const uint8_t* g[2 * NP];
-  size_t gb;  // bytes from one group to the next (the prefetch's stride)
-  float (*acc[NP])[16];
-  float (*mins[NP])[16];
+  size_t gb;                      // bytes from one group to the next (the prefetch's stride)
+  float (*acc)[kAmxCallTok][16];  // [pair][token][output]
+  float (*mins)[kAmxCallTok][16];
   int64_t nsb;
 
   Fin prepare(int64_t sb) const {
-    if constexpr (NP == 1) {
-      prefetch_pair_span<L::kSuper>(g[0], gb, size_t(sb) * L::kSuper);
-    } else {
-      prefetch_quad_span<L::kSuper>(g[0], gb, size_t(sb) * L::kSuper);
-    }
+    prefetch_groups_span<L::kSuper, 2 * NP>(g[0], gb, size_t(sb) * L::kSuper);
     Fin f;
     for (int p = 0; p < NP; ++p) {
       const uint8_t* group0 = g[2 * p];
@@ -329,37 +325,45 @@ struct KernK4 {
   }
 };
 
+// Runs a call on Kern's kPairs pairs and writes pair p's outputs to y + 16 p
+// (row(p, t): token t's; the last pair's second group n_rows_last valid).
+template <class Kern, class Row>
+void run_and_store(Kern& kern, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+                   int64_t y_stride, int n_rows_last, Row row) {
+  run_call(kern, kern.nsb, act16, act16_block, n_valid);
+  for (int p = 0; p < Kern::kPairs; ++p) {
+    store_call_rows(y + 16 * p, y_stride, n_valid, p + 1 < Kern::kPairs ? kGroupRows : n_rows_last,
+                    [&](int t) { return row(p, t); });
+  }
+}
+
+// Q4_K / Q5_K on NP pairs: groups g[0..2 NP), gb bytes apart for the prefetch.
+template <class L, int NP>
+void amx_k4(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const AmxActRows* act16,
+            size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows_last) {
+  alignas(64) uint8_t b[NP * kSuperBytes];
+  alignas(64) float acc[NP][kAmxCallTok][16], mins[NP][kAmxCallTok][16];
+  // (written first by super-block 0's float steps, from zero: nsb >= 1,
+  // matmul_multi answers empty rows itself)
+  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb};
+  std::copy_n(g, 2 * NP, kern.g);
+  run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, [&](int p, int t) {
+    return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
+  });
+}
+
 template <class L>
 void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const AmxActRows* act16,
               size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows1) {
-  alignas(64) uint8_t b[kSuperBytes];
-  alignas(64) float acc[kAmxCallTok][16], mins[kAmxCallTok][16];
-  // (written first by super-block 0's float steps, from zero: nsb >= 1,
-  // matmul_multi answers empty rows itself)
-  KernK4<L, 1> kern{b, {group0, group1}, size_t(nsb) * L::kSuper, {acc}, {mins}, nsb};
-  run_call(kern, nsb, act16, act16_block, n_valid);
-  store_call_rows(y, y_stride, n_valid, n_rows1, [&](int t) {
-    return _mm512_sub_ps(_mm512_load_ps(acc[t]), _mm512_load_ps(mins[t]));
-  });
+  amx_k4<L, 1>({group0, group1}, size_t(nsb) * L::kSuper, nsb, act16, act16_block, n_valid, y,
+               y_stride, n_rows1);
 }
 
 template <class L>
 void amx_quad(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* act16,
               size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows3) {
-  alignas(64) uint8_t b[2 * kSuperBytes];
-  alignas(64) float acc[2][kAmxCallTok][16], mins[2][kAmxCallTok][16];
-  KernK4<L, 2> kern{b,
-                    {group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb},
-                    gb,
-                    {acc[0], acc[1]},
-                    {mins[0], mins[1]},
-                    nsb};
-  run_call(kern, nsb, act16, act16_block, n_valid);
-  for (int p = 0; p < 2; ++p) {
-    store_call_rows(y + 16 * p, y_stride, n_valid, p == 0 ? kGroupRows : n_rows3, [&](int t) {
-      return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
-    });
-  }
+  amx_k4<L, 2>({group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, gb, nsb, act16, act16_block,
+               n_valid, y, y_stride, n_rows3);
 }
 
 // ------------------------------------------------------------------ Q6_K
@@ -443,16 +447,12 @@ struct KernQ6K {
 
   uint8_t* b;  // the current super-block's operands (NP x kSuperBytes6)
   const uint8_t* g[2 * NP];
-  size_t gb;
-  float (*acc[NP])[16];
+  size_t gb;                      // bytes from one group to the next (the prefetch's stride)
+  float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   int64_t nsb;
 
   Fin prepare(int64_t sb) const {
-    if constexpr (NP == 1) {
-      prefetch_pair_span<kSuper6>(g[0], gb, size_t(sb) * kSuper6);
-    } else {
-      prefetch_quad_span<kSuper6>(g[0], gb, size_t(sb) * kSuper6);
-    }
+    prefetch_groups_span<kSuper6, 2 * NP>(g[0], gb, size_t(sb) * kSuper6);
     Fin f;
     for (int p = 0; p < NP; ++p) {
       unpack_super6(g[2 * p], g[2 * p + 1], sb, b + size_t(p) * kSuperBytes6);
@@ -478,28 +478,30 @@ struct KernQ6K {
   }
 };
 
+// Q6_K on NP pairs: groups g[0..2 NP), gb bytes apart for the prefetch.
+template <int NP>
+void amx_q6_K(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const AmxActRows* act16,
+              size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows_last) {
+  alignas(64) uint8_t b[NP * kSuperBytes6];
+  alignas(64) float acc[NP][kAmxCallTok][16];
+  // (written first by super-block 0's float step, from zero: nsb >= 1)
+  KernQ6K<NP> kern{b, {}, gb, acc, nsb};
+  std::copy_n(g, 2 * NP, kern.g);
+  run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last,
+                [&](int p, int t) { return _mm512_load_ps(acc[p][t]); });
+}
+
 void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
                    const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
                    int64_t y_stride, int n_rows1) {
-  alignas(64) uint8_t b[kSuperBytes6];
-  alignas(64) float acc[kAmxCallTok][16];
-  // (written first by super-block 0's float step, from zero: nsb >= 1)
-  KernQ6K<1> kern{b, {group0, group1}, size_t(nsb) * kSuper6, {acc}, nsb};
-  run_call(kern, nsb, act16, act16_block, n_valid);
-  store_call_rows(y, y_stride, n_valid, n_rows1, [&](int t) { return _mm512_load_ps(acc[t]); });
+  amx_q6_K<1>({group0, group1}, size_t(nsb) * kSuper6, nsb, act16, act16_block, n_valid, y,
+              y_stride, n_rows1);
 }
 
 void amx_quad_q6_K(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* act16,
                    size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows3) {
-  alignas(64) uint8_t b[2 * kSuperBytes6];
-  alignas(64) float acc[2][kAmxCallTok][16];
-  KernQ6K<2> kern{
-      b, {group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, gb, {acc[0], acc[1]}, nsb};
-  run_call(kern, nsb, act16, act16_block, n_valid);
-  for (int p = 0; p < 2; ++p) {
-    store_call_rows(y + 16 * p, y_stride, n_valid, p == 0 ? kGroupRows : n_rows3,
-                    [&](int t) { return _mm512_load_ps(acc[p][t]); });
-  }
+  amx_q6_K<2>({group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, gb, nsb, act16, act16_block,
+              n_valid, y, y_stride, n_rows3);
 }
 
 template <class L>
