@@ -424,7 +424,7 @@ TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 21, 64}) {
+      for (int64_t n_tok : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 21, 64, 66, 71, 100, 133}) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
