@@ -20,10 +20,11 @@
 //                                                    (matmul_packed_kquants.inc)
 // Groups follow each other, so a run of groups is one linear stream.
 //
-// "Unpacked" groups (many-token calls): the 4/5/6-bit quants split to one
-// unsigned byte per element once per group, kUnpackedBlock bytes per 32
-// elements: for i in 0..3 the low-nibble vector of qs[i] (elements 4i..4i+3
-// of the 8 rows), then its high-nibble vector (16+4i..16+4i+3).
+// "Unpacked" groups (many-token calls on the avx2 / avx_vnni tiers; avx512
+// runs them as slices of its one-pass kernels): the 4/5/6-bit quants split
+// to one unsigned byte per element once per group, kUnpackedBlock bytes per
+// 32 elements: for i in 0..3 the low-nibble vector of qs[i] (elements
+// 4i..4i+3 of the 8 rows), then its high-nibble vector (16+4i..16+4i+3).
 //
 // Thread-safety: stateless functions and immutable tables.
 #pragma once
@@ -556,10 +557,6 @@ inline __m512i join_scales8(const void* p0, const void* p1) {
   return _mm512_cvtepi8_epi32(_mm_set_epi64x(s1, s0));
 }
 
-// s + u0 x a0 + u1 x a1 (int32 per lane).
-inline __m512i step_add512(__m512i s, __m512i u0, __m512i a0, __m512i u1, __m512i a1) {
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s, u0, a0), u1, a1);
-}
 inline void keep_in_register(__m512i& v) {
   if constexpr (OMNIBUS_PACKED_BARRIER) asm("" : "+v"(v));
 }
@@ -569,41 +566,6 @@ template <int T>
 inline void store_pair_rows512(float* y, int64_t y_stride, const __m512 acc[T], int n_rows1) {
   const __mmask16 mask = __mmask16((1u << (kGroupRows + n_rows1)) - 1);
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, acc[t]);
-}
-
-// Steps [0, 4) of a 32-element block of two groups against T tokens into
-// s[t]; load(i, &lo, &hi) gives step i's unsigned quant vectors of both
-// groups (lanes 0-7 group 0). The low and high halves go to separate sums
-// (added at the end) so that 2T vpdpbusd chains, not T, hide its latency.
-template <int T, class Load>
-inline void steps_sum512(Load load, const int8_t* const aq[T], __m512i s[T]) {
-  __m512i h[T];
-  for (int t = 0; t < T; ++t) s[t] = h[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    __m512i lo, hi;
-    load(i, &lo, &hi);
-    for (int t = 0; t < T; ++t) {
-      s[t] = _mm512_dpbusd_epi32(s[t], lo, bcast32_512(aq[t] + 4 * i));
-      h[t] = _mm512_dpbusd_epi32(h[t], hi, bcast32_512(aq[t] + 16 + 4 * i));
-      keep_in_register(s[t]);
-      keep_in_register(h[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], h[t]);
-}
-
-// steps_sum512 of two unpacked groups (v0, v1: the block's kUnpackedBlock
-// bytes of each).
-template <int T>
-inline void pair_steps_sum512(const uint8_t* v0, const uint8_t* v1, const int8_t* const aq[T],
-                              __m512i s[T]) {
-  steps_sum512<T>(
-      [&](int i, __m512i* lo, __m512i* hi) {
-        *lo = join256(v0 + 64 * i, v1 + 64 * i);
-        *hi = join256(v0 + 64 * i + 32, v1 + 64 * i + 32);
-      },
-      aq, s);
 }
 
 #endif  // __AVX512F__

@@ -298,7 +298,7 @@ struct KernK4 {
     return f;
   }
 
-  // kernel_k4_pair512's float steps, in its order. The mins' integer sum is
+  // kernel_k4_wide512's float steps, in its order. The mins' integer sum is
   // exact either way (vpdpwssd does not saturate): the same int32 as the
   // avx512 tier's vpmaddwd and adds.
   void finish(const UnitSums& c, const Fin& f, const Unit& unit, int part) const {
