@@ -526,6 +526,17 @@ inline __m512 join_halfs(const void* p0, const void* p1) {
   return _mm512_cvtph_ps(_mm256_set_m128i(load128(p1), load128(p0)));
 }
 inline __m512i bcast32_512(const void* p) { return _mm512_set1_epi32(load_i32(p)); }
+// acc + vpdpbusd(w, the 4 bytes at p in every lane), the bytes taken by the
+// instruction's own broadcast operand ({1to16}); GCC 12 loads
+// _mm512_set1_epi32(load) into a register first, one more op per vpdpbusd.
+// Used where it measured faster: kernel_k4_wide512, whose nibble splitting
+// keeps the vector ALUs busy (Zen 5, 4096 x 14336, 2 threads, A B x3: Q4_K
+// 16 / 64 / 512 tokens 1.43 / 5.6 / 47.8 -> 1.30 / 5.1 / 41.6 ms, Q5_K -8 to
+// -12%); Q8_0's wide kernel ran 3-7% slower with it, Q6_K's the same.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const void* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
+  return acc;
+}
 
 // Step i of a 32-element block of two groups, its quants one per byte with
 // group 0's rows in the low half: elements 4i..4i+3 (lo) and 16+4i..16+4i+3
