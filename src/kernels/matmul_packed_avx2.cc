@@ -391,14 +391,27 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
                                  n_rows1);
           } else {
-            // the chunk's tiles in slices of two; with an odd count the first
-            // is one (whole: a chunk has 2 tiles or more) tile: every slice
-            // has kTok + 1 .. 2 kTok tokens, or kTok
+            // Where the type has a 16-token kernel, the chunk's first tiles
+            // in slices of four whole ones, leaving none or 2-5 tiles, the
+            // call's partial last tile among them.
             OMNIBUS_CHECK(c1 - c0 >= 2);
-            const int64_t first = c0 + (c1 - c0) % 2;
-            if (first != c0) {
-              ops.wide_pair[kTok](gp, gp1, nb, tile_act(c0), tile_act(c0), y + c0 * kTok * w.n_out,
-                                  w.n_out, n_rows1);
+            int64_t quads = ops.wide16 == nullptr ? 0 : (c1 - c0) / 4;
+            const bool partial_last = c1 == n_tiles && n_tok % kTok != 0;
+            if (quads > 0 && ((c1 - c0) % 4 == 1 || ((c1 - c0) % 4 == 0 && partial_last))) --quads;
+            for (int64_t q = 0; q < quads; ++q) {
+              const int64_t tile = c0 + 4 * q;
+              ops.wide16(gp, gp1, nb, tile_act(tile), tile_act(tile + 1), y + tile * kTok * w.n_out,
+                         w.n_out, n_rows1);
+            }
+            // the rest in slices of two; with an odd count the first is one
+            // (whole: 2 tiles or more are left) tile: every slice has
+            // kTok + 1 .. 2 kTok tokens, or kTok
+            const int64_t c0r = c0 + 4 * quads;
+            OMNIBUS_CHECK(c1 - c0r >= 2 || c1 == c0r);
+            const int64_t first = c0r + (c1 - c0r) % 2;
+            if (first != c0r) {
+              ops.wide_pair[kTok](gp, gp1, nb, tile_act(c0r), tile_act(c0r),
+                                  y + c0r * kTok * w.n_out, w.n_out, n_rows1);
             }
             for (int64_t tile = first; tile < c1; tile += 2) {
               const int T = int(std::min<int64_t>(2 * kTok, n_tok - tile * kTok));

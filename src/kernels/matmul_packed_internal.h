@@ -101,11 +101,21 @@ using UnpackedPairFn = void (*)(const uint8_t* u0, const uint8_t* u1, const uint
 using UnpackedKernelFn = void (*)(const uint8_t* unpacked, const uint8_t* group, int64_t nb,
                                   const void* act0, const void* act1, float* y, int64_t y_stride,
                                   int n_rows);
-// Two packed groups x T tokens of one or two activation tiles (tokens
-// 0..kTok-1 from act0, the rest from act1) in one pass over the groups.
+// Two packed groups x T tokens of up to kWideMaxTok / kTok activation tiles
+// (tokens 0..kTok-1 from act0, the next kTok from act1, any more from the
+// tiles after act1, nb blocks apart: see wide_tiles) in one pass over the
+// groups.
 using WidePairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb,
                             const void* act0, const void* act1, float* y, int64_t y_stride,
                             int n_rows1);
+constexpr int kWideMaxTok = 4 * kTok;
+// A wide kernel's tiles: act0, act1, then those after act1 (T > 2 kTok).
+template <class Block>
+inline void wide_tiles(const Block* act0, const Block* act1, int64_t nb,
+                       const Block* (&tiles)[kWideMaxTok / kTok]) {
+  tiles[0] = act0;
+  for (int k = 1; k < kWideMaxTok / kTok; ++k) tiles[k] = act1 + (k - 1) * nb;
+}
 
 // The amx tier's many-token calls on two groups (16 rows): amx_pair runs up
 // to kAmxCallTok tokens per call from their Q8_K activations as rows, in
@@ -130,8 +140,9 @@ using AmxQuadFn = void (*)(const uint8_t* group0, size_t gb, int64_t nb, const A
                            int n_rows3);
 
 // A packed type's kernels. Calls of 1..2 kTok tokens take wide_pair where
-// the type has one for that count, and so do calls of up to 64 tokens, in
-// slices of 2 kTok, where it has no amx_pair; other calls with more than
+// the type has one for that count, and so do longer calls (up to
+// kMaxSlicedTok), in slices of 2 kTok (of 4 kTok where it has wide16), where
+// it has no amx_pair; other calls with more than
 // kMaxPackedTiles token tiles unpack (quants split to bytes once per group;
 // upair for two groups, else unpacked_single if any, else kernel); the rest
 // run pair (several tiles, two groups per call) or else kernel, per tile.
@@ -148,6 +159,7 @@ struct Ops {
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
   WidePairFn wide_pair[2 * kTok + 1] = {};              // [1, 2 * kTok] tokens (null: none)
+  WidePairFn wide16 = nullptr;   // slices of 4 whole tiles (kWideMaxTok tokens; null: none)
   AmxPairFn amx_pair = nullptr;  // the amx tier's many-token pairs (null: none)
   AmxQuadFn amx_quad = nullptr;  // and quads of groups (with amx_pair)
 };

@@ -408,10 +408,10 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 // one-pass wide kernels where the tier has them (avx512: every packed type),
 // and steps of 9..64 slices of them (on amx, the K-quants take the tile unit
 // instead): every token count to 8, slices of odd and even tile
-// counts, odd group and block counts (a lone last group, Q8_0's half pair)
-// and a short last group, 1 and 2 threads; each token's outputs bitwise those
-// of its one-token call, and close to the reference. The tier tests hold the
-// same across tiers.
+// counts, and of 16 tokens (the avx512 K-quants) next to pairs, whole
+// chunks of them, a partial last tile after them; odd group and block counts (a lone last group,
+// Q8_0's half pair) and a short last group, 1 and 2 threads; each token's outputs bitwise those of
+// its one-token call, and close to the reference. The tier tests hold the same across tiers.
 TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
   std::mt19937 rng(18);
   ThreadPool pool1(1), pool2(2);
@@ -424,7 +424,7 @@ TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
       const PackedWeight packed = pack_weight(w);
-      for (int64_t n_tok : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 21, 64, 66, 71, 100, 133}) {
+      for (int64_t n_tok : {2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 21, 24, 62, 64, 66, 71, 80, 100, 133}) {
         SCOPED_TRACE(::testing::Message()
                      << dtype_name(type) << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
