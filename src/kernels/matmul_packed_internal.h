@@ -216,12 +216,9 @@ inline __m256i bcast32(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
 // 15-22 (CPU time per call -45% and -25%); 16384 was no better.
 inline constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
 
-// Into L1 (T0), not only L2 (T1): the line is consumed once, within the
-// distance. Zen 5 (avx512 tier), kernels_microbench Stream_*_4096x14336/1/1,
-// A B x2: Q4_K 1.21 / 1.20 -> 1.08 / 1.09 ms, Q6_K 1.32 / 1.28 -> 1.14 / 1.15;
-// the Llama 3.1 8B Q4_K_M shape's decode, tg128 2 threads, A B x3: 11.1 /
-// 12.0 / 10.9 -> 12.0 / 13.0 / 11.3 tok/s (Q4_0: 9.5 / 9.5 / 10.5 -> 10.0 /
-// 11.8 / 13.4); prompt-sized calls unchanged.
+// Into L1 (T0), not L2: each line is consumed once, within the distance (Zen
+// 5, one token of 4096 x 14336 on 1 thread: Q4_K -10%, Q6_K -13%; the 8B
+// shape's decode +4-8%: docs/performance.md, round (k)).
 inline void prefetch(const uint8_t* p) {
   if constexpr (kPrefetch > 0)
     _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
@@ -544,13 +541,11 @@ inline __m512 join_halfs(const void* p0, const void* p1) {
   return _mm512_cvtph_ps(_mm256_set_m128i(load128(p1), load128(p0)));
 }
 inline __m512i bcast32_512(const void* p) { return _mm512_set1_epi32(load_i32(p)); }
-// acc + vpdpbusd(w, the 4 bytes at p in every lane), the bytes taken by the
-// instruction's own broadcast operand ({1to16}); GCC 12 loads
-// _mm512_set1_epi32(load) into a register first, one more op per vpdpbusd.
-// Used where it measured faster: kernel_k4_wide512, whose nibble splitting
-// keeps the vector ALUs busy (Zen 5, 4096 x 14336, 2 threads, A B x3: Q4_K
-// 16 / 64 / 512 tokens 1.43 / 5.6 / 47.8 -> 1.30 / 5.1 / 41.6 ms, Q5_K -8 to
-// -12%); Q8_0's wide kernel ran 3-7% slower with it, Q6_K's the same.
+// acc + vpdpbusd(w, the 4 bytes at p in every lane) as the instruction's own
+// broadcast operand ({1to16}); GCC 12 loads _mm512_set1_epi32(load) into a
+// register first, one more vector op. Used where it measured faster:
+// kernel_k4_wide512 (Zen 5, 512 tokens of 4096 x 14336 Q4_K: -13%); Q8_0's
+// wide kernel ran 3-7% slower with it, Q6_K's the same (round (k)).
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const void* p) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
   return acc;
