@@ -154,7 +154,29 @@ void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
     if (state_ == State::kInCall) {
       size_t begin = 0, body_end = 0, consumed = 0;
       if (hermes) {
-        const size_t end = buf_.find(kHermesClose);
+        // A JSON body ends where its value ends, then </tool_call>: a string
+        // argument may itself hold "</tool_call>" (a sampled model wrote
+        // {"city": "Paris}}</tool_call> ..."} under the tool grammar, and
+        // cutting at the first marker turned the call into text).
+        const size_t first = xml ? std::string::npos : first_non_ws(buf_);
+        const bool json_body =
+            first != std::string::npos && (buf_[first] == '{' || buf_[first] == '[');
+        const size_t value_end =
+            json_body ? json_value_end(std::string_view(buf_).substr(first)) : std::string::npos;
+        if (json_body && value_end == std::string::npos && !final) return;  // the value goes on
+        size_t end = std::string::npos;
+        if (value_end != std::string::npos) {
+          const size_t after = first + value_end;
+          const size_t ws = first_non_ws(std::string_view(buf_).substr(after));
+          const size_t close = ws == std::string::npos ? buf_.size() : after + ws;
+          const std::string_view rest = std::string_view(buf_).substr(close);
+          if (rest.size() < kHermesClose.size() && kHermesClose.substr(0, rest.size()) == rest &&
+              !final) {
+            return;  // the marker may follow
+          }
+          if (rest.substr(0, kHermesClose.size()) == kHermesClose) end = close;
+        }
+        if (end == std::string::npos) end = buf_.find(kHermesClose);  // not one JSON value
         if (end == std::string::npos && !final) return;
         body_end = end == std::string::npos ? buf_.size() : end;
         consumed = end == std::string::npos ? buf_.size() : end + kHermesClose.size();

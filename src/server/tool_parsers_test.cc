@@ -38,6 +38,13 @@ const std::vector<Case>& cases() {
        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": \"</tool\"}}",
        "",
        {{"f", R"({"x":"</tool"})"}}},
+      // a string argument holding the close marker (a sampled model under the
+      // tool grammar wrote one): the call ends where its JSON value ends
+      {ToolParserKind::kHermes,
+       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris}}</tool_call> "
+       "x\", \"unit\": \"celsius\"}}\n</tool_call>",
+       "",
+       {{"get_weather", R"({"city":"Paris}}</tool_call> x","unit":"celsius"})"}}},
       // invalid JSON: no call, the text stays content
       {ToolParserKind::kHermes,
        "x <tool_call>{\"name\": \"f\", \"arguments\": {</tool_call> y",
