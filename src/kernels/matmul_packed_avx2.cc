@@ -395,10 +395,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             // in slices of four whole ones, leaving none or 2-5 tiles, the
             // call's partial last tile among them.
             OMNIBUS_CHECK(c1 - c0 >= 2);
-            int64_t quads = ops.wide16 == nullptr ? 0 : (c1 - c0) / 4;
+            int64_t slices16 = ops.wide16 == nullptr ? 0 : (c1 - c0) / 4;
             const bool partial_last = c1 == n_tiles && n_tok % kTok != 0;
-            if (quads > 0 && ((c1 - c0) % 4 == 1 || ((c1 - c0) % 4 == 0 && partial_last))) --quads;
-            for (int64_t q = 0; q < quads; ++q) {
+            if (slices16 > 0 && ((c1 - c0) % 4 == 1 || ((c1 - c0) % 4 == 0 && partial_last)))
+              --slices16;
+            for (int64_t q = 0; q < slices16; ++q) {
               const int64_t tile = c0 + 4 * q;
               ops.wide16(gp, gp1, nb, tile_act(tile), tile_act(tile + 1), y + tile * kTok * w.n_out,
                          w.n_out, n_rows1);
@@ -406,7 +407,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             // the rest in slices of two; with an odd count the first is one
             // (whole: 2 tiles or more are left) tile: every slice has
             // kTok + 1 .. 2 kTok tokens, or kTok
-            const int64_t c0r = c0 + 4 * quads;
+            const int64_t c0r = c0 + 4 * slices16;
             OMNIBUS_CHECK(c1 - c0r >= 2 || c1 == c0r);
             const int64_t first = c0r + (c1 - c0r) % 2;
             if (first != c0r) {

@@ -408,10 +408,11 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 // one-pass wide kernels where the tier has them (avx512: every packed type),
 // and steps of 9..64 slices of them (on amx, the K-quants take the tile unit
 // instead): every token count to 8, slices of odd and even tile
-// counts, and of 16 tokens (the avx512 K-quants) next to pairs, whole
-// chunks of them, a partial last tile after them; odd group and block counts (a lone last group,
-// Q8_0's half pair) and a short last group, 1 and 2 threads; each token's outputs bitwise those of
-// its one-token call, and close to the reference. The tier tests hold the same across tiers.
+// counts, and of 16 tokens (the avx512 Q6_K) next to pairs, whole chunks of
+// them, a partial last tile after them; odd group and block counts (a lone
+// last group, Q8_0's half pair) and a short last group, 1 and 2 threads; each
+// token's outputs bitwise those of its one-token call, and close to the
+// reference. The tier tests hold the same across tiers.
 TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
   std::mt19937 rng(18);
   ThreadPool pool1(1), pool2(2);

@@ -169,12 +169,9 @@ void StreamingToolParser::run_marked(bool final, ToolParseOutput& out) {
           const size_t after = first + value_end;
           const size_t ws = first_non_ws(std::string_view(buf_).substr(after));
           const size_t close = ws == std::string::npos ? buf_.size() : after + ws;
-          const std::string_view rest = std::string_view(buf_).substr(close);
-          if (rest.size() < kHermesClose.size() && kHermesClose.substr(0, rest.size()) == rest &&
-              !final) {
-            return;  // the marker may follow
-          }
-          if (rest.substr(0, kHermesClose.size()) == kHermesClose) end = close;
+          const TagMatch m = match_tag(std::string_view(buf_).substr(close), kHermesClose);
+          if (m == TagMatch::kPrefix && !final) return;  // the marker may follow
+          if (m == TagMatch::kWhole) end = close;
         }
         if (end == std::string::npos) end = buf_.find(kHermesClose);  // not one JSON value
         if (end == std::string::npos && !final) return;
