@@ -12,11 +12,12 @@
 //   Scores: avx2 keeps one 8-lane FMA chain over head_dim per (query, key row)
 //   and sums its lanes in transpose_sum8's order. Here a zmm holds two rows'
 //   chains (rows r and r + 4 of the 8-row group, the query's 8 elements
-//   broadcast to both halves): the same FMAs lane for lane, then the halves
-//   go through the same transpose_sum8.
+//   broadcast to both halves): the same FMAs lane for lane, then the same
+//   additions as transpose_sum8's tree, on whole zmm (half_sums8).
 //   Softmax step: each lane's scale, mask and exp (the same polynomial, op
 //   for op) on 16 lanes at a time; the running max and sum fold the 8-lane
-//   groups in avx2's order, with its horizontal max and sum.
+//   groups in avx2's order, with its horizontal max and sum; the group's
+//   queries side by side (softmax_n).
 //   P.V: each output element is acc * alpha then one FMA per key in
 //   increasing order, whatever the vector width: 16 lanes at a time here.
 //
@@ -41,20 +42,6 @@
 
 namespace omnibus::attn::avx512 {
 namespace {
-
-// attention_avx2.cc's transpose_sum8: lane i = the 8 lanes of v[i] summed in
-// one fixed order.
-inline __m256 transpose_sum8(const __m256 v[8]) {
-  const __m256 h01 = _mm256_hadd_ps(v[0], v[1]);
-  const __m256 h23 = _mm256_hadd_ps(v[2], v[3]);
-  const __m256 h45 = _mm256_hadd_ps(v[4], v[5]);
-  const __m256 h67 = _mm256_hadd_ps(v[6], v[7]);
-  const __m256 h0123 = _mm256_hadd_ps(h01, h23);
-  const __m256 h4567 = _mm256_hadd_ps(h45, h67);
-  const __m256 lo = _mm256_permute2f128_ps(h0123, h4567, 0x20);
-  const __m256 hi = _mm256_permute2f128_ps(h0123, h4567, 0x31);
-  return _mm256_add_ps(lo, hi);
-}
 
 // Rows as stored: f32, or f16 converted on load (exactly, so the same values
 // as a widened tile's and the same arithmetic after).
@@ -123,47 +110,79 @@ inline float hsum_ps(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// attention_avx2.cc's softmax_update: the query's step over the tile's keys
-// [a, b); dots gets the probabilities (masked lanes 0), returns alpha.
-float softmax_update(AttnQuery& st, float* dots, int a, int b, const AttentionParams& p) {
+// attention_avx2.cc's softmax_update for the N queries of a group at once
+// (each query's operations exactly those of its own call there): scores
+// dots[n] of the tile's keys [a, b) in, probabilities out (masked lanes 0),
+// alpha[n] the factor of query n's old accumulator. The N queries' steps
+// are independent, so they are written side by side: one query's
+// horizontal max and sum (latency-bound) overlap the next one's exp; the
+// alphas (std::exp, as avx2's) are taken together, while no vector is live
+// across the calls. A full tile (every group live) skips the masks, whose
+// blend and zeroing are then no-ops: the same bits.
+template <int N>
+void softmax_n(AttnQuery* qs, float (*dots)[kAttnTile], int a, int b, const AttentionParams& p,
+               float* alpha) {
   static_assert(kAttnTile == 32, "two zmm a tile");
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  const bool full = a == 0 && b == kAttnTile;
   const uint32_t in = (b >= 32 ? ~0u : (1u << b) - 1) & ~((1u << a) - 1);  // lanes in [a, b)
   uint32_t live = 0;  // the 8-lane groups avx2 computes: those meeting [a, b)
   for (int g = 0; g < kAttnTile; g += 8) {
     if (!(g + 8 <= a || g >= b)) live |= 0xffu << g;
   }
-  __m512 x[2];
-  for (int h = 0; h < 2; ++h) {
-    x[h] = _mm512_mul_ps(_mm512_load_ps(dots + 16 * h), _mm512_set1_ps(p.scale));
-    if (p.softcap > 0.f) {
-      alignas(64) float tmp[16];
-      _mm512_store_ps(tmp, x[h]);
-      for (float& v : tmp) v = p.softcap * std::tanh(v / p.softcap);
-      x[h] = _mm512_load_ps(tmp);
+  const __m512 vscale = _mm512_set1_ps(p.scale);
+  float m_new[N];
+  for (int n = 0; n < N; ++n) {
+    __m512 x[2];
+    for (int h = 0; h < 2; ++h) {
+      x[h] = _mm512_mul_ps(_mm512_load_ps(dots[n] + 16 * h), vscale);
+      if (p.softcap > 0.f) {
+        alignas(64) float tmp[16];
+        _mm512_store_ps(tmp, x[h]);
+        for (float& v : tmp) v = p.softcap * std::tanh(v / p.softcap);
+        x[h] = _mm512_load_ps(tmp);
+      }
+      if (!full) x[h] = _mm512_mask_blend_ps(__mmask16(in >> (16 * h)), neg_inf, x[h]);
+      _mm512_store_ps(dots[n] + 16 * h, x[h]);
     }
-    x[h] = _mm512_mask_blend_ps(__mmask16(in >> (16 * h)), neg_inf, x[h]);
-    _mm512_store_ps(dots + 16 * h, x[h]);
+    __m256 vmax = _mm256_set1_ps(-INFINITY);  // groups in order, as avx2's
+    for (int h = 0; h < 2; ++h) {
+      vmax = _mm256_max_ps(vmax, _mm512_castps512_ps256(x[h]));
+      vmax = _mm256_max_ps(vmax, _mm512_extractf32x8_ps(x[h], 1));
+    }
+    m_new[n] = std::max(qs[n].m, hmax_ps(vmax));
   }
-  __m256 vmax = _mm256_set1_ps(-INFINITY);  // groups in order, as avx2's
-  for (int h = 0; h < 2; ++h) {
-    vmax = _mm256_max_ps(vmax, _mm512_castps512_ps256(x[h]));
-    vmax = _mm256_max_ps(vmax, _mm512_extractf32x8_ps(x[h], 1));
+  for (int n = 0; n < N; ++n) alpha[n] = std::exp(qs[n].m - m_new[n]);
+  for (int n = 0; n < N; ++n) {
+    const __m512 vm = _mm512_set1_ps(m_new[n]);
+    __m256 vsum = _mm256_setzero_ps();
+    for (int h = 0; h < 2; ++h) {
+      const __mmask16 k = __mmask16(live >> (16 * h));
+      __m512 e = exp_ps(_mm512_sub_ps(_mm512_load_ps(dots[n] + 16 * h), vm));
+      if (!full) e = _mm512_maskz_mov_ps(k, e);
+      _mm512_store_ps(dots[n] + 16 * h, e);
+      if (k & 0xff) vsum = _mm256_add_ps(vsum, _mm512_castps512_ps256(e));
+      if (k & 0xff00) vsum = _mm256_add_ps(vsum, _mm512_extractf32x8_ps(e, 1));
+    }
+    qs[n].l = std::fma(qs[n].l, alpha[n], hsum_ps(vsum));  // one rounding, as avx2's
+    qs[n].m = m_new[n];
   }
-  const float m_new = std::max(st.m, hmax_ps(vmax));
-  const float alpha = std::exp(st.m - m_new);
-  const __m512 vm = _mm512_set1_ps(m_new);
-  __m256 vsum = _mm256_setzero_ps();
-  for (int h = 0; h < 2; ++h) {
-    const __mmask16 k = __mmask16(live >> (16 * h));
-    const __m512 e = _mm512_maskz_mov_ps(k, exp_ps(_mm512_sub_ps(x[h], vm)));
-    _mm512_store_ps(dots + 16 * h, e);
-    if (k & 0xff) vsum = _mm256_add_ps(vsum, _mm512_castps512_ps256(e));
-    if (k & 0xff00) vsum = _mm256_add_ps(vsum, _mm512_extractf32x8_ps(e, 1));
-  }
-  st.l = std::fma(st.l, alpha, hsum_ps(vsum));  // one rounding, as avx2's
-  st.m = m_new;
-  return alpha;
+}
+
+// _mm256_hadd_ps on each half of two zmm: per 128-bit lane [a0 + a1, a2 + a3,
+// b0 + b1, b2 + b3] (a sum's operands in either order: the same bits).
+inline __m512 hadd512(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// transpose_sum8 of a query's 8 rows held as scores_n keeps them (acc[r]:
+// row r in the low half, row r + 4 in the high), the same additions in the
+// same tree on whole zmm: 128-bit lanes [rows 0-3 of elements 0-3 | of
+// 4-7 | rows 4-7 of 0-3 | of 4-7], each row's (x0 + x1) + (x2 + x3), to be
+// added lane 0 + lane 1 and lane 2 + lane 3 as transpose_sum8's lo + hi.
+inline __m512 half_sums8(const __m512 acc[4]) {
+  return hadd512(hadd512(acc[0], acc[1]), hadd512(acc[2], acc[3]));
 }
 
 template <int N, class R>
@@ -187,13 +206,19 @@ void scores_n(const float* const* q, const R* const* kr, const R* zero, int a, i
         for (int n = 0; n < N; ++n) acc[n][r] = _mm512_fmadd_ps(qv[n], kv, acc[n][r]);
       }
     }
-    for (int n = 0; n < N; ++n) {
-      __m256 v[8];
-      for (int r = 0; r < 4; ++r) {
-        v[r] = _mm512_castps512_ps256(acc[n][r]);
-        v[r + 4] = _mm512_extractf32x8_ps(acc[n][r], 1);
-      }
-      _mm256_store_ps(dots + n * kAttnTile + g, transpose_sum8(v));
+    // Two queries' half sums finished in one add: [n's rows 0-7 | m's].
+    for (int n = 0; n + 1 < N; n += 2) {
+      const __m512 h0 = half_sums8(acc[n]), h1 = half_sums8(acc[n + 1]);
+      const __m512 o = _mm512_add_ps(_mm512_shuffle_f32x4(h0, h1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_f32x4(h0, h1, _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm256_store_ps(dots + n * kAttnTile + g, _mm512_castps512_ps256(o));
+      _mm256_store_ps(dots + (n + 1) * kAttnTile + g, _mm512_extractf32x8_ps(o, 1));
+    }
+    if constexpr (N % 2 == 1) {
+      const __m512 h = half_sums8(acc[N - 1]);
+      const __m512 o = _mm512_add_ps(_mm512_shuffle_f32x4(h, h, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm512_shuffle_f32x4(h, h, _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm256_store_ps(dots + (N - 1) * kAttnTile + g, _mm512_castps512_ps256(o));
     }
   }
 }
@@ -250,11 +275,9 @@ void tile_n(AttnQuery* qs, float* const* acc, int a, int b, const AttentionParam
   for (int k = 0; k < N; ++k) q[k] = qs[k].q;
   scores_n<N, R>(q, kr, zero, a, b, hd, &dots[0][0], pf);
   float alpha[N];
+  softmax_n<N>(qs, dots, a, b, p, alpha);
   const float* pp[N];
-  for (int k = 0; k < N; ++k) {
-    alpha[k] = softmax_update(qs[k], dots[k], a, b, p);
-    pp[k] = dots[k];
-  }
+  for (int k = 0; k < N; ++k) pp[k] = dots[k];
   pv_n<N, R>(acc, alpha, pp, vr, a, b, hd, pf);
 }
 

@@ -2,7 +2,8 @@
 // block_size 16): a decode step of 64 sequences x 512 (and x 192, the
 // 128-in/128-out workload's mean) cached positions, and a 512-token prompt chunk; and
 // at Llama 3.2 1B's (32 heads, 8 KV heads: a KV head's 4 queries per token), the
-// 64 x 192 step and the 512-token prompt. Args: {threads, KV format (0 f32, 1 f16,
+// 64 x 192 step, the 512-token prompt and a 512-token chunk after 4096 cached
+// positions (a long prompt's later chunks). Args: {threads, KV format (0 f32, 1 f16,
 // 2 q8, 3 q4, 4 kivi2)}.
 #include <benchmark/benchmark.h>
 
@@ -101,6 +102,9 @@ void BM_AttentionPrefill512(benchmark::State& state) { run(state, 1, 0, 512); }
 void BM_AttentionDecode1x2048(benchmark::State& state) { run(state, 1, 2047, 1); }
 void BM_AttentionLlama1BDecode64x192(benchmark::State& state) { run(state, 64, 191, 1, kLlama1B); }
 void BM_AttentionLlama1BPrefill512(benchmark::State& state) { run(state, 1, 0, 512, kLlama1B); }
+void BM_AttentionLlama1BPrefill512AtDepth4096(benchmark::State& state) {
+  run(state, 1, 4096, 512, kLlama1B);
+}
 
 BENCHMARK(BM_AttentionDecode64x512)
     ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 3, 4}})
@@ -123,6 +127,10 @@ BENCHMARK(BM_AttentionLlama1BDecode64x192)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionLlama1BPrefill512)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionLlama1BPrefill512AtDepth4096)
     ->ArgsProduct({{1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
