@@ -185,9 +185,25 @@ inline __m512 half_sums8(const __m512 acc[4]) {
   return hadd512(hadd512(acc[0], acc[1]), hadd512(acc[2], acc[3]));
 }
 
+// The calling thread's queue (attention_prefetch.h) as a tile's loops use
+// it: its pending lines counted once, so that once they are out a step
+// skips prefetch_next's checks (which cost ~5% of a prompt chunk's
+// attention, its queue empty early in most tiles). The same lines in the
+// same order as calling prefetch_next every step.
+struct PfCursor {
+  AttnPrefetchQueue& q;
+  int left;
+  void next() {
+    if (left > 0) {
+      --left;
+      prefetch_next(q);
+    }
+  }
+};
+
 template <int N, class R>
 void scores_n(const float* const* q, const R* const* kr, const R* zero, int a, int b, int hd,
-              float* dots, AttnPrefetchQueue& pf) {
+              float* dots, PfCursor& pf) {
   for (int g = 0; g < kAttnTile; g += 8) {
     if (g + 8 <= a || g >= b) continue;
     const R* rows[8];
@@ -197,8 +213,8 @@ void scores_n(const float* const* q, const R* const* kr, const R* zero, int a, i
       for (int r = 0; r < 4; ++r) acc[n][r] = _mm512_setzero_ps();
     }
     for (int d = 0; d < hd; d += 8) {
-      prefetch_next(pf);  // two lines a step, as attention_avx2.cc's two passes issue
-      prefetch_next(pf);
+      pf.next();  // two lines a step, as attention_avx2.cc's two passes issue
+      pf.next();
       __m512 qv[N];
       for (int n = 0; n < N; ++n) qv[n] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[n] + d));
       for (int r = 0; r < 4; ++r) {  // rows r (low half) and r + 4 (high half)
@@ -226,14 +242,14 @@ void scores_n(const float* const* q, const R* const* kr, const R* zero, int a, i
 // Elements [d, d + 16 W) of the N accumulators, over the tile's keys [a, b).
 template <int N, int W, class R>
 inline void pv_chunk(float* const* acc, const float* alpha, const float* const* p,
-                     const R* const* rows, int a, int b, int d, AttnPrefetchQueue& pf) {
+                     const R* const* rows, int a, int b, int d, PfCursor& pf) {
   __m512 x[N][W];
   for (int n = 0; n < N; ++n) {
     const __m512 va = _mm512_set1_ps(alpha[n]);
     for (int k = 0; k < W; ++k) x[n][k] = _mm512_mul_ps(_mm512_loadu_ps(acc[n] + d + 16 * k), va);
   }
   for (int j = a; j < b; ++j) {
-    for (int k = 0; k < (W + 1) / 2; ++k) prefetch_next(pf);  // a line per 32 elements, as avx2
+    for (int k = 0; k < (W + 1) / 2; ++k) pf.next();  // a line per 32 elements, as avx2
     __m512 pj[N];
     for (int n = 0; n < N; ++n) pj[n] = _mm512_set1_ps(p[n][j]);
     const R* r = rows[j] + d;
@@ -249,7 +265,7 @@ inline void pv_chunk(float* const* acc, const float* alpha, const float* const* 
 
 template <int N, class R>
 void pv_n(float* const* acc, const float* alpha, const float* const* p, const R* const* rows, int a,
-          int b, int hd, AttnPrefetchQueue& pf) {
+          int b, int hd, PfCursor& pf) {
   constexpr int W = N == 1 ? 8 : 4;  // N W accumulators + N broadcasts in 32 registers
   int d = 0;
   for (; d + 16 * W <= hd; d += 16 * W) pv_chunk<N, W, R>(acc, alpha, p, rows, a, b, d, pf);
@@ -269,10 +285,12 @@ void pv_n(float* const* acc, const float* alpha, const float* const* p, const R*
 // Scores, the softmax step and P.V of N queries through the tile.
 template <int N, class R>
 void tile_n(AttnQuery* qs, float* const* acc, int a, int b, const AttentionParams& p,
-            const R* const* kr, const R* const* vr, const R* zero, int hd, AttnPrefetchQueue& pf) {
+            const R* const* kr, const R* const* vr, const R* zero, int hd,
+            AttnPrefetchQueue& queue) {
   alignas(64) float dots[N][kAttnTile];
   const float* q[N];
   for (int k = 0; k < N; ++k) q[k] = qs[k].q;
+  PfCursor pf{queue, prefetch_pending(queue)};
   scores_n<N, R>(q, kr, zero, a, b, hd, &dots[0][0], pf);
   float alpha[N];
   softmax_n<N>(qs, dots, a, b, p, alpha);

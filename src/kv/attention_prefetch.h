@@ -39,6 +39,11 @@ static inline void prefetch_next(AttnPrefetchQueue& q) {
   }
 }
 
+// Lines prefetch_next calls would still issue: q's, then q.then's.
+static inline int prefetch_pending(const AttnPrefetchQueue& q) {
+  return q.n - q.i + (q.then != nullptr ? q.then->n - q.then->i : 0);
+}
+
 // Issues every line still queued and empties the queue.
 static inline void prefetch_flush(AttnPrefetchQueue& q) {
   while (q.i < q.n) _mm_prefetch(q.line[q.i++], _MM_HINT_T0);
