@@ -21,9 +21,10 @@
 // does not depend on the other sequences in the step, on chunking, or on the
 // thread count (the tests check this bit for bit). Algorithm: an online
 // softmax over tiles of 32 positions aligned to absolute positions
-// (attention_internal.h). Work is split into tasks of up to 4 tokens x the
-// query heads of one KV head, so each K/V row is loaded once per group
-// (GQA); with few tasks (a lone decode) it splits per query head instead.
+// (attention_internal.h). Work is split into tasks of up to 4 tokens (16
+// or 32 in long chunks) x the query heads of one KV head, so each K/V row
+// is loaded once per task (GQA); with few tasks (a lone decode) it splits
+// per query head instead.
 // Kernels: AVX2 when head_dim % 8 == 0 (fast for 64..256), otherwise a
 // portable scalar kernel. Against paged_attention_ref (double precision, same
 // dequantized values), the output agrees to ~1e-5 relative. Scratch is thread_local and reused: no
