@@ -1,7 +1,9 @@
 #include "kernels/matmul_packed_avx2.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -35,6 +37,30 @@ using internal::ActBlock32;
 using internal::ActBlockK;
 using internal::kTok;
 using internal::Ops;
+
+// Whether a one-token call of a type with a one-token wide kernel takes it
+// (two groups a pass: two streams one group apart per thread) or the
+// single-group kernel (one sequential stream a thread). Measured both ways:
+// the wide kernel won on a Sapphire Rapids Xeon (4096 x 14336 Q4_K, 2
+// threads: 1.19-1.30 -> 0.95-1.06 ms, the single-group kernel bound by its
+// instructions), the single-group one on an EPYC Zen 5 (one thread, Q4_K /
+// Q4_0 / Q4_1 / Q5_0 / Q5_K 27-30 -> 36-40 GB/s, the read probe's 37-38; the
+// 8B Q4_K_M decode +12-37% in four A B pairs): so the single-group kernels
+// on AMD cores, the wide ones elsewhere. OMNIBUS_ONE_TOKEN_PAIRS=1 / 0 forces
+// either (benchmarks). The same bits either way (every kernel is bitwise the
+// scalar reference). -1: not chosen yet (the first call chooses; a race
+// stores the same value twice).
+std::atomic<int> g_one_token_pairs{-1};
+
+bool one_token_pairs() {
+  int v = g_one_token_pairs.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("OMNIBUS_ONE_TOKEN_PAIRS");
+    v = env != nullptr && *env != '\0' ? std::strcmp(env, "0") != 0 : !cpu_features().amd;
+    g_one_token_pairs.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
 
 // One tier's kernel table for `type` (the tier's namespace in internal).
 #define OMNIBUS_TIER_OPS(tier)                                  \
@@ -302,7 +328,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // one token, 2 threads, Xeon: Q4_K 1.19-1.30 -> 0.95-1.06 ms, Q4_1
   // 1.44-1.51 -> 1.07-1.15, Q4_0 1.16-1.23 -> 1.01-1.03; the read probe 25-27
   // GiB/s); Q6_K and Q8_0 gained nothing, and keep theirs.
-  const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr);
+  const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
+                               (n_tok > 1 || one_token_pairs()));
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
   // Each thread's slot: two unpacked groups (the amx tier lays its operands
   // out per super-block in the call).
@@ -530,5 +557,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
 }
 
 const GroupedMatmulKernels kKernels{has_packed_kernel, group_bytes, pack_groups, matmul};
+
+bool set_one_token_pairs_for_testing(bool pairs) {
+  const bool prev = one_token_pairs();
+  g_one_token_pairs.store(pairs ? 1 : 0, std::memory_order_relaxed);
+  return prev;
+}
 
 }  // namespace omnibus::matmul_packed

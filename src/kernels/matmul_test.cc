@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/matmul_packed_avx2.h"
 #include "kernels/ops_parallel.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/thread_pool.h"
@@ -412,11 +413,15 @@ TEST(Matmul, GroupPairsEqualSingleGroups) {
 // them, a partial last tile after them; odd group and block counts (a lone
 // last group, Q8_0's half pair) and a short last group, 1 and 2 threads; each
 // token's outputs bitwise those of its one-token call, and close to the
-// reference. The tier tests hold the same across tiers.
+// reference. The one-token calls run both ways a CPU may take them (the
+// two-group wide kernels and the single-group ones). The tier tests hold the
+// same across tiers.
 TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
   std::mt19937 rng(18);
   ThreadPool pool1(1), pool2(2);
   MatmulScratch scratch;
+  const bool start_pairs =
+      cpu_features().use_avx2() ? matmul_packed::set_one_token_pairs_for_testing(false) : false;
   for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q4_1, DType::Q8_0, DType::Q4_0,
                      DType::Q5_0, DType::Q5_1}) {
     const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
@@ -433,14 +438,18 @@ TEST(Matmul, FewTokenStepsEqualOneTokenSteps) {
         matmul(packed, x.data(), n_tok, all.data(), n_tok % 2 ? pool1 : pool2, scratch);
         expect_matches_ref(w, x, n_tok, all);
         std::vector<float> one(static_cast<size_t>(n_out), NAN);
-        for (int64_t t = 0; t < n_tok; ++t) {
-          matmul(packed, x.data() + t * n_in, 1, one.data(), pool2, scratch);
-          ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0)
-              << "t=" << t;
+        for (bool pairs : {false, true}) {
+          if (cpu_features().use_avx2()) matmul_packed::set_one_token_pairs_for_testing(pairs);
+          for (int64_t t = 0; t < n_tok; ++t) {
+            matmul(packed, x.data() + t * n_in, 1, one.data(), pool2, scratch);
+            ASSERT_EQ(std::memcmp(one.data(), all.data() + t * n_out, size_t(n_out) * 4), 0)
+                << "t=" << t << " one-token pairs " << pairs;
+          }
         }
       }
     }
   }
+  if (cpu_features().use_avx2()) matmul_packed::set_one_token_pairs_for_testing(start_pairs);
 }
 
 // The unquantized formats at row lengths that leave a scalar tail (n_in % 8
