@@ -323,11 +323,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
   // tier's: every packed type): two groups x every token per pass, the quants
   // split once in registers (a verification step of 1 + k tokens). One token
-  // takes it for all but Q6_K and Q8_0: the single-group ymm kernels of the
-  // others were bound by their instructions, not the stream (4096 x 14336 at
-  // one token, 2 threads, Xeon: Q4_K 1.19-1.30 -> 0.95-1.06 ms, Q4_1
-  // 1.44-1.51 -> 1.07-1.15, Q4_0 1.16-1.23 -> 1.01-1.03; the read probe 25-27
-  // GiB/s); Q6_K and Q8_0 gained nothing, and keep theirs.
+  // takes it for all but Q6_K and Q8_0 where one_token_pairs() (not on AMD
+  // cores): on the Xeon the single-group ymm kernels of the others were bound
+  // by their instructions, not the stream (4096 x 14336 at one token, 2
+  // threads: Q4_K 1.19-1.30 -> 0.95-1.06 ms, Q4_1 1.44-1.51 -> 1.07-1.15, Q4_0
+  // 1.16-1.23 -> 1.01-1.03; the read probe 25-27 GiB/s); Q6_K and Q8_0 gained
+  // nothing, and keep theirs.
   const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
                                (n_tok > 1 || one_token_pairs()));
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
