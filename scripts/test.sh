@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test omnibus has. Called by `make test` and by CI (.ci/run).
-#   0. every hand-written C/C++ file as .clang-format says (scripts/check_format.sh);
+#   0. every hand-written C/C++ file as .clang-format says (scripts/check_format.sh),
+#      every tracked Markdown file of a document's size (scripts/check_docs.sh);
 #   1. release build (-Werror), all GoogleTest suites (unit + real-model tests);
 #   2. ASan/UBSan build, all suites;
 #   3. TSan build, the suites of the concurrent modules (kernels' thread pool, engine);
@@ -12,8 +13,9 @@ export OMNIBUS_MODELS_DIR=$PWD/models
 # Each step says how long the run has taken so far (CI keeps an eye on it).
 step() { printf '\n=== %s (at %d min %02d s) ===\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
-step "format (.clang-format)"
+step "format (.clang-format) and documents"
 scripts/check_format.sh
+scripts/check_docs.sh
 step "release build"
 scripts/build.sh release
 step "release tests"
