@@ -25,7 +25,8 @@ struct BenchOptions {
   EngineFlags engine;
   int pp = 512;
   int tg = 128;
-  int depth = 0;  // single-stream: tokens already in the context (llama-bench's -d)
+  int depth = 0;            // single-stream: tokens already in the context (llama-bench's -d)
+  bool read_probe = false;  // single-stream: a read probe after each tg run (bench_read_probe.h)
   int repetitions = 3;
   std::string json_path;
   uint64_t seed = 42;

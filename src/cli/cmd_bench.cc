@@ -10,6 +10,8 @@
 //   prefix computed once (untimed) that every test's prompt starts with and
 //   the prefix cache serves, so pp times N new tokens attending to D + N and
 //   tg N decode steps at depth D.
+//   --read-probe: after each timed tg run, a read probe with as many threads
+//   (bench_read_probe.h); reports the decode's GiB/s of weights against it.
 //
 // Engine mode (selected by --num-requests): a synthetic serving workload
 // through the same Engine::submit + RequestStream path the server uses:
@@ -69,6 +71,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -76,9 +79,11 @@
 
 #include "cli/bench_common.h"
 #include "cli/bench_embed.h"
+#include "cli/bench_read_probe.h"
 #include "cli/commands.h"
 #include "cli/engine_request.h"
 #include "kernels/cpu_features.h"
+#include "kernels/read_probe.h"
 
 namespace omnibus {
 
@@ -136,7 +141,13 @@ int run_single_stream(const BenchOptions& o) {
     if (StatusOr<EngineRequestResult> r = req->wait(); !r.is_ok()) return fail(r.status());
   }
   const std::string at = o.depth > 0 ? fmt::format(" @ d{}", o.depth) : "";
-  std::vector<double> pp_rates, tg_rates;
+  std::vector<double> pp_rates, tg_rates, probe_rates;
+  std::optional<ReadProbe> probe;  // allocated and touched before any timing
+  if (o.read_probe && o.tg > 0) {
+    fmt::print(stderr, "bench: touching the read probe's {} MiB...\n",
+               ReadProbe::kDefaultBytes >> 20);
+    probe.emplace();
+  }
   // One untimed warm-up of each kind, then the timed repetitions.
   for (int rep = -1; rep < o.repetitions; ++rep) {
     if (o.pp > 0) {
@@ -148,6 +159,7 @@ int run_single_stream(const BenchOptions& o) {
       StatusOr<double> s = timed(1, o.tg, true);
       if (!s.is_ok()) return fail(s.status());
       if (rep >= 0) tg_rates.push_back(o.tg / *s);
+      if (rep >= 0 && probe) probe_rates.push_back(probe->measure(m.pool->n_threads()));
     }
   }
   nlohmann::json j;
@@ -173,6 +185,10 @@ int run_single_stream(const BenchOptions& o) {
     fmt::print("| tg{}{} | {:.1f} | {:.1f} | {:.1f} |\n", o.tg, at, median(tg_rates),
                *std::min_element(tg_rates.begin(), tg_rates.end()),
                *std::max_element(tg_rates.begin(), tg_rates.end()));
+  }
+  if (probe) {
+    report_read_probe(o.tg, decode_bytes_per_token(*m.file, m.model->config()), tg_rates,
+                      probe_rates, m.pool->n_threads(), j);
   }
   return write_json(o.json_path, j);
 }
@@ -209,6 +225,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "a random prefix computed once, untimed, and served by the prefix cache")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--read-probe", o->read_probe,
+                "Single-stream: after each timed tg run, read a 1 GiB buffer with the same number "
+                "of threads and report the decode's weight stream (GiB/s) against it");
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

@@ -6,13 +6,13 @@
 //   kernels_microbench --benchmark_filter=ReadBandwidth
 //
 // Each thread sums its own slice of a 1 GiB buffer (far beyond the caches)
-// with 256-bit loads and several independent accumulators; bytes_per_second
+// with 256-bit loads and several independent accumulators (read_probe_sum,
+// the loop `omnibus bench --read-probe` uses); bytes_per_second
 // is the total over threads. Arguments: threads, then 1 for a buffer on
 // transparent huge pages (as the packed weights are, kernels/matmul.cc) or 0
 // for 4 KiB pages (a TLB miss and a page walk every 4 KiB, and the hardware
 // prefetchers stop at each page's end: the lower figure).
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -22,25 +22,12 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/read_probe.h"
 
 namespace omnibus {
 namespace {
 
 constexpr size_t kBytes = size_t(1) << 30;
-
-__attribute__((target("avx2"))) uint64_t sum_slice(const uint8_t* p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
 
 void BM_ReadBandwidth(benchmark::State& state) {
   if (!cpu_features().supports(Isa::kAvx2)) {
@@ -57,7 +44,8 @@ void BM_ReadBandwidth(benchmark::State& state) {
   for (auto _ : state) {
     std::vector<std::thread> threads;
     for (int t = 0; t < n_threads; ++t) {
-      threads.emplace_back([&, t] { sums[size_t(t)] = sum_slice(buf + size_t(t) * slice, slice); });
+      threads.emplace_back(
+          [&, t] { sums[size_t(t)] = read_probe_sum(buf + size_t(t) * slice, slice); });
     }
     for (std::thread& th : threads) th.join();
     benchmark::DoNotOptimize(sums.data());

@@ -74,3 +74,46 @@ def test_long_prompt_arrival_report(tmp_path):
     assert 0 < lp["itl_alone_ms"]["p50"] <= lp["itl_alone_ms"]["p99"]
     assert "long prompt         400 tokens" in stdout
     assert j["total_output_tokens"] == 3 * 80  # the long prompt is not part of the workload
+
+
+def expected_decode_bytes(path):
+    """The file bytes a decode token reads, computed here with gguf-py: every tensor but an
+    untied token embedding; of a mixture of experts' expert tensors, n_expert_used of n_expert."""
+    from gguf import GGUFReader
+    reader = GGUFReader(str(path))
+    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
+    def field(key):
+        f = reader.fields.get(f"{arch}.{key}")
+        return int(f.parts[-1][0]) if f is not None else 0
+    n_expert, n_used = field("expert_count"), field("expert_used_count")
+    untied = any(t.name == "output.weight" for t in reader.tensors)
+    total = 0
+    for t in reader.tensors:
+        if untied and t.name == "token_embd.weight":
+            continue
+        total += int(t.n_bytes) // n_expert * n_used if n_expert and "_exps" in t.name else int(t.n_bytes)
+    return total
+
+
+def test_single_stream_read_probe(tmp_path):
+    """--read-probe: a read probe after each timed tg run; the report's bytes a token match
+    gguf-py's count for a tied head (SmolLM2), an untied one and a mixture of experts, and the ratio is the decode's
+    GiB/s over the probe's, run by run."""
+    models = [(MODEL, ROOT / "models" / "smollm2-135m.gguf"),
+              (str(ROOT / "models" / "random" / "llama3.gguf"), ROOT / "models" / "random" / "llama3.gguf"),
+              (str(ROOT / "models" / "random" / "qwen3moe.gguf"), ROOT / "models" / "random" / "qwen3moe.gguf")]
+    for model, path in models:
+        out = tmp_path / "probe.json"
+        p = subprocess.run([omnibus_bin(), "bench", "-m", model, "-t", "2", "--pp", "0", "--tg", "8", "-r", "2",
+                            "--read-probe", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr
+        j = json.loads(out.read_text())
+        assert j["decode_bytes_per_token"] == expected_decode_bytes(path), model
+        assert len(j["read_probe_gib_s_all"]) == len(j["tg_gib_s_all"]) == len(j["tg_tok_s_all"]) == 2
+        for tok_s, gib_s, probe, ratio in zip(j["tg_tok_s_all"], j["tg_gib_s_all"], j["read_probe_gib_s_all"],
+                                              j["tg_of_read_probe_all"]):
+            assert probe > 0
+            assert abs(gib_s - tok_s * j["decode_bytes_per_token"] / 2**30) < 1e-9 * gib_s
+            assert abs(ratio - gib_s / probe) < 1e-9 * ratio
+        assert "weight stream" in p.stdout and "decode/probe" in p.stdout

@@ -1,0 +1,86 @@
+// ReadProbe (read_probe.h): a timed sequential read of a touched buffer.
+#include "kernels/read_probe.h"
+
+#include <immintrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "util/check.h"
+
+namespace omnibus {
+namespace {
+
+// Four independent 256-bit accumulators: the adds never wait on each other,
+// so the loop runs at the rate the loads arrive.
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+}  // namespace
+
+uint64_t read_probe_sum_scalar(const uint8_t* p, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    s += w;
+  }
+  return s;
+}
+
+uint64_t read_probe_sum(const uint8_t* p, size_t n) {
+  assert(n % 128 == 0 && reinterpret_cast<uintptr_t>(p) % 32 == 0);
+  return cpu_features().use_avx2() ? sum_avx2(p, n) : read_probe_sum_scalar(p, n);
+}
+
+ReadProbe::ReadProbe(size_t bytes) : bytes_(bytes / (size_t(2) << 20) * (size_t(2) << 20)) {
+  OMNIBUS_CHECK(bytes_ > 0);
+  buf_ = static_cast<uint8_t*>(std::aligned_alloc(size_t(2) << 20, bytes_));
+  OMNIBUS_CHECK(buf_ != nullptr);
+  ::madvise(buf_, bytes_, MADV_HUGEPAGE);
+  std::memset(buf_, 1, bytes_);  // every page resident before any timing
+}
+
+ReadProbe::~ReadProbe() { std::free(buf_); }
+
+double ReadProbe::measure(int n_threads, int passes) const {
+  OMNIBUS_CHECK(n_threads >= 1 && passes >= 1);
+  const size_t slice = bytes_ / size_t(n_threads) / 128 * 128;
+  std::vector<uint64_t> sums(size_t(n_threads), 0);
+  double best = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_threads; ++t) {
+      threads.emplace_back(
+          [&, t] { sums[size_t(t)] = read_probe_sum(buf_ + size_t(t) * slice, slice); });
+    }
+    sums[0] = read_probe_sum(buf_, slice);  // the caller reads the first slice
+    for (std::thread& th : threads) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Every byte is 1: each slice sums to slice / 8 words of 0x0101...01.
+    for (uint64_t v : sums) OMNIBUS_CHECK(v == uint64_t(slice / 8) * 0x0101010101010101ull);
+    best = std::max(best, double(slice) * n_threads / s);
+  }
+  return best;
+}
+
+}  // namespace omnibus

@@ -1,0 +1,54 @@
+// ReadProbe: how many bytes per second n threads read from DRAM on this
+// machine right now, the ceiling of single-stream decode (which reads every
+// weight once a token). `omnibus bench --read-probe` takes it after each
+// decode run, so a decode's GiB/s and the probe it is judged against come
+// from the same process and the same minute (issue 35: decode at >= 95% of
+// the read probe); kernels_microbench's BM_ReadBandwidth reads with the same
+// loop (read_probe_sum).
+//
+// The buffer is on transparent huge pages (as the packed weights are,
+// kernels/matmul.cc) and touched once at construction, so a measurement reads
+// resident memory only. Each thread sums its own contiguous slice (a
+// sequential stream, as a one-token matmul's slice of rows is).
+//
+// Thread-safety: measure() may be called from one thread at a time; it starts
+// and joins its own threads (not the engine's pool, which the engine thread
+// owns).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace omnibus {
+
+// The sum of the 64-bit little-endian words of p[0, n) (mod 2^64); n % 128 ==
+// 0, p 32-byte aligned. AVX2 where the CPU has it, else a scalar loop; both
+// give the same sum (the result only keeps the reads from being optimised
+// away, and the test holds the two together).
+uint64_t read_probe_sum(const uint8_t* p, size_t n);
+uint64_t read_probe_sum_scalar(const uint8_t* p, size_t n);
+
+class ReadProbe {
+ public:
+  static constexpr size_t kDefaultBytes = size_t(1) << 30;  // far beyond any L3 here
+
+  // Allocates `bytes` (rounded down to 128 x threads granules by measure) and
+  // touches every page. Aborts on allocation failure (a probe is a tool).
+  explicit ReadProbe(size_t bytes = kDefaultBytes);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  // Reads the whole buffer `passes` times with n_threads threads (one slice
+  // each); returns the fastest pass's bytes per second (a ceiling: a slower
+  // pass is another process's interference, not the memory's limit).
+  double measure(int n_threads, int passes = 3) const;
+
+  size_t bytes() const { return bytes_; }
+
+ private:
+  uint8_t* buf_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace omnibus
