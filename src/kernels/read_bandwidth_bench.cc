@@ -13,13 +13,8 @@
 // for 4 KiB pages (a TLB miss and a page walk every 4 KiB, and the hardware
 // prefetchers stop at each page's end: the lower figure).
 #include <benchmark/benchmark.h>
-#include <sys/mman.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <thread>
-#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/read_probe.h"
@@ -35,23 +30,9 @@ void BM_ReadBandwidth(benchmark::State& state) {
     return;
   }
   const int n_threads = int(state.range(0));
-  const bool huge = state.range(1) != 0;
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(huge ? size_t(2) << 20 : 64, kBytes));
-  if (huge) ::madvise(buf, kBytes, MADV_HUGEPAGE);
-  std::memset(buf, 1, kBytes);  // touch every page before timing
-  const size_t slice = kBytes / size_t(n_threads) / 128 * 128;
-  std::vector<uint64_t> sums(static_cast<size_t>(n_threads));
-  for (auto _ : state) {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n_threads; ++t) {
-      threads.emplace_back(
-          [&, t] { sums[size_t(t)] = read_probe_sum(buf + size_t(t) * slice, slice); });
-    }
-    for (std::thread& th : threads) th.join();
-    benchmark::DoNotOptimize(sums.data());
-  }
-  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(slice) * n_threads);
-  std::free(buf);
+  const ReadProbe probe(kBytes, state.range(1) != 0);
+  for (auto _ : state) probe.read_pass(n_threads);
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(probe.pass_bytes(n_threads)));
 }
 BENCHMARK(BM_ReadBandwidth)
     ->ArgsProduct({{1, 2}, {0, 1}})

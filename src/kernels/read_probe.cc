@@ -51,34 +51,44 @@ uint64_t read_probe_sum(const uint8_t* p, size_t n) {
   return cpu_features().use_avx2() ? sum_avx2(p, n) : read_probe_sum_scalar(p, n);
 }
 
-ReadProbe::ReadProbe(size_t bytes) : bytes_(bytes / (size_t(2) << 20) * (size_t(2) << 20)) {
+ReadProbe::ReadProbe(size_t bytes, bool huge_pages)
+    : bytes_(bytes / (size_t(2) << 20) * (size_t(2) << 20)) {
   OMNIBUS_CHECK(bytes_ > 0);
-  buf_ = static_cast<uint8_t*>(std::aligned_alloc(size_t(2) << 20, bytes_));
+  buf_ = static_cast<uint8_t*>(std::aligned_alloc(huge_pages ? size_t(2) << 20 : 64, bytes_));
   OMNIBUS_CHECK(buf_ != nullptr);
-  ::madvise(buf_, bytes_, MADV_HUGEPAGE);
+  if (huge_pages) ::madvise(buf_, bytes_, MADV_HUGEPAGE);
   std::memset(buf_, 1, bytes_);  // every page resident before any timing
 }
 
 ReadProbe::~ReadProbe() { std::free(buf_); }
 
-double ReadProbe::measure(int n_threads, int passes) const {
-  OMNIBUS_CHECK(n_threads >= 1 && passes >= 1);
-  const size_t slice = bytes_ / size_t(n_threads) / 128 * 128;
+size_t ReadProbe::pass_bytes(int n_threads) const {
+  return bytes_ / size_t(n_threads) / 128 * 128 * size_t(n_threads);
+}
+
+double ReadProbe::read_pass(int n_threads) const {
+  OMNIBUS_CHECK(n_threads >= 1);
+  const size_t slice = pass_bytes(n_threads) / size_t(n_threads);
   std::vector<uint64_t> sums(size_t(n_threads), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n_threads; ++t) {
+    threads.emplace_back(
+        [&, t] { sums[size_t(t)] = read_probe_sum(buf_ + size_t(t) * slice, slice); });
+  }
+  sums[0] = read_probe_sum(buf_, slice);  // the caller reads the first slice
+  for (std::thread& th : threads) th.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Every byte is 1: each slice sums to slice / 8 words of 0x0101...01.
+  for (uint64_t v : sums) OMNIBUS_CHECK(v == uint64_t(slice / 8) * 0x0101010101010101ull);
+  return s;
+}
+
+double ReadProbe::measure(int n_threads, int passes) const {
+  OMNIBUS_CHECK(passes >= 1);
   double best = 0;
   for (int pass = 0; pass < passes; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (int t = 1; t < n_threads; ++t) {
-      threads.emplace_back(
-          [&, t] { sums[size_t(t)] = read_probe_sum(buf_ + size_t(t) * slice, slice); });
-    }
-    sums[0] = read_probe_sum(buf_, slice);  // the caller reads the first slice
-    for (std::thread& th : threads) th.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Every byte is 1: each slice sums to slice / 8 words of 0x0101...01.
-    for (uint64_t v : sums) OMNIBUS_CHECK(v == uint64_t(slice / 8) * 0x0101010101010101ull);
-    best = std::max(best, double(slice) * n_threads / s);
+    best = std::max(best, double(pass_bytes(n_threads)) / read_pass(n_threads));
   }
   return best;
 }

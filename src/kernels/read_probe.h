@@ -32,9 +32,11 @@ class ReadProbe {
  public:
   static constexpr size_t kDefaultBytes = size_t(1) << 30;  // far beyond any L3 here
 
-  // Allocates `bytes` (rounded down to 128 x threads granules by measure) and
-  // touches every page. Aborts on allocation failure (a probe is a tool).
-  explicit ReadProbe(size_t bytes = kDefaultBytes);
+  // Allocates `bytes` (rounded down to whole 2 MiB) on transparent huge pages
+  // (or, huge_pages false, on 4 KiB pages: kernels_microbench's lower
+  // figure) and touches every page. Aborts on allocation failure (a probe is
+  // a tool).
+  explicit ReadProbe(size_t bytes = kDefaultBytes, bool huge_pages = true);
   ~ReadProbe();
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
@@ -43,6 +45,11 @@ class ReadProbe {
   // each); returns the fastest pass's bytes per second (a ceiling: a slower
   // pass is another process's interference, not the memory's limit).
   double measure(int n_threads, int passes = 3) const;
+
+  // One pass of measure: the seconds n_threads threads take to read their
+  // slices (pass_bytes in all), each slice's sum checked.
+  double read_pass(int n_threads) const;
+  size_t pass_bytes(int n_threads) const;
 
   size_t bytes() const { return bytes_; }
 
