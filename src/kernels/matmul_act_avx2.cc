@@ -27,6 +27,29 @@ const float* input_span(const TileInput& in, int64_t n_in, int64_t lane, int64_t
   return buf;
 }
 
+// One block of 32 floats as the reference Q8_0 / Q8_1 quantizers: its qs,
+// d (the f32 of its fp16), and where asked the exact sum of qs and s (the
+// fp16 of that sum times the unrounded d, as f32).
+struct Block32 {
+  float d;
+  float s = 0.0f;
+  int32_t qsum = 0;
+};
+Block32 quantize_block(const float* xb, bool with_sums, int8_t* qs) {
+  const float d = simd::abs_max_32(xb) / 127;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  __m256i sum;
+  const __m256i q = simd::quantize_32(xb, id, &sum);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), q);
+  // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
+  Block32 r{_cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT))};
+  if (with_sums) {
+    r.qsum = simd::hsum_i32(sum);
+    r.s = _cvtsh_ss(_cvtss_sh(float(r.qsum) * d, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return r;
+}
+
 }  // namespace
 
 void quantize_tile_k(const TileInput& in, int64_t n_in, int64_t n_valid, ActBlockK* act) {
@@ -55,20 +78,25 @@ void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with
   for (int64_t lane = 0; lane < n_valid; ++lane) {
     for (int64_t b = 0; b < nb; ++b) {
       const float* xb = input_span(in, n_in, lane, b * kQK, kQK, buf);
-      const float d = simd::abs_max_32(xb) / 127;
-      const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      __m256i sum;
-      const __m256i q = simd::quantize_32(xb, id, &sum);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(act[b].qs[lane]), q);
-      // fp16 round trips with F16C (round to nearest even, as fp32_to_fp16)
-      act[b].d[lane] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-      if (with_sum || qsum != nullptr) {
-        const int32_t total = simd::hsum_i32(sum);
-        if (qsum != nullptr) qsum[b * kTok + lane] = total;
-        if (with_sum)
-          act[b].s[lane] = _cvtsh_ss(_cvtss_sh(float(total) * d, _MM_FROUND_TO_NEAREST_INT));
-      }
+      const Block32 q = quantize_block(xb, with_sum || qsum != nullptr, act[b].qs[lane]);
+      act[b].d[lane] = q.d;
+      if (qsum != nullptr) qsum[b * kTok + lane] = q.qsum;
+      if (with_sum) act[b].s[lane] = q.s;
     }
+  }
+}
+
+void quantize_row1(const TileInput& in, int64_t n_in, bool with_sum, bool with_qsum,
+                   ActBlock1* act) {
+  const int64_t nb = n_in / kQK;
+  alignas(32) float buf[kQK];
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = input_span(in, n_in, 0, b * kQK, kQK, buf);
+    const Block32 q = quantize_block(xb, with_sum || with_qsum, act[b].qs);
+    act[b].d = q.d;
+    act[b].s = with_sum ? q.s : 0.0f;
+    act[b].qsum = with_qsum ? q.qsum : 0;
+    act[b].pad = 0;
   }
 }
 

@@ -237,19 +237,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
 
   const int64_t nb = n_in / ops.block_elems;  // activation blocks per token
   const int64_t n_tiles = (n_tok + kTok - 1) / kTok;
-  // Bytes per activation block of a tile (a tile is nb of them).
-  const size_t act_block = ops.k_act       ? sizeof(ActBlockK)
-                           : ops.with_qsum ? sizeof(ActBlock32) + kTok * sizeof(int32_t)
-                                           : sizeof(ActBlock32);
-  const size_t act_bytes = size_t(n_tiles * nb) * act_block;
-  if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
-  uint8_t* act = scratch.quantized_x.data();
-  // The activation tile `tile` (nb blocks).
-  auto tile_act = [&](int64_t tile) -> const uint8_t* {
-    return act + size_t(tile * nb) * act_block;
-  };
-  // The amx tier's many-token calls: every 16 tokens' Q8_K activations also
-  // as rows (internal::AmxActRows, the tile unit's operand layout).
   // 4/5/6-bit types with more than kMaxPackedTiles token tiles: each group's
   // quants are split to bytes once (per-thread buffer) and shared by all its
   // tiles. With fewer, each tile runs on the packed group (in L1/L2 after the
@@ -265,6 +252,34 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   const bool sliced = n_tok > 2 * kTok && n_tok <= kMaxSlicedTok &&
                       ops.wide_pair[2 * kTok] != nullptr && ops.amx_pair == nullptr;
   const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles && !sliced;
+  // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
+  // tier's: every packed type): two groups x every token per pass, the quants
+  // split once in registers (a verification step of 1 + k tokens). One token
+  // takes it for all but Q6_K and Q8_0 where one_token_pairs() (not on AMD
+  // cores): on the Xeon the single-group ymm kernels of the others were bound
+  // by their instructions, not the stream (4096 x 14336 at one token, 2
+  // threads: Q4_K 1.19-1.30 -> 0.95-1.06 ms, Q4_1 1.44-1.51 -> 1.07-1.15, Q4_0
+  // 1.16-1.23 -> 1.01-1.03; the read probe 25-27 GiB/s); Q6_K and Q8_0 gained
+  // nothing, and keep theirs.
+  const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
+                               (n_tok > 1 || one_token_pairs()));
+  // A one-token call on single groups of a type with Ops::one: the token's
+  // activations as ActBlock1 rows (matmul_act_avx2.h says why).
+  const bool row = n_tok == 1 && !wide && ops.one != nullptr;
+  // Bytes per activation block of a tile (a tile is nb of them).
+  const size_t act_block = row             ? sizeof(matmul_act::ActBlock1)
+                           : ops.k_act     ? sizeof(ActBlockK)
+                           : ops.with_qsum ? sizeof(ActBlock32) + kTok * sizeof(int32_t)
+                                           : sizeof(ActBlock32);
+  const size_t act_bytes = size_t(n_tiles * nb) * act_block;
+  if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
+  uint8_t* act = scratch.quantized_x.data();
+  // The activation tile `tile` (nb blocks).
+  auto tile_act = [&](int64_t tile) -> const uint8_t* {
+    return act + size_t(tile * nb) * act_block;
+  };
+  // The amx tier's many-token calls: every 16 tokens' Q8_K activations also
+  // as rows (internal::AmxActRows, the tile unit's operand layout).
   const bool amx = unpack && ops.amx_pair != nullptr;
   constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok,
                     kAmxCallTiles = internal::kAmxCallTok / kTok;
@@ -283,7 +298,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   pool.parallel_for(n_tiles, [&](int64_t tile, int) {
     const int64_t n_valid = std::min<int64_t>(kTok, n_tok - tile * kTok);
     uint8_t* a = act + size_t(tile * nb) * act_block;
-    if (ops.k_act) {
+    if (row) {
+      matmul_act::quantize_row1(tile_input(tile), n_in, ops.with_sum, ops.with_qsum,
+                                reinterpret_cast<matmul_act::ActBlock1*>(a));
+    } else if (ops.k_act) {
       auto* blocks = reinterpret_cast<ActBlockK*>(a);
       matmul_act::quantize_tile_k(tile_input(tile), n_in, n_valid, blocks);
       if (amx) {
@@ -320,17 +338,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   for (int m = 0; m < n_mats; ++m) any_unpacked |= packed[m] == nullptr;
   uint8_t* pack_buf = nullptr;
   if (any_unpacked) pack_buf = aligned_scratch(scratch.packed_rows, size_t(n_threads) * 2 * gb);
-  // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
-  // tier's: every packed type): two groups x every token per pass, the quants
-  // split once in registers (a verification step of 1 + k tokens). One token
-  // takes it for all but Q6_K and Q8_0 where one_token_pairs() (not on AMD
-  // cores): on the Xeon the single-group ymm kernels of the others were bound
-  // by their instructions, not the stream (4096 x 14336 at one token, 2
-  // threads: Q4_K 1.19-1.30 -> 0.95-1.06 ms, Q4_1 1.44-1.51 -> 1.07-1.15, Q4_0
-  // 1.16-1.23 -> 1.01-1.03; the read probe 25-27 GiB/s); Q6_K and Q8_0 gained
-  // nothing, and keep theirs.
-  const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
-                               (n_tok > 1 || one_token_pairs()));
   const size_t ub = size_t(n_in) * kGroupRows;  // one byte per element of a group
   // Each thread's slot: two unpacked groups (the amx tier lays its operands
   // out per super-block in the call).
@@ -463,6 +470,11 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             ops.pair[T](gp, gp1, nb, tile_act(tile), y + tile * kTok * w.n_out, w.n_out, n_rows1);
           }
           gg += 2;
+          continue;
+        }
+        if (row) {
+          ops.one(gp, nb, act, y, w.n_out, n_rows);
+          ++gg;
           continue;
         }
         if (!unpack) {

@@ -68,6 +68,7 @@
 
 namespace omnibus::matmul_packed::internal {
 
+using matmul_act::ActBlock1;
 using matmul_act::ActBlock32;
 using matmul_act::ActBlockK;
 using matmul_act::kTok;
@@ -88,7 +89,8 @@ GroupRows group_rows(const WeightView& w, int64_t g, size_t block_bytes, const u
 
 // Kernels take the activation tile as void*: ActBlock32[nb] (32-element
 // formats; with Ops::with_qsum followed by int32 qsum[nb][kTok]) or
-// ActBlockK[nb] (K-quants), per Ops::k_act.
+// ActBlockK[nb] (K-quants), per Ops::k_act; Ops::one takes one token's
+// ActBlock1[nb].
 using KernelFn = void (*)(const uint8_t* group, int64_t nb, const void* act, float* y,
                           int64_t y_stride, int n_rows);
 using PairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t nb, const void* act,
@@ -148,6 +150,9 @@ using AmxQuadFn = void (*)(const uint8_t* group0, size_t gb, int64_t nb, const A
 // run pair (several tiles, two groups per call) or else kernel, per tile.
 struct Ops {
   KernelFn kernel[kTok + 1];  // one packed group, T tokens
+  // One packed group x one token from ActBlock1 rows, for one-token calls
+  // that run single groups (null: kernel[1] on a tile). Bitwise kernel[1].
+  KernelFn one = nullptr;
   PackFn pack;
   size_t (*used_bytes)(int64_t nb);  // bytes of a group of nb activation blocks
   int block_elems = 32;              // elements per activation block
@@ -518,6 +523,30 @@ inline void unpack_5bit_block(const uint8_t* qs, const uint8_t* hb_bytes, uint8_
 inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
   return reinterpret_cast<const int32_t*>(act + nb);
 }
+
+// How a 32-element format's kernel reads its activations (its View template
+// parameter), token t of block b: TileView, a tile's kTok tokens
+// (ActBlock32[nb], with Ops::with_qsum quantize_tile's qsum after them), or
+// RowView, one token's blocks (ActBlock1[nb], Ops::one; t is 0). The same
+// numbers either way (quantize_row1 is quantize_tile's lane 0).
+struct TileView {
+  const ActBlock32* act;
+  const int32_t* sums;
+  TileView(const void* a, int64_t nb)
+      : act(static_cast<const ActBlock32*>(a)), sums(tile_qsum(act, nb)) {}
+  const int8_t* qs(int64_t b, int t) const { return act[b].qs[t]; }
+  const float* d(int64_t b, int t) const { return &act[b].d[t]; }
+  const float* s(int64_t b, int t) const { return &act[b].s[t]; }
+  int32_t qsum(int64_t b, int t) const { return sums[b * kTok + t]; }
+};
+struct RowView {
+  const ActBlock1* act;
+  RowView(const void* a, int64_t /*nb*/) : act(static_cast<const ActBlock1*>(a)) {}
+  const int8_t* qs(int64_t b, int /*t*/) const { return act[b].qs; }
+  const float* d(int64_t b, int /*t*/) const { return &act[b].d; }
+  const float* s(int64_t b, int /*t*/) const { return &act[b].s; }
+  int32_t qsum(int64_t b, int /*t*/) const { return act[b].qsum; }
+};
 
 #if defined(__AVX512F__)
 // ------------------------------------------------------ 512-bit group pairs
