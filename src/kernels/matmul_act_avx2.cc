@@ -9,6 +9,7 @@
 #include "kernels/quant_avx2.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_simd_avx2.h"
+#include "util/check.h"
 
 namespace omnibus::matmul_act {
 namespace {
@@ -88,15 +89,18 @@ void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with
 
 void quantize_row1(const TileInput& in, int64_t n_in, bool with_sum, bool with_qsum,
                    ActBlock1* act) {
+  OMNIBUS_CHECK(!(with_sum && with_qsum));
   const int64_t nb = n_in / kQK;
   alignas(32) float buf[kQK];
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = input_span(in, n_in, 0, b * kQK, kQK, buf);
     const Block32 q = quantize_block(xb, with_sum || with_qsum, act[b].qs);
     act[b].d = q.d;
-    act[b].s = with_sum ? q.s : 0.0f;
-    act[b].qsum = with_qsum ? q.qsum : 0;
-    act[b].pad = 0;
+    if (with_sum) {
+      act[b].s = q.s;
+    } else {
+      act[b].qsum = q.qsum;  // 0 unless with_qsum
+    }
   }
 }
 

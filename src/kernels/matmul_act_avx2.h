@@ -42,7 +42,7 @@ void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with
                    ActBlock32* act, int32_t* qsum = nullptr);
 
 // One token's activations for one 32-element block: the values quantize_tile
-// gives its lane 0, 48 bytes a block instead of a tile's 160 (+ 16 of qsum).
+// gives its lane 0, 40 bytes a block instead of a tile's 160 (+ 16 of qsum).
 // A decode step's single-group kernels (matmul_packed_internal.h, Ops::one)
 // read these: a tile's blocks spread one token's 36 bytes over two or three
 // cache lines, and at n_in 4096 its 20 KB left too little of a 32 KB L1 for
@@ -51,14 +51,15 @@ void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with
 struct ActBlock1 {
   int8_t qs[32];
   float d;
-  float s;       // as ActBlock32::s (with_sum)
-  int32_t qsum;  // as quantize_tile's qsum (with_qsum)
-  int32_t pad;
+  union {
+    float s;       // as ActBlock32::s (with_sum)
+    int32_t qsum;  // as quantize_tile's qsum (with_qsum; no format takes both)
+  };
 };
-static_assert(sizeof(ActBlock1) == 48);
+static_assert(sizeof(ActBlock1) == 40);
 
 // quantize_tile of one token (in's row 0) into act[0..n_in / 32): s filled
-// when with_sum, qsum when with_qsum.
+// when with_sum, else qsum when with_qsum. REQUIRES: not both.
 void quantize_row1(const TileInput& in, int64_t n_in, bool with_sum, bool with_qsum,
                    ActBlock1* act);
 
