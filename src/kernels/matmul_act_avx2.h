@@ -45,9 +45,10 @@ void quantize_tile(const TileInput& in, int64_t n_in, int64_t n_valid, bool with
 // gives its lane 0, 40 bytes a block instead of a tile's 160 (+ 16 of qsum).
 // A decode step's single-group kernels (matmul_packed_internal.h, Ops::one)
 // read these: a tile's blocks spread one token's 36 bytes over two or three
-// cache lines, and at n_in 4096 its 20 KB left too little of a 32 KB L1 for
-// the weight stream prefetched ahead (Zen 4, 4096 x 14336 Q4_0 at one token,
-// one thread: 1.92 -> 1.36 ms; docs/performance.md, round (o)).
+// cache lines, 18-20 KB of lines at n_in 4096 that every group re-reads while
+// the weight stream prefetched ahead evicts them from L1 (Zen 4, 4096 x 14336
+// Q4_0 at one token, one thread: 16.0-16.9 -> 22.7-25.4 GB/s;
+// docs/performance.md, round (o)).
 struct ActBlock1 {
   int8_t qs[32];
   float d;

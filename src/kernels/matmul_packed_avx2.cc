@@ -263,9 +263,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // nothing, and keep theirs.
   const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
                                (n_tok > 1 || one_token_pairs()));
-  // A one-token call on single groups of a type with Ops::one: the token's
-  // activations as ActBlock1 rows (matmul_act_avx2.h says why).
-  const bool row = n_tok == 1 && !wide && ops.one != nullptr;
+  // A one-token call of a type with kernels for one token's ActBlock1 rows
+  // (Ops::one on single groups, a run's lone last group included, and
+  // Ops::one_pair on wide pairs) takes them (matmul_act_avx2.h says why).
+  const bool row = n_tok == 1 && ops.one != nullptr && (!wide || ops.one_pair != nullptr);
   // Bytes per activation block of a tile (a tile is nb of them).
   const size_t act_block = row             ? sizeof(matmul_act::ActBlock1)
                            : ops.k_act     ? sizeof(ActBlockK)
@@ -422,7 +423,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
           OMNIBUS_CHECK(gp1 == gp + gb);  // packed at load or in this thread's two slots
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
-          if (!sliced) {
+          if (row) {
+            ops.one_pair(gp, gp1, nb, act, act, y, w.n_out, n_rows1);
+          } else if (!sliced) {
             ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
                                  n_rows1);
           } else {

@@ -164,7 +164,10 @@ struct Ops {
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
   WidePairFn wide_pair[2 * kTok + 1] = {};              // [1, 2 * kTok] tokens (null: none)
-  WidePairFn wide16 = nullptr;   // slices of 4 whole tiles (kWideMaxTok tokens; null: none)
+  WidePairFn wide16 = nullptr;  // slices of 4 whole tiles (kWideMaxTok tokens; null: none)
+  // wide_pair[1] from one token's ActBlock1 rows (act0 = act1; null:
+  // wide_pair[1] on a tile). Bitwise wide_pair[1].
+  WidePairFn one_pair = nullptr;
   AmxPairFn amx_pair = nullptr;  // the amx tier's many-token pairs (null: none)
   AmxQuadFn amx_quad = nullptr;  // and quads of groups (with amx_pair)
 };
