@@ -213,23 +213,43 @@ inline int32_t load_i32(const void* p) {
 inline __m256i bcast32(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
 
 #ifndef OMNIBUS_PACKED_PREFETCH
-#define OMNIBUS_PACKED_PREFETCH 8192
+#define OMNIBUS_PACKED_PREFETCH 16384
 #endif
-// Software prefetch distance (bytes ahead of the quants being read); the
-// packed matrix is one linear stream, so this also covers the next group.
-// A decode token reads each weight once, so the distance must cover the DRAM
-// latency at the rate one core consumes (~25 GB/s x ~150 ns in a VM: ~4 KB):
-// on an EPYC Zen 5 (avx512 tier, 1 thread, kernels_microbench Stream_*/1/1)
-// 1024 bytes left Q6_K at 8-12 GiB/s and Q4_K at 13-16, 8192 gave 16-24 and
-// 15-22 (CPU time per call -45% and -25%); 16384 was no better.
-inline constexpr int kPrefetch = OMNIBUS_PACKED_PREFETCH;
+#ifndef OMNIBUS_PACKED_PREFETCH_NEAR
+#define OMNIBUS_PACKED_PREFETCH_NEAR 2048
+#endif
+// Software prefetch distances, in bytes ahead of the quants being read (the
+// packed matrix is one linear stream, so they also cover the next group). A
+// decode token reads each weight once, so the distance must cover the DRAM
+// latency at the rate one core consumes (~25 GB/s x ~150 ns in a VM: ~4 KB,
+// more while the memory is busy). 0 turns one off (benchmarks).
+//   far   into L2, by every kernel: past the 32 KiB L1, where what is in
+//         flight would evict the activations the kernel re-reads (a token's
+//         row is up to 17.5 KB at n_in 14336)
+//   near  from L2 into L1, by the single-group kernels (prefetch()) only
+// Measured on an EPYC Zen 4 (avx512 tier, kernels_microbench Stream_*, A B
+// rounds; docs/performance.md, round (p)) against the one distance before
+// (8192 into L1, kPrefetchL1): one token on one thread (single groups), Q4_K
+// 4096 x 14336 20.1 -> 24.0 GB/s, 14336 x 4096 19.4 -> 25.0, Q4_0 23.1 ->
+// 23.8 and 18.7 -> 23.3, Q8_0 within 4%; far alone 22.2 and 22.3. The pair
+// kernels (4-16 tokens, 2 threads) ran 20-50% slower with both distances
+// than with the old one, and 15-40% faster with far alone (4 tokens: Q4_K
+// 22.1 -> 27.5, Q6_K 19.4 -> 27.4, Q4_0 23.1 -> 26.9 GB/s).
+inline constexpr size_t kPrefetchFar = OMNIBUS_PACKED_PREFETCH;
+inline constexpr size_t kPrefetchNear = OMNIBUS_PACKED_PREFETCH_NEAR;
+// The one distance into L1 the amx tier's kernels keep (on EPYC Zen 5, 1024
+// bytes left Q6_K at 8-12 GiB/s and Q4_K at 13-16, 8192 gave 16-24 and
+// 15-22; into L1 rather than L2 -10% / -13% time: round (k)). The amx
+// tier's many-token kernels are bound by the tile unit, not the stream, and
+// no machine with AMX has measured the two distances.
+inline constexpr size_t kPrefetchL1 = 8192;
 
-// Into L1 (T0), not L2: each line is consumed once, within the distance (Zen
-// 5, one token of 4096 x 14336 on 1 thread: Q4_K -10%, Q6_K -13%; the 8B
-// shape's decode +4-8%: docs/performance.md, round (k)).
+// A single-group kernel's stream: both distances.
 inline void prefetch(const uint8_t* p) {
-  if constexpr (kPrefetch > 0)
-    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetch, _MM_HINT_T0);
+  if constexpr (kPrefetchFar > 0)
+    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchFar, _MM_HINT_T1);
+  if constexpr (kPrefetchNear > 0)
+    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchNear, _MM_HINT_T0);
 }
 
 // prefetch() of every cache line of [p, p + Bytes): a kernel that consumes
@@ -240,18 +260,19 @@ inline void prefetch_span(const uint8_t* p) {
   for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off);
 }
 
-// prefetch_span for a kernel that walks N adjacent groups (group i = group0
-// + i gb bytes) side by side, at offset `at` of each: the stream is the N
-// groups, so the distance runs on into the next N (+N gb) instead of into
-// group 1, which is being read already.
-template <size_t Bytes, size_t N>
+// The lines [at, at + Bytes) + Dist of each of N adjacent groups (group i =
+// group0 + i gb bytes) walked side by side, into Hint's cache (by default:
+// far, into L2): the stream is the N groups, so a distance past a group's
+// end runs on into the next N (+N gb each time) instead of into group 1,
+// which is being read already.
+template <size_t Bytes, size_t N, _mm_hint Hint = _MM_HINT_T1, size_t Dist = kPrefetchFar>
 inline void prefetch_groups_span(const uint8_t* group0, size_t gb, size_t at) {
-  if constexpr (kPrefetch > 0) {
-    size_t off = at + size_t(kPrefetch);
-    if (off >= gb) off += (N - 1) * gb;
+  if constexpr (Dist > 0) {
+    size_t off = at + Dist;
+    while (off >= gb) off -= gb, group0 += N * gb;
     for (size_t l = 0; l < Bytes; l += 64) {
       for (size_t g = 0; g < N; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), Hint);
     }
   }
 }
