@@ -17,8 +17,10 @@
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
 // and 32 tokens (a quad: both pairs' operands, and each 32 tokens through
 // one pair then the other). Laying a super-block out first prefetches its
-// bytes kPrefetchL1 ahead, on into the next pair or quad
-// (prefetch_groups_span): the stream is the run's groups, in order. The float
+// bytes kPrefetchNear ahead (into L1, as before round (p): the tile unit
+// bounds these many-token calls, and no machine with AMX has measured the far
+// distance), on into the next pair or quad (prefetch_groups_span): the
+// stream is the run's groups, in order. The float
 // steps after them are the avx512 tier's, in its order (acc, mins per
 // super-block; super-block 0 starts from zero): bitwise equal to every tier
 // (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
@@ -281,8 +283,7 @@ struct KernK4 {
   int64_t nsb;
 
   Fin prepare(int64_t sb) const {
-    prefetch_groups_span<L::kSuper, 2 * NP, _MM_HINT_T0, kPrefetchL1>(g[0], gb,
-                                                                      size_t(sb) * L::kSuper);
+    prefetch_groups_span<L::kSuper, 2 * NP>(g[0], gb, size_t(sb) * L::kSuper, false);
     Fin f;
     for (int p = 0; p < NP; ++p) {
       const uint8_t* group0 = g[2 * p];
@@ -453,7 +454,7 @@ struct KernQ6K {
   int64_t nsb;
 
   Fin prepare(int64_t sb) const {
-    prefetch_groups_span<kSuper6, 2 * NP, _MM_HINT_T0, kPrefetchL1>(g[0], gb, size_t(sb) * kSuper6);
+    prefetch_groups_span<kSuper6, 2 * NP>(g[0], gb, size_t(sb) * kSuper6, false);
     Fin f;
     for (int p = 0; p < NP; ++p) {
       unpack_super6(g[2 * p], g[2 * p + 1], sb, b + size_t(p) * kSuperBytes6);

@@ -129,6 +129,11 @@ OMNIBUS_STREAM_TYPE(F16);
 OMNIBUS_STREAM_TYPE(BF16);
 // Llama 3.2 1B's tied Q6_K head (2048 -> 128256), the largest matrix of its decode step.
 OMNIBUS_STREAM(Q6_K, 2048, 128256, OMNIBUS_HEAD_TOKENS);
+// SmolLM2-135M's rows (n_in 576, short: the prefetch policy differs, see
+// kFarMinIn in matmul_packed_internal.h): its Q8_0 tied head and Q4_1 FFN.
+OMNIBUS_STREAM(Q8_0, 576, 49152, {1});
+OMNIBUS_STREAM(Q4_1, 576, 1536, {1});
+OMNIBUS_STREAM(Q4_1, 1536, 576, {1});
 
 }  // namespace
 }  // namespace omnibus
