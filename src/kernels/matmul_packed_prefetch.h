@@ -1,0 +1,106 @@
+// Software prefetch of the packed weight stream (matmul_packed_internal.h):
+// how far ahead each kernel asks for its groups' lines, and into which cache.
+// Included by matmul_packed_internal.h after it has chosen the tier
+// (OMNIBUS_PACKED_TIER): the functions live in the tier's namespace, as
+// everything there does.
+//
+// Thread-safety: stateless functions.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#ifndef OMNIBUS_PACKED_TIER
+#error "include kernels/matmul_packed_internal.h, which chooses the tier"
+#endif
+
+namespace omnibus::matmul_packed::internal {
+
+#ifndef OMNIBUS_PACKED_PREFETCH
+#define OMNIBUS_PACKED_PREFETCH 8192
+#endif
+#ifndef OMNIBUS_PACKED_PREFETCH_FAR
+#define OMNIBUS_PACKED_PREFETCH_FAR 16384
+#endif
+// Software prefetch distances, in bytes ahead of the quants being read (the
+// packed matrix is one linear stream, so they also cover the next group). A
+// decode token reads each weight once, so the distance must cover the DRAM
+// latency at the rate one core consumes (~25 GB/s x ~150 ns in a VM: ~4 KB,
+// more while the memory is busy). 0 turns one off (benchmarks).
+//   near  into L1, by every kernel of a call whose rows are short (n_in <
+//         kFarMinIn: the small models), and by the single-group kernels
+//   far   into L2, by every kernel of a call of long rows (the pair kernels
+//         instead of near)
+// Measured on EPYC Zen 5 for near alone (1024 bytes left Q6_K at 8-12 GiB/s
+// and Q4_K at 13-16, 8192 gave 16-24 and 15-22; into L1 rather than L2 -10%
+// / -13% time: round (k) of docs/performance.md), and on an EPYC Zen 4
+// (avx512 tier, kernels_microbench Stream_*, A B rounds, round (p)): adding
+// far, one token on one thread (single groups), Q4_K 4096 x 14336 22.4 ->
+// 27.6 GB/s, 14336 x 4096 20.2 -> 26.6, Q4_0 14336 x 4096 20.7 -> 27.4; the
+// pair kernels (4-16 tokens, 2 threads) 15-40% faster with far alone (4
+// tokens: Q4_K 22.1 -> 27.5, Q6_K 19.4 -> 27.4, Q4_0 23.1 -> 26.9) and 20-50%
+// slower with both; but the rows of SmolLM2 (n_in 576: Q8_0 576 x 49152,
+// Q4_1 576 x 1536 and x 4608) 6-9% slower with far, whichever near.
+inline constexpr size_t kPrefetchNear = OMNIBUS_PACKED_PREFETCH;
+inline constexpr size_t kPrefetchFar = OMNIBUS_PACKED_PREFETCH_FAR;
+inline constexpr int64_t kFarMinIn = 2048;
+
+namespace OMNIBUS_PACKED_TIER {
+
+// Whether a call of rows of n_in elements prefetches far (kernels take it
+// from their block count, once per call).
+inline bool prefetch_far(int64_t n_in) { return n_in >= kFarMinIn; }
+
+// A single-group kernel's stream: near, and far where `far`.
+inline void prefetch(const uint8_t* p, bool far) {
+  if constexpr (kPrefetchNear > 0)
+    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchNear, _MM_HINT_T0);
+  if constexpr (kPrefetchFar > 0) {
+    if (far) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchFar, _MM_HINT_T1);
+  }
+}
+
+// prefetch() of every cache line of [p, p + Bytes): a kernel that consumes
+// Bytes per step calls it once per step, so no line of its stream is missed
+// (a missed line is a demand miss the loop waits for).
+template <size_t Bytes>
+inline void prefetch_span(const uint8_t* p, bool far) {
+  for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off, far);
+}
+
+// The lines [at, at + Bytes) + dist of each of N adjacent groups (group i =
+// group0 + i gb bytes) walked side by side, into Hint's cache: the stream is
+// the N groups, so a distance past a group's end runs on into the next N
+// (+N gb each time) instead of into group 1, which is being read already.
+template <size_t Bytes, size_t N, _mm_hint Hint>
+inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at, size_t dist) {
+  size_t off = at + dist;
+  while (off >= gb) off -= gb, group0 += N * gb;
+  for (size_t l = 0; l < Bytes; l += 64) {
+    for (size_t g = 0; g < N; ++g)
+      _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), Hint);
+  }
+}
+
+// A kernel's stream of N groups side by side, at offset `at` of each: far
+// where `far`, else near.
+template <size_t Bytes, size_t N>
+inline void prefetch_groups_span(const uint8_t* group0, size_t gb, size_t at, bool far) {
+  if (far) {
+    if constexpr (kPrefetchFar > 0)
+      prefetch_groups_at<Bytes, N, _MM_HINT_T1>(group0, gb, at, kPrefetchFar);
+  } else if constexpr (kPrefetchNear > 0) {
+    prefetch_groups_at<Bytes, N, _MM_HINT_T0>(group0, gb, at, kPrefetchNear);
+  }
+}
+
+// The pair kernels' (N = 2).
+template <size_t Bytes>
+inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at, bool far) {
+  prefetch_groups_span<Bytes, 2>(group0, gb, at, far);
+}
+
+}  // namespace OMNIBUS_PACKED_TIER
+}  // namespace omnibus::matmul_packed::internal
