@@ -74,7 +74,7 @@ inline void prefetch_span(const uint8_t* p, bool far) {
 // group0 + i gb bytes) walked side by side, into Hint's cache: the stream is
 // the N groups, so a distance past a group's end runs on into the next N
 // (+N gb each time) instead of into group 1, which is being read already.
-template <size_t Bytes, size_t N, _mm_hint Hint>
+template <size_t Bytes, size_t N, decltype(_MM_HINT_T0) Hint>  // GCC: enum _mm_hint; clang: int
 inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at, size_t dist) {
   size_t off = at + dist;
   while (off >= gb) off -= gb, group0 += N * gb;
