@@ -40,23 +40,25 @@ using internal::Ops;
 
 // Whether a one-token call of a type with a one-token wide kernel takes it
 // (two groups a pass: two streams one group apart per thread) or the
-// single-group kernel (one sequential stream a thread). Measured both ways:
-// the wide kernel won on a Sapphire Rapids Xeon (4096 x 14336 Q4_K, 2
-// threads: 1.19-1.30 -> 0.95-1.06 ms, the single-group kernel bound by its
-// instructions), the single-group one on an EPYC Zen 5 (one thread, Q4_K /
-// Q4_0 / Q4_1 / Q5_0 / Q5_K 27-30 -> 36-40 GB/s, the read probe's 37-38; the
-// 8B Q4_K_M decode +12-37% in four A B pairs): so the single-group kernels
-// on AMD cores, the wide ones elsewhere. OMNIBUS_ONE_TOKEN_PAIRS=1 / 0 forces
-// either (benchmarks). The same bits either way (every kernel is bitwise the
-// scalar reference). -1: not chosen yet (the first call chooses; a race
-// stores the same value twice).
+// single-group kernel (one sequential stream a thread). The single-group
+// kernels, on every CPU measured, since they read one token's ActBlock1 rows
+// (ebac724) and prefetch at two distances (a37cf40): on a Sapphire Rapids
+// Xeon (2 threads, 4096 x 14336, GiB/s of file bytes) Q4_K 24.3-25.4 ->
+// 31.4-32.6, Q5_K 19.1-19.6 -> 28.7-32.4, Q4_0 26.5-27.2 -> 32.7-33.0, the
+// 1B Q4_K_M decode 32.3-32.5 -> 37.8-38.2 tok/s and the 8B 6.3-6.4 -> 6.5-6.6
+// (docs/performance.md, round (q)); on EPYC Zen 4 and Zen 5 (rounds (l) and
+// (n)). The wide kernel had won on the Xeon only while the single-group one
+// read a 4-token tile and was bound by its instructions. OMNIBUS_ONE_TOKEN_PAIRS=1
+// forces the wide kernels (benchmarks); the same bits either way (every
+// kernel is bitwise the scalar reference). -1: not chosen yet (the first call
+// chooses; a race stores the same value twice).
 std::atomic<int> g_one_token_pairs{-1};
 
 bool one_token_pairs() {
   int v = g_one_token_pairs.load(std::memory_order_relaxed);
   if (v < 0) {
     const char* env = std::getenv("OMNIBUS_ONE_TOKEN_PAIRS");
-    v = env != nullptr && *env != '\0' ? std::strcmp(env, "0") != 0 : !cpu_features().amd;
+    v = env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0;
     g_one_token_pairs.store(v, std::memory_order_relaxed);
   }
   return v != 0;
@@ -255,12 +257,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
   // tier's: every packed type): two groups x every token per pass, the quants
   // split once in registers (a verification step of 1 + k tokens). One token
-  // takes it for all but Q6_K and Q8_0 where one_token_pairs() (not on AMD
-  // cores): on the Xeon the single-group ymm kernels of the others were bound
-  // by their instructions, not the stream (4096 x 14336 at one token, 2
-  // threads: Q4_K 1.19-1.30 -> 0.95-1.06 ms, Q4_1 1.44-1.51 -> 1.07-1.15, Q4_0
-  // 1.16-1.23 -> 1.01-1.03; the read probe 25-27 GiB/s); Q6_K and Q8_0 gained
-  // nothing, and keep theirs.
+  // takes the single-group kernels unless one_token_pairs() (forced by
+  // OMNIBUS_ONE_TOKEN_PAIRS=1; above says why it is off): one sequential
+  // stream a thread keeps up with the memory where two groups a pass do not.
   const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
                                (n_tok > 1 || one_token_pairs()));
   // A one-token call of a type with kernels for one token's ActBlock1 rows

@@ -52,7 +52,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
                   MatmulScratch& scratch);
 
 // Tests only: whether one-token calls take the two-group wide kernels
-// (true) or the single-group ones (false; the default on AMD cores, see
+// (true) or the single-group ones (false; the default, see
 // one_token_pairs in the .cc); returns the previous choice. Not to be called
 // while a matmul runs.
 bool set_one_token_pairs_for_testing(bool pairs);
