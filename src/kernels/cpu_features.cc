@@ -108,6 +108,7 @@ const CpuFeatures& cpu_features() {
     // EAX bits 4 and 5). The OS-enabled state of the registers is implied by
     // the builtins above, which check XCR0.
     f.f16c = (cpuid(1, 0).ecx >> 29) & 1;
+    f.amd = __builtin_cpu_is("amd");  // cpuid leaf 0's vendor "AuthenticAMD"
     if (cpuid(0, 0).eax >= 7) {
       const CpuidRegs l7s1 = cpuid(7, 1);
       f.avx_vnni = f.avx2 && ((l7s1.eax >> 4) & 1);

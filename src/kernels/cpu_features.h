@@ -51,6 +51,10 @@ struct CpuFeatures {
   bool avx_vnni = false;
   bool amx_int8 = false;  // AMX-TILE + AMX-INT8 usable: the CPU has them, the OS granted the tiles
   bool simd_disabled = false;  // OMNIBUS_NO_SIMD set
+  // The vendor (cpuid leaf 0) is "AuthenticAMD": a tuning input only (where
+  // measurements on AMD and Intel cores disagree on the faster kernel), never
+  // a correctness one.
+  bool amd = false;
   // Whether this CPU can run `tier` (ignoring any cap).
   bool supports(Isa tier) const;
   // The highest tier this CPU supports, and the tier chosen at start-up (it,

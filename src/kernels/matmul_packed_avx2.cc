@@ -1,13 +1,11 @@
 #include "kernels/matmul_packed_avx2.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_packed_internal.h"
+#include "kernels/matmul_packed_tuning.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 
@@ -37,32 +35,6 @@ using internal::ActBlock32;
 using internal::ActBlockK;
 using internal::kTok;
 using internal::Ops;
-
-// Whether a one-token call of a type with a one-token wide kernel takes it
-// (two groups a pass: two streams one group apart per thread) or the
-// single-group kernel (one sequential stream a thread). The single-group
-// kernels, on every CPU measured, since they read one token's ActBlock1 rows
-// (ebac724) and prefetch at two distances (a37cf40): on a Sapphire Rapids
-// Xeon (2 threads, 4096 x 14336, GiB/s of file bytes) Q4_K 24.3-25.4 ->
-// 31.4-32.6, Q5_K 19.1-19.6 -> 28.7-32.4, Q4_0 26.5-27.2 -> 32.7-33.0, the
-// 1B Q4_K_M decode 32.3-32.5 -> 37.8-38.2 tok/s and the 8B 6.3-6.4 -> 6.5-6.6
-// (docs/performance.md, round (q)); on EPYC Zen 4 and Zen 5 (rounds (l) and
-// (n)). The wide kernel had won on the Xeon only while the single-group one
-// read a 4-token tile and was bound by its instructions. OMNIBUS_ONE_TOKEN_PAIRS=1
-// forces the wide kernels (benchmarks); the same bits either way (every
-// kernel is bitwise the scalar reference). -1: not chosen yet (the first call
-// chooses; a race stores the same value twice).
-std::atomic<int> g_one_token_pairs{-1};
-
-bool one_token_pairs() {
-  int v = g_one_token_pairs.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("OMNIBUS_ONE_TOKEN_PAIRS");
-    v = env != nullptr && *env != '\0' && std::strcmp(env, "0") != 0;
-    g_one_token_pairs.store(v, std::memory_order_relaxed);
-  }
-  return v != 0;
-}
 
 // One tier's kernel table for `type` (the tier's namespace in internal).
 #define OMNIBUS_TIER_OPS(tier)                                  \
@@ -257,9 +229,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
   // tier's: every packed type): two groups x every token per pass, the quants
   // split once in registers (a verification step of 1 + k tokens). One token
-  // takes the single-group kernels unless one_token_pairs() (forced by
-  // OMNIBUS_ONE_TOKEN_PAIRS=1; above says why it is off): one sequential
-  // stream a thread keeps up with the memory where two groups a pass do not.
+  // takes it where one_token_pairs() (matmul_packed_tuning.cc says where and
+  // why), else the single-group kernel.
   const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
                                (n_tok > 1 || one_token_pairs()));
   // A one-token call of a type with kernels for one token's ActBlock1 rows
@@ -572,11 +543,5 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
 }
 
 const GroupedMatmulKernels kKernels{has_packed_kernel, group_bytes, pack_groups, matmul};
-
-bool set_one_token_pairs_for_testing(bool pairs) {
-  const bool prev = one_token_pairs();
-  g_one_token_pairs.store(pairs ? 1 : 0, std::memory_order_relaxed);
-  return prev;
-}
 
 }  // namespace omnibus::matmul_packed

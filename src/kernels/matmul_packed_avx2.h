@@ -51,10 +51,4 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
                   int n_mats, const matmul_act::TileInput& in, int64_t n_tok, ThreadPool& pool,
                   MatmulScratch& scratch);
 
-// Tests only: whether one-token calls take the two-group wide kernels
-// (true) or the single-group ones (false; the default, see
-// one_token_pairs in the .cc); returns the previous choice. Not to be called
-// while a matmul runs.
-bool set_one_token_pairs_for_testing(bool pairs);
-
 }  // namespace omnibus::matmul_packed

@@ -49,16 +49,37 @@ inline constexpr int64_t kFarMinIn = 2048;
 
 namespace OMNIBUS_PACKED_TIER {
 
+// _mm_prefetch(p, Hint) that the optimiser cannot delete. GCC 12 (-O2 and
+// -O3) removed whole loops whose only statements were _mm_prefetch calls (it
+// takes a prefetch for free of side effects and, by -ffinite-loops, such a
+// loop for removable): from de97dff to 22fbd85 the pair kernels and the amx
+// kernels carried no prefetch instruction at all, and the avx512 tier's
+// few-token steps ran at half speed on a Sapphire Rapids Xeon (Q4_K 4096 x
+// 14336 at 4 tokens, 2 threads: 17 GB/s against 30; docs/performance.md,
+// round (q)). An asm volatile statement is kept, and so is its loop.
+// scripts/check_prefetch.sh counts the prefetch instructions of every tier's
+// kernels in the built objects.
+template <decltype(_MM_HINT_T0) Hint>  // GCC: enum _mm_hint; clang: int
+inline void prefetch_line(const void* p) {
+  const auto* c = static_cast<const char*>(p);
+  if constexpr (Hint == _MM_HINT_T0) {
+    asm volatile("prefetcht0 %0" : : "m"(*c));
+  } else if constexpr (Hint == _MM_HINT_T1) {
+    asm volatile("prefetcht1 %0" : : "m"(*c));
+  } else {
+    static_assert(Hint == _MM_HINT_T0 || Hint == _MM_HINT_T1, "prefetch_line: T0 or T1");
+  }
+}
+
 // Whether a call of rows of n_in elements prefetches far (kernels take it
 // from their block count, once per call).
 inline bool prefetch_far(int64_t n_in) { return n_in >= kFarMinIn; }
 
 // A single-group kernel's stream: near, and far where `far`.
 inline void prefetch(const uint8_t* p, bool far) {
-  if constexpr (kPrefetchNear > 0)
-    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchNear, _MM_HINT_T0);
+  if constexpr (kPrefetchNear > 0) prefetch_line<_MM_HINT_T0>(p + kPrefetchNear);
   if constexpr (kPrefetchFar > 0) {
-    if (far) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchFar, _MM_HINT_T1);
+    if (far) prefetch_line<_MM_HINT_T1>(p + kPrefetchFar);
   }
 }
 
@@ -79,8 +100,7 @@ inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at, size
   size_t off = at + dist;
   while (off >= gb) off -= gb, group0 += N * gb;
   for (size_t l = 0; l < Bytes; l += 64) {
-    for (size_t g = 0; g < N; ++g)
-      _mm_prefetch(reinterpret_cast<const char*>(group0 + g * gb + off + l), Hint);
+    for (size_t g = 0; g < N; ++g) prefetch_line<Hint>(group0 + g * gb + off + l);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_packed_avx2.h"
+#include "kernels/matmul_packed_tuning.h"
 #include "kernels/ops_parallel.h"
 #include "kernels/quant_test_util.h"
 #include "kernels/thread_pool.h"

@@ -1,0 +1,51 @@
+#include "kernels/matmul_packed_tuning.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu_features.h"
+
+namespace omnibus::matmul_packed {
+namespace {
+
+// -1: not chosen yet.
+std::atomic<int> g_one_token_pairs{-1};
+
+// The environment's choice: 1 if `var` equals `yes`, 0 if it equals `no`,
+// else `dflt`.
+int env_choice(const char* var, const char* yes, const char* no, bool dflt) {
+  const char* env = std::getenv(var);
+  if (env != nullptr && std::strcmp(env, yes) == 0) return 1;
+  if (env != nullptr && std::strcmp(env, no) == 0) return 0;
+  return dflt ? 1 : 0;
+}
+
+bool chosen(std::atomic<int>& slot, const char* var, const char* yes, const char* no, bool dflt) {
+  int v = slot.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_choice(var, yes, no, dflt);
+    slot.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+
+}  // namespace
+
+// The single-group kernels on AMD cores, the wide ones elsewhere. EPYC Zen 5
+// and Zen 4: single groups 27-30 -> 36-40 GB/s a core (Q4_K, Q4_0, Q4_1,
+// Q5_0, Q5_K at 4096 x 14336), the 8B Q4_K_M decode +12-37% (rounds (l),
+// (n)). Sapphire Rapids Xeon, with the pair kernels' prefetches restored
+// (round (q)): the 8B Q4_K_M decode 6.4-6.5 tok/s with pairs against 6.2-6.3
+// with single groups, the 1B 36.5-37.6 against 36.3-37.4.
+bool one_token_pairs() {
+  return chosen(g_one_token_pairs, "OMNIBUS_ONE_TOKEN_PAIRS", "1", "0", !cpu_features().amd);
+}
+
+bool set_one_token_pairs_for_testing(bool pairs) {
+  const bool prev = one_token_pairs();
+  g_one_token_pairs.store(pairs ? 1 : 0, std::memory_order_relaxed);
+  return prev;
+}
+
+}  // namespace omnibus::matmul_packed
