@@ -49,26 +49,23 @@ inline constexpr int64_t kFarMinIn = 2048;
 
 namespace OMNIBUS_PACKED_TIER {
 
-// _mm_prefetch(p, Hint) that the optimiser cannot delete. GCC 12 (-O2 and
-// -O3) removed whole loops whose only statements were _mm_prefetch calls (it
-// takes a prefetch for free of side effects and, by -ffinite-loops, such a
-// loop for removable): from de97dff to 22fbd85 the pair kernels and the amx
-// kernels carried no prefetch instruction at all, and the avx512 tier's
-// few-token steps ran at half speed on a Sapphire Rapids Xeon (Q4_K 4096 x
-// 14336 at 4 tokens, 2 threads: 17 GB/s against 30; docs/performance.md,
-// round (q)). An asm volatile statement is kept, and so is its loop.
-// scripts/check_prefetch.sh counts the prefetch instructions of every tier's
-// kernels in the built objects.
+// Every helper here is always_inline, and must stay so. GCC 12's IPA
+// mod/ref analysis takes a function whose only statements are prefetches for
+// free of side effects, and deletes the calls to it where it was not inlined
+// early: from de97dff to 22fbd85 the avx512 wide pair kernels and the amx
+// kernels carried no prefetch instruction at all (prefetch_groups_at's calls
+// gone), and the few-token steps ran at half speed on a Sapphire Rapids Xeon
+// (Q4_K 4096 x 14336 at 4 tokens, 2 threads: 17 GB/s against 30;
+// docs/performance.md, round (q)). -fno-ipa-modref or always_inline keeps
+// them; an asm volatile prefetch kept them too, but as a scheduling barrier
+// it cost the one-token pair kernels ~5%. scripts/check_prefetch.sh (ctest
+// kernels_prefetch) counts the prefetch instructions of every packed tier
+// object and of each wide kernel.
+
+// _mm_prefetch of the line holding p into Hint's cache.
 template <decltype(_MM_HINT_T0) Hint>  // GCC: enum _mm_hint; clang: int
-inline void prefetch_line(const void* p) {
-  const auto* c = static_cast<const char*>(p);
-  if constexpr (Hint == _MM_HINT_T0) {
-    asm volatile("prefetcht0 %0" : : "m"(*c));
-  } else if constexpr (Hint == _MM_HINT_T1) {
-    asm volatile("prefetcht1 %0" : : "m"(*c));
-  } else {
-    static_assert(Hint == _MM_HINT_T0 || Hint == _MM_HINT_T1, "prefetch_line: T0 or T1");
-  }
+[[gnu::always_inline]] inline void prefetch_line(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), Hint);
 }
 
 // Whether a call of rows of n_in elements prefetches far (kernels take it
@@ -76,7 +73,7 @@ inline void prefetch_line(const void* p) {
 inline bool prefetch_far(int64_t n_in) { return n_in >= kFarMinIn; }
 
 // A single-group kernel's stream: near, and far where `far`.
-inline void prefetch(const uint8_t* p, bool far) {
+[[gnu::always_inline]] inline void prefetch(const uint8_t* p, bool far) {
   if constexpr (kPrefetchNear > 0) prefetch_line<_MM_HINT_T0>(p + kPrefetchNear);
   if constexpr (kPrefetchFar > 0) {
     if (far) prefetch_line<_MM_HINT_T1>(p + kPrefetchFar);
@@ -87,7 +84,7 @@ inline void prefetch(const uint8_t* p, bool far) {
 // Bytes per step calls it once per step, so no line of its stream is missed
 // (a missed line is a demand miss the loop waits for).
 template <size_t Bytes>
-inline void prefetch_span(const uint8_t* p, bool far) {
+[[gnu::always_inline]] inline void prefetch_span(const uint8_t* p, bool far) {
   for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off, far);
 }
 
@@ -96,7 +93,8 @@ inline void prefetch_span(const uint8_t* p, bool far) {
 // the N groups, so a distance past a group's end runs on into the next N
 // (+N gb each time) instead of into group 1, which is being read already.
 template <size_t Bytes, size_t N, decltype(_MM_HINT_T0) Hint>  // GCC: enum _mm_hint; clang: int
-inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at, size_t dist) {
+[[gnu::always_inline]] inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at,
+                                                      size_t dist) {
   size_t off = at + dist;
   while (off >= gb) off -= gb, group0 += N * gb;
   for (size_t l = 0; l < Bytes; l += 64) {
@@ -107,7 +105,8 @@ inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at, size
 // A kernel's stream of N groups side by side, at offset `at` of each: far
 // where `far`, else near.
 template <size_t Bytes, size_t N>
-inline void prefetch_groups_span(const uint8_t* group0, size_t gb, size_t at, bool far) {
+[[gnu::always_inline]] inline void prefetch_groups_span(const uint8_t* group0, size_t gb, size_t at,
+                                                        bool far) {
   if (far) {
     if constexpr (kPrefetchFar > 0)
       prefetch_groups_at<Bytes, N, _MM_HINT_T1>(group0, gb, at, kPrefetchFar);
@@ -118,7 +117,8 @@ inline void prefetch_groups_span(const uint8_t* group0, size_t gb, size_t at, bo
 
 // The pair kernels' (N = 2).
 template <size_t Bytes>
-inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at, bool far) {
+[[gnu::always_inline]] inline void prefetch_pair_span(const uint8_t* group0, size_t gb, size_t at,
+                                                      bool far) {
   prefetch_groups_span<Bytes, 2>(group0, gb, at, far);
 }
 

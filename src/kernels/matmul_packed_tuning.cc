@@ -36,8 +36,8 @@ bool chosen(std::atomic<int>& slot, const char* var, const char* yes, const char
 // and Zen 4: single groups 27-30 -> 36-40 GB/s a core (Q4_K, Q4_0, Q4_1,
 // Q5_0, Q5_K at 4096 x 14336), the 8B Q4_K_M decode +12-37% (rounds (l),
 // (n)). Sapphire Rapids Xeon, with the pair kernels' prefetches restored
-// (round (q)): the 8B Q4_K_M decode 6.4-6.5 tok/s with pairs against 6.2-6.3
-// with single groups, the 1B 36.5-37.6 against 36.3-37.4.
+// (round (q)): the 8B Q4_K_M decode 7.0 tok/s with pairs (102-103% of the
+// read probe) against 6.4 with single groups.
 bool one_token_pairs() {
   return chosen(g_one_token_pairs, "OMNIBUS_ONE_TOKEN_PAIRS", "1", "0", !cpu_features().amd);
 }
