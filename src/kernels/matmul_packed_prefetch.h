@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #ifndef OMNIBUS_PACKED_TIER
 #error "include kernels/matmul_packed_internal.h, which chooses the tier"
@@ -71,6 +72,18 @@ template <decltype(_MM_HINT_T0) Hint>  // GCC: enum _mm_hint; clang: int
 // Whether a call of rows of n_in elements prefetches far (kernels take it
 // from their block count, once per call).
 inline bool prefetch_far(int64_t n_in) { return n_in >= kFarMinIn; }
+
+// kernel(std::true_type{}) where a call of rows of n_in elements prefetches
+// far, else kernel(std::false_type{}): for kernels that take the distance as
+// a template argument, so their loop tests no run-time flag (one did in the
+// wide pair kernels, ~10% slower than either distance compiled in: round (q)).
+template <class Kernel>
+[[gnu::always_inline]] inline void with_prefetch_far(int64_t n_in, Kernel&& kernel) {
+  if (prefetch_far(n_in))
+    kernel(std::true_type{});
+  else
+    kernel(std::false_type{});
+}
 
 // A single-group kernel's stream: near, and far where `far`.
 [[gnu::always_inline]] inline void prefetch(const uint8_t* p, bool far) {

@@ -9,26 +9,9 @@
 namespace omnibus::matmul_packed {
 namespace {
 
-// -1: not chosen yet.
+// -1: not chosen yet (the first call chooses; a race stores the same value
+// twice).
 std::atomic<int> g_one_token_pairs{-1};
-
-// The environment's choice: 1 if `var` equals `yes`, 0 if it equals `no`,
-// else `dflt`.
-int env_choice(const char* var, const char* yes, const char* no, bool dflt) {
-  const char* env = std::getenv(var);
-  if (env != nullptr && std::strcmp(env, yes) == 0) return 1;
-  if (env != nullptr && std::strcmp(env, no) == 0) return 0;
-  return dflt ? 1 : 0;
-}
-
-bool chosen(std::atomic<int>& slot, const char* var, const char* yes, const char* no, bool dflt) {
-  int v = slot.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = env_choice(var, yes, no, dflt);
-    slot.store(v, std::memory_order_relaxed);
-  }
-  return v != 0;
-}
 
 }  // namespace
 
@@ -39,7 +22,13 @@ bool chosen(std::atomic<int>& slot, const char* var, const char* yes, const char
 // (round (q)): the 8B Q4_K_M decode 7.0 tok/s with pairs (102-103% of the
 // read probe) against 6.4 with single groups.
 bool one_token_pairs() {
-  return chosen(g_one_token_pairs, "OMNIBUS_ONE_TOKEN_PAIRS", "1", "0", !cpu_features().amd);
+  int v = g_one_token_pairs.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("OMNIBUS_ONE_TOKEN_PAIRS");
+    v = env != nullptr && *env != '\0' ? std::strcmp(env, "0") != 0 : !cpu_features().amd;
+    g_one_token_pairs.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
 }
 
 bool set_one_token_pairs_for_testing(bool pairs) {

@@ -6,8 +6,8 @@
 // docs/performance.md has the measurements behind the defaults.
 //
 // Thread-safety: the first call chooses; concurrent first calls store the
-// same value. The *_for_testing setters are not to be called while a matmul
-// runs.
+// same value. set_one_token_pairs_for_testing is not to be called while a
+// matmul runs.
 #pragma once
 
 namespace omnibus::matmul_packed {
@@ -15,7 +15,8 @@ namespace omnibus::matmul_packed {
 // Whether a one-token call of a type with a one-token wide kernel (the
 // avx512 tier's Q4_K, Q5_K, Q4_0, Q4_1, Q5_0, Q5_1) takes it, two groups a
 // pass (true), or the single-group kernel, one sequential stream a thread
-// (false). OMNIBUS_ONE_TOKEN_PAIRS=1 / 0 forces either.
+// (false). OMNIBUS_ONE_TOKEN_PAIRS forces it: 0 single groups, any other
+// non-empty value pairs.
 bool one_token_pairs();
 
 // Tests only: force the choice; returns the previous one.
