@@ -89,13 +89,6 @@ uint8_t* aligned_scratch(ScratchBytes& buf, size_t bytes) {
   return buf.data() + (round_up(addr, 64) - addr);
 }
 
-// Prefetches a whole packed group (bytes) into L2; null (packed on the fly) is skipped.
-void prefetch_group(const uint8_t* p, size_t bytes) {
-  if (p == nullptr) return;
-  for (size_t off = 0; off < bytes; off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T1);
-}
-
 #ifndef OMNIBUS_UNPACKED_TOK
 #define OMNIBUS_UNPACKED_TOK 8
 #endif
@@ -366,11 +359,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
       ops.pack(*ws[m], g, buf);
       return buf;
     };
-    // The packed bytes of group gg where packed at load (else null).
-    auto packed_addr = [&](int64_t gg) -> const uint8_t* {
-      const int mm = matrix_of(gg);
-      return packed[mm] == nullptr ? nullptr : packed[mm] + size_t(gg - first_group[mm]) * gb;
-    };
     // Token tiles in chunks of kChunkTiles (64 tokens): a prompt-sized call
     // walks its run of groups once per chunk, so the chunk's activations (up
     // to 123 KB at n_in 1536) stay in L2 instead of streaming the whole
@@ -435,8 +423,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
             gg + 1 < first_group[m + 1]) {
           // Many tiles of a type with a pair kernel: two groups per call.
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
-          for (int64_t next = gg + 2; next < std::min(g1, gg + 4); ++next)
-            prefetch_group(packed_addr(next), gb);
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
             const int T = int(std::min<int64_t>(kTok, n_tok - tile * kTok));
@@ -508,11 +494,12 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           gp1 = group_ptr(m, g + 1, 1);
           ops.unpack(gp1, nb, ubuf + ub);
         }
-        // The next groups are read only after these ones' many token tiles:
-        // bring them towards L2 now (a layer's weights come from DRAM).
-        for (int64_t next = gg + step; next < std::min(g1, gg + 2 * step); ++next) {
-          prefetch_group(packed_addr(next), gb);
-        }
+        // No burst of the next groups into L2 here: 74301ef's (a whole group
+        // a call) was deleted by GCC 12 as a side-effect-free call (see
+        // matmul_packed_prefetch.h) and never ran; emitted (always_inline),
+        // it changed nothing at 16-512 tokens on a Sapphire Rapids Xeon
+        // (avx2, avx512 and amx tiers, Q4_K / Q6_K / Q4_0 / Q4_1 / Q8_0,
+        // 2 threads): these calls are bound by arithmetic, not the stream.
         if (pair) {
           const int n_rows1 = int(std::min<int64_t>(kGroupRows, w.n_out - (g + 1) * kGroupRows));
           for (int64_t tile = c0; tile < c1; ++tile) {
