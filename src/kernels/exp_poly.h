@@ -1,5 +1,5 @@
 // The constants of the vectorised exp (ops_vec_avx2.h's exp_ps and its 16-lane
-// copy in kv/attention_avx512.cc, which must stay op for op the same): the
+// copy in ops_vec_avx512.h, which must stay op for op the same): the
 // clamp and saturation bounds, ln 2 split for Cody-Waite reduction, and the
 // degree-6 Taylor coefficients of e^r. One place for the numbers, so the two
 // widths cannot drift apart.

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "kernels/cpu_features.h"
+#include "kernels/matmul_act_avx512.h"
 #include "kernels/ops_internal.h"
 #include "kernels/quant_avx2.h"
 #include "kernels/quant_blocks.h"
@@ -20,6 +22,10 @@ const float* input_span(const TileInput& in, int64_t n_in, int64_t lane, int64_t
                         float* buf) {
   const size_t at = size_t(lane * n_in + off);
   if (in.gate == Gate::kNone) return in.x + at;
+  if (isa() >= Isa::kAvx512) {
+    avx512::gated_span(in, at, n, buf);
+    return buf;
+  }
   if (in.gate == Gate::kSwiglu) {
     swiglu_avx2(in.x + at, in.up + at, buf, n);
   } else {
@@ -54,6 +60,7 @@ Block32 quantize_block(const float* xb, bool with_sums, int8_t* qs) {
 }  // namespace
 
 void quantize_tile_k(const TileInput& in, int64_t n_in, int64_t n_valid, ActBlockK* act) {
+  if (isa() >= Isa::kAvx512) return avx512::quantize_tile_k(in, n_in, n_valid, act);
   const int64_t nsb = n_in / kQKK;
   std::memset(act, 0, size_t(nsb) * sizeof(ActBlockK));
   alignas(32) float buf[kQKK];

@@ -3,6 +3,9 @@
 // quantizes a vec_dot's activations (Q8_0 / Q8_1 per 32 elements, Q8_K per
 // 256), interleaved by token so a kernel reads one tile per weight block.
 //
+// Where isa() >= Isa::kAvx512, quantize_tile_k and the gated activation run
+// the avx512 tier's code (matmul_act_avx512.h): bitwise the same bytes.
+//
 // REQUIRES: cpu_features().use_avx2().
 // Thread-safety: stateless functions.
 #pragma once

@@ -36,7 +36,7 @@
 // kernels/matmul_packed_kquants_amx.cc.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-#include "kernels/exp_poly.h"
+#include "kernels/ops_vec_avx512.h"
 #include "kv/attention_internal.h"
 #include "kv/attention_prefetch.h"
 
@@ -64,51 +64,11 @@ inline __m512 load_pair8(const uint16_t* lo, const uint16_t* hi) {
   return _mm512_cvtph_ps(h);
 }
 
-// ops_vec_avx2.h's exp_ps on 16 lanes, op for op (so lane for lane the same).
-inline __m512 exp_ps(__m512 x) {
-  const __m512 kHi = _mm512_set1_ps(exp_poly::kHi);
-  const __m512 kLo = _mm512_set1_ps(exp_poly::kLo);
-  const __m512 kLog2e = _mm512_set1_ps(exp_poly::kLog2e);
-  const __m512 kLn2Hi = _mm512_set1_ps(exp_poly::kLn2Hi);
-  const __m512 kLn2Lo = _mm512_set1_ps(exp_poly::kLn2Lo);
-  __m512 xc = _mm512_min_ps(_mm512_set1_ps(exp_poly::kClampHi), x);  // NaN kept, as there
-  xc = _mm512_max_ps(_mm512_set1_ps(exp_poly::kClampLo), xc);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, kLog2e),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, kLn2Hi, xc);
-  r = _mm512_fnmadd_ps(n, kLn2Lo, r);
-  // e^r by Horner over the Taylor coefficients
-  __m512 p = _mm512_set1_ps(exp_poly::kP6);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP5));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(exp_poly::kP0));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1);
-  const __m512i n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, kHi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
-  return _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(x, kLo, _CMP_LT_OQ), y);
-}
-
-// ops_vec_avx2.h's hmax_ps and quant_simd_avx2.h's hsum (avx2::hsum_ps).
-inline float hmax_ps(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-inline float hsum_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+// ops_vec_avx2.h's exp_ps, hmax_ps and hsum_ps on 16 lanes, op for op
+// (kernels/ops_vec_avx512.h: so lane for lane the same).
+using omnibus::avx512::exp_ps;
+using omnibus::avx512::hmax_ps;
+using omnibus::avx512::hsum_ps;
 
 // attention_avx2.cc's softmax_update for the N queries of a group at once
 // (each query's operations exactly those of its own call there): scores
