@@ -31,9 +31,8 @@ constexpr int kVecs = kQKK / 16;  // a super-block's 16-lane vectors
 
 // act(g, u) of in.gate, op for op ops_avx2.cc's swiglu_avx2 / geglu_avx2.
 inline __m512 gated(Gate gate, __m512 g, __m512 u) {
-  return _mm512_mul_ps(gate == Gate::kSwiglu ? omnibus::avx512::silu_ps(g)
-                                             : omnibus::avx512::gelu_ps(g),
-                       u);
+  return _mm512_mul_ps(
+      gate == Gate::kSwiglu ? omnibus::avx512::silu_ps(g) : omnibus::avx512::gelu_ps(g), u);
 }
 
 inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
@@ -122,9 +121,12 @@ void quantize_rows_k(const TileInput& in, int64_t n_in, int64_t n_valid, ActBloc
 void quantize_tile_k(const TileInput& in, int64_t n_in, int64_t n_valid, ActBlockK* act) {
   std::memset(act, 0, size_t(n_in / kQKK) * sizeof(ActBlockK));
   switch (in.gate) {
-    case Gate::kNone: return quantize_rows_k<Gate::kNone>(in, n_in, n_valid, act);
-    case Gate::kSwiglu: return quantize_rows_k<Gate::kSwiglu>(in, n_in, n_valid, act);
-    case Gate::kGeglu: return quantize_rows_k<Gate::kGeglu>(in, n_in, n_valid, act);
+    case Gate::kNone:
+      return quantize_rows_k<Gate::kNone>(in, n_in, n_valid, act);
+    case Gate::kSwiglu:
+      return quantize_rows_k<Gate::kSwiglu>(in, n_in, n_valid, act);
+    case Gate::kGeglu:
+      return quantize_rows_k<Gate::kGeglu>(in, n_in, n_valid, act);
   }
 }
 
@@ -137,8 +139,9 @@ void gated_span(const TileInput& in, size_t at, int64_t n, float* out) {
   }
   if (i < n) {
     const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(out + i, m,
-                          gated(in.gate, _mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
+    _mm512_mask_storeu_ps(
+        out + i, m,
+        gated(in.gate, _mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
   }
 }
 

@@ -47,22 +47,38 @@ std::vector<float> special_rows(int64_t n_tok, int64_t n_in, std::mt19937& rng) 
     for (int64_t b = 0; b < n_in / kQKK; ++b) {
       float* s = x.data() + t * n_in + b * kQKK;
       switch ((b + t) % 8) {
-        case 0: break;  // ordinary
-        case 1: std::fill(s, s + kQKK, 0.0f); break;
+        case 0:
+          break;  // ordinary
+        case 1:
+          std::fill(s, s + kQKK, 0.0f);
+          break;
         case 2:  // a NaN after the largest value, in its 8-lane lane: the avx2
                  // kernel's max fold drops what came before a NaN
           s[9] = 50.0f;
           s[33] = std::nanf("");
           s[37] = std::nanf("");
           break;
-        case 3: s[200] = -inf; s[201] = inf; break;
-        case 4: s[3] = 9.0f; s[100] = -9.0f; break;  // a tie: the first one's sign
-        case 5: s[5] = -9.0f; s[6] = 9.0f; s[255] = -9.0f; break;
+        case 3:
+          s[200] = -inf;
+          s[201] = inf;
+          break;
+        case 4:
+          s[3] = 9.0f;
+          s[100] = -9.0f;
+          break;  // a tie: the first one's sign
+        case 5:
+          s[5] = -9.0f;
+          s[6] = 9.0f;
+          s[255] = -9.0f;
+          break;
         case 6:  // halves of the quant step: round to even, and +-127 exactly
           for (int k = 0; k < kQKK; ++k) s[k] = float((k % 255) - 127) + (k % 2 ? 0.5f : 0.0f);
           s[0] = -127.0f;
           break;
-        case 7: s[kQKK - 1] = std::nanf(""); s[0] = std::nanf(""); break;
+        case 7:
+          s[kQKK - 1] = std::nanf("");
+          s[0] = std::nanf("");
+          break;
       }
     }
   }

@@ -17,10 +17,16 @@
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
 // and 32 tokens (a quad: both pairs' operands, and each 32 tokens through
 // one pair then the other). Laying a super-block out first prefetches its
-// bytes kPrefetchNear ahead (into L1, as before round (p): the tile unit
-// bounds these many-token calls, and no machine with AMX has measured the far
-// distance), on into the next pair or quad (prefetch_groups_span): the
-// stream is the run's groups, in order. The float
+// bytes ahead, on into the next pair or quad (prefetch_groups_span): the
+// stream is the run's groups, in order. The distance is the other kernels'
+// rule (prefetch_far: kPrefetchFar into L2 for rows of 2048 and more, else
+// kPrefetchNear into L1); into L1 at every width, as until round (r), the
+// prefetch instruction itself collected ~11% of the Q4_K calls' samples at
+// 64 tokens (its line fill buffers full), and far measured on a Sapphire
+// Rapids Xeon (kernels_microbench Stream_(Q4_K|Q6_K), 2 threads, A B x2):
+// 16 tokens +3-9%, 64 tokens +2-7% (one of six shapes mixed), 512 tokens
+// unchanged; the 1B shape's 64-sequence generation 371-388 -> 394-399 tok/s
+// (A B x3), its pp512 unchanged (docs/performance.md, round (r)). The float
 // steps after them are the avx512 tier's, in its order (acc, mins per
 // super-block; super-block 0 starts from zero): bitwise equal to every tier
 // (kernels/matmul_test.cc, IsaTiersAreBitwiseEqual, ManyTokenKQuants...).
@@ -281,9 +287,10 @@ struct KernK4 {
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   float (*mins)[kAmxCallTok][16];
   int64_t nsb;
+  bool far;  // the prefetch distance (prefetch_far of the rows)
 
   Fin prepare(int64_t sb) const {
-    prefetch_groups_span<L::kSuper, 2 * NP>(g[0], gb, size_t(sb) * L::kSuper, false);
+    prefetch_groups_span<L::kSuper, 2 * NP>(g[0], gb, size_t(sb) * L::kSuper, far);
     Fin f;
     for (int p = 0; p < NP; ++p) {
       const uint8_t* group0 = g[2 * p];
@@ -347,7 +354,7 @@ void amx_k4(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const Amx
   alignas(64) float acc[NP][kAmxCallTok][16], mins[NP][kAmxCallTok][16];
   // (written first by super-block 0's float steps, from zero: nsb >= 1,
   // matmul_multi answers empty rows itself)
-  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb};
+  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb, prefetch_far(nsb * 256)};
   std::copy_n(g, 2 * NP, kern.g);
   run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, [&](int p, int t) {
     return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
@@ -452,9 +459,10 @@ struct KernQ6K {
   size_t gb;                      // bytes from one group to the next (the prefetch's stride)
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   int64_t nsb;
+  bool far;  // the prefetch distance (prefetch_far of the rows)
 
   Fin prepare(int64_t sb) const {
-    prefetch_groups_span<kSuper6, 2 * NP>(g[0], gb, size_t(sb) * kSuper6, false);
+    prefetch_groups_span<kSuper6, 2 * NP>(g[0], gb, size_t(sb) * kSuper6, far);
     Fin f;
     for (int p = 0; p < NP; ++p) {
       unpack_super6(g[2 * p], g[2 * p + 1], sb, b + size_t(p) * kSuperBytes6);
@@ -487,7 +495,7 @@ void amx_q6_K(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const A
   alignas(64) uint8_t b[NP * kSuperBytes6];
   alignas(64) float acc[NP][kAmxCallTok][16];
   // (written first by super-block 0's float step, from zero: nsb >= 1)
-  KernQ6K<NP> kern{b, {}, gb, acc, nsb};
+  KernQ6K<NP> kern{b, {}, gb, acc, nsb, prefetch_far(nsb * 256)};
   std::copy_n(g, 2 * NP, kern.g);
   run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last,
                 [&](int p, int t) { return _mm512_load_ps(acc[p][t]); });
