@@ -6,12 +6,13 @@
 //   kernels_microbench --benchmark_filter=ReadBandwidth
 //
 // Each thread sums its own slice of a 1 GiB buffer (far beyond the caches)
-// with 256-bit loads and several independent accumulators (read_probe_sum,
-// the loop `omnibus bench --read-probe` uses); bytes_per_second
-// is the total over threads. Arguments: threads, then 1 for a buffer on
-// transparent huge pages (as the packed weights are, kernels/matmul.cc) or 0
-// for 4 KiB pages (a TLB miss and a page walk every 4 KiB, and the hardware
-// prefetchers stop at each page's end: the lower figure).
+// with 256-bit loads (read_probe_sum, the loops `omnibus bench --read-probe`
+// uses, which takes the better of the two shapes); bytes_per_second is the
+// total over threads. Arguments: threads, then 1 for a buffer on transparent
+// huge pages (as the packed weights are, kernels/matmul.cc) or 0 for 4 KiB
+// pages (a TLB miss and a page walk every 4 KiB, and the hardware
+// prefetchers stop at each page's end: the lower figure), then the shape (0
+// kTight, 1 kPaced: read_probe.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -31,11 +32,12 @@ void BM_ReadBandwidth(benchmark::State& state) {
   }
   const int n_threads = int(state.range(0));
   const ReadProbe probe(kBytes, state.range(1) != 0);
-  for (auto _ : state) probe.read_pass(n_threads);
+  const ReadShape shape = state.range(2) != 0 ? ReadShape::kPaced : ReadShape::kTight;
+  for (auto _ : state) probe.read_pass(n_threads, shape);
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(probe.pass_bytes(n_threads)));
 }
 BENCHMARK(BM_ReadBandwidth)
-    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -4,7 +4,7 @@
 // decode run, so a decode's GiB/s and the probe it is judged against come
 // from the same process and the same minute (issue 35: decode at >= 95% of
 // the read probe); kernels_microbench's BM_ReadBandwidth reads with the same
-// loop (read_probe_sum).
+// loops (read_probe_sum), one shape per run.
 //
 // The buffer is on transparent huge pages (as the packed weights are,
 // kernels/matmul.cc) and touched once at construction, so a measurement reads
@@ -21,11 +21,19 @@
 
 namespace omnibus {
 
+// How a pass reads: four register accumulators (kTight: loads issued as
+// fast as the core can), or accumulators kept in memory (kPaced: a store
+// per load, reads issued more slowly). Which reads more depends on the
+// machine: on a Sapphire Rapids Xeon kPaced read 12-13% more, and kTight's
+// rate moved by as much with where the linker placed its loop
+// (docs/performance.md, round (r)). measure() takes the better of the two.
+enum class ReadShape { kTight, kPaced };
+
 // The sum of the 64-bit little-endian words of p[0, n) (mod 2^64); n % 128 ==
-// 0, p 32-byte aligned. AVX2 where the CPU has it, else a scalar loop; both
-// give the same sum (the result only keeps the reads from being optimised
-// away, and the test holds the two together).
-uint64_t read_probe_sum(const uint8_t* p, size_t n);
+// 0, p 32-byte aligned. AVX2 where the CPU has it (either shape), else a
+// scalar loop; all give the same sum (the result only keeps the reads from
+// being optimised away, and the test holds them together).
+uint64_t read_probe_sum(const uint8_t* p, size_t n, ReadShape shape = ReadShape::kTight);
 uint64_t read_probe_sum_scalar(const uint8_t* p, size_t n);
 
 class ReadProbe {
@@ -41,14 +49,15 @@ class ReadProbe {
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
 
-  // Reads the whole buffer `passes` times with n_threads threads (one slice
-  // each); returns the fastest pass's bytes per second (a ceiling: a slower
-  // pass is another process's interference, not the memory's limit).
+  // Reads the whole buffer `passes` times in each ReadShape with n_threads
+  // threads (one slice each); returns the fastest pass's bytes per second (a
+  // ceiling: a slower pass is another process's interference or a loop's
+  // pace, not the memory's limit).
   double measure(int n_threads, int passes = 3) const;
 
   // One pass of measure: the seconds n_threads threads take to read their
   // slices (pass_bytes in all), each slice's sum checked.
-  double read_pass(int n_threads) const;
+  double read_pass(int n_threads, ReadShape shape = ReadShape::kTight) const;
   size_t pass_bytes(int n_threads) const;
 
   size_t bytes() const { return bytes_; }

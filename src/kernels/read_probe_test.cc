@@ -33,6 +33,8 @@ TEST(ReadProbe, SumEqualsScalarAndHandSum) {
     EXPECT_EQ(read_probe_sum_scalar(p, n), hand) << n;
     EXPECT_EQ(read_probe_sum(p, n), hand)
         << n << " bytes, tier " << isa_name(cpu_features().chosen);
+    EXPECT_EQ(read_probe_sum(p, n, ReadShape::kPaced), hand)
+        << n << " bytes, paced, tier " << isa_name(cpu_features().chosen);
   }
   std::free(p);
 }
