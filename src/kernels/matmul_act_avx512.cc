@@ -85,11 +85,10 @@ inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)
     _mm512_storeu_si512(a.qs[lane] + 64 * i, q);
     _mm512_store_si512(sads[i], _mm512_sad_epu8(_mm512_xor_si512(q, bias), _mm512_setzero_si512()));
   }
-  int16_t bsums[kVecs];
+  int16_t* bsums = a.bsums[lane];
   for (int j = 0; j < kVecs; ++j) {
     const uint64_t* sd = sads[j / 4] + 2 * (j % 4);
     bsums[j] = int16_t(int64_t(sd[0] + sd[1]) - 16 * 128);
-    a.bsums[lane][j] = bsums[j];
   }
   for (int j = 0; j < kVecs / 2; ++j)
     a.bsum_pairs[lane][j] = int16_t(bsums[2 * j] + bsums[2 * j + 1]);

@@ -44,6 +44,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "kernels/matmul_packed_internal.h"
+#include "kernels/quant_blocks.h"
 
 #if !(defined(__AMX_INT8__) || defined(__AMXINT8__)) || \
     !(defined(__AMX_TILE__) || defined(__AMXTILE__))
@@ -287,10 +288,10 @@ struct KernK4 {
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   float (*mins)[kAmxCallTok][16];
   int64_t nsb;
-  bool far;  // the prefetch distance (prefetch_far of the rows)
 
   Fin prepare(int64_t sb) const {
-    prefetch_groups_span<L::kSuper, 2 * NP>(g[0], gb, size_t(sb) * L::kSuper, far);
+    prefetch_groups_span<L::kSuper, 2 * NP>(g[0], gb, size_t(sb) * L::kSuper,
+                                            prefetch_far(nsb * kQKK));
     Fin f;
     for (int p = 0; p < NP; ++p) {
       const uint8_t* group0 = g[2 * p];
@@ -354,7 +355,7 @@ void amx_k4(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const Amx
   alignas(64) float acc[NP][kAmxCallTok][16], mins[NP][kAmxCallTok][16];
   // (written first by super-block 0's float steps, from zero: nsb >= 1,
   // matmul_multi answers empty rows itself)
-  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb, prefetch_far(nsb * 256)};
+  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb};
   std::copy_n(g, 2 * NP, kern.g);
   run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, [&](int p, int t) {
     return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
@@ -459,10 +460,9 @@ struct KernQ6K {
   size_t gb;                      // bytes from one group to the next (the prefetch's stride)
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   int64_t nsb;
-  bool far;  // the prefetch distance (prefetch_far of the rows)
 
   Fin prepare(int64_t sb) const {
-    prefetch_groups_span<kSuper6, 2 * NP>(g[0], gb, size_t(sb) * kSuper6, far);
+    prefetch_groups_span<kSuper6, 2 * NP>(g[0], gb, size_t(sb) * kSuper6, prefetch_far(nsb * kQKK));
     Fin f;
     for (int p = 0; p < NP; ++p) {
       unpack_super6(g[2 * p], g[2 * p + 1], sb, b + size_t(p) * kSuperBytes6);
@@ -495,7 +495,7 @@ void amx_q6_K(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const A
   alignas(64) uint8_t b[NP * kSuperBytes6];
   alignas(64) float acc[NP][kAmxCallTok][16];
   // (written first by super-block 0's float step, from zero: nsb >= 1)
-  KernQ6K<NP> kern{b, {}, gb, acc, nsb, prefetch_far(nsb * 256)};
+  KernQ6K<NP> kern{b, {}, gb, acc, nsb};
   std::copy_n(g, 2 * NP, kern.g);
   run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last,
                 [&](int p, int t) { return _mm512_load_ps(acc[p][t]); });
