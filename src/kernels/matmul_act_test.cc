@@ -15,26 +15,14 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/isa_test_util.h"
 #include "kernels/matmul_act_avx2.h"
 #include "kernels/quant_blocks.h"
 
 namespace omnibus::matmul_act {
 namespace {
 
-// The tiers above avx2 this CPU runs (empty: skip, with why).
-std::vector<Isa> tiers_above_avx2(std::string* why) {
-  std::vector<Isa> tiers;
-  const CpuFeatures& f = cpu_features();
-  if (!f.use_avx2()) {
-    *why = std::string("tier ") + isa_name(f.chosen) + ": no SIMD tier to compare";
-    return tiers;
-  }
-  for (Isa tier : kAllIsas) {
-    if (tier > Isa::kAvx2 && f.supports(tier)) tiers.push_back(tier);
-  }
-  if (tiers.empty()) *why = std::string("this CPU runs only avx2 (best: ") + isa_name(f.best) + ")";
-  return tiers;
-}
+using isa_testing::tiers_above_avx2;
 
 // n_tok rows of n_in values: random, then super-block b of row t (b, t
 // counted over the whole input) made special by kind (b + t) % 8.
@@ -110,9 +98,8 @@ std::vector<ActBlock32> tile32(const TileInput& in, int64_t n_in, int64_t n_vali
 // For every tier above avx2: quantize_tile_k and quantize_tile of every
 // gate kind, 1..kTok tokens, give the avx2 tier's bytes.
 TEST(MatmulAct, TilesAreBitwiseTheAvx2Tiers) {
-  std::string why;
-  const std::vector<Isa> tiers = tiers_above_avx2(&why);
-  if (tiers.empty()) GTEST_SKIP() << why;
+  std::vector<Isa> tiers;
+  if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
   const Isa start = isa();
   std::mt19937 rng(41);
   const int64_t n_in = kQKK * 9;
@@ -142,13 +129,12 @@ TEST(MatmulAct, TilesAreBitwiseTheAvx2Tiers) {
   set_isa_for_testing(start);
 }
 
-// The avx512 tier's Q8_K quants of a special block are those of the
+// The chosen tier's Q8_K quants of a special block are those of the
 // reference quantizer's rules, checked directly (not only against avx2): a
 // zero block stays zero, a tie takes the first element's sign, the largest
 // magnitude quantizes to -127 d-sign.
 TEST(MatmulAct, SpecialBlocksFollowTheQ8KRules) {
-  std::string why;
-  if (tiers_above_avx2(&why).empty()) GTEST_SKIP() << why;
+  if (!cpu_features().use_avx2()) GTEST_SKIP() << "the activation tiles need avx2";
   std::mt19937 rng(43);
   const std::vector<float> x = special_rows(kTok, kQKK * 8, rng);
   const std::vector<ActBlockK> act = tile_k(TileInput{x.data()}, kQKK * 8, kTok);

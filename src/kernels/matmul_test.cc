@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/isa_test_util.h"
 #include "kernels/matmul_packed_avx2.h"
 #include "kernels/matmul_packed_tuning.h"
 #include "kernels/ops_parallel.h"
@@ -510,18 +511,7 @@ TEST(Matmul, EmptyShapesAreNoOps) {
 namespace omnibus {
 namespace {
 
-// The tiers above avx2 this CPU runs, or why there is nothing to compare
-// (tiers empty).
-std::string tiers_above_avx2(std::vector<Isa>* tiers) {
-  const CpuFeatures& f = cpu_features();
-  if (!f.use_avx2()) return std::string("tier ") + isa_name(f.chosen) + ": no SIMD tier to compare";
-  for (Isa tier : kAllIsas) {
-    if (tier > Isa::kAvx2 && f.supports(tier)) tiers->push_back(tier);
-  }
-  if (tiers->empty())
-    return std::string("this CPU runs only the avx2 tier (best: ") + isa_name(f.best) + ")";
-  return "";
-}
+using isa_testing::tiers_above_avx2;
 
 // The avx2 tier's y = w x (packed): what the tier comparisons hold the others to.
 std::vector<float> avx2_y(const PackedWeight& packed, const std::vector<float>& x, int64_t n_tok,
