@@ -7,12 +7,12 @@
 //
 // Each thread sums its own slice of a 1 GiB buffer (far beyond the caches)
 // with 256-bit loads (read_probe_sum, the loops `omnibus bench --read-probe`
-// uses, which takes the better of the two shapes); bytes_per_second is the
+// uses, which takes the best of the three shapes); bytes_per_second is the
 // total over threads. Arguments: threads, then 1 for a buffer on transparent
 // huge pages (as the packed weights are, kernels/matmul.cc) or 0 for 4 KiB
 // pages (a TLB miss and a page walk every 4 KiB, and the hardware
 // prefetchers stop at each page's end: the lower figure), then the shape (0
-// kTight, 1 kPaced: read_probe.h).
+// kTight, 1 kPaced, 2 kPrefetched: read_probe.h).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -32,12 +32,12 @@ void BM_ReadBandwidth(benchmark::State& state) {
   }
   const int n_threads = int(state.range(0));
   const ReadProbe probe(kBytes, state.range(1) != 0);
-  const ReadShape shape = state.range(2) != 0 ? ReadShape::kPaced : ReadShape::kTight;
+  const ReadShape shape = ReadShape(state.range(2));
   for (auto _ : state) probe.read_pass(n_threads, shape);
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(probe.pass_bytes(n_threads)));
 }
 BENCHMARK(BM_ReadBandwidth)
-    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

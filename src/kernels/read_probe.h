@@ -22,12 +22,14 @@
 namespace omnibus {
 
 // How a pass reads: four register accumulators (kTight: loads issued as
-// fast as the core can), or accumulators kept in memory (kPaced: a store
-// per load, reads issued more slowly). Which reads more depends on the
-// machine: on a Sapphire Rapids Xeon kPaced read 12-13% more, and kTight's
-// rate moved by as much with where the linker placed its loop
-// (docs/performance.md, round (r)). measure() takes the better of the two.
-enum class ReadShape { kTight, kPaced };
+// fast as the core can), accumulators kept in memory (kPaced: a store per
+// load, reads issued more slowly), or kTight with a software prefetch into
+// L2 1 KB ahead (kPrefetched). Which reads most depends on the machine: on a
+// Sapphire Rapids Xeon kPaced read 12-13% more than kTight, whose rate moved
+// by as much with where the linker placed its loop (docs/performance.md,
+// round (r)), and kPrefetched 15-20% more than kTight in every shape and
+// placement tried (round (s)). measure() takes the best of the three.
+enum class ReadShape { kTight, kPaced, kPrefetched };
 
 // The sum of the 64-bit little-endian words of p[0, n) (mod 2^64); n % 128 ==
 // 0, p 32-byte aligned. AVX2 where the CPU has it (either shape), else a

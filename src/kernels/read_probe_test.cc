@@ -35,6 +35,8 @@ TEST(ReadProbe, SumEqualsScalarAndHandSum) {
         << n << " bytes, tier " << isa_name(cpu_features().chosen);
     EXPECT_EQ(read_probe_sum(p, n, ReadShape::kPaced), hand)
         << n << " bytes, paced, tier " << isa_name(cpu_features().chosen);
+    EXPECT_EQ(read_probe_sum(p, n, ReadShape::kPrefetched), hand)
+        << n << " bytes, prefetched, tier " << isa_name(cpu_features().chosen);
   }
   std::free(p);
 }

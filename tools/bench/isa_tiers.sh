@@ -8,7 +8,7 @@
 #             --max-num-batched-tokens 8192 --json F
 #   one:      omnibus bench -m MODEL --num-requests 4 --concurrency 1 --input-len 128 --output-len 128 --json F
 # then the read-bandwidth probe (kernels_microbench --benchmark_filter=ReadBandwidth/THREADS/1/:
-# huge pages, the faster of its two read shapes), and
+# huge pages, the fastest of its three read shapes), and
 # prints a markdown table of the medians (min-max in brackets), B / A, 64-concurrent over one
 # request, and decode read rate (GGUF bytes x decode tok/s) as a fraction of the probe.
 #
@@ -70,7 +70,7 @@ for name, kind, key in rows:
 ra = med[("batched", "a")] / med[("one", "a")]
 rb = med[("batched", "b")] / med[("one", "b")]
 print(f"| 64 concurrent / one request | {ra:.2f} | {rb:.2f} | |")
-# the faster read shape (kernels/read_probe.h), as omnibus bench --read-probe
+# the fastest read shape (kernels/read_probe.h), as omnibus bench --read-probe
 bw = {}
 for b in json.load(open(f"{work}/bw.json"))["benchmarks"]:
     if b.get("run_type") == "iteration":
