@@ -271,7 +271,7 @@ inline void prefetch_rows(const PagedKvLayer& kv, const AttentionSeq& s, int h, 
         if (queue != nullptr) {
           prefetch_add(*queue, reinterpret_cast<const char*>(a));
         } else {
-          _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(a), kAttnPrefetchHint);
         }
       }
     }

@@ -2,9 +2,9 @@
 // block_size 16): a decode step of 64 sequences x 512 (and x 192, the
 // 128-in/128-out workload's mean) cached positions, and a 512-token prompt chunk; and
 // at Llama 3.2 1B's (32 heads, 8 KV heads: a KV head's 4 queries per token), the
-// 64 x 192 step, the 512-token prompt and a 512-token chunk after 4096 cached
-// positions (a long prompt's later chunks). Args: {threads, KV format (0 f32, 1 f16,
-// 2 q8, 3 q4, 4 kivi2)}.
+// 64 x 192 step (one layer's cache, and 16 layers' in turn, from DRAM), the 512-token prompt and a
+// 512-token chunk after 4096 cached positions (a long prompt's later chunks). Args: {threads, KV
+// format (0 f32, 1 f16, 2 q8, 3 q4, 4 kivi2)}.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -79,12 +79,22 @@ struct Setup {
   }
 };
 
-void run(benchmark::State& state, int n_seqs, int n_past, int n_tok, Heads h = kSmolLM2) {
+// n_layers > 1: that many layers' caches, one after the other an iteration
+// each, as an engine step runs its layers: together far beyond the caches
+// (16 Llama 1B layers of 64 x 192 f16 positions: 400 MiB), so each call reads
+// its K/V rows from DRAM, where one layer's (25 MiB) may stay in L3.
+void run(benchmark::State& state, int n_seqs, int n_past, int n_tok, Heads h = kSmolLM2,
+         int n_layers = 1) {
   ThreadPool pool(static_cast<int>(state.range(0)));
   const KvFormat formats[] = {KvFormat::kF32, KvFormat::kF16, KvFormat::kQ8, KvFormat::kQ4,
                               KvFormat::kKivi2};
-  Setup s(h, n_seqs, n_past, n_tok, formats[state.range(1)]);
+  std::vector<std::unique_ptr<Setup>> layers;
+  for (int l = 0; l < n_layers; ++l)
+    layers.push_back(std::make_unique<Setup>(h, n_seqs, n_past, n_tok, formats[state.range(1)]));
+  size_t il = 0;
   for (auto _ : state) {
+    Setup& s = *layers[il];
+    il = (il + 1) % layers.size();
     paged_attention(s.q.data(), s.kv, s.seqs.data(), n_seqs, s.p, s.out.data(), pool);
     benchmark::DoNotOptimize(s.out.data());
   }
@@ -101,6 +111,9 @@ void BM_AttentionDecode64x192(benchmark::State& state) { run(state, 64, 191, 1);
 void BM_AttentionPrefill512(benchmark::State& state) { run(state, 1, 0, 512); }
 void BM_AttentionDecode1x2048(benchmark::State& state) { run(state, 1, 2047, 1); }
 void BM_AttentionLlama1BDecode64x192(benchmark::State& state) { run(state, 64, 191, 1, kLlama1B); }
+void BM_AttentionLlama1BDecode64x192Layers16(benchmark::State& state) {
+  run(state, 64, 191, 1, kLlama1B, 16);
+}
 void BM_AttentionLlama1BPrefill512(benchmark::State& state) { run(state, 1, 0, 512, kLlama1B); }
 void BM_AttentionLlama1BPrefill512AtDepth4096(benchmark::State& state) {
   run(state, 1, 4096, 512, kLlama1B);
@@ -124,6 +137,10 @@ BENCHMARK(BM_AttentionDecode1x2048)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionLlama1BDecode64x192)
     ->ArgsProduct({{1, 2}, {0, 1, 2, 3, 4}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionLlama1BDecode64x192Layers16)
+    ->ArgsProduct({{1, 2}, {0, 1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionLlama1BPrefill512)
