@@ -19,38 +19,27 @@ namespace omnibus {
 namespace {
 
 // Four independent 256-bit accumulators: the adds never wait on each other,
-// so the loop runs at the rate the loads arrive.
+// so the loop runs at the rate the loads arrive. kPrefetch: each iteration
+// also asks for the lines kPrefetchAhead bytes on, into L2. On a Sapphire
+// Rapids Xeon (2 threads, huge pages, stand-alone copies, the same minutes)
+// that read 33-35 GiB/s at distances of 256 B to 2 KB (into L1 or L2 alike)
+// against 26-29 without, and the gain fell away from 4 KB on (25.7 at 16 KB,
+// and 29 with a 16 KB prefetch added to a 1 KB one): the lines are asked for
+// just before the loads reach them, and the L2 streamer is left to run
+// ahead. With it the loop read alike in both shapes tried (64 or 128 bytes
+// an iteration), where without it the rate moved 15% with the loop's shape
+// and placement (rounds (r) and (s) of docs/performance.md). A prefetch
+// past the slice's end is harmless (prefetches never fault).
+constexpr size_t kPrefetchAhead = 1024;
+
+template <bool kPrefetch>
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, size_t n) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
-    a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
-    a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
-    a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
-  }
-  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-
-// sum_avx2 with a software prefetch into L2 of the lines kPrefetchAhead bytes
-// on. On a Sapphire Rapids Xeon (2 threads, huge pages, stand-alone copies,
-// the same minutes) it read 33-35 GiB/s at distances of 256 B to 2 KB
-// (into L1 or L2 alike) against 28.5-29 for sum_avx2, and the gain fell
-// away from 4 KB on (25.7 at 16 KB, and 29 with a 16 KB prefetch added to a
-// 1 KB one): the lines are asked for just before the core's own demand
-// reaches them, and the L2 streamer is left to run ahead. It also read
-// alike in two loop shapes (64 or 128 bytes an iteration) where sum_avx2
-// moved 15% with its shape and placement (round (s) of docs/performance.md).
-// A prefetch past the slice's end is harmless (prefetches never fault).
-constexpr size_t kPrefetchAhead = 1024;
-
-__attribute__((target("avx2"))) uint64_t sum_avx2_prefetched(const uint8_t* p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 128 <= n; i += 128) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead + 64), _MM_HINT_T1);
+    if constexpr (kPrefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead + 64), _MM_HINT_T1);
+    }
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
     a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
@@ -66,10 +55,10 @@ __attribute__((target("avx2"))) uint64_t sum_avx2_prefetched(const uint8_t* p, s
 // store each 32 bytes; the empty asm makes the compiler keep them there):
 // it issues its reads more slowly, and on a Sapphire Rapids Xeon read more
 // (2 threads, huge pages, a stand-alone copy of both: 32.3-32.7 GiB/s
-// against sum_avx2's 26.4-28.5 in the same minutes; 8- and 16-load register
-// loops, 512-bit loads, software prefetch 4-16 KB ahead and dependent
-// multiplies between the loads read 12-30). measure() takes the faster:
-// docs/performance.md, round (r).
+// against sum_avx2<false>'s 26.4-28.5 in the same minutes; 8- and 16-load
+// register loops, 512-bit loads, software prefetch 4-16 KB ahead and
+// dependent multiplies between the loads read 12-30; round (r) of
+// docs/performance.md). measure() takes the best of the three shapes.
 __attribute__((target("avx2"))) uint64_t sum_avx2_paced(const uint8_t* p, size_t n) {
   alignas(32) uint64_t acc[4][4] = {};
   for (size_t i = 0; i + 128 <= n; i += 128) {
@@ -106,11 +95,11 @@ uint64_t read_probe_sum(const uint8_t* p, size_t n, ReadShape shape) {
     case ReadShape::kPaced:
       return sum_avx2_paced(p, n);
     case ReadShape::kPrefetched:
-      return sum_avx2_prefetched(p, n);
+      return sum_avx2<true>(p, n);
     case ReadShape::kTight:
       break;
   }
-  return sum_avx2(p, n);
+  return sum_avx2<false>(p, n);
 }
 
 ReadProbe::ReadProbe(size_t bytes, bool huge_pages)
