@@ -290,6 +290,38 @@ TEST_P(AttentionInvariance, SameBitsAloneOrInABatch) {
   EXPECT_EQ(0, std::memcmp(alone_c.data(), batch.data() + 31 * row, 50 * row * 4));
 }
 
+// A decode step of many sequences (more tasks than 16 a thread): the threads
+// claim runs of consecutive tasks (attention.cc), so which thread runs which
+// head differs from a lone sequence's step; each output is still its bits
+// alone.
+TEST_P(AttentionInvariance, SameBitsInAManySequenceDecodeStep) {
+  const Shape sh = GetParam();
+  const size_t row = static_cast<size_t>(sh.n_head) * sh.head_dim;
+  constexpr int kSeqs = 40;
+  const auto ctx = [](int i) { return 5 + (7 * i) % 53; };
+  const auto blocks = [&](int i) { return (ctx(i) + sh.block_size - 1) / sh.block_size; };
+  int n_blocks = 0;
+  for (int i = 0; i < kSeqs; ++i) n_blocks += blocks(i);
+  KvPool pool(sh, n_blocks, 4 * kSeqs);
+  std::vector<SeqData> seqs;
+  seqs.reserve(kSeqs);  // parts point into it
+  std::vector<Part> parts;
+  for (int i = 0; i < kSeqs; ++i) {
+    seqs.push_back(make_seq(sh, pool, ctx(i), 0, 100 + i));
+    prefill_history(sh, pool, seqs.back(), ctx(i) - 1);
+    parts.push_back(Part{&seqs.back(), ctx(i) - 1, 1});
+  }
+  ThreadPool one(1), three(3);
+  const auto batch = run_step(sh, pool, parts, three);
+  for (int i = 0; i < kSeqs; ++i) {
+    KvPool alone_pool(sh, blocks(i));
+    SeqData s = make_seq(sh, alone_pool, ctx(i), 0, 100 + i);
+    prefill_history(sh, alone_pool, s, ctx(i) - 1);
+    const auto alone = run_step(sh, alone_pool, {Part{&s, ctx(i) - 1, 1}}, one);
+    EXPECT_EQ(0, std::memcmp(alone.data(), batch.data() + i * row, row * 4)) << "sequence " << i;
+  }
+}
+
 TEST_P(AttentionInvariance, SameBitsWhateverTheChunking) {
   const Shape sh = GetParam();
   const size_t row = static_cast<size_t>(sh.n_head) * sh.head_dim;
