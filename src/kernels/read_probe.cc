@@ -32,13 +32,14 @@ namespace {
 // past the slice's end is harmless (prefetches never fault).
 constexpr size_t kPrefetchAhead = 1024;
 
-template <bool kPrefetch>
-__attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, size_t n) {
+// kPrefetch false: no prefetch (ahead unused), the tight loop as it was.
+template <bool kPrefetch, int kHint = _MM_HINT_T1>
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, size_t n, size_t ahead = 0) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
     if constexpr (kPrefetch) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead), _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead + 64), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead), _mm_hint(kHint));
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead + 64), _mm_hint(kHint));
     }
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
@@ -95,11 +96,19 @@ uint64_t read_probe_sum(const uint8_t* p, size_t n, ReadShape shape) {
     case ReadShape::kPaced:
       return sum_avx2_paced(p, n);
     case ReadShape::kPrefetched:
-      return sum_avx2<true>(p, n);
+      return sum_avx2<true>(p, n, kPrefetchAhead);
     case ReadShape::kTight:
       break;
   }
   return sum_avx2<false>(p, n);
+}
+
+uint64_t read_probe_sum_prefetching(const uint8_t* p, size_t n, size_t ahead, bool into_l2) {
+  assert(n % 128 == 0 && reinterpret_cast<uintptr_t>(p) % 32 == 0);
+  if (!cpu_features().use_avx2()) return read_probe_sum_scalar(p, n);
+  if (ahead == 0) return sum_avx2<false>(p, n);
+  return into_l2 ? sum_avx2<true, _MM_HINT_T1>(p, n, ahead)
+                 : sum_avx2<true, _MM_HINT_T0>(p, n, ahead);
 }
 
 ReadProbe::ReadProbe(size_t bytes, bool huge_pages)
@@ -118,16 +127,27 @@ size_t ReadProbe::pass_bytes(int n_threads) const {
 }
 
 double ReadProbe::read_pass(int n_threads, ReadShape shape) const {
+  return timed_pass(n_threads,
+                    [shape](const uint8_t* p, size_t n) { return read_probe_sum(p, n, shape); });
+}
+
+double ReadProbe::read_pass_prefetching(int n_threads, size_t ahead, bool into_l2) const {
+  return timed_pass(n_threads, [ahead, into_l2](const uint8_t* p, size_t n) {
+    return read_probe_sum_prefetching(p, n, ahead, into_l2);
+  });
+}
+
+double ReadProbe::timed_pass(int n_threads,
+                             const std::function<uint64_t(const uint8_t*, size_t)>& sum) const {
   OMNIBUS_CHECK(n_threads >= 1);
   const size_t slice = pass_bytes(n_threads) / size_t(n_threads);
   std::vector<uint64_t> sums(size_t(n_threads), 0);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int t = 1; t < n_threads; ++t) {
-    threads.emplace_back(
-        [&, t] { sums[size_t(t)] = read_probe_sum(buf_ + size_t(t) * slice, slice, shape); });
+    threads.emplace_back([&, t] { sums[size_t(t)] = sum(buf_ + size_t(t) * slice, slice); });
   }
-  sums[0] = read_probe_sum(buf_, slice, shape);  // the caller reads the first slice
+  sums[0] = sum(buf_, slice);  // the caller reads the first slice
   for (std::thread& th : threads) th.join();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Every byte is 1: each slice sums to slice / 8 words of 0x0101...01.

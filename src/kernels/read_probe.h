@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace omnibus {
 
@@ -37,6 +38,10 @@ enum class ReadShape { kTight, kPaced, kPrefetched };
 // being optimised away, and the test holds them together).
 uint64_t read_probe_sum(const uint8_t* p, size_t n, ReadShape shape = ReadShape::kTight);
 uint64_t read_probe_sum_scalar(const uint8_t* p, size_t n);
+// kTight's loop with a software prefetch `ahead` bytes on (0: none) into L2
+// (into_l2) or L1: kPrefetched at other distances, for the sweep that chose
+// its distance (kernels_microbench ReadPrefetchSweep). The same sum.
+uint64_t read_probe_sum_prefetching(const uint8_t* p, size_t n, size_t ahead, bool into_l2);
 
 class ReadProbe {
  public:
@@ -60,11 +65,17 @@ class ReadProbe {
   // One pass of measure: the seconds n_threads threads take to read their
   // slices (pass_bytes in all), each slice's sum checked.
   double read_pass(int n_threads, ReadShape shape = ReadShape::kTight) const;
+  // The same with read_probe_sum_prefetching's loop.
+  double read_pass_prefetching(int n_threads, size_t ahead, bool into_l2) const;
   size_t pass_bytes(int n_threads) const;
 
   size_t bytes() const { return bytes_; }
 
  private:
+  // One timed pass, each slice summed by sum(slice start, slice bytes).
+  double timed_pass(int n_threads,
+                    const std::function<uint64_t(const uint8_t*, size_t)>& sum) const;
+
   uint8_t* buf_ = nullptr;
   size_t bytes_ = 0;
 };

@@ -37,6 +37,12 @@ TEST(ReadProbe, SumEqualsScalarAndHandSum) {
         << n << " bytes, paced, tier " << isa_name(cpu_features().chosen);
     EXPECT_EQ(read_probe_sum(p, n, ReadShape::kPrefetched), hand)
         << n << " bytes, prefetched, tier " << isa_name(cpu_features().chosen);
+    for (size_t ahead : {size_t(0), size_t(256), size_t(4096)}) {
+      for (bool into_l2 : {false, true}) {
+        EXPECT_EQ(read_probe_sum_prefetching(p, n, ahead, into_l2), hand)
+            << n << " bytes, " << ahead << " ahead, tier " << isa_name(cpu_features().chosen);
+      }
+    }
   }
   std::free(p);
 }

@@ -212,11 +212,17 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
   // Claimed one at a time, the threads took turns: half the tasks a thread
   // prefetched were the other's, and its own skipped every other head.
   // Llama-1B shape, 64 sequences x 192 positions, f16, 2 threads, Sapphire
-  // Rapids Xeon (kv_microbench, A B x2): 16 layers' caches from DRAM 1.82-1.89
-  // -> 1.29-1.33 ms a layer with runs of 16, one layer's from L3 1.18-1.21 ->
-  // 0.97 ms (docs/performance.md, round (s)). Runs shrink to leave at least
-  // 8 a thread, for balance where tasks are few (a lone decode, many cores).
+  // Rapids Xeon (kv_microbench, A B x2, with the L2 prefetch): 16 layers'
+  // caches from DRAM 1.87-1.91 -> 1.32-1.33 ms a layer with runs of 16, one
+  // layer's from L3 1.13-1.21 -> 0.96 ms (docs/performance.md, round (s)).
+  // Runs shrink to leave at least 8 a thread, for balance where tasks are
+  // few (a lone decode, many cores).
   const int64_t run = std::clamp<int64_t>(n_tasks / (8 * pool.n_threads()), 1, 16);
+  // The next task's first tile (the kernel prefetches its later tiles as it
+  // goes): inside a run it is this thread's; at a run's end, the next run's
+  // first is as likely another thread's, so with runs of one (tasks in turn
+  // between the threads) the next two are asked for.
+  const int64_t ahead = run > 1 ? 1 : 2;
   pool.parallel_for((n_tasks + run - 1) / run, [&](int64_t r, int) {
     const int64_t end = std::min(n_tasks, (r + 1) * run);
     for (int64_t i = r * run; i < end; ++i) {
@@ -225,11 +231,6 @@ void paged_attention(const float* q, const PagedKvLayer& kv, const AttentionSeq*
         attention_task_scalar(q, kv, seqs[t.seq], p, t, out);
         continue;
       }
-      // The next task's first tile (the kernel prefetches its later tiles
-      // as it goes): inside a run it is this thread's; at a run's end, the
-      // next run's first is as likely another thread's, so with runs of one
-      // (tasks in turn between the threads) the next two are asked for.
-      const int64_t ahead = run > 1 ? 1 : 2;
       for (int64_t k = i + 1; k <= i + ahead && k < n_tasks; ++k) {
         attention_prefetch_task_avx2(kv, seqs[task_data[k].seq], p, task_data[k]);
       }
