@@ -33,13 +33,14 @@ namespace {
 constexpr size_t kPrefetchAhead = 1024;
 
 // kPrefetch false: no prefetch (ahead unused), the tight loop as it was.
-template <bool kPrefetch, int kHint = _MM_HINT_T1>
+template <bool kPrefetch,
+          decltype(_MM_HINT_T0) kHint = _MM_HINT_T1>  // GCC: enum _mm_hint; clang: int
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint8_t* p, size_t n, size_t ahead = 0) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
     if constexpr (kPrefetch) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead), _mm_hint(kHint));
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead + 64), _mm_hint(kHint));
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead), kHint);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + ahead + 64), kHint);
     }
     a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
