@@ -5,7 +5,7 @@
 # and no test noticed, since a prefetch changes no result, only the speed
 # (matmul_packed_prefetch.h, prefetch_line). Counts prefetcht0 / prefetcht1
 # per kernel function in each packed tier object; every object must have
-# some (the amx kernels' are in their operand layout, called per super-block),
+# some (the amx kernels' are issued between their tile steps),
 # and each avx512 wide pair kernel (*wide512*) its own, or a jump to its
 # compiled-in variants (*wide512_at*), which must have theirs.
 #   scripts/check_prefetch.sh <dir with the kernels' object files>
