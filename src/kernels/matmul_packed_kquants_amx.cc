@@ -221,9 +221,7 @@ struct SpreadPrefetch {
     step(kLines);
     far = far_;
     gb = group_bytes;
-    size_t off = at + (far ? kPrefetchFar : kPrefetchNear);
-    while (off >= gb) off -= gb, group0 += N * gb;
-    base = group0 + off;
+    base = groups_ahead<N>(group0, gb, at, far ? kPrefetchFar : kPrefetchNear);
     next = 0;
   }
   // Issues up to n of the queued lines (line i: group i % N, i / N lines on).
