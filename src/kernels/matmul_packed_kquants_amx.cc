@@ -221,7 +221,9 @@ struct SpreadPrefetch {
     step(kLines);
     far = far_;
     gb = group_bytes;
-    base = groups_ahead<N>(group0, gb, at, far ? kPrefetchFar : kPrefetchNear);
+    size_t off = at + (far ? kPrefetchFar : kPrefetchNear);
+    groups_ahead<N>(group0, gb, off);
+    base = group0 + off;
     next = 0;
   }
   // Issues up to n of the queued lines (line i: group i % N, i / N lines on).

@@ -101,17 +101,14 @@ template <size_t Bytes>
   for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off, far);
 }
 
-// Where offset `at` + dist of group 0 lies in a stream of N adjacent groups
-// (group i = group0 + i gb bytes) walked side by side: the stream is the N
-// groups, so a distance past a group's end runs on into the next N (+N gb
-// each time) instead of into group 1, which is being read already. Group i's
-// line is the result + i gb.
+// Moves offset `off` of group 0 of a stream of N adjacent groups (group i =
+// group0 + i gb bytes) walked side by side to where it lies in that stream:
+// the stream is the N groups, so an offset past a group's end runs on into
+// the next N (+N gb each time) instead of into group 1, which is being read
+// already. Group i's byte is then group0 + i gb + off.
 template <size_t N>
-[[gnu::always_inline]] inline const uint8_t* groups_ahead(const uint8_t* group0, size_t gb,
-                                                          size_t at, size_t dist) {
-  size_t off = at + dist;
+[[gnu::always_inline]] inline void groups_ahead(const uint8_t*& group0, size_t gb, size_t& off) {
   while (off >= gb) off -= gb, group0 += N * gb;
-  return group0 + off;
 }
 
 // The lines [at, at + Bytes) + dist of each of N adjacent groups walked side
@@ -119,9 +116,10 @@ template <size_t N>
 template <size_t Bytes, size_t N, decltype(_MM_HINT_T0) Hint>  // GCC: enum _mm_hint; clang: int
 [[gnu::always_inline]] inline void prefetch_groups_at(const uint8_t* group0, size_t gb, size_t at,
                                                       size_t dist) {
-  const uint8_t* p = groups_ahead<N>(group0, gb, at, dist);
+  size_t off = at + dist;
+  groups_ahead<N>(group0, gb, off);
   for (size_t l = 0; l < Bytes; l += 64) {
-    for (size_t g = 0; g < N; ++g) prefetch_line<Hint>(p + g * gb + l);
+    for (size_t g = 0; g < N; ++g) prefetch_line<Hint>(group0 + g * gb + off + l);
   }
 }
 
