@@ -17,8 +17,9 @@
 // its tokens on them, 32 at a time: 8 tile products of K = 64 per super-block
 // and 32 tokens (a quad: both pairs' operands, and each 32 tokens through
 // one pair then the other). Each super-block's bytes are prefetched a
-// distance ahead, on into the next pair or quad (SpreadPrefetch, a few lines
-// per tile step, and per step of Q6_K's layout): the stream is the run's
+// distance ahead, on into the next pair or quad (SpreadPrefetch in
+// matmul_packed_prefetch.h, a few lines per tile step, and per step of Q6_K's
+// layout; measurements there): the stream is the run's
 // groups, in order. The distance is the other kernels'
 // rule (prefetch_far: kPrefetchFar into L2 for rows of 2048 and more, else
 // kPrefetchNear into L1); into L1 at every width, as until round (r), the
@@ -94,11 +95,10 @@ inline void load_pair_step(const uint8_t* group0, const uint8_t* group1, int64_t
 
 // Q4_K (q <= 15) and Q5_K (q <= 31): q * sh and q * sl <= 217 are unsigned
 // bytes either way.
-template <class L, class Prefetch>
+template <class L>
 [[gnu::always_inline]] inline void unpack_super(const uint8_t* group0, const uint8_t* group1,
-                                                int64_t sb, uint8_t* o, Prefetch& pf, int pf_n) {
+                                                int64_t sb, uint8_t* o) {
   for (int j = 0; j < 8; ++j) {
-    pf.step(pf_n);
     // sub-block j's scales, one per output in both bytes of its 16-bit
     // lanes (output n: lanes 2n, 2n+1, its 4 bytes): q * s <= 217, so one
     // 16-bit multiply scales both bytes without a carry between them
@@ -195,50 +195,6 @@ inline void unit_products(const uint8_t* b, const Unit& unit, UnitSums& c, Hook 
   }
 }
 
-// A super-block's prefetch (its lines a distance ahead in the stream of N
-// groups, as prefetch_groups_span), issued a few lines at a time between
-// the tile steps instead of in one burst. A burst of the whole super-block
-// (54 lines of a Q6_K pair) filled the core's line fill buffers: its
-// prefetch instructions took ~21% of a 64-token call's samples (2048 x
-// 128256 Q6_K, 1 thread, Sapphire Rapids Xeon) while the tile unit waited
-// behind them. Spread (kernels_microbench Stream_, 2 threads, A B x2-3):
-// 64 tokens Q4_K +4-22%, Q6_K +5-19% (the 1B head 2048 x 128256: 5.7 ->
-// 6.8-7.3 GB/s), 512 tokens within noise; Q6_K's long layout (16 steps a
-// pair) takes a share of the lines too (16 tokens +10-30%, 64 and 512
-// unchanged), Q4_K's short one does not (there 16 tokens -10%, 64 +3%).
-template <size_t Bytes, size_t N>
-struct SpreadPrefetch {
-  static constexpr int kLines = int(N * ((Bytes + 63) / 64));
-  const uint8_t* base = nullptr;  // group 0's first line to fetch
-  size_t gb = 0;
-  int next = kLines;  // lines issued so far
-  bool far = false;
-
-  // Issues the previous super-block's remaining lines, then queues this
-  // one's: [at, at + Bytes) + the distance of each group.
-  [[gnu::always_inline]] inline void start(const uint8_t* group0, size_t group_bytes, size_t at,
-                                           bool far_) {
-    step(kLines);
-    far = far_;
-    gb = group_bytes;
-    size_t off = at + (far ? kPrefetchFar : kPrefetchNear);
-    groups_ahead<N>(group0, gb, off);
-    base = group0 + off;
-    next = 0;
-  }
-  // Issues up to n of the queued lines (line i: group i % N, i / N lines on).
-  [[gnu::always_inline]] inline void step(int n) {
-    for (const int end = std::min(kLines, next + n); next < end; ++next) {
-      const uint8_t* line = base + size_t(next % int(N)) * gb + size_t(next / int(N)) * 64;
-      if (far) {
-        prefetch_line<_MM_HINT_T1>(line);
-      } else {
-        prefetch_line<_MM_HINT_T0>(line);
-      }
-    }
-  }
-};
-
 // Runs a call as units: super-block outer, so that a super-block's weight
 // operands, laid out once (Kern::prepare, into the L1 buffer Kern::b: one
 // kSuperBytes per pair), serve all the call's tokens; its token units inner,
@@ -271,10 +227,9 @@ void run_call(Kern& kern, int64_t nsb, const AmxActRows* act16, size_t act16_blo
   // the super-block's prefetch lines per step (of its layout and of its tile products)
   const int pf_steps = Kern::kLayoutSteps + 4 * n_units * Kern::kPairs;
   const int pf_per_step = (Kern::Prefetch::kLines + pf_steps - 1) / pf_steps;
-  kern.pf_per_step = pf_per_step;
   int64_t u = 0;
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const typename Kern::Fin f = kern.prepare(sb);
+    const typename Kern::Fin f = kern.prepare(sb, pf_per_step);
     for (int iu = 0; iu < n_units; ++iu) {
       const int t0 = iu * kUnitTok, n = std::min(kUnitTok, n_valid - t0);
       for (int p = 0; p < Kern::kPairs; ++p) {
@@ -344,15 +299,16 @@ struct KernK4 {
   float (*mins)[kAmxCallTok][16];
   int64_t nsb;
   Prefetch prefetch;
-  int pf_per_step = 1;
 
-  Fin prepare(int64_t sb) {
+  // Starts super-block sb's prefetch (its lines go out in the tile steps:
+  // kLayoutSteps = 0) and lays out its operands.
+  Fin prepare(int64_t sb, int /*pf_per_step*/) {
     prefetch.start(g[0], gb, size_t(sb) * L::kSuper, prefetch_far(nsb * kQKK));
     Fin f;
     for (int p = 0; p < NP; ++p) {
       const uint8_t* group0 = g[2 * p];
       const uint8_t* group1 = g[2 * p + 1];
-      unpack_super<L>(group0, group1, sb, b + size_t(p) * kSuperBytes, prefetch, 0);
+      unpack_super<L>(group0, group1, sb, b + size_t(p) * kSuperBytes);
       for (int k = 0; k < 4; ++k) {
         f.mv[p][k] = _mm512_cvtepu8_epi16(
             _mm256_set_m128i(load128(group1 + L::mn(sb, k)), load128(group0 + L::mn(sb, k))));
@@ -411,7 +367,7 @@ void amx_k4(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const Amx
   alignas(64) float acc[NP][kAmxCallTok][16], mins[NP][kAmxCallTok][16];
   // (written first by super-block 0's float steps, from zero: nsb >= 1,
   // matmul_multi answers empty rows itself)
-  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb, {}, 1};
+  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb, {}};
   std::copy_n(g, 2 * NP, kern.g);
   run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, [&](int p, int t) {
     return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
@@ -523,9 +479,10 @@ struct KernQ6K {
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   int64_t nsb;
   Prefetch prefetch;
-  int pf_per_step = 1;
 
-  Fin prepare(int64_t sb) {
+  // Starts super-block sb's prefetch and lays out its operands, issuing
+  // pf_per_step of its lines a layout step.
+  Fin prepare(int64_t sb, int pf_per_step) {
     prefetch.start(g[0], gb, size_t(sb) * kSuper6, prefetch_far(nsb * kQKK));
     Fin f;
     for (int p = 0; p < NP; ++p) {
@@ -560,7 +517,7 @@ void amx_q6_K(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const A
   alignas(64) uint8_t b[NP * kSuperBytes6];
   alignas(64) float acc[NP][kAmxCallTok][16];
   // (written first by super-block 0's float step, from zero: nsb >= 1)
-  KernQ6K<NP> kern{b, {}, gb, acc, nsb, {}, 1};
+  KernQ6K<NP> kern{b, {}, gb, acc, nsb, {}};
   std::copy_n(g, 2 * NP, kern.g);
   run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last,
                 [&](int p, int t) { return _mm512_load_ps(acc[p][t]); });

@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -142,6 +143,51 @@ template <size_t Bytes>
                                                       bool far) {
   prefetch_groups_span<Bytes, 2>(group0, gb, at, far);
 }
+
+// A super-block's prefetch (its lines a distance ahead in the stream of N
+// groups, as prefetch_groups_span), issued a few lines at a time between
+// the amx kernels' tile steps (matmul_packed_kquants_amx.cc) instead of in
+// one burst. A burst of the whole super-block
+// (54 lines of a Q6_K pair) filled the core's line fill buffers: its
+// prefetch instructions took ~21% of a 64-token call's samples (2048 x
+// 128256 Q6_K, 1 thread, Sapphire Rapids Xeon) while the tile unit waited
+// behind them. Spread (kernels_microbench Stream_, 2 threads, A B x2-3):
+// 64 tokens Q4_K +4-22%, Q6_K +5-19% (the 1B head 2048 x 128256: 5.7 ->
+// 6.8-6.9 GB/s), 512 tokens within noise; Q6_K's long layout (16 steps a
+// pair) takes a share of the lines too (16 tokens +10-30%, 64 and 512
+// unchanged), Q4_K's short one does not (there 16 tokens -10%, 64 +3%).
+template <size_t Bytes, size_t N>
+struct SpreadPrefetch {
+  static constexpr int kLines = int(N * ((Bytes + 63) / 64));
+  const uint8_t* base = nullptr;  // group 0's first line to fetch
+  size_t gb = 0;
+  int next = kLines;  // lines issued so far
+  bool far = false;
+
+  // Issues the previous super-block's remaining lines, then queues this
+  // one's: [at, at + Bytes) + the distance of each group.
+  [[gnu::always_inline]] inline void start(const uint8_t* group0, size_t group_bytes, size_t at,
+                                           bool far_) {
+    step(kLines);
+    far = far_;
+    gb = group_bytes;
+    size_t off = at + (far ? kPrefetchFar : kPrefetchNear);
+    groups_ahead<N>(group0, gb, off);
+    base = group0 + off;
+    next = 0;
+  }
+  // Issues up to n of the queued lines (line i: group i % N, i / N lines on).
+  [[gnu::always_inline]] inline void step(int n) {
+    for (const int end = std::min(kLines, next + n); next < end; ++next) {
+      const uint8_t* line = base + size_t(next % int(N)) * gb + size_t(next / int(N)) * 64;
+      if (far) {
+        prefetch_line<_MM_HINT_T1>(line);
+      } else {
+        prefetch_line<_MM_HINT_T0>(line);
+      }
+    }
+  }
+};
 
 }  // namespace OMNIBUS_PACKED_TIER
 }  // namespace omnibus::matmul_packed::internal
