@@ -320,11 +320,18 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // result.
   constexpr int64_t kChunkTiles = 16;
   // The amx tier lays each group pair's operands out once per call, and a
-  // chunk is one call: as many tokens as kAmxChunkBytes of activation rows
-  // (they stay in L2 while the run's pairs walk them; 1.5 MiB measured best
-  // against 0.75-1.25 on a 2 MiB L2), in 32-token steps, at least
-  // kChunkTiles and at most kAmxCallTok.
-  constexpr size_t kAmxChunkBytes = size_t(3) << 19;
+  // chunk is one call: as many tokens as kAmxChunkBytes of activation rows,
+  // in 32-token steps, at least kChunkTiles and at most kAmxCallTok. Each
+  // pair or quad of the run reads the chunk's rows once; past a core's L2
+  // they come from L3. 16 MiB makes every row up to n_in 28672 a whole
+  // 512-token call: against chunks kept in a 2 MiB L2 (1.5 MiB, the best
+  // of 0.75-1.5 in round (d), when pairs read the rows twice as often; 96
+  // tokens at n_in 14336, each call laying its super-blocks out again and
+  // re-reading the weights), Sapphire Rapids Xeon, 512 tokens, A B x2:
+  // Stream_Q4_K_14336x4096 +12% (2 threads) / +8-11% (1), Q6_K +19% /
+  // +17%, 4096 x 14336 (352 -> 512 tokens) +0-7%; 8B pp512 +4-6%
+  // (docs/performance.md, round (u)).
+  constexpr size_t kAmxChunkBytes = size_t(16) << 20;
   const int64_t chunk_tiles =
       amx ? std::clamp<int64_t>(int64_t(kAmxChunkBytes / act16_block) / 2 * 2 * kAmxTiles,
                                 kChunkTiles, kAmxCallTiles)

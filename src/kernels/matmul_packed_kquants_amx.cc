@@ -199,9 +199,10 @@ inline void unit_products(const uint8_t* b, const Unit& unit, UnitSums& c, Hook 
 // operands, laid out once (Kern::prepare, into the L1 buffer Kern::b: one
 // kSuperBytes per pair), serve all the call's tokens; its token units inner,
 // and for each, the call's pairs (Kern::kPairs: 1, or 2 for a quad of
-// groups) one after the other. The activation rows come from L2 (a call's
-// tokens x the row: up to 1.5 MiB), so a quad's second pair finds its unit's
-// rows in L1: half the L2 traffic per product (4096 x 14336 Q4_K, 1 thread,
+// groups) one after the other. The activation rows come from L2 or L3 (a
+// call's tokens x the row: up to 16 MiB, matmul_packed_avx2.cc's
+// kAmxChunkBytes), so a quad's second pair finds its unit's rows in L1:
+// half the L2 traffic per product (4096 x 14336 Q4_K, 1 thread,
 // every unit's rows read from L1 instead, values wrong, timing only: a
 // 512-token call took 27% less time, a 64-token one 20% less). unit_products
 // issues a unit's tile products, calling hook(part) for parts 0..3 between
