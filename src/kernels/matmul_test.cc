@@ -589,16 +589,16 @@ TEST(Matmul, IsaTiersAreBitwiseEqual) {
   set_isa_for_testing(start);
 }
 
-// The K-quants at a prompt's shape: long rows (57 super-blocks, so the amx
-// tier's token chunks, one call each, are 96 tokens: several 32-token units),
-// a last pair with 3 valid rows, and token counts that leave a last call of
-// 1..31 tokens; and short rows (3 super-blocks: chunks at their most,
-// kAmxCallTok = 512 tokens, and a last unit of 12 or 17 tokens). 43 outputs
-// (rows of 172 bytes: on the amx tier a quad of groups, then a pair with 3
-// valid rows), 48 (every pair whole, rows 64-byte aligned: the amx tier
-// streams calls of 64 tokens and more to them, and writes the shorter ones as
-// the others) and 59 (two quads, the second with 3 valid rows in its last
-// group).
+// The K-quants at a prompt's shape: long rows (57 super-blocks: on the amx
+// tier one call of all the tokens, several 32-token units), a last pair with
+// 3 valid rows, and token counts that leave a last unit of 1..31 tokens; and
+// short rows (3 super-blocks) at 300 and 529 tokens (calls of at most
+// kAmxCallTok = 512 tokens: two chunks, the second's one unit of 17 tokens,
+// and a last unit of 12). 43 outputs (rows of 172 bytes: on the amx tier a
+// quad of groups, then a pair with 3 valid rows), 48 (every pair whole, rows
+// 64-byte aligned: the amx tier streams calls of 64 tokens and more to them,
+// and writes the shorter ones as the others) and 59 (two quads, the second
+// with 3 valid rows in its last group).
 TEST(Matmul, ManyTokenKQuantsIsaTiersAreBitwiseEqual) {
   std::vector<Isa> tiers;
   if (const std::string why = tiers_above_avx2(&tiers); !why.empty()) GTEST_SKIP() << why;
