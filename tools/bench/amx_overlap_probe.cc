@@ -143,6 +143,9 @@ __attribute__((noinline)) void float_step(int which, int blk, int r0, int r1, co
   }
 }
 
+// float_step on ymm, lane for lane: each half of the 16 outputs with its own
+// operands (mins mv[4 h..], scales d_h, dm_h), as a kernel's halves would
+// need, so its registers are the kernel's too (the values do not matter).
 __attribute__((noinline)) void float_step_y(int which, int blk, int r0, int r1, const __m256i* mv,
                                             __m256 d0, __m256 d1, __m256 dm0, __m256 dm1) {
   for (int r = r0; r < r1; ++r) {
