@@ -192,6 +192,29 @@ void matmul_gated(const PackedWeight& w, GatedAct act, float* gate, const float*
   matmul(w, gate, n_tok, y, pool, scratch);
 }
 
+void matmul_gated_ffn(const PackedWeight& w_gate, const PackedWeight& w_up,
+                      const PackedWeight& w_down, GatedAct act, const float* x, int64_t n_tok,
+                      float* gate, float* up, float* y, ThreadPool& pool, MatmulScratch& scratch) {
+  OMNIBUS_CHECK(n_tok >= 0);
+  if (n_tok == 0) return;
+  if (cpu_features().use_avx2() &&
+      matmul_packed::gated_out_runs(w_gate.view(), w_up.view(), w_gate.data(), w_up.data(),
+                                    n_tok)) {
+    const WeightView* views[2] = {&w_gate.view(), &w_up.view()};
+    const uint8_t* data[2] = {w_gate.data(), w_up.data()};
+    float* ys[2] = {gate, up};
+    matmul_packed::matmul_multi(
+        views, data, ys, 2, matmul_act::TileInput{x}, n_tok, pool, scratch,
+        act == GatedAct::kSwiglu ? matmul_act::Gate::kSwiglu : matmul_act::Gate::kGeglu);
+    matmul(w_down, gate, n_tok, y, pool, scratch);
+    return;
+  }
+  const PackedWeight* w[2] = {&w_gate, &w_up};
+  float* ys[2] = {gate, up};
+  matmul_shared_input(w, x, n_tok, ys, pool, scratch);
+  matmul_gated(w_down, act, gate, up, n_tok, y, pool, scratch);
+}
+
 void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y) {
   const DTypeTraits& wt = dtype_traits_ref(w.type);
   const DTypeTraits& at = dtype_traits_ref(wt.vec_dot_type);

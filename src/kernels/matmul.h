@@ -111,6 +111,18 @@ enum class GatedAct { kSwiglu, kGeglu };
 void matmul_gated(const PackedWeight& w, GatedAct act, float* gate, const float* up, int64_t n_tok,
                   float* y, ThreadPool& pool, MatmulScratch& scratch);
 
+// A gated feed-forward block's three matmuls: y = W_down act(x W_gate,
+// x W_up), with gate, up [n_tok, n_ff] rows of scratch (their contents
+// afterwards unspecified). Bitwise what matmul_shared_input({W_gate, W_up})
+// then matmul_gated(W_down) give, which is what runs unless the tile unit
+// runs the gate and up products (matmul_packed's gated_out_runs: the amx
+// tier, a prompt's calls); there each call computes 16 rows of both and
+// writes only act(gate, up) to `gate`, half the bytes written and read back
+// by the down projection (which then quantizes it as it is).
+void matmul_gated_ffn(const PackedWeight& w_gate, const PackedWeight& w_up,
+                      const PackedWeight& w_down, GatedAct act, const float* x, int64_t n_tok,
+                      float* gate, float* up, float* y, ThreadPool& pool, MatmulScratch& scratch);
+
 // Scalar reference: quantizes x with the reference from_float of vec_dot_type
 // and calls dtype_traits_ref().vec_dot for every (t, r). The definition of correct.
 void matmul_ref(const WeightView& w, const float* x, int64_t n_tok, float* y);

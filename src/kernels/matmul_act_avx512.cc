@@ -31,8 +31,7 @@ constexpr int kVecs = kQKK / 16;  // a super-block's 16-lane vectors
 
 // act(g, u) of in.gate, op for op ops_avx2.cc's swiglu_avx2 / geglu_avx2.
 inline __m512 gated(Gate gate, __m512 g, __m512 u) {
-  return _mm512_mul_ps(
-      gate == Gate::kSwiglu ? omnibus::avx512::silu_ps(g) : omnibus::avx512::gelu_ps(g), u);
+  return gate == Gate::kSwiglu ? omnibus::avx512::swiglu_ps(g, u) : omnibus::avx512::geglu_ps(g, u);
 }
 
 inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }

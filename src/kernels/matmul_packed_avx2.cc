@@ -160,9 +160,23 @@ void matmul(const WeightView& w, const uint8_t* packed, const float* x, int64_t 
   matmul_multi(ws, ps, ys, 1, matmul_act::TileInput{x}, n_tok, pool, scratch);
 }
 
+bool gated_out_runs(const WeightView& gate, const WeightView& up, const uint8_t* packed_gate,
+                    const uint8_t* packed_up, int64_t n_tok) {
+  if (gate.type != up.type || gate.n_in != up.n_in || gate.n_out != up.n_out || gate.n_in == 0 ||
+      gate.n_out % (2 * kGroupRows) != 0 || packed_gate == nullptr || packed_up == nullptr ||
+      !has_packed_kernel(gate.type) || n_tok < 1)
+    return false;
+  const Ops& ops = ops_for(gate.type);
+  // matmul_multi's tile-unit condition (unpack and amx_pair) for its last
+  // call, the shortest
+  const int64_t last_call = (n_tok - 1) % kMaxCallTok + 1;
+  return ops.amx_gated != nullptr && ops.amx_pair != nullptr && ops.unpack != nullptr &&
+         last_call > kMaxPackedTiles * kTok;
+}
+
 void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
                   int n_mats, const matmul_act::TileInput& in, int64_t n_tok, ThreadPool& pool,
-                  MatmulScratch& scratch) {
+                  MatmulScratch& scratch, matmul_act::Gate out_act) {
   OMNIBUS_CHECK(n_mats >= 1 && n_tok >= 1);
   OMNIBUS_CHECK(in.gate == matmul_act::Gate::kNone || in.up != nullptr);
   const DType type = ws[0]->type;
@@ -182,11 +196,14 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
       const matmul_act::TileInput block{in.x + at, in.up == nullptr ? nullptr : in.up + at,
                                         in.gate};
       matmul_multi(ws, packed, ys_block, n_mats, block, std::min(kMaxCallTok, n_tok - t0), pool,
-                   scratch);
+                   scratch, out_act);
     }
     return;
   }
   OMNIBUS_CHECK(has_packed_kernel(type));
+  const bool gated = out_act != matmul_act::Gate::kNone;
+  OMNIBUS_CHECK(!gated ||
+                (n_mats == 2 && gated_out_runs(*ws[0], *ws[1], packed[0], packed[1], n_tok)));
   const Ops& ops = ops_for(type);
   OMNIBUS_CHECK(n_in % ops.block_elems == 0);
   // Group index space: matrix m's groups follow those of matrices 0..m-1.
@@ -195,7 +212,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
     OMNIBUS_CHECK(ws[m]->type == type && ws[m]->n_in == n_in);
     first_group[m + 1] = first_group[m] + (ws[m]->n_out + kGroupRows - 1) / kGroupRows;
   }
-  const int64_t n_groups = first_group[n_mats];
+  // (gated: the index space is W_gate's groups, each unit with W_up's same)
+  const int64_t n_groups = first_group[gated ? 1 : n_mats];
   if (n_groups == 0) return;
   if (n_in == 0) {  // empty rows: every output an empty sum (no kernel sees nb = 0)
     for (int m = 0; m < n_mats; ++m) std::fill_n(ys[m], size_t(n_tok * ws[m]->n_out), 0.0f);
@@ -245,6 +263,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // The amx tier's many-token calls: every 16 tokens' Q8_K activations also
   // as rows (internal::AmxActRows, the tile unit's operand layout).
   const bool amx = unpack && ops.amx_pair != nullptr;
+  OMNIBUS_CHECK(amx || !gated);
   constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok,
                     kAmxCallTiles = internal::kAmxCallTok / kTok;
   const size_t act16_block = size_t(nb) * sizeof(internal::AmxActRows);
@@ -345,8 +364,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   pool.parallel_for(n_tasks, [&](int64_t task, int thread) {
     const int64_t region = task % n_regions, sub = task / n_regions;
     // Boundaries at even offsets, so that runs pair up their groups (at
-    // multiples of 4 on the tile unit, which takes them four at a time).
-    const int64_t align = amx ? 4 : 2;
+    // multiples of 4 on the tile unit, which takes them four at a time; a
+    // gated quad's are a pair of each matrix).
+    const int64_t align = amx && !gated ? 4 : 2;
     auto cut = [align](int64_t lo, int64_t hi, int64_t i, int64_t n) {
       return i == n ? hi : lo + (hi - lo) * i / n / align * align;
     };
@@ -375,7 +395,32 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
       // Slices take one whole tile or two: a last chunk of one (partial)
       // tile joins the one before (not every type has a 1-token wide kernel).
       if (sliced && n_tiles - c1 == 1) c1 = n_tiles;
+      // The tile unit's calls of the chunk: up to kAmxCallTok tokens each,
+      // call(first tile, its activation rows, tokens).
+      auto amx_calls = [&](auto call) {
+        OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);
+        for (int64_t tile = c0; tile < c1; tile += kAmxCallTiles) {
+          const int n_valid = int(
+              std::min<int64_t>({internal::kAmxCallTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
+          OMNIBUS_CHECK(n_valid > 0 && n_valid <= internal::kAmxCallTok);
+          call(tile, act16 + (tile / kAmxTiles) * nb, n_valid);
+        }
+      };
       for (int64_t gg = g0; gg < g1;) {
+        if (gated) {
+          // W_gate's groups gg, gg + 1 and W_up's same two, the quad's
+          // activation written in place of both (every call tile-unit sized:
+          // gated_out_runs)
+          const int64_t n_out = ws[0]->n_out;
+          const uint8_t* gate0 = packed[0] + size_t(gg) * gb;
+          const uint8_t* up0 = packed[1] + size_t(gg) * gb;
+          amx_calls([&](int64_t tile, const internal::AmxActRows* rows, int n_valid) {
+            ops.amx_gated(gate0, up0, gb, nb, rows, act16_block, n_valid,
+                          ys[0] + gg * kGroupRows + tile * kTok * n_out, n_out, out_act);
+          });
+          gg += 2;
+          continue;
+        }
         const int m = matrix_of(gg);
         const WeightView& w = *ws[m];
         const int64_t g = gg - first_group[m];
@@ -476,19 +521,14 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           const uint8_t* gp1 = group_ptr(m, g + 1, 1);
           const int n_rows_last =
               int(std::min<int64_t>(kGroupRows, w.n_out - (g + gn - 1) * kGroupRows));
-          OMNIBUS_CHECK(c0 % (2 * kAmxTiles) == 0);
-          for (int64_t tile = c0; tile < c1; tile += kAmxCallTiles) {
-            const int n_valid = int(std::min<int64_t>(
-                {internal::kAmxCallTok, n_tok - tile * kTok, (c1 - tile) * kTok}));
-            OMNIBUS_CHECK(n_valid > 0 && n_valid <= internal::kAmxCallTok);
-            const internal::AmxActRows* rows = act16 + (tile / kAmxTiles) * nb;
+          amx_calls([&](int64_t tile, const internal::AmxActRows* rows, int n_valid) {
             float* yt = y + tile * kTok * w.n_out;
             if (quad) {
               ops.amx_quad(gp, gb, nb, rows, act16_block, n_valid, yt, w.n_out, n_rows_last);
             } else {
               ops.amx_pair(gp, gp1, nb, rows, act16_block, n_valid, yt, w.n_out, n_rows_last);
             }
-          }
+          });
           gg += gn;
           continue;
         }

@@ -47,8 +47,23 @@ extern const GroupedMatmulKernels kKernels;
 // input x (in.x, or the gated activation of in.x and in.up): x is quantized
 // once and all their groups form one parallel job. packed[m] as for matmul().
 // Each ys[m] bitwise equal to matmul(*ws[m], x, ...).
+// With out_act kSwiglu or kGeglu: the two matrices W_gate, W_up of a gated
+// feed-forward block, and ys[0] = act(x W_gate, x W_up), bitwise ops.h's
+// swiglu / geglu of the two products (ys[1] is not written): each tile call
+// computes 16 rows of both and writes only their activation (the amx tier's
+// gated quads). REQUIRES: gated_out_runs(*ws[0], *ws[1], packed[0],
+// packed[1], n_tok).
 void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
                   int n_mats, const matmul_act::TileInput& in, int64_t n_tok, ThreadPool& pool,
-                  MatmulScratch& scratch);
+                  MatmulScratch& scratch, matmul_act::Gate out_act = matmul_act::Gate::kNone);
+
+// Whether matmul_multi writes act(x W_gate, x W_up) in one pass (out_act) for
+// n_tok tokens on the tier the CPU runs now: a type with the amx tier's gated
+// kernel, both matrices packed at load, of one shape with whole pairs of
+// groups (n_out a multiple of 16), and more than 8 tokens in each of its
+// calls of up to 512 (the tile unit's calls; fewer tokens run the avx512
+// kernels, and the activation is best made as the down projection quantizes).
+bool gated_out_runs(const WeightView& gate, const WeightView& up, const uint8_t* packed_gate,
+                    const uint8_t* packed_up, int64_t n_tok);
 
 }  // namespace omnibus::matmul_packed

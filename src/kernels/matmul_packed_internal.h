@@ -73,6 +73,7 @@ namespace omnibus::matmul_packed::internal {
 using matmul_act::ActBlock1;
 using matmul_act::ActBlock32;
 using matmul_act::ActBlockK;
+using matmul_act::Gate;
 using matmul_act::kTok;
 
 inline constexpr size_t kUnpackedBlock = 256;  // bytes per 32 elements of an unpacked group
@@ -142,6 +143,13 @@ using AmxPairFn = void (*)(const uint8_t* group0, const uint8_t* group1, int64_t
 using AmxQuadFn = void (*)(const uint8_t* group0, size_t gb, int64_t nb, const AmxActRows* act16,
                            size_t act16_block, int n_valid, float* y, int64_t y_stride,
                            int n_rows3);
+// A gated quad: two adjacent groups of W_gate (gate0, gate0 + gb) and the
+// same two of W_up (up0, up0 + gb), every row valid; y's 16 outputs of a
+// token are act(gate, up) of those rows (act: kSwiglu or kGeglu), the gated
+// feed-forward block's hidden values, and neither product is written.
+using AmxGatedFn = void (*)(const uint8_t* gate0, const uint8_t* up0, size_t gb, int64_t nb,
+                            const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+                            int64_t y_stride, Gate act);
 
 // A packed type's kernels. Calls of 1..2 kTok tokens take wide_pair where
 // the type has one for that count, and so do longer calls (up to
@@ -170,8 +178,9 @@ struct Ops {
   // wide_pair[1] from one token's ActBlock1 rows (act0 = act1; null:
   // wide_pair[1] on a tile). Bitwise wide_pair[1].
   WidePairFn one_pair = nullptr;
-  AmxPairFn amx_pair = nullptr;  // the amx tier's many-token pairs (null: none)
-  AmxQuadFn amx_quad = nullptr;  // and quads of groups (with amx_pair)
+  AmxPairFn amx_pair = nullptr;    // the amx tier's many-token pairs (null: none)
+  AmxQuadFn amx_quad = nullptr;    // and quads of groups (with amx_pair)
+  AmxGatedFn amx_gated = nullptr;  // and gated quads (with amx_pair)
 };
 
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:

@@ -46,6 +46,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "kernels/matmul_packed_internal.h"
+#include "kernels/ops_vec_avx512.h"
 #include "kernels/quant_blocks.h"
 
 #if !(defined(__AMX_INT8__) || defined(__AMXINT8__)) || \
@@ -276,6 +277,21 @@ inline void store_call_rows(float* y, int64_t y_stride, int n_valid, int n_rows1
   for (int t = 0; t < n_valid; ++t) _mm512_mask_storeu_ps(y + t * y_stride, mask, row(t));
 }
 
+// Where a call's groups lie, for the prefetch: gb bytes from a pair's first
+// group to its second, `advance` from the call's groups to those of the
+// run's next call (2 gb per pair of one matrix's adjacent groups; 2 gb for a
+// gated quad, whose pairs are in two matrices).
+struct GroupStream {
+  size_t gb, advance;
+  template <class Prefetch, size_t NG>
+  [[gnu::always_inline]] void start(Prefetch& pf, const uint8_t* const (&g)[NG], size_t at,
+                                    bool far) const {
+    const uint8_t* pairs[NG / 2];
+    for (size_t p = 0; p < NG / 2; ++p) pairs[p] = g[2 * p];
+    pf.start(pairs, gb, advance, at, far);
+  }
+};
+
 // The K-quants with mins (Q4_K, Q5_K): operands q * sh, q * sl per
 // super-block, for NP pairs (pair p: groups g[2p], g[2p + 1]).
 template <class L, int NP>
@@ -295,7 +311,7 @@ struct KernK4 {
 
   uint8_t* b;  // the current super-block's operands (NP x kSuperBytes)
   const uint8_t* g[2 * NP];
-  size_t gb;                      // bytes from one group to the next (the prefetch's stride)
+  GroupStream stream;
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   float (*mins)[kAmxCallTok][16];
   int64_t nsb;
@@ -304,7 +320,7 @@ struct KernK4 {
   // Starts super-block sb's prefetch (its lines go out in the tile steps:
   // kLayoutSteps = 0) and lays out its operands.
   Fin prepare(int64_t sb, int /*pf_per_step*/) {
-    prefetch.start(g[0], gb, size_t(sb) * L::kSuper, prefetch_far(nsb * kQKK));
+    stream.start(prefetch, g, size_t(sb) * L::kSuper, prefetch_far(nsb * kQKK));
     Fin f;
     for (int p = 0; p < NP; ++p) {
       const uint8_t* group0 = g[2 * p];
@@ -349,44 +365,68 @@ struct KernK4 {
 };
 
 // Runs a call on Kern's kPairs pairs and writes pair p's outputs to y + 16 p
-// (row(p, t): token t's; the last pair's second group n_rows_last valid).
+// (row(p, t): token t's; the last pair's second group n_rows_last valid), or
+// for a gated quad (act not kNone: pair 0 of W_gate, pair 1 the same rows of
+// W_up) only act(gate, up) of its 16 outputs, ops_avx2.cc's swiglu_avx2 /
+// geglu_avx2 lane for lane: half the bytes of both written out, and half to
+// read back for the down projection's activations.
 template <class Kern, class Row>
 void run_and_store(Kern& kern, const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
-                   int64_t y_stride, int n_rows_last, Row row) {
+                   int64_t y_stride, int n_rows_last, Gate act, Row row) {
   run_call(kern, kern.nsb, act16, act16_block, n_valid);
+  if constexpr (Kern::kPairs == 2) {
+    if (act != Gate::kNone) {
+      store_call_rows(y, y_stride, n_valid, n_rows_last, [&](int t) {
+        return act == Gate::kSwiglu ? omnibus::avx512::swiglu_ps(row(0, t), row(1, t))
+                                    : omnibus::avx512::geglu_ps(row(0, t), row(1, t));
+      });
+      return;
+    }
+  }
   for (int p = 0; p < Kern::kPairs; ++p) {
     store_call_rows(y + 16 * p, y_stride, n_valid, p + 1 < Kern::kPairs ? kGroupRows : n_rows_last,
                     [&](int t) { return row(p, t); });
   }
 }
 
-// Q4_K / Q5_K on NP pairs: groups g[0..2 NP), gb bytes apart for the prefetch.
+// Q4_K / Q5_K on NP pairs: groups g[0..2 NP) (stream: where they lie).
 template <class L, int NP>
-void amx_k4(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const AmxActRows* act16,
-            size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows_last) {
+void amx_k4(const uint8_t* const (&g)[2 * NP], GroupStream stream, int64_t nsb,
+            const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
+            int n_rows_last, Gate act) {
   alignas(64) uint8_t b[NP * kSuperBytes];
   alignas(64) float acc[NP][kAmxCallTok][16], mins[NP][kAmxCallTok][16];
   // (written first by super-block 0's float steps, from zero: nsb >= 1,
   // matmul_multi answers empty rows itself)
-  KernK4<L, NP> kern{b, {}, gb, acc, mins, nsb, {}};
+  KernK4<L, NP> kern{b, {}, stream, acc, mins, nsb, {}};
   std::copy_n(g, 2 * NP, kern.g);
-  run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, [&](int p, int t) {
-    return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
-  });
+  run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, act,
+                [&](int p, int t) {
+                  return _mm512_sub_ps(_mm512_load_ps(acc[p][t]), _mm512_load_ps(mins[p][t]));
+                });
 }
 
 template <class L>
 void amx_pair(const uint8_t* group0, const uint8_t* group1, int64_t nsb, const AmxActRows* act16,
               size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows1) {
-  amx_k4<L, 1>({group0, group1}, size_t(nsb) * L::kSuper, nsb, act16, act16_block, n_valid, y,
-               y_stride, n_rows1);
+  const size_t gb = size_t(nsb) * L::kSuper;
+  amx_k4<L, 1>({group0, group1}, {gb, 2 * gb}, nsb, act16, act16_block, n_valid, y, y_stride,
+               n_rows1, Gate::kNone);
 }
 
 template <class L>
 void amx_quad(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* act16,
               size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows3) {
-  amx_k4<L, 2>({group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, gb, nsb, act16, act16_block,
-               n_valid, y, y_stride, n_rows3);
+  amx_k4<L, 2>({group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, {gb, 4 * gb}, nsb, act16,
+               act16_block, n_valid, y, y_stride, n_rows3, Gate::kNone);
+}
+
+template <class L>
+void amx_gated(const uint8_t* gate0, const uint8_t* up0, size_t gb, int64_t nsb,
+               const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
+               Gate act) {
+  amx_k4<L, 2>({gate0, gate0 + gb, up0, up0 + gb}, {gb, 2 * gb}, nsb, act16, act16_block, n_valid,
+               y, y_stride, kGroupRows, act);
 }
 
 // ------------------------------------------------------------------ Q6_K
@@ -476,7 +516,7 @@ struct KernQ6K {
 
   uint8_t* b;  // the current super-block's operands (NP x kSuperBytes6)
   const uint8_t* g[2 * NP];
-  size_t gb;                      // bytes from one group to the next (the prefetch's stride)
+  GroupStream stream;
   float (*acc)[kAmxCallTok][16];  // [pair][token][output]
   int64_t nsb;
   Prefetch prefetch;
@@ -484,7 +524,7 @@ struct KernQ6K {
   // Starts super-block sb's prefetch and lays out its operands, issuing
   // pf_per_step of its lines a layout step.
   Fin prepare(int64_t sb, int pf_per_step) {
-    prefetch.start(g[0], gb, size_t(sb) * kSuper6, prefetch_far(nsb * kQKK));
+    stream.start(prefetch, g, size_t(sb) * kSuper6, prefetch_far(nsb * kQKK));
     Fin f;
     for (int p = 0; p < NP; ++p) {
       unpack_super6(g[2 * p], g[2 * p + 1], sb, b + size_t(p) * kSuperBytes6, prefetch,
@@ -511,30 +551,39 @@ struct KernQ6K {
   }
 };
 
-// Q6_K on NP pairs: groups g[0..2 NP), gb bytes apart for the prefetch.
+// Q6_K on NP pairs: groups g[0..2 NP) (stream: where they lie).
 template <int NP>
-void amx_q6_K(const uint8_t* const (&g)[2 * NP], size_t gb, int64_t nsb, const AmxActRows* act16,
-              size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows_last) {
+void amx_q6_K(const uint8_t* const (&g)[2 * NP], GroupStream stream, int64_t nsb,
+              const AmxActRows* act16, size_t act16_block, int n_valid, float* y, int64_t y_stride,
+              int n_rows_last, Gate act) {
   alignas(64) uint8_t b[NP * kSuperBytes6];
   alignas(64) float acc[NP][kAmxCallTok][16];
   // (written first by super-block 0's float step, from zero: nsb >= 1)
-  KernQ6K<NP> kern{b, {}, gb, acc, nsb, {}};
+  KernQ6K<NP> kern{b, {}, stream, acc, nsb, {}};
   std::copy_n(g, 2 * NP, kern.g);
-  run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last,
+  run_and_store(kern, act16, act16_block, n_valid, y, y_stride, n_rows_last, act,
                 [&](int p, int t) { return _mm512_load_ps(acc[p][t]); });
 }
 
 void amx_pair_q6_K(const uint8_t* group0, const uint8_t* group1, int64_t nsb,
                    const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
                    int64_t y_stride, int n_rows1) {
-  amx_q6_K<1>({group0, group1}, size_t(nsb) * kSuper6, nsb, act16, act16_block, n_valid, y,
-              y_stride, n_rows1);
+  const size_t gb = size_t(nsb) * kSuper6;
+  amx_q6_K<1>({group0, group1}, {gb, 2 * gb}, nsb, act16, act16_block, n_valid, y, y_stride,
+              n_rows1, Gate::kNone);
 }
 
 void amx_quad_q6_K(const uint8_t* group0, size_t gb, int64_t nsb, const AmxActRows* act16,
                    size_t act16_block, int n_valid, float* y, int64_t y_stride, int n_rows3) {
-  amx_q6_K<2>({group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, gb, nsb, act16, act16_block,
-              n_valid, y, y_stride, n_rows3);
+  amx_q6_K<2>({group0, group0 + gb, group0 + 2 * gb, group0 + 3 * gb}, {gb, 4 * gb}, nsb, act16,
+              act16_block, n_valid, y, y_stride, n_rows3, Gate::kNone);
+}
+
+void amx_gated_q6_K(const uint8_t* gate0, const uint8_t* up0, size_t gb, int64_t nsb,
+                    const AmxActRows* act16, size_t act16_block, int n_valid, float* y,
+                    int64_t y_stride, Gate act) {
+  amx_q6_K<2>({gate0, gate0 + gb, up0, up0 + gb}, {gb, 2 * gb}, nsb, act16, act16_block, n_valid, y,
+              y_stride, kGroupRows, act);
 }
 
 template <class L>
@@ -542,6 +591,7 @@ Ops with_amx(const Ops& avx512_ops) {
   Ops o = avx512_ops;
   o.amx_pair = amx_pair<L>;
   o.amx_quad = amx_quad<L>;
+  o.amx_gated = amx_gated<L>;
   return o;
 }
 
@@ -562,6 +612,7 @@ const Ops& ops_q6_K() {
     Ops o = avx512::ops_q6_K();
     o.amx_pair = amx_pair_q6_K;
     o.amx_quad = amx_quad_q6_K;
+    o.amx_gated = amx_gated_q6_K;
     return o;
   }();
   return ops;

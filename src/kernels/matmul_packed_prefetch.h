@@ -156,30 +156,39 @@ template <size_t Bytes>
 // 6.8-6.9 GB/s), 512 tokens within noise; Q6_K's long layout (16 steps a
 // pair) takes a share of the lines too (16 tokens +10-30%, 64 and 512
 // unchanged), Q4_K's short one does not (there 16 tokens -10%, 64 +3%).
+// The stream is N groups as N / 2 pairs of adjacent groups (gb apart),
+// pair p's first group at pairs[p]: a pair or a quad of one matrix (pair 1
+// at pair 0 + 2 gb, the next unit's groups N gb on: `advance`), or the amx
+// tier's gated quads (a pair of W_gate and the same pair of W_up, the next
+// unit's 2 gb on in each matrix).
 template <size_t Bytes, size_t N>
 struct SpreadPrefetch {
+  static_assert(N % 2 == 0);
   static constexpr int kLines = int(N * ((Bytes + 63) / 64));
-  const uint8_t* base = nullptr;  // group 0's first line to fetch
+  const uint8_t* pair[N / 2] = {};  // each pair's first line to fetch
   size_t gb = 0;
   int next = kLines;  // lines issued so far
   bool far = false;
 
   // Issues the previous super-block's remaining lines, then queues this
-  // one's: [at, at + Bytes) + the distance of each group.
-  [[gnu::always_inline]] inline void start(const uint8_t* group0, size_t group_bytes, size_t at,
-                                           bool far_) {
+  // one's: [at, at + Bytes) + the distance of each group (an offset past a
+  // group's end runs on into the next unit's groups, as groups_ahead).
+  [[gnu::always_inline]] inline void start(const uint8_t* const (&pairs)[N / 2], size_t group_bytes,
+                                           size_t advance, size_t at, bool far_) {
     step(kLines);
     far = far_;
     gb = group_bytes;
     size_t off = at + (far ? kPrefetchFar : kPrefetchNear);
-    groups_ahead<N>(group0, gb, off);
-    base = group0 + off;
+    size_t on = 0;
+    while (off >= gb) off -= gb, on += advance;
+    for (size_t p = 0; p < N / 2; ++p) pair[p] = pairs[p] + on + off;
     next = 0;
   }
   // Issues up to n of the queued lines (line i: group i % N, i / N lines on).
   [[gnu::always_inline]] inline void step(int n) {
     for (const int end = std::min(kLines, next + n); next < end; ++next) {
-      const uint8_t* line = base + size_t(next % int(N)) * gb + size_t(next / int(N)) * 64;
+      const int g = next % int(N);
+      const uint8_t* line = pair[g / 2] + size_t(g % 2) * gb + size_t(next / int(N)) * 64;
       if (far) {
         prefetch_line<_MM_HINT_T1>(line);
       } else {

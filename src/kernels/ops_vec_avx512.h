@@ -1,8 +1,9 @@
 // ops_vec_avx2.h's vector math on 16 lanes, op for op, so that lane for lane
 // the results are the avx2 tier's (the same IEEE operations in the same
-// order: bitwise equal, NaN and infinities included): exp, silu, gelu, and
-// the 8-lane horizontal max and sum the avx2 kernels end with. Include only
-// from files compiled with the avx512 tier's flags (*_avx512.cc, *_amx.cc).
+// order: bitwise equal, NaN and infinities included): exp, silu, gelu, the
+// gated activations, and the 8-lane horizontal max and sum the avx2 kernels
+// end with. Include only from files compiled with the avx512 tier's flags
+// (*_avx512.cc, *_amx.cc).
 //
 // The functions live in namespace omnibus::avx512 (an out-of-line copy the
 // compiler emits stays a tier symbol: scripts/check_tier_symbols.sh).
@@ -64,6 +65,10 @@ inline __m512 gelu_ps(__m512 x) {
   const __m512 arg = _mm512_mul_ps(_mm512_mul_ps(kMinus2Sqrt2OverPi, x), inner);
   return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_ps(arg)));
 }
+
+// ops_avx2.cc's swiglu_avx2 / geglu_avx2 lane for lane: act(g) * u.
+inline __m512 swiglu_ps(__m512 g, __m512 u) { return _mm512_mul_ps(silu_ps(g), u); }
+inline __m512 geglu_ps(__m512 g, __m512 u) { return _mm512_mul_ps(gelu_ps(g), u); }
 
 // ops_vec_avx2.h's hmax_ps (quant_simd_avx2.h's hmax): one fixed order.
 inline float hmax_ps(__m256 v) {

@@ -6,7 +6,6 @@
 
 #include "gguf/gguf_file.h"
 #include "kernels/ops.h"
-#include "kernels/ops_parallel.h"
 #include "kernels/thread_pool.h"
 #include "util/check.h"
 
@@ -74,11 +73,9 @@ namespace {
 void run_expert(const MoeWeights& m, const ModelConfig& c, int32_t e, int64_t r0, int64_t n,
                 MoeBuffers& b, ThreadPool& pool) {
   const int64_t ff = c.n_ff_exp;
-  const PackedWeight* w[2] = {&m.gate[size_t(e)], &m.up[size_t(e)]};
-  float* y[2] = {b.gate.data() + r0 * ff, b.up.data() + r0 * ff};
-  matmul_shared_input(w, b.xg.data() + r0 * c.n_embd, n, y, pool, b.matmul);
-  swiglu(y[0], y[1], y[0], n, ff, pool);
-  matmul(m.down[size_t(e)], y[0], n, b.yg.data() + r0 * c.n_embd, pool, b.matmul);
+  matmul_gated_ffn(m.gate[size_t(e)], m.up[size_t(e)], m.down[size_t(e)], GatedAct::kSwiglu,
+                   b.xg.data() + r0 * c.n_embd, n, b.gate.data() + r0 * ff,
+                   b.up.data() + r0 * ff, b.yg.data() + r0 * c.n_embd, pool, b.matmul);
 }
 
 }  // namespace

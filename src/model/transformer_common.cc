@@ -96,13 +96,6 @@ void project_qkv(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardB
   matmul_shared_input(w, xn, n_tok, y, pool, b.matmul);
 }
 
-void project_gate_up(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
-                     ThreadPool& pool) {
-  const PackedWeight* w[2] = {&l.w_gate, &l.w_up};
-  float* y[2] = {b.gate.data(), b.up.data()};
-  matmul_shared_input(w, xn, n_tok, y, pool, b.matmul);
-}
-
 void attention_block(const BlockWeights& l, const ModelConfig& c, const AttentionStep& s,
                      const PagedKvLayer& kv_layer, const float* x, int64_t n_tok, ForwardBuffers& b,
                      ThreadPool& pool) {
@@ -138,11 +131,9 @@ void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActiva
   for (int64_t t0 = 0; t0 < n_tok; t0 += kFfnBlockTok) {
     const int64_t n = std::min(kFfnBlockTok, n_tok - t0);
     rms_norm(x + t0 * c.n_embd, l.ffn_norm, b.xn.data(), n, c.n_embd, c.norm_eps);
-    project_gate_up(l, b.xn.data(), n, b, pool);  // gate, up: [n, n_ff]
-    // proj = W_down act(gate, up): [n, n_embd], the activation computed as
-    // the down projection quantizes its input
-    matmul_gated(l.w_down, gated, b.gate.data(), b.up.data(), n, b.proj.data() + t0 * c.n_embd,
-                 pool, b.matmul);
+    // proj = W_down act(xn W_gate, xn W_up): [n, n_embd]
+    matmul_gated_ffn(l.w_gate, l.w_up, l.w_down, gated, b.xn.data(), n, b.gate.data(), b.up.data(),
+                     b.proj.data() + t0 * c.n_embd, pool, b.matmul);
   }
 }
 

@@ -146,7 +146,8 @@ void attention_block(const BlockWeights& l, const ModelConfig& c, const Attentio
 // The gated feed-forward half of a block, without the residual add:
 //   xn = rms_norm(x) * ffn_norm;  b.proj = act(xn Wgate) * (xn Wup)) Wdown
 // with act = silu (SwiGLU) or gelu_tanh (GeGLU).                b.proj: [n_tok, n_embd]
-// Runs 512 tokens at a time: b.xn, b.gate and b.up keep the last block's rows.
+// Runs 512 tokens at a time (kernels/matmul.h's matmul_gated_ffn: b.gate and
+// b.up are its scratch); b.xn keeps the last block's rows.
 enum class GatedActivation { kSwiglu, kGeglu };
 void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActivation act,
                         const float* x, int64_t n_tok, ForwardBuffers& b, ThreadPool& pool);
@@ -155,10 +156,6 @@ void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActiva
 // quantized once)                                   xn: [n_tok, n_embd]
 void project_qkv(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
                  ThreadPool& pool);
-
-// b.gate, b.up = xn Wgate, xn Wup (one shared-input matmul)
-void project_gate_up(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardBuffers& b,
-                     ThreadPool& pool);
 
 // REQUIRES-style checks of a step against the cache: geometry matches the
 // config and every block table covers its sequence's positions.
