@@ -64,8 +64,9 @@ std::vector<float> unfused(const Ffn& f, GatedAct act, const std::vector<float>&
 // 256 hidden rows (16 gated quads where the tile unit runs the call), 64
 // (Q4_0 / Q8_0: no gated kernel) and 40 (no whole pairs of groups; an F16
 // down projection, which takes any row length); 5 tokens (the avx512
-// kernels), 13 / 70 (one tile-unit call: a last unit of 13, or of 6 tokens
-// after two), 515 (calls of 512 and 3: unfused) and 600 (512 and 88).
+// kernels), 70 (one tile-unit call of pairs, a last unit of 6 tokens: too
+// few for quads, unfused), 100 (one call, a last unit of 4), 515 (calls of
+// 512 and 3: unfused) and 608 (512 and 96).
 TEST(MatmulGatedFfn, EveryTierGivesTheUnfusedBlock) {
   if (!cpu_features().use_avx2()) GTEST_SKIP() << "the scalar tier packs no weights";
   std::vector<Isa> tiers{Isa::kAvx2};
@@ -85,7 +86,7 @@ TEST(MatmulGatedFfn, EveryTierGivesTheUnfusedBlock) {
                         Case{DType::Q4_0, 64, DType::Q4_0}, Case{DType::Q8_0, 64, DType::Q8_0}}) {
     set_isa_for_testing(Isa::kAvx2);
     const Ffn f = make_ffn(c.type, n_embd, c.n_ff, c.down_type, n_down_out, rng);
-    for (int64_t n_tok : {5, 13, 70, 515, 600}) {
+    for (int64_t n_tok : {5, 70, 100, 515, 608}) {
       for (GatedAct act : {GatedAct::kSwiglu, GatedAct::kGeglu}) {
         SCOPED_TRACE(::testing::Message() << dtype_name(c.type) << " n_ff=" << c.n_ff << " n_tok="
                                           << n_tok << " geglu=" << (act == GatedAct::kGeglu));
@@ -108,7 +109,8 @@ TEST(MatmulGatedFfn, EveryTierGivesTheUnfusedBlock) {
 }
 
 // Where the fused path runs: the amx tier's K-quants (whole pairs of groups,
-// both matrices packed, more than 8 tokens in every call), nowhere else.
+// both matrices packed, at least the 96 tokens of a quad in every call),
+// nowhere else.
 TEST(MatmulGatedFfn, GatedQuadsRunOnTheTileUnitsCalls) {
   if (!cpu_features().supports(Isa::kAmx)) {
     GTEST_SKIP() << "this CPU has no amx tier (best: " << isa_name(cpu_features().best) << ")";
@@ -120,11 +122,13 @@ TEST(MatmulGatedFfn, GatedQuadsRunOnTheTileUnitsCalls) {
   const Ffn odd = make_ffn(DType::Q4_K, 512, 40, DType::F16, 8, rng);
   const Ffn q8 = make_ffn(DType::Q8_0, 512, 64, DType::Q8_0, 8, rng);
   auto runs = [](const Ffn& f, const uint8_t* up_data, int64_t n_tok) {
-    return matmul_packed::gated_out_runs(f.gate.view(), f.up.view(), f.gate.data(), up_data,
-                                         n_tok);
+    return matmul_packed::gated_out_runs(f.gate.view(), f.up.view(), f.gate.data(), up_data, n_tok);
   };
-  for (int64_t n_tok : {9, 13, 512, 600, 1024, 1033}) EXPECT_TRUE(runs(k, k.up.data(), n_tok));
-  for (int64_t n_tok : {1, 8, 515, 520}) EXPECT_FALSE(runs(k, k.up.data(), n_tok)) << n_tok;
+  for (int64_t n_tok : {96, 100, 512, 608, 1024, 1120}) {
+    EXPECT_TRUE(runs(k, k.up.data(), n_tok)) << n_tok;
+  }
+  for (int64_t n_tok : {1, 8, 13, 64, 95, 515, 600})
+    EXPECT_FALSE(runs(k, k.up.data(), n_tok)) << n_tok;
   EXPECT_FALSE(runs(odd, odd.up.data(), 64));
   EXPECT_FALSE(runs(q8, q8.up.data(), 64));
   EXPECT_FALSE(runs(k, nullptr, 64));  // W_up not packed at load
@@ -135,8 +139,8 @@ TEST(MatmulGatedFfn, GatedQuadsRunOnTheTileUnitsCalls) {
 
 // The gated quads' hidden rows themselves: bitwise ops.h's swiglu / geglu of
 // the products matmul_shared_input writes, and nothing written to W_up's
-// output; 17 tokens (stored plainly), 100 and 1100 (calls of 512, 512, 76:
-// streamed).
+// output; 100 tokens and 1120 (calls of 512, 512, 96), streamed to 64-byte
+// aligned rows and stored with masks to rows that are not.
 TEST(MatmulGatedFfn, GatedQuadsWriteTheActivation) {
   if (!cpu_features().supports(Isa::kAmx)) {
     GTEST_SKIP() << "this CPU has no amx tier (best: " << isa_name(cpu_features().best) << ")";
@@ -149,7 +153,7 @@ TEST(MatmulGatedFfn, GatedQuadsWriteTheActivation) {
   const int64_t n_embd = 256 * 5, n_ff = 80;
   for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const Ffn f = make_ffn(type, n_embd, n_ff, DType::F16, 8, rng);
-    for (int64_t n_tok : {17, 100, 1100}) {
+    for (int64_t n_tok : {100, 1120}) {
       for (GatedAct act : {GatedAct::kSwiglu, GatedAct::kGeglu}) {
         SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_tok=" << n_tok
                                           << " geglu=" << (act == GatedAct::kGeglu));
@@ -165,15 +169,18 @@ TEST(MatmulGatedFfn, GatedQuadsWriteTheActivation) {
         } else {
           geglu(want.data(), up.data(), want.data(), n_tok, n_ff, pool);
         }
-        Rows got(want.size(), NAN), untouched(want.size(), -2.0f);
         const WeightView* views[2] = {&f.gate.view(), &f.up.view()};
         const uint8_t* data[2] = {f.gate.data(), f.up.data()};
-        float* outs[2] = {got.data(), untouched.data()};
-        matmul_packed::matmul_multi(
-            views, data, outs, 2, matmul_act::TileInput{x.data()}, n_tok, pool, scratch,
-            act == GatedAct::kSwiglu ? matmul_act::Gate::kSwiglu : matmul_act::Gate::kGeglu);
-        ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0);
-        for (float v : untouched) ASSERT_EQ(v, -2.0f);
+        for (size_t misalign : {0, 4}) {  // floats past a 64-byte boundary
+          SCOPED_TRACE(::testing::Message() << "misalign=" << misalign);
+          Rows got(misalign + want.size(), NAN), untouched(want.size(), -2.0f);
+          float* outs[2] = {got.data() + misalign, untouched.data()};
+          matmul_packed::matmul_multi(
+              views, data, outs, 2, matmul_act::TileInput{x.data()}, n_tok, pool, scratch,
+              act == GatedAct::kSwiglu ? matmul_act::Gate::kSwiglu : matmul_act::Gate::kGeglu);
+          ASSERT_EQ(std::memcmp(want.data(), outs[0], want.size() * 4), 0);
+          for (float v : untouched) ASSERT_EQ(v, -2.0f);
+        }
       }
     }
   }

@@ -115,6 +115,39 @@ constexpr int64_t kMaxCallTok = OMNIBUS_MAX_CALL_TOK;
 // Q8_0 -11%, Q6_K unchanged; nothing is written and read back per group.
 constexpr int64_t kMaxSlicedTok = OMNIBUS_MAX_SLICED_TOK;
 
+// Token tiles per chunk of a many-token call (matmul_multi's chunk loop says
+// why), except on the tile unit (amx_chunk_tiles).
+constexpr int64_t kChunkTiles = 16;
+// The amx tier lays each group pair's operands out once per call, and a
+// chunk is one call: as many tokens as kAmxChunkBytes of activation rows,
+// in 32-token steps, at least kChunkTiles and at most kAmxCallTok. Each
+// pair or quad of the run reads the chunk's rows once; past a core's L2
+// they come from L3. 16 MiB makes every row up to n_in 28672 a whole
+// 512-token call: against chunks kept in a 2 MiB L2 (1.5 MiB, the best
+// of 0.75-1.5 in round (d), when pairs read the rows twice as often; 96
+// tokens at n_in 14336, each call laying its super-blocks out again and
+// re-reading the weights), Sapphire Rapids Xeon, 512 tokens, A B x2:
+// Stream_Q4_K_14336x4096 +12% (2 threads) / +8-11% (1), Q6_K +19% /
+// +17%, 4096 x 14336 (352 -> 512 tokens) +0-7%; 8B pp512 +4-6%
+// (docs/performance.md, round (u)).
+constexpr size_t kAmxChunkBytes = size_t(16) << 20;
+constexpr int64_t kAmxTiles = 16 / kTok;  // token tiles per AmxActRows block
+constexpr int64_t kAmxCallTiles = internal::kAmxCallTok / kTok;
+int64_t amx_chunk_tiles(int64_t nb) {
+  const size_t act16_block = size_t(nb) * sizeof(internal::AmxActRows);
+  return std::clamp<int64_t>(int64_t(kAmxChunkBytes / act16_block) / 2 * 2 * kAmxTiles, kChunkTiles,
+                             kAmxCallTiles);
+}
+// Where a tile-unit chunk has kAmxQuadMinTok tokens or more, four groups of
+// a matrix packed at load (adjacent) take the quad kernel: each activation
+// row it brings from L2 serves both its pairs. 4096 x 14336 and 14336 x
+// 4096, 2 threads, Xeon, A B x3 against pairs: Q4_K 512 tokens (calls of 96
+// and 352) 44.8-47.0 -> 40.5-43.6 and 54.7-55.6 -> 48.9-51.1 ms, Q6_K
+// 41.3-49.5 -> 37.5-40.7 and 57.1-59.8 -> 48.0-50.5; at 64 tokens Q4_K 4-6%
+// slower (a quad's operands, sums and accumulators overflow L1), Q6_K
+// unchanged. The gated quads take the same rule (gated_out_runs).
+constexpr int64_t kAmxQuadMinTok = 96;
+
 }  // namespace
 
 bool has_packed_kernel(DType type) {
@@ -167,11 +200,13 @@ bool gated_out_runs(const WeightView& gate, const WeightView& up, const uint8_t*
       !has_packed_kernel(gate.type) || n_tok < 1)
     return false;
   const Ops& ops = ops_for(gate.type);
-  // matmul_multi's tile-unit condition (unpack and amx_pair) for its last
-  // call, the shortest
+  // matmul_multi's tile-unit condition (unpack and amx_pair), and quads'
+  // (every chunk kAmxQuadMinTok tokens or more: calls of one chunk each, the
+  // last the shortest)
   const int64_t last_call = (n_tok - 1) % kMaxCallTok + 1;
   return ops.amx_gated != nullptr && ops.amx_pair != nullptr && ops.unpack != nullptr &&
-         last_call > kMaxPackedTiles * kTok;
+         last_call > kMaxPackedTiles * kTok && last_call >= kAmxQuadMinTok &&
+         amx_chunk_tiles(gate.n_in / ops.block_elems) * kTok >= kMaxCallTok;
 }
 
 void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, float* const* ys,
@@ -264,8 +299,6 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // as rows (internal::AmxActRows, the tile unit's operand layout).
   const bool amx = unpack && ops.amx_pair != nullptr;
   OMNIBUS_CHECK(amx || !gated);
-  constexpr int64_t kAmxTok = 16, kAmxTiles = kAmxTok / kTok,
-                    kAmxCallTiles = internal::kAmxCallTok / kTok;
   const size_t act16_block = size_t(nb) * sizeof(internal::AmxActRows);
   internal::AmxActRows* act16 = nullptr;
   if (amx) {
@@ -337,24 +370,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // tiles, ~20 us, at least 4 per region) so that the last one, which nobody
   // can share, is short too. Which thread computes a group never changes its
   // result.
-  constexpr int64_t kChunkTiles = 16;
-  // The amx tier lays each group pair's operands out once per call, and a
-  // chunk is one call: as many tokens as kAmxChunkBytes of activation rows,
-  // in 32-token steps, at least kChunkTiles and at most kAmxCallTok. Each
-  // pair or quad of the run reads the chunk's rows once; past a core's L2
-  // they come from L3. 16 MiB makes every row up to n_in 28672 a whole
-  // 512-token call: against chunks kept in a 2 MiB L2 (1.5 MiB, the best
-  // of 0.75-1.5 in round (d), when pairs read the rows twice as often; 96
-  // tokens at n_in 14336, each call laying its super-blocks out again and
-  // re-reading the weights), Sapphire Rapids Xeon, 512 tokens, A B x2:
-  // Stream_Q4_K_14336x4096 +12% (2 threads) / +8-11% (1), Q6_K +19% /
-  // +17%, 4096 x 14336 (352 -> 512 tokens) +0-7%; 8B pp512 +4-6%
-  // (docs/performance.md, round (u)).
-  constexpr size_t kAmxChunkBytes = size_t(16) << 20;
-  const int64_t chunk_tiles =
-      amx ? std::clamp<int64_t>(int64_t(kAmxChunkBytes / act16_block) / 2 * 2 * kAmxTiles,
-                                kChunkTiles, kAmxCallTiles)
-          : kChunkTiles;
+  const int64_t chunk_tiles = amx ? amx_chunk_tiles(nb) : kChunkTiles;
   constexpr int64_t kRunBlockTiles = 1536, kMinSubtasks = 4, kMaxSubtasks = 64;
   const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
   const int64_t region_work = n_groups / n_regions * n_tiles * nb;
@@ -505,15 +521,7 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           // super-block's bytes a distance ahead, on into the next pair (a
           // burst of the whole next pair here, 38 KB of Q4_K, held up the
           // loads behind it: -4 to -28% time a call at 16-512 tokens, Xeon).
-          // Where the chunk has kAmxQuadMinTok tokens or more, four groups of
-          // a matrix packed at load (adjacent) take the quad kernel: each
-          // activation row it brings from L2 serves both its pairs. 4096 x
-          // 14336 and 14336 x 4096, 2 threads, Xeon, A B x3 against pairs:
-          // Q4_K 512 tokens (calls of 96 and 352) 44.8-47.0 -> 40.5-43.6 and
-          // 54.7-55.6 -> 48.9-51.1 ms, Q6_K 41.3-49.5 -> 37.5-40.7 and
-          // 57.1-59.8 -> 48.0-50.5; at 64 tokens Q4_K 4-6% slower (a quad's
-          // operands, sums and accumulators overflow L1), Q6_K unchanged.
-          constexpr int64_t kAmxQuadMinTok = 96;
+          // Quads where the chunk has kAmxQuadMinTok tokens.
           const bool quad = ops.amx_quad != nullptr && packed[m] != nullptr && gg + 3 < g1 &&
                             gg + 3 < first_group[m + 1] &&
                             std::min(n_tok - c0 * kTok, (c1 - c0) * kTok) >= kAmxQuadMinTok;

@@ -74,8 +74,8 @@ void run_expert(const MoeWeights& m, const ModelConfig& c, int32_t e, int64_t r0
                 MoeBuffers& b, ThreadPool& pool) {
   const int64_t ff = c.n_ff_exp;
   matmul_gated_ffn(m.gate[size_t(e)], m.up[size_t(e)], m.down[size_t(e)], GatedAct::kSwiglu,
-                   b.xg.data() + r0 * c.n_embd, n, b.gate.data() + r0 * ff,
-                   b.up.data() + r0 * ff, b.yg.data() + r0 * c.n_embd, pool, b.matmul);
+                   b.xg.data() + r0 * c.n_embd, n, b.gate.data() + r0 * ff, b.up.data() + r0 * ff,
+                   b.yg.data() + r0 * c.n_embd, pool, b.matmul);
 }
 
 }  // namespace
