@@ -127,6 +127,15 @@ OMNIBUS_STREAM_TYPE(Q4_1);
 OMNIBUS_STREAM_TYPE(Q5_0);
 OMNIBUS_STREAM_TYPE(F16);
 OMNIBUS_STREAM_TYPE(BF16);
+// The 8B's other one-token jobs: its attention matrices (4096 -> 1024: k, v;
+// 4096: q and the output; 6144: q, k, v as one job where they share a type),
+// whose calls are short enough for their start and end to show against the
+// stream, and gate and up as one job (28672).
+OMNIBUS_STREAM(Q4_K, 4096, 1024, {1});
+OMNIBUS_STREAM(Q6_K, 4096, 1024, {1});
+OMNIBUS_STREAM(Q4_K, 4096, 4096, {1});
+OMNIBUS_STREAM(Q4_K, 4096, 6144, {1});
+OMNIBUS_STREAM(Q4_K, 4096, 28672, {1});
 // Llama 3.2 1B's tied Q6_K head (2048 -> 128256), the largest matrix of its decode step.
 OMNIBUS_STREAM(Q6_K, 2048, 128256, OMNIBUS_HEAD_TOKENS);
 // SmolLM2-135M's rows (n_in 576, short: the prefetch policy differs, see
