@@ -73,6 +73,13 @@ Spec with_types(Spec s, DType weights, DType embd) {
 std::vector<Arch> archs() {
   const TinyLlamaSpec llama = with_types(TinyLlamaSpec{}, DType::Q4_1, DType::Q8_0);
   const TinyGemma3Spec gemma3 = with_types(TinyGemma3Spec{}, DType::Q5_0, DType::Q8_0);
+  // K-quant projections (rows of whole super-blocks): on the amx tier a
+  // step's feed-forward blocks of 96 tokens and more run as gated quads
+  // (kernels/matmul.h, matmul_gated_ffn), the shorter ones unfused, so the
+  // chunked and whole prompts below take both paths.
+  TinyLlamaSpec kquant_llama = with_types(TinyLlamaSpec{}, DType::Q4_K, DType::Q8_0);
+  kquant_llama.n_embd = 256;
+  kquant_llama.n_ff = 512;
   return {
       {.name = "llama",
        .quantized_gguf = [llama](uint64_t seed) { return make_tiny_llama_gguf(llama, seed); },
@@ -84,6 +91,18 @@ std::vector<Arch> archs() {
        .share_model_seed = 7,
        .share_token_seed = 8,
        .missing_tensor = "blk.1.ffn_up.weight",  // -> "blk.1.ffn_uq.weight"
+       .missing_at = 10},
+      {.name = "llama_kquants",
+       .quantized_gguf =
+           [kquant_llama](uint64_t seed) { return make_tiny_llama_gguf(kquant_llama, seed); },
+       .plain_gguf = [] { return make_tiny_llama_gguf(TinyLlamaSpec{}, 1); },
+       .n_vocab = kquant_llama.n_vocab,
+       .chunk_model_seed = 11,
+       .chunk_token_seed = 12,
+       .chunks = {1, 3, 16, 17},
+       .share_model_seed = 13,
+       .share_token_seed = 14,
+       .missing_tensor = "blk.1.ffn_up.weight",
        .missing_at = 10},
       {.name = "gemma3",
        .quantized_gguf = [gemma3](uint64_t seed) { return make_tiny_gemma3_gguf(gemma3, seed); },

@@ -7,18 +7,24 @@
 #include <string>
 
 #include "gguf/gguf_writer.h"
+#include "kernels/quant_test_util.h"
 #include "util/check.h"
 
 namespace omnibus {
 namespace {
 
-// n values ~ U(-scale, scale), stored as `type` (quantized with the reference quantizer).
+// n values ~ U(-scale, scale), stored as `type` (quantized with the reference quantizer);
+// for the K-quants, which have none here, random blocks of values within a few `scale`
+// (kernels/quant_test_util.h's random_rows).
 std::vector<uint8_t> random_tensor(std::mt19937_64& rng, DType type, int64_t n, float scale) {
+  const DTypeTraits& t = dtype_traits_ref(type);
+  if (t.from_float == nullptr) {
+    std::mt19937 block_rng(static_cast<uint32_t>(rng()));
+    return quant_testing::random_rows(type, 1, n, block_rng, scale / 256);
+  }
   std::uniform_real_distribution<float> u(-scale, scale);
   std::vector<float> values(static_cast<size_t>(n));
   for (float& v : values) v = u(rng);
-  const DTypeTraits& t = dtype_traits_ref(type);
-  OMNIBUS_CHECK(t.from_float != nullptr);
   std::vector<uint8_t> bytes(dtype_row_size(type, n));
   t.from_float(values.data(), bytes.data(), n);
   return bytes;
