@@ -124,14 +124,14 @@ class LlamaFamilyModel final : public DecoderModel<LlamaFamilyLayer> {
                                l.q_norm,
                                l.k_norm};
       attention_block(l, c, attn, kv.layer(il), b.x.data(), n_tok, b, pool_);
-      add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
+      add_inplace(b.x.data(), b.proj.data(), n_tok, c.n_embd, pool_);
       if (c.is_moe()) {
-        rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+        rms_norm(b.x.data(), l.ffn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps, pool_);
         moe_feed_forward(l.moe, c, b.xn.data(), n_tok, b.proj.data(), moe_, pool_);
       } else {
         feed_forward_block(l, c, GatedActivation::kSwiglu, b.x.data(), n_tok, b, pool_);
       }
-      add_inplace(b.x.data(), b.proj.data(), n_tok * c.n_embd);
+      add_inplace(b.x.data(), b.proj.data(), n_tok, c.n_embd, pool_);
     }
 
     pool_hidden(embd_, c, pooling_, b.x.data(), batch, b, &pool_scratch_, &pooled_);

@@ -99,20 +99,20 @@ void project_qkv(const BlockWeights& l, const float* xn, int64_t n_tok, ForwardB
 void attention_block(const BlockWeights& l, const ModelConfig& c, const AttentionStep& s,
                      const PagedKvLayer& kv_layer, const float* x, int64_t n_tok, ForwardBuffers& b,
                      ThreadPool& pool) {
-  rms_norm(x, l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps);
+  rms_norm(x, l.attn_norm, b.xn.data(), n_tok, c.n_embd, c.norm_eps, pool);
   // q: [n_tok, n_head, head_dim], k, v: [n_tok, n_head_kv, head_dim]
   project_qkv(l, b.xn.data(), n_tok, b, pool);
   add_bias(b.q.data(), l.bq, n_tok, c.n_q());
   add_bias(b.k.data(), l.bk, n_tok, c.n_kv());
   add_bias(b.v.data(), l.bv, n_tok, c.n_kv());
   if (s.q_norm != nullptr) {
-    rms_norm(b.q.data(), s.q_norm, b.q.data(), n_tok * c.n_head, c.head_dim, c.norm_eps);
+    rms_norm(b.q.data(), s.q_norm, b.q.data(), n_tok * c.n_head, c.head_dim, c.norm_eps, pool);
   }
   if (s.k_norm != nullptr) {
-    rms_norm(b.k.data(), s.k_norm, b.k.data(), n_tok * c.n_head_kv, c.head_dim, c.norm_eps);
+    rms_norm(b.k.data(), s.k_norm, b.k.data(), n_tok * c.n_head_kv, c.head_dim, c.norm_eps, pool);
   }
-  rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, *s.rope);
-  rope(b.k.data(), b.positions.data(), n_tok, c.n_head_kv, c.head_dim, *s.rope);
+  rope(b.q.data(), b.positions.data(), n_tok, c.n_head, c.head_dim, *s.rope, pool);
+  rope(b.k.data(), b.positions.data(), n_tok, c.n_head_kv, c.head_dim, *s.rope, pool);
   kv_store(kv_layer, s.seqs, s.n_seqs, b.k.data(), b.v.data());
   paged_attention(b.q.data(), kv_layer, s.seqs, s.n_seqs, s.params, b.attn.data(),
                   pool);                                              // [n_tok, n_q]
@@ -130,7 +130,7 @@ void feed_forward_block(const BlockWeights& l, const ModelConfig& c, GatedActiva
   const GatedAct gated = act == GatedActivation::kSwiglu ? GatedAct::kSwiglu : GatedAct::kGeglu;
   for (int64_t t0 = 0; t0 < n_tok; t0 += kFfnBlockTok) {
     const int64_t n = std::min(kFfnBlockTok, n_tok - t0);
-    rms_norm(x + t0 * c.n_embd, l.ffn_norm, b.xn.data(), n, c.n_embd, c.norm_eps);
+    rms_norm(x + t0 * c.n_embd, l.ffn_norm, b.xn.data(), n, c.n_embd, c.norm_eps, pool);
     // proj = W_down act(xn W_gate, xn W_up): [n, n_embd]
     matmul_gated_ffn(l.w_gate, l.w_up, l.w_down, gated, b.xn.data(), n, b.gate.data(), b.up.data(),
                      b.proj.data() + t0 * c.n_embd, pool, b.matmul);
