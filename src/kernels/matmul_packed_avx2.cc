@@ -373,7 +373,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   const int64_t chunk_tiles = amx ? amx_chunk_tiles(nb) : kChunkTiles;
   constexpr int64_t kRunBlockTiles = 1536, kMinSubtasks = 4, kMaxSubtasks = 64;
   const int64_t n_regions = std::min<int64_t>(n_threads, n_groups);
-  const int64_t region_work = n_groups / n_regions * n_tiles * nb;
+  // (a gated unit's group is a group of each matrix: twice the work)
+  const int64_t region_work = n_groups / n_regions * n_tiles * nb * (gated ? 2 : 1);
   const int64_t n_sub =
       std::clamp<int64_t>(region_work / kRunBlockTiles, kMinSubtasks, kMaxSubtasks);
   const int64_t n_tasks = n_regions * n_sub;
