@@ -279,8 +279,8 @@ inline void store_call_rows(float* y, int64_t y_stride, int n_valid, int n_rows1
 
 // Where a call's groups lie, for the prefetch: gb bytes from a pair's first
 // group to its second, `advance` from the call's groups to those of the
-// run's next call (2 gb per pair of one matrix's adjacent groups; 2 gb for a
-// gated quad, whose pairs are in two matrices).
+// run's next call (one matrix's adjacent groups: 2 gb for a pair, 4 gb for a
+// quad; 2 gb for a gated quad, whose pairs are in two matrices).
 struct GroupStream {
   size_t gb, advance;
   template <class Prefetch, size_t NG>

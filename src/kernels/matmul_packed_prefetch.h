@@ -102,14 +102,22 @@ template <size_t Bytes>
   for (size_t off = 0; off < Bytes; off += 64) prefetch(p + off, far);
 }
 
-// Moves offset `off` of group 0 of a stream of N adjacent groups (group i =
-// group0 + i gb bytes) walked side by side to where it lies in that stream:
-// the stream is the N groups, so an offset past a group's end runs on into
-// the next N (+N gb each time) instead of into group 1, which is being read
-// already. Group i's byte is then group0 + i gb + off.
+// Moves offset `off` of a group of a stream of groups walked side by side
+// to where it lies in that stream: an offset past a group's gb bytes runs on
+// into the stream's next unit of groups, `advance` bytes on each time.
+// Returns how far the groups moved; off is then within a group.
+[[gnu::always_inline]] inline size_t units_ahead(size_t gb, size_t advance, size_t& off) {
+  size_t on = 0;
+  while (off >= gb) off -= gb, on += advance;
+  return on;
+}
+
+// units_ahead for N adjacent groups (group i = group0 + i gb bytes): the
+// next unit is the next N (+N gb each time), not group 1, which is being
+// read already. Group i's byte is then group0 + i gb + off.
 template <size_t N>
 [[gnu::always_inline]] inline void groups_ahead(const uint8_t*& group0, size_t gb, size_t& off) {
-  while (off >= gb) off -= gb, group0 += N * gb;
+  group0 += units_ahead(gb, N * gb, off);
 }
 
 // The lines [at, at + Bytes) + dist of each of N adjacent groups walked side
@@ -171,16 +179,14 @@ struct SpreadPrefetch {
   bool far = false;
 
   // Issues the previous super-block's remaining lines, then queues this
-  // one's: [at, at + Bytes) + the distance of each group (an offset past a
-  // group's end runs on into the next unit's groups, as groups_ahead).
+  // one's: [at, at + Bytes) + the distance of each group (units_ahead).
   [[gnu::always_inline]] inline void start(const uint8_t* const (&pairs)[N / 2], size_t group_bytes,
                                            size_t advance, size_t at, bool far_) {
     step(kLines);
     far = far_;
     gb = group_bytes;
     size_t off = at + (far ? kPrefetchFar : kPrefetchNear);
-    size_t on = 0;
-    while (off >= gb) off -= gb, on += advance;
+    const size_t on = units_ahead(gb, advance, off);
     for (size_t p = 0; p < N / 2; ++p) pair[p] = pairs[p] + on + off;
     next = 0;
   }

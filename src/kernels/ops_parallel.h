@@ -1,12 +1,12 @@
 // Row-parallel forms of ops.h's row-wise kernels (the gated activations,
 // rms_norm, rope, the residual add), for a forward pass's [n_rows, n]
-// activations (one row per token). The rows are
-// split into contiguous ranges over the pool and each row goes through the
-// single-thread ops.h kernel on its own, so each element's position within a
-// call (its SIMD lane, or the scalar tail) is its position in its row: the
-// bits are the same for any split, thread count or batch composition. Inputs
-// under kOpsParallelMinElems elements run inline on the caller (a pool job
-// costs a few microseconds, more than a single-token row takes).
+// activations (one row per token). The rows are split into contiguous
+// ranges over the pool and each row goes through the single-thread ops.h
+// kernel on its own, so each element's position within a call (its SIMD
+// lane, or the scalar tail) is its position in its row: the bits are the
+// same for any split, thread count or batch composition. Inputs under
+// kOpsParallelMinElems elements run inline on the caller (a pool job costs
+// a few microseconds, more than a single-token row takes).
 //
 // At 64 tokens per step swiglu is ~1.4% of the CPU samples, all on the
 // engine thread while the other workers wait; splitting it gave +3..5%
