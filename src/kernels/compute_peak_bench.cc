@@ -127,53 +127,57 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni"))) int64_t run_avx5
   return n;
 }
 
+// The avx2 probes' operands: u = ymm12 (all ones), s = ymm13 (1 per byte),
+// ones = ymm14 (1 per int16), int32 sums ymm0-3 zeroed.
+#define OMNIBUS_AVX2_SETUP               \
+  "vpcmpeqb %%ymm12, %%ymm12, %%ymm12\n" \
+  "vpabsb %%ymm12, %%ymm13\n"            \
+  "vpabsw %%ymm12, %%ymm14\n"            \
+  "vpxor %%ymm0, %%ymm0, %%ymm0\n"       \
+  "vpxor %%ymm1, %%ymm1, %%ymm1\n"       \
+  "vpxor %%ymm2, %%ymm2, %%ymm2\n"       \
+  "vpxor %%ymm3, %%ymm3, %%ymm3\n"
+
 // avx2: 4 chains of maddubs -> madd -> add (12 registers: 4 sums, 8
 // temporaries; u, s, ones in ymm12-14).
 __attribute__((target("avx2"))) int64_t run_avx2() {
   int64_t n = 2 * kIters;
-  asm volatile(
-      "vpcmpeqb %%ymm12, %%ymm12, %%ymm12\n"
-      "vpabsb %%ymm12, %%ymm13\n"
-      "vpabsw %%ymm12, %%ymm14\n"
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n"
-      "vpxor %%ymm1, %%ymm1, %%ymm1\n"
-      "vpxor %%ymm2, %%ymm2, %%ymm2\n"
-      "vpxor %%ymm3, %%ymm3, %%ymm3\n"
-      "vpxor %%ymm4, %%ymm4, %%ymm4\n"
-      "vpxor %%ymm5, %%ymm5, %%ymm5\n"
-      "vpxor %%ymm6, %%ymm6, %%ymm6\n"
-      "vpxor %%ymm7, %%ymm7, %%ymm7\n"
-      "1:\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n"
-      "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"
-      "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"
-      "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"
-      "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"
-      "vpaddd %%ymm4, %%ymm0, %%ymm0\n"
-      "vpaddd %%ymm5, %%ymm1, %%ymm1\n"
-      "vpaddd %%ymm6, %%ymm2, %%ymm2\n"
-      "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n"
-      "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n"
-      "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"
-      "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"
-      "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"
-      "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"
-      "vpaddd %%ymm4, %%ymm0, %%ymm0\n"
-      "vpaddd %%ymm5, %%ymm1, %%ymm1\n"
-      "vpaddd %%ymm6, %%ymm2, %%ymm2\n"
-      "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
-      "dec %0\n"
-      "jnz 1b\n"
-      : "+r"(n)
-      :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-        "xmm11", "xmm12", "xmm13", "xmm14", "cc");
+  asm volatile(OMNIBUS_AVX2_SETUP
+               "vpxor %%ymm4, %%ymm4, %%ymm4\n"
+               "vpxor %%ymm5, %%ymm5, %%ymm5\n"
+               "vpxor %%ymm6, %%ymm6, %%ymm6\n"
+               "vpxor %%ymm7, %%ymm7, %%ymm7\n"
+               "1:\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n"
+               "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"
+               "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"
+               "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"
+               "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"
+               "vpaddd %%ymm4, %%ymm0, %%ymm0\n"
+               "vpaddd %%ymm5, %%ymm1, %%ymm1\n"
+               "vpaddd %%ymm6, %%ymm2, %%ymm2\n"
+               "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n"
+               "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n"
+               "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"
+               "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"
+               "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"
+               "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"
+               "vpaddd %%ymm4, %%ymm0, %%ymm0\n"
+               "vpaddd %%ymm5, %%ymm1, %%ymm1\n"
+               "vpaddd %%ymm6, %%ymm2, %%ymm2\n"
+               "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
+               "dec %0\n"
+               "jnz 1b\n"
+               : "+r"(n)
+               :
+               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                 "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "cc");
   return n;
 }
 
@@ -198,13 +202,7 @@ __attribute__((target("avx2"))) int64_t run_avx2() {
 __attribute__((target("avx2"))) int64_t run_avx2_i16() {
   int64_t n = kIters;
   asm volatile(
-      "vpcmpeqb %%ymm12, %%ymm12, %%ymm12\n"
-      "vpabsb %%ymm12, %%ymm13\n"
-      "vpabsw %%ymm12, %%ymm14\n"
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n"
-      "vpxor %%ymm1, %%ymm1, %%ymm1\n"
-      "vpxor %%ymm2, %%ymm2, %%ymm2\n"
-      "vpxor %%ymm3, %%ymm3, %%ymm3\n"
+      OMNIBUS_AVX2_SETUP
       "1:\n" OMNIBUS_I16_STEP0(4) OMNIBUS_I16_STEP0(5) OMNIBUS_I16_STEP0(6) OMNIBUS_I16_STEP0(7)
       OMNIBUS_I16_STEPS OMNIBUS_I16_STEPS OMNIBUS_I16_STEPS OMNIBUS_I16_STEPS OMNIBUS_I16_STEPS
       OMNIBUS_I16_STEPS OMNIBUS_I16_STEPS
@@ -221,6 +219,7 @@ __attribute__((target("avx2"))) int64_t run_avx2_i16() {
 #undef OMNIBUS_I16_STEPS
 #undef OMNIBUS_I16_STEP
 #undef OMNIBUS_I16_STEP0
+#undef OMNIBUS_AVX2_SETUP
 
 // vfmadd231ps in kFmaChains chains: accumulators R0..R13 zeroed, sources R14
 // and R15 (R: "zmm" or "ymm").
