@@ -37,22 +37,20 @@ __attribute__((target("avx2"))) double run(int v) {
   const auto t0 = std::chrono::steady_clock::now();
   switch (v) {
     case 0:  // 8 vpmaddubsw, each summed into its own int16 accumulator
-      asm volatile("1:\n" OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(9, 1)
-                       OMNIBUS_MB(10) OMNIBUS_AD(10, 2) OMNIBUS_MB(11) OMNIBUS_AD(11, 3)
-                           OMNIBUS_MB(8) OMNIBUS_AD(8, 4) OMNIBUS_MB(9) OMNIBUS_AD(9, 5)
-                               OMNIBUS_MB(10) OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7)
-                   "dec %0\njnz 1b\n"
+      asm volatile("1:\n" OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(
+                       9, 1) OMNIBUS_MB(10) OMNIBUS_AD(10, 2) OMNIBUS_MB(11) OMNIBUS_AD(11, 3)
+                       OMNIBUS_MB(8) OMNIBUS_AD(8, 4) OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_MB(10)
+                           OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
                    : "+r"(n)
                    : "r"(p)
                    : OMNIBUS_CLOBBERS);
       break;
     case 1:  // the same with 4 activation broadcasts (the avx2 pair kernels' ratio)
-      asm volatile("1:\n" OMNIBUS_BC(14, 0) OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9)
-                       OMNIBUS_AD(9, 1) OMNIBUS_BC(15, 4) OMNIBUS_MB(10) OMNIBUS_AD(10, 2)
-                           OMNIBUS_MB(11) OMNIBUS_AD(11, 3) OMNIBUS_BC(14, 8) OMNIBUS_MB(8)
-                               OMNIBUS_AD(8, 4) OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_BC(15, 12)
-                                   OMNIBUS_MB(10) OMNIBUS_AD(10, 6) OMNIBUS_MB(11)
-                                       OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
+      asm volatile("1:\n" OMNIBUS_BC(14, 0) OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(
+                       9, 1) OMNIBUS_BC(15, 4) OMNIBUS_MB(10) OMNIBUS_AD(10, 2) OMNIBUS_MB(11)
+                       OMNIBUS_AD(11, 3) OMNIBUS_BC(14, 8) OMNIBUS_MB(8) OMNIBUS_AD(8, 4)
+                           OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_BC(15, 12) OMNIBUS_MB(10)
+                               OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
                    : "+r"(n)
                    : "r"(p)
                    : OMNIBUS_CLOBBERS);
@@ -66,16 +64,16 @@ __attribute__((target("avx2"))) double run(int v) {
       break;
     case 3:  // 8 vpaddw alone
       asm volatile("1:\n" OMNIBUS_AD(8, 0) OMNIBUS_AD(9, 1) OMNIBUS_AD(10, 2) OMNIBUS_AD(11, 3)
-                       OMNIBUS_AD(8, 4) OMNIBUS_AD(9, 5) OMNIBUS_AD(10, 6) OMNIBUS_AD(11, 7)
-                   "dec %0\njnz 1b\n"
+                       OMNIBUS_AD(8, 4) OMNIBUS_AD(9, 5) OMNIBUS_AD(10, 6)
+                           OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
                    : "+r"(n)
                    : "r"(p)
                    : OMNIBUS_CLOBBERS);
       break;
     case 4:  // 8 vpbroadcastd from memory alone
       asm volatile("1:\n" OMNIBUS_BC(0, 0) OMNIBUS_BC(1, 4) OMNIBUS_BC(2, 8) OMNIBUS_BC(3, 12)
-                       OMNIBUS_BC(4, 16) OMNIBUS_BC(5, 20) OMNIBUS_BC(6, 24) OMNIBUS_BC(7, 28)
-                   "dec %0\njnz 1b\n"
+                       OMNIBUS_BC(4, 16) OMNIBUS_BC(5, 20) OMNIBUS_BC(6, 24)
+                           OMNIBUS_BC(7, 28) "dec %0\njnz 1b\n"
                    : "+r"(n)
                    : "r"(p)
                    : OMNIBUS_CLOBBERS);
@@ -98,9 +96,9 @@ __attribute__((target("avx2"))) double run(int v) {
 
 int main(int argc, char** argv) {
   const double ghz = argc > 1 ? std::atof(argv[1]) : 3.08;
-  const char* names[] = {"8 vpmaddubsw + 8 vpaddw", "the same + 4 vpbroadcastd",
-                         "8 vpmaddubsw",            "8 vpaddw",
-                         "8 vpbroadcastd (memory)", "8 vpaddw + 8 vpbroadcastd"};
+  const char* names[] = {
+      "8 vpmaddubsw + 8 vpaddw", "the same + 4 vpbroadcastd", "8 vpmaddubsw", "8 vpaddw",
+      "8 vpbroadcastd (memory)", "8 vpaddw + 8 vpbroadcastd"};
   for (int v = 0; v < 6; ++v) run(v);  // warm up (the clock ramps)
   for (int v = 0; v < 6; ++v) {
     double best = run(v);
