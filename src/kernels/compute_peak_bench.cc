@@ -138,6 +138,21 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512vnni"))) int64_t run_avx5
   "vpxor %%ymm2, %%ymm2, %%ymm2\n"       \
   "vpxor %%ymm3, %%ymm3, %%ymm3\n"
 
+// One triple on each of the 4 chains (temporaries ymm4-7 into sums ymm0-3).
+#define OMNIBUS_AVX2_TRIPLES              \
+  "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n" \
+  "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n" \
+  "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n" \
+  "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n" \
+  "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"    \
+  "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"    \
+  "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"    \
+  "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"    \
+  "vpaddd %%ymm4, %%ymm0, %%ymm0\n"       \
+  "vpaddd %%ymm5, %%ymm1, %%ymm1\n"       \
+  "vpaddd %%ymm6, %%ymm2, %%ymm2\n"       \
+  "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
+
 // avx2: 4 chains of maddubs -> madd -> add (12 registers: 4 sums, 8
 // temporaries; u, s, ones in ymm12-14).
 __attribute__((target("avx2"))) int64_t run_avx2() {
@@ -147,31 +162,7 @@ __attribute__((target("avx2"))) int64_t run_avx2() {
                "vpxor %%ymm5, %%ymm5, %%ymm5\n"
                "vpxor %%ymm6, %%ymm6, %%ymm6\n"
                "vpxor %%ymm7, %%ymm7, %%ymm7\n"
-               "1:\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n"
-               "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"
-               "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"
-               "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"
-               "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"
-               "vpaddd %%ymm4, %%ymm0, %%ymm0\n"
-               "vpaddd %%ymm5, %%ymm1, %%ymm1\n"
-               "vpaddd %%ymm6, %%ymm2, %%ymm2\n"
-               "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm4\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm5\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm6\n"
-               "vpmaddubsw %%ymm12, %%ymm13, %%ymm7\n"
-               "vpmaddwd %%ymm14, %%ymm4, %%ymm4\n"
-               "vpmaddwd %%ymm14, %%ymm5, %%ymm5\n"
-               "vpmaddwd %%ymm14, %%ymm6, %%ymm6\n"
-               "vpmaddwd %%ymm14, %%ymm7, %%ymm7\n"
-               "vpaddd %%ymm4, %%ymm0, %%ymm0\n"
-               "vpaddd %%ymm5, %%ymm1, %%ymm1\n"
-               "vpaddd %%ymm6, %%ymm2, %%ymm2\n"
-               "vpaddd %%ymm7, %%ymm3, %%ymm3\n"
+               "1:\n" OMNIBUS_AVX2_TRIPLES OMNIBUS_AVX2_TRIPLES
                "dec %0\n"
                "jnz 1b\n"
                : "+r"(n)
@@ -220,6 +211,7 @@ __attribute__((target("avx2"))) int64_t run_avx2_i16() {
 #undef OMNIBUS_I16_STEP
 #undef OMNIBUS_I16_STEP0
 #undef OMNIBUS_AVX2_SETUP
+#undef OMNIBUS_AVX2_TRIPLES
 
 // vfmadd231ps in kFmaChains chains: accumulators R0..R13 zeroed, sources R14
 // and R15 (R: "zmm" or "ymm").
