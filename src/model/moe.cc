@@ -101,13 +101,18 @@ void moe_feed_forward(const MoeWeights& m, const ModelConfig& c, const float* xn
   {
     std::vector<int32_t>& next = b.order;  // [n_expert] next free row of each expert
     next.assign(b.offset.begin(), b.offset.end() - 1);
-    for (int64_t s = 0; s < n_slots; ++s) {
-      const int32_t r = next[size_t(b.expert[size_t(s)])]++;
-      b.row[size_t(s)] = r;
-      const float* src = xn + (s / k) * n_embd;
-      std::copy(src, src + n_embd, b.xg.data() + int64_t(r) * n_embd);
-    }
+    for (int64_t s = 0; s < n_slots; ++s) b.row[size_t(s)] = next[size_t(b.expert[size_t(s)])]++;
   }
+  // The copies (k rows of n_embd floats a token: 32 MiB a 512-token step of
+  // Qwen3-30B-A3B's shape) and the combination below run on the pool: on one
+  // thread they were ~6% of a prompt step's time on 2 cores (Zen 3, round (x)
+  // of docs/performance.md), the other cores waiting.
+  pool.parallel_for(n_tok, [&](int64_t t, int) {
+    const float* src = xn + t * n_embd;
+    for (int j = 0; j < k; ++j) {
+      std::copy(src, src + n_embd, b.xg.data() + int64_t(b.row[size_t(t * k + j)]) * n_embd);
+    }
+  });
 
   for (int32_t e = 0; e < n_x; ++e) {
     const int64_t r0 = b.offset[size_t(e)], n = b.offset[size_t(e) + 1] - r0;
@@ -119,8 +124,9 @@ void moe_feed_forward(const MoeWeights& m, const ModelConfig& c, const float* xn
     }
   }
 
-  // Combine per token, best expert first (llama.cpp's order of the adds).
-  for (int64_t t = 0; t < n_tok; ++t) {
+  // Combine per token, best expert first (llama.cpp's order of the adds; a
+  // token's adds do not depend on which thread runs them).
+  pool.parallel_for(n_tok, [&](int64_t t, int) {
     float* o = out + t * n_embd;
     for (int j = 0; j < k; ++j) {
       const float wj = b.weight[size_t(t * k + j)];
@@ -131,7 +137,7 @@ void moe_feed_forward(const MoeWeights& m, const ModelConfig& c, const float* xn
         for (int64_t i = 0; i < n_embd; ++i) o[i] += wj * y[i];
       }
     }
-  }
+  });
 }
 
 // Mixture of experts: expert_count experts, expert_used_count of them per

@@ -15,7 +15,8 @@
 // matmul per token and expert, for the benchmark) gives bitwise the same.
 //
 // Thread-safety: MoeWeights is immutable after loading; moe_feed_forward
-// writes only the buffers it is given and runs its kernels on `pool`.
+// writes only the buffers it is given and runs its kernels, copies and
+// combination on `pool`.
 #pragma once
 
 #include <cstdint>

@@ -26,6 +26,14 @@ constexpr int64_t kIters = int64_t(1) << 22;
 #define OMNIBUS_MB(t) "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #t "\n"
 #define OMNIBUS_AD(t, s) "vpaddw %%ymm" #t ", %%ymm" #s ", %%ymm" #s "\n"
 #define OMNIBUS_BC(r, o) "vpbroadcastd " #o "(%1), %%ymm" #r "\n"
+#define OMNIBUS_MW(t) "vpmaddwd %%ymm12, %%ymm13, %%ymm" #t "\n"
+#define OMNIBUS_ADD(t, s) "vpaddd %%ymm" #t ", %%ymm" #s ", %%ymm" #s "\n"
+// avx2 Q8_0's step for 32 products: a's sign from w, vpmaddubsw, widen, add
+#define OMNIBUS_Q8(t, s)                                                                  \
+  "vpsignb %%ymm12, %%ymm13, %%ymm" #t "\n vpmaddubsw %%ymm" #t ", %%ymm14, %%ymm" #t \
+  "\n vpmaddwd %%ymm15, %%ymm" #t ", %%ymm" #t "\n" OMNIBUS_ADD(t, s)
+// 16 products from int16 quants: vpmaddwd, add
+#define OMNIBUS_W16(t, s) OMNIBUS_MW(t) OMNIBUS_ADD(t, s)
 #define OMNIBUS_CLOBBERS                                                                   \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
       "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc"
@@ -78,7 +86,40 @@ __attribute__((target("avx2"))) double run(int v) {
                    : "r"(p)
                    : OMNIBUS_CLOBBERS);
       break;
-    default:  // 8 vpaddw beside 8 broadcasts
+    case 6:  // 8 vpmaddwd alone
+      asm volatile("1:\n" OMNIBUS_MW(0) OMNIBUS_MW(1) OMNIBUS_MW(2) OMNIBUS_MW(3) OMNIBUS_MW(4)
+                       OMNIBUS_MW(5) OMNIBUS_MW(6) OMNIBUS_MW(7) "dec %0\njnz 1b\n"
+                   : "+r"(n)
+                   : "r"(p)
+                   : OMNIBUS_CLOBBERS);
+      break;
+    case 7:  // 8 vpmaddubsw + 4 vpmaddwd
+      asm volatile("1:\n" OMNIBUS_MB(0) OMNIBUS_MB(1) OMNIBUS_MB(2) OMNIBUS_MB(3) OMNIBUS_MB(4)
+                       OMNIBUS_MB(5) OMNIBUS_MB(6) OMNIBUS_MB(7) OMNIBUS_MW(8) OMNIBUS_MW(9)
+                           OMNIBUS_MW(10) OMNIBUS_MW(11) "dec %0\njnz 1b\n"
+                   : "+r"(n)
+                   : "r"(p)
+                   : OMNIBUS_CLOBBERS);
+      break;
+    case 8:  // 8 of Q8_0's steps (256 products)
+      asm volatile("1:\n" OMNIBUS_Q8(0, 4) OMNIBUS_Q8(1, 5) OMNIBUS_Q8(2, 6) OMNIBUS_Q8(3, 7)
+                       OMNIBUS_Q8(0, 8) OMNIBUS_Q8(1, 9) OMNIBUS_Q8(2, 10)
+                           OMNIBUS_Q8(3, 11) "dec %0\njnz 1b\n"
+                   : "+r"(n)
+                   : "r"(p)
+                   : OMNIBUS_CLOBBERS);
+      break;
+    case 9:  // the same 256 products from int16 quants: 16 vpmaddwd + vpaddd
+      asm volatile("1:\n" OMNIBUS_W16(0, 4) OMNIBUS_W16(1, 5) OMNIBUS_W16(2, 6) OMNIBUS_W16(3, 7)
+                       OMNIBUS_W16(0, 8) OMNIBUS_W16(1, 9) OMNIBUS_W16(2, 10) OMNIBUS_W16(3, 11)
+                           OMNIBUS_W16(0, 4) OMNIBUS_W16(1, 5) OMNIBUS_W16(2, 6) OMNIBUS_W16(3, 7)
+                               OMNIBUS_W16(0, 8) OMNIBUS_W16(1, 9) OMNIBUS_W16(2, 10)
+                                   OMNIBUS_W16(3, 11) "dec %0\njnz 1b\n"
+                   : "+r"(n)
+                   : "r"(p)
+                   : OMNIBUS_CLOBBERS);
+      break;
+    default:  // 5: 8 vpaddw beside 8 broadcasts
       asm volatile("1:\n" OMNIBUS_BC(12, 0) OMNIBUS_AD(8, 0) OMNIBUS_BC(13, 4) OMNIBUS_AD(9, 1)
                        OMNIBUS_BC(14, 8) OMNIBUS_AD(10, 2) OMNIBUS_BC(15, 12) OMNIBUS_AD(11, 3)
                            OMNIBUS_BC(12, 16) OMNIBUS_AD(8, 4) OMNIBUS_BC(13, 20) OMNIBUS_AD(9, 5)
@@ -98,9 +139,11 @@ int main(int argc, char** argv) {
   const double ghz = argc > 1 ? std::atof(argv[1]) : 3.08;
   const char* names[] = {
       "8 vpmaddubsw + 8 vpaddw", "the same + 4 vpbroadcastd", "8 vpmaddubsw", "8 vpaddw",
-      "8 vpbroadcastd (memory)", "8 vpaddw + 8 vpbroadcastd"};
-  for (int v = 0; v < 6; ++v) run(v);  // warm up (the clock ramps)
-  for (int v = 0; v < 6; ++v) {
+      "8 vpbroadcastd (memory)", "8 vpaddw + 8 vpbroadcastd", "8 vpmaddwd",
+      "8 vpmaddubsw + 4 vpmaddwd", "Q8_0 x8: 256 products", "int16 x16: 256 products"};
+  constexpr int kMixes = int(sizeof(names) / sizeof(names[0]));
+  for (int v = 0; v < kMixes; ++v) run(v);  // warm up (the clock ramps)
+  for (int v = 0; v < kMixes; ++v) {
     double best = run(v);
     for (int r = 1; r < 5; ++r) best = std::min(best, run(v));
     const double ns = best / double(kIters) * 1e9;
