@@ -10,7 +10,10 @@
 // vpmaddubsw 3.8 cycles (2 a cycle), 8 vpaddw 1.9 (4 a cycle), 8
 // vpbroadcastd from memory 3.8 (2 a cycle, load ports only: beside 8 vpaddw
 // still 3.8), 8 vpmaddubsw + 8 vpaddw 4.8-5.0 (the adds share the multiply
-// pipes), 5.0 with the avx2 pair kernels' 4 broadcasts per 8 vpmaddubsw.
+// pipes), 5.0 with the avx2 pair kernels' 4 broadcasts per 8 vpmaddubsw;
+// 8 vpmaddwd 3.8 (the same two pipes as vpmaddubsw); 256 products of Q8_0's
+// step (vpsignb, vpmaddubsw, vpmaddwd, vpaddd per 32) 9.6 cycles, and from
+// int16 quants (vpmaddwd, vpaddd per 16) 9.5 (round (x)).
 // Run on a quiet machine: each mix's best of 5 runs, after a warm-up.
 #include <algorithm>
 #include <chrono>
@@ -29,7 +32,7 @@ constexpr int64_t kIters = int64_t(1) << 22;
 #define OMNIBUS_MW(t) "vpmaddwd %%ymm12, %%ymm13, %%ymm" #t "\n"
 #define OMNIBUS_ADD(t, s) "vpaddd %%ymm" #t ", %%ymm" #s ", %%ymm" #s "\n"
 // avx2 Q8_0's step for 32 products: a's sign from w, vpmaddubsw, widen, add
-#define OMNIBUS_Q8(t, s)                                                                  \
+#define OMNIBUS_Q8(t, s)                                                              \
   "vpsignb %%ymm12, %%ymm13, %%ymm" #t "\n vpmaddubsw %%ymm" #t ", %%ymm14, %%ymm" #t \
   "\n vpmaddwd %%ymm15, %%ymm" #t ", %%ymm" #t "\n" OMNIBUS_ADD(t, s)
 // 16 products from int16 quants: vpmaddwd, add
@@ -137,10 +140,16 @@ __attribute__((target("avx2"))) double run(int v) {
 
 int main(int argc, char** argv) {
   const double ghz = argc > 1 ? std::atof(argv[1]) : 3.08;
-  const char* names[] = {
-      "8 vpmaddubsw + 8 vpaddw", "the same + 4 vpbroadcastd", "8 vpmaddubsw", "8 vpaddw",
-      "8 vpbroadcastd (memory)", "8 vpaddw + 8 vpbroadcastd", "8 vpmaddwd",
-      "8 vpmaddubsw + 4 vpmaddwd", "Q8_0 x8: 256 products", "int16 x16: 256 products"};
+  const char* names[] = {"8 vpmaddubsw + 8 vpaddw",
+                         "the same + 4 vpbroadcastd",
+                         "8 vpmaddubsw",
+                         "8 vpaddw",
+                         "8 vpbroadcastd (memory)",
+                         "8 vpaddw + 8 vpbroadcastd",
+                         "8 vpmaddwd",
+                         "8 vpmaddubsw + 4 vpmaddwd",
+                         "Q8_0 x8: 256 products",
+                         "int16 x16: 256 products"};
   constexpr int kMixes = int(sizeof(names) / sizeof(names[0]));
   for (int v = 0; v < kMixes; ++v) run(v);  // warm up (the clock ramps)
   for (int v = 0; v < kMixes; ++v) {
