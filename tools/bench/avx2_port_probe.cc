@@ -40,6 +40,12 @@ constexpr int64_t kIters = int64_t(1) << 22;
 #define OMNIBUS_CLOBBERS                                                                   \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
       "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc"
+// kIters iterations of `body` (n: the counter, p: g_buf for the broadcasts).
+#define OMNIBUS_LOOP(body) \
+  asm volatile("1:\n" body "dec %0\njnz 1b\n" : "+r"(n) : "r"(p) : OMNIBUS_CLOBBERS)
+// 4 int16 steps (64 products), temporaries ymm0-3 into sums a, b, c, d
+#define OMNIBUS_W16_4(a, b, c, d) \
+  OMNIBUS_W16(0, a) OMNIBUS_W16(1, b) OMNIBUS_W16(2, c) OMNIBUS_W16(3, d)
 
 // Seconds for kIters iterations of mix `v`.
 __attribute__((target("avx2"))) double run(int v) {
@@ -48,90 +54,54 @@ __attribute__((target("avx2"))) double run(int v) {
   const auto t0 = std::chrono::steady_clock::now();
   switch (v) {
     case 0:  // 8 vpmaddubsw, each summed into its own int16 accumulator
-      asm volatile("1:\n" OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(
-                       9, 1) OMNIBUS_MB(10) OMNIBUS_AD(10, 2) OMNIBUS_MB(11) OMNIBUS_AD(11, 3)
-                       OMNIBUS_MB(8) OMNIBUS_AD(8, 4) OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_MB(10)
-                           OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(9, 1) OMNIBUS_MB(10)
+                       OMNIBUS_AD(10, 2) OMNIBUS_MB(11) OMNIBUS_AD(11, 3) OMNIBUS_MB(8)
+                           OMNIBUS_AD(8, 4) OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_MB(10)
+                               OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7));
       break;
     case 1:  // the same with 4 activation broadcasts (the avx2 pair kernels' ratio)
-      asm volatile("1:\n" OMNIBUS_BC(14, 0) OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(
-                       9, 1) OMNIBUS_BC(15, 4) OMNIBUS_MB(10) OMNIBUS_AD(10, 2) OMNIBUS_MB(11)
-                       OMNIBUS_AD(11, 3) OMNIBUS_BC(14, 8) OMNIBUS_MB(8) OMNIBUS_AD(8, 4)
-                           OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_BC(15, 12) OMNIBUS_MB(10)
-                               OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_BC(14, 0) OMNIBUS_MB(8) OMNIBUS_AD(8, 0) OMNIBUS_MB(9) OMNIBUS_AD(9, 1)
+                       OMNIBUS_BC(15, 4) OMNIBUS_MB(10) OMNIBUS_AD(10, 2) OMNIBUS_MB(11)
+                           OMNIBUS_AD(11, 3) OMNIBUS_BC(14, 8) OMNIBUS_MB(8) OMNIBUS_AD(8, 4)
+                               OMNIBUS_MB(9) OMNIBUS_AD(9, 5) OMNIBUS_BC(15, 12) OMNIBUS_MB(10)
+                                   OMNIBUS_AD(10, 6) OMNIBUS_MB(11) OMNIBUS_AD(11, 7));
       break;
     case 2:  // 8 vpmaddubsw alone
-      asm volatile("1:\n" OMNIBUS_MB(0) OMNIBUS_MB(1) OMNIBUS_MB(2) OMNIBUS_MB(3) OMNIBUS_MB(4)
-                       OMNIBUS_MB(5) OMNIBUS_MB(6) OMNIBUS_MB(7) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_MB(0) OMNIBUS_MB(1) OMNIBUS_MB(2) OMNIBUS_MB(3) OMNIBUS_MB(4)
+                       OMNIBUS_MB(5) OMNIBUS_MB(6) OMNIBUS_MB(7));
       break;
     case 3:  // 8 vpaddw alone
-      asm volatile("1:\n" OMNIBUS_AD(8, 0) OMNIBUS_AD(9, 1) OMNIBUS_AD(10, 2) OMNIBUS_AD(11, 3)
-                       OMNIBUS_AD(8, 4) OMNIBUS_AD(9, 5) OMNIBUS_AD(10, 6)
-                           OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_AD(8, 0) OMNIBUS_AD(9, 1) OMNIBUS_AD(10, 2) OMNIBUS_AD(11, 3)
+                       OMNIBUS_AD(8, 4) OMNIBUS_AD(9, 5) OMNIBUS_AD(10, 6) OMNIBUS_AD(11, 7));
       break;
     case 4:  // 8 vpbroadcastd from memory alone
-      asm volatile("1:\n" OMNIBUS_BC(0, 0) OMNIBUS_BC(1, 4) OMNIBUS_BC(2, 8) OMNIBUS_BC(3, 12)
-                       OMNIBUS_BC(4, 16) OMNIBUS_BC(5, 20) OMNIBUS_BC(6, 24)
-                           OMNIBUS_BC(7, 28) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_BC(0, 0) OMNIBUS_BC(1, 4) OMNIBUS_BC(2, 8) OMNIBUS_BC(3, 12)
+                       OMNIBUS_BC(4, 16) OMNIBUS_BC(5, 20) OMNIBUS_BC(6, 24) OMNIBUS_BC(7, 28));
+      break;
+    case 5:  // 8 vpaddw beside 8 broadcasts
+      OMNIBUS_LOOP(OMNIBUS_BC(12, 0) OMNIBUS_AD(8, 0) OMNIBUS_BC(13, 4) OMNIBUS_AD(9, 1) OMNIBUS_BC(
+          14, 8) OMNIBUS_AD(10, 2) OMNIBUS_BC(15, 12) OMNIBUS_AD(11, 3) OMNIBUS_BC(12, 16)
+                       OMNIBUS_AD(8, 4) OMNIBUS_BC(13, 20) OMNIBUS_AD(9, 5) OMNIBUS_BC(14, 24)
+                           OMNIBUS_AD(10, 6) OMNIBUS_BC(15, 28) OMNIBUS_AD(11, 7));
       break;
     case 6:  // 8 vpmaddwd alone
-      asm volatile("1:\n" OMNIBUS_MW(0) OMNIBUS_MW(1) OMNIBUS_MW(2) OMNIBUS_MW(3) OMNIBUS_MW(4)
-                       OMNIBUS_MW(5) OMNIBUS_MW(6) OMNIBUS_MW(7) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_MW(0) OMNIBUS_MW(1) OMNIBUS_MW(2) OMNIBUS_MW(3) OMNIBUS_MW(4)
+                       OMNIBUS_MW(5) OMNIBUS_MW(6) OMNIBUS_MW(7));
       break;
     case 7:  // 8 vpmaddubsw + 4 vpmaddwd
-      asm volatile("1:\n" OMNIBUS_MB(0) OMNIBUS_MB(1) OMNIBUS_MB(2) OMNIBUS_MB(3) OMNIBUS_MB(4)
-                       OMNIBUS_MB(5) OMNIBUS_MB(6) OMNIBUS_MB(7) OMNIBUS_MW(8) OMNIBUS_MW(9)
-                           OMNIBUS_MW(10) OMNIBUS_MW(11) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_MB(0) OMNIBUS_MB(1) OMNIBUS_MB(2) OMNIBUS_MB(3) OMNIBUS_MB(4) OMNIBUS_MB(
+          5) OMNIBUS_MB(6) OMNIBUS_MB(7) OMNIBUS_MW(8) OMNIBUS_MW(9) OMNIBUS_MW(10) OMNIBUS_MW(11));
       break;
     case 8:  // 8 of Q8_0's steps (256 products)
-      asm volatile("1:\n" OMNIBUS_Q8(0, 4) OMNIBUS_Q8(1, 5) OMNIBUS_Q8(2, 6) OMNIBUS_Q8(3, 7)
-                       OMNIBUS_Q8(0, 8) OMNIBUS_Q8(1, 9) OMNIBUS_Q8(2, 10)
-                           OMNIBUS_Q8(3, 11) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_Q8(0, 4) OMNIBUS_Q8(1, 5) OMNIBUS_Q8(2, 6) OMNIBUS_Q8(3, 7)
+                       OMNIBUS_Q8(0, 8) OMNIBUS_Q8(1, 9) OMNIBUS_Q8(2, 10) OMNIBUS_Q8(3, 11));
       break;
     case 9:  // the same 256 products from int16 quants: 16 vpmaddwd + vpaddd
-      asm volatile("1:\n" OMNIBUS_W16(0, 4) OMNIBUS_W16(1, 5) OMNIBUS_W16(2, 6) OMNIBUS_W16(3, 7)
-                       OMNIBUS_W16(0, 8) OMNIBUS_W16(1, 9) OMNIBUS_W16(2, 10) OMNIBUS_W16(3, 11)
-                           OMNIBUS_W16(0, 4) OMNIBUS_W16(1, 5) OMNIBUS_W16(2, 6) OMNIBUS_W16(3, 7)
-                               OMNIBUS_W16(0, 8) OMNIBUS_W16(1, 9) OMNIBUS_W16(2, 10)
-                                   OMNIBUS_W16(3, 11) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
+      OMNIBUS_LOOP(OMNIBUS_W16_4(4, 5, 6, 7) OMNIBUS_W16_4(8, 9, 10, 11) OMNIBUS_W16_4(4, 5, 6, 7)
+                       OMNIBUS_W16_4(8, 9, 10, 11));
       break;
-    default:  // 5: 8 vpaddw beside 8 broadcasts
-      asm volatile("1:\n" OMNIBUS_BC(12, 0) OMNIBUS_AD(8, 0) OMNIBUS_BC(13, 4) OMNIBUS_AD(9, 1)
-                       OMNIBUS_BC(14, 8) OMNIBUS_AD(10, 2) OMNIBUS_BC(15, 12) OMNIBUS_AD(11, 3)
-                           OMNIBUS_BC(12, 16) OMNIBUS_AD(8, 4) OMNIBUS_BC(13, 20) OMNIBUS_AD(9, 5)
-                               OMNIBUS_BC(14, 24) OMNIBUS_AD(10, 6) OMNIBUS_BC(15, 28)
-                                   OMNIBUS_AD(11, 7) "dec %0\njnz 1b\n"
-                   : "+r"(n)
-                   : "r"(p)
-                   : OMNIBUS_CLOBBERS);
-      break;
+    default:
+      return 0.0;
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
