@@ -121,10 +121,15 @@ PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
   p.size_ = size_t(n_groups) * gb;
   p.data_ = alloc_packed(p.size_);
   OMNIBUS_CHECK(p.data_ != nullptr);
-  constexpr int64_t kGroupsPerTask = 64;
-  const int64_t n_tasks = (n_groups + kGroupsPerTask - 1) / kGroupsPerTask;
+  // Up to 64 groups a task, and at least 4 tasks a thread where the matrix
+  // has the groups: an MoE expert's 96 groups as 64 + 32 left one thread
+  // waiting for the other (and its page faults) through every expert.
+  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
+  const int64_t per_task =
+      std::clamp<int64_t>((n_groups + 4 * n_threads - 1) / (4 * n_threads), 1, 64);
+  const int64_t n_tasks = (n_groups + per_task - 1) / per_task;
   auto task = [&](int64_t i, int) {
-    const int64_t g0 = i * kGroupsPerTask, g1 = std::min(n_groups, g0 + kGroupsPerTask);
+    const int64_t g0 = i * per_task, g1 = std::min(n_groups, g0 + per_task);
     k->pack_groups(w, g0, g1, p.data_.get() + size_t(g0) * gb);
   };
   if (pool != nullptr) {
