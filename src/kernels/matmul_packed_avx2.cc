@@ -98,7 +98,8 @@ constexpr int kUnpackedTok = OMNIBUS_UNPACKED_TOK;
 #ifndef OMNIBUS_MAX_PACKED_TILES
 #define OMNIBUS_MAX_PACKED_TILES 2
 #endif
-// The most token tiles a call runs on packed groups (more: unpacked once).
+// The most token tiles a call runs on packed groups (more: unpacked once),
+// unless the type's Ops::packed_tiles says otherwise.
 constexpr int64_t kMaxPackedTiles = OMNIBUS_MAX_PACKED_TILES;
 #ifndef OMNIBUS_MAX_CALL_TOK
 #define OMNIBUS_MAX_CALL_TOK 512
@@ -271,7 +272,8 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // is faster still from 9 tokens (Q4_K 2.0 ms at 16).
   const bool sliced = n_tok > 2 * kTok && n_tok <= kMaxSlicedTok &&
                       ops.wide_pair[2 * kTok] != nullptr && ops.amx_pair == nullptr;
-  const bool unpack = ops.unpack != nullptr && n_tiles > kMaxPackedTiles && !sliced;
+  const int64_t max_packed = ops.packed_tiles > 0 ? ops.packed_tiles : kMaxPackedTiles;
+  const bool unpack = ops.unpack != nullptr && n_tiles > max_packed && !sliced;
   // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
   // tier's: every packed type): two groups x every token per pass, the quants
   // split once in registers (a verification step of 1 + k tokens). One token

@@ -155,7 +155,7 @@ using AmxGatedFn = void (*)(const uint8_t* gate0, const uint8_t* up0, size_t gb,
 // the type has one for that count, and so do longer calls (up to
 // kMaxSlicedTok), in slices of 2 kTok (of 4 kTok where it has wide16), where
 // it has no amx_pair; other calls with more than
-// kMaxPackedTiles token tiles unpack (quants split to bytes once per group;
+// packed_tiles token tiles unpack (quants split to bytes once per group;
 // upair for two groups, else unpacked_single if any, else kernel); the rest
 // run pair (several tiles, two groups per call) or else kernel, per tile.
 struct Ops {
@@ -171,6 +171,9 @@ struct Ops {
   bool with_qsum = false;      // ActBlock32 tiles followed by exact sums (quantize_tile's qsum)
   PairFn pair[kTok + 1] = {};  // two packed groups per call (null: none)
   UnpackFn unpack = nullptr;   // null: no unpacked path
+  // The most token tiles a call runs on the packed groups before it unpacks
+  // (0: matmul_packed_avx2.cc's kMaxPackedTiles).
+  int packed_tiles = 0;
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
   WidePairFn wide_pair[2 * kTok + 1] = {};              // [1, 2 * kTok] tokens (null: none)

@@ -83,7 +83,7 @@ TEST_P(MatmulTest, MatchesReference) {
       const int64_t n_in = n_in_for(type, k);
       std::vector<uint8_t> wdata = random_rows(type, n_out, n_in, rng);
       const WeightView w{type, wdata.data(), n_in, n_out};
-      for (int64_t n_tok : {1, 2, 3, 5, 8, 17, 64}) {
+      for (int64_t n_tok : {1, 2, 3, 5, 8, 12, 17, 64}) {  // 12: 3 tiles
         SCOPED_TRACE(::testing::Message() << dtype_name(type) << " n_in=" << n_in
                                           << " n_out=" << n_out << " n_tok=" << n_tok);
         std::vector<float> x = random_floats(size_t(n_tok * n_in), rng);
