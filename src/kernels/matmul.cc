@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -53,10 +54,11 @@ std::shared_ptr<uint8_t> alloc_packed(size_t n) {
   return out;
 }
 
-// Rows per parallel task: a few tasks per thread for balance.
-int64_t rows_per_task(int64_t n_out, int n_threads) {
-  const int64_t tasks = int64_t(n_threads) * 4;
-  return std::max<int64_t>(16, (n_out + tasks - 1) / tasks);
+// Items per parallel task: a few tasks (4) per thread for balance, each of
+// at least lo and at most hi items.
+int64_t items_per_task(int64_t n, int64_t n_threads, int64_t lo, int64_t hi) {
+  const int64_t tasks = n_threads * 4;
+  return std::clamp<int64_t>((n + tasks - 1) / tasks, lo, hi);
 }
 
 // Any weight type (the fallback without AVX2, and Q2_K / Q3_K): quantize x
@@ -75,7 +77,8 @@ void matmul_generic(const WeightView& w, const float* x, int64_t n_tok, float* y
   pool.parallel_for(n_tok,
                     [&](int64_t t, int) { at.from_float(x + t * w.n_in, qx + t * a_row, w.n_in); });
 
-  const int64_t rows = rows_per_task(w.n_out, pool.n_threads());
+  const int64_t rows =
+      items_per_task(w.n_out, pool.n_threads(), 16, std::numeric_limits<int64_t>::max());
   const int64_t n_tasks = (w.n_out + rows - 1) / rows;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   pool.parallel_for(n_tasks, [&](int64_t task, int) {
@@ -124,9 +127,7 @@ PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
   // Up to 64 groups a task, and at least 4 tasks a thread where the matrix
   // has the groups: an MoE expert's 96 groups as 64 + 32 left one thread
   // waiting for the other (and its page faults) through every expert.
-  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
-  const int64_t per_task =
-      std::clamp<int64_t>((n_groups + 4 * n_threads - 1) / (4 * n_threads), 1, 64);
+  const int64_t per_task = items_per_task(n_groups, pool != nullptr ? pool->n_threads() : 1, 1, 64);
   const int64_t n_tasks = (n_groups + per_task - 1) / per_task;
   auto task = [&](int64_t i, int) {
     const int64_t g0 = i * per_task, g1 = std::min(n_groups, g0 + per_task);
