@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
-#include <mutex>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_float_avx2.h"
@@ -32,17 +31,18 @@ std::shared_ptr<uint8_t> alloc_huge(size_t n) {
 // a TLB miss and a page walk, and the hardware prefetchers stop at each
 // page's end (docs/performance.md: 10-35% of the streaming rate). Matrices
 // of 2 MiB and more get their own allocation; smaller ones (a MoE model's
-// experts, ~1 MiB each by the thousand) are carved from shared 32 MiB
-// chunks, each freed with the last matrix in it.
-// Thread-safety: callable from any thread (one mutex).
+// experts, ~1 MiB each by the thousand) are carved from 32 MiB chunks, one
+// being filled per thread (experts packed in parallel then fault in their
+// own huge pages, each zeroed by the thread that writes it, instead of one
+// thread zeroing a page the other waits for), each chunk freed with the last
+// matrix in it. A chunk's pages are committed as they are first written.
+// Thread-safety: callable from any thread (the chunk state is per thread).
 std::shared_ptr<uint8_t> alloc_packed(size_t n) {
   n = (n + 63) / 64 * 64;
   if (n >= kHugePage) return alloc_huge(n);
   constexpr size_t kChunk = 16 * kHugePage;
-  static std::mutex mu;
-  static std::weak_ptr<uint8_t> chunk;  // the chunk being filled (alive while a matrix uses it)
-  static size_t used = 0;
-  std::lock_guard<std::mutex> lock(mu);
+  thread_local std::weak_ptr<uint8_t> chunk;  // this thread's chunk (alive while a matrix uses it)
+  thread_local size_t used = 0;
   std::shared_ptr<uint8_t> c = chunk.lock();
   if (c == nullptr || used + n > kChunk) {
     c = alloc_huge(kChunk);

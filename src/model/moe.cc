@@ -19,19 +19,12 @@ Status load_moe_weights(WeightLoader& w, const ModelConfig& c, int il, ThreadPoo
   OMNIBUS_ASSIGN_OR_RETURN(m.router,
                            w.packed_matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert, pool));
   const int64_t n_x = c.n_expert, ff = c.n_ff_exp;
-  m.gate.resize(size_t(n_x));
-  m.up.resize(size_t(n_x));
-  m.down.resize(size_t(n_x));
-  for (int64_t e = 0; e < n_x; ++e) {
-    OMNIBUS_ASSIGN_OR_RETURN(
-        m.gate[size_t(e)],
-        w.packed_rows(p + "ffn_gate_exps.weight", {c.n_embd, ff, n_x}, e * ff, ff, pool));
-    OMNIBUS_ASSIGN_OR_RETURN(m.up[size_t(e)], w.packed_rows(p + "ffn_up_exps.weight",
-                                                            {c.n_embd, ff, n_x}, e * ff, ff, pool));
-    OMNIBUS_ASSIGN_OR_RETURN(m.down[size_t(e)],
-                             w.packed_rows(p + "ffn_down_exps.weight", {ff, c.n_embd, n_x},
-                                           e * c.n_embd, c.n_embd, pool));
-  }
+  OMNIBUS_ASSIGN_OR_RETURN(
+      m.gate, w.packed_row_slices(p + "ffn_gate_exps.weight", {c.n_embd, ff, n_x}, ff, pool));
+  OMNIBUS_ASSIGN_OR_RETURN(
+      m.up, w.packed_row_slices(p + "ffn_up_exps.weight", {c.n_embd, ff, n_x}, ff, pool));
+  OMNIBUS_ASSIGN_OR_RETURN(
+      m.down, w.packed_row_slices(p + "ffn_down_exps.weight", {ff, c.n_embd, n_x}, c.n_embd, pool));
   return Status::ok();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gguf/gguf_file.h"
+#include "kernels/thread_pool.h"
 #include "util/check.h"
 
 namespace omnibus {
@@ -55,6 +56,16 @@ void WeightLoader::handled(const GgufTensor& t) {
   if (progress_) progress_(done_bytes_, total_bytes_);
 }
 
+void WeightLoader::done_with(const GgufTensor& t, bool packed) {
+  if (packed) {
+    file_.release_pages(t.data, t.n_bytes);  // matmul reads only the packed copy
+    released_.push_back(&t);
+  } else {
+    touch_pages(t.data, t.n_bytes);
+  }
+  handled(t);
+}
+
 void WeightLoader::finish() {
   for (const GgufTensor* t : released_) file_.release_pages(t->data, t->n_bytes);
   if (progress_) progress_(total_bytes_, total_bytes_);
@@ -87,13 +98,7 @@ StatusOr<PackedWeight> WeightLoader::packed_matrix(const std::string& name, int6
                                                    int64_t n_out, ThreadPool* pool) {
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, {n_in, n_out}));
   PackedWeight packed = pack_weight(WeightView{t->type, t->data, n_in, n_out}, pool);
-  if (packed.is_packed()) {
-    file_.release_pages(t->data, t->n_bytes);  // matmul reads only the packed copy
-    released_.push_back(t);
-  } else {
-    touch_pages(t->data, t->n_bytes);
-  }
-  handled(*t);
+  done_with(*t, packed.is_packed());
   return packed;
 }
 
@@ -118,6 +123,31 @@ StatusOr<PackedWeight> WeightLoader::packed_rows(const std::string& name,
   }
   handled(*t);
   return packed;
+}
+
+StatusOr<std::vector<PackedWeight>> WeightLoader::packed_row_slices(
+    const std::string& name, const std::vector<int64_t>& shape, int64_t rows_per_slice,
+    ThreadPool* pool) {
+  OMNIBUS_CHECK(!shape.empty() && rows_per_slice > 0);
+  OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, shape));
+  int64_t rows = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  OMNIBUS_CHECK(rows % rows_per_slice == 0);
+  const int64_t n_slices = rows / rows_per_slice;
+  const size_t slice_bytes = size_t(rows_per_slice) * dtype_row_size(t->type, shape[0]);
+  const auto* data = static_cast<const uint8_t*>(t->data);
+  std::vector<PackedWeight> out(static_cast<size_t>(n_slices));
+  auto pack = [&](int64_t i, int) {
+    out[size_t(i)] = pack_weight(
+        WeightView{t->type, data + size_t(i) * slice_bytes, shape[0], rows_per_slice}, nullptr);
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(n_slices, pack);
+  } else {
+    for (int64_t i = 0; i < n_slices; ++i) pack(i, 0);
+  }
+  done_with(*t, out.front().is_packed());
+  return out;
 }
 
 StatusOr<const float*> WeightLoader::vector_f32(const std::string& name, int64_t n) {

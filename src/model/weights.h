@@ -55,11 +55,21 @@ class WeightLoader {
                                        ThreadPool* pool);
   // Rows [row_begin, row_begin + n_rows) of a tensor of GGUF shape `shape`
   // (shape[0] = n_in; the other dimensions flattened into rows), packed like
-  // packed_matrix(): one expert of a 3-D expert tensor [n_in, n_out, n_expert],
-  // or Q, K or V of a fused [n_in, n_q + 2 n_kv] projection. A packed tensor's
+  // packed_matrix(): Q, K or V of a fused [n_in, n_q + 2 n_kv] projection,
+  // or one expert of a 3-D expert tensor [n_in, n_out, n_expert] (all of
+  // them: packed_row_slices). A packed tensor's
   // file pages are released by finish(), once all its slices are packed.
   StatusOr<PackedWeight> packed_rows(const std::string& name, const std::vector<int64_t>& shape,
                                      int64_t row_begin, int64_t n_rows, ThreadPool* pool);
+  // Every slice of rows_per_slice rows of such a tensor, in order, each
+  // packed as packed_rows() packs it: the experts of a 3-D expert tensor.
+  // The slices are packed in parallel, one a task: an expert's matrix (~1
+  // MiB) split over the threads had both of them fault the same fresh huge
+  // pages, one zeroing while the other waited. A packed tensor's file pages
+  // are released as soon as its last slice is packed.
+  StatusOr<std::vector<PackedWeight>> packed_row_slices(const std::string& name,
+                                                        const std::vector<int64_t>& shape,
+                                                        int64_t rows_per_slice, ThreadPool* pool);
   // A float32 vector of n elements (norm weights), as a heap copy that lives
   // as long as owned_vectors() does.
   StatusOr<const float*> vector_f32(const std::string& name, int64_t n);
@@ -82,6 +92,9 @@ class WeightLoader {
                                           const std::vector<int64_t>& shape) const;
   // Counts t's bytes towards progress, once per tensor.
   void handled(const GgufTensor& t);
+  // After the whole of t is packed (packed) or left in the mapping: releases
+  // its file pages or touches them, and counts it as handled.
+  void done_with(const GgufTensor& t, bool packed);
 
   const GgufFile& file_;
   ProgressFn progress_;
