@@ -132,7 +132,7 @@ StatusOr<std::vector<PackedWeight>> WeightLoader::packed_row_slices(
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, shape));
   int64_t rows = 1;
   for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
-  OMNIBUS_CHECK(rows % rows_per_slice == 0);
+  OMNIBUS_CHECK(rows > 0 && rows % rows_per_slice == 0);  // at least one slice
   const int64_t n_slices = rows / rows_per_slice;
   const size_t slice_bytes = size_t(rows_per_slice) * dtype_row_size(t->type, shape[0]);
   const auto* data = static_cast<const uint8_t*>(t->data);
