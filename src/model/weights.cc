@@ -23,6 +23,18 @@ void touch_pages(const void* data, size_t n) {
   if (n > 0) (void)p[n - 1];
 }
 
+// Rows [row_begin, row_begin + n_rows) of t, a tensor of GGUF shape `shape`
+// (shape[0] = n_in; the other dimensions flattened into rows), in the file.
+WeightView row_range(const GgufTensor& t, const std::vector<int64_t>& shape, int64_t row_begin,
+                     int64_t n_rows) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  OMNIBUS_CHECK(row_begin >= 0 && n_rows > 0 && row_begin + n_rows <= rows);
+  const size_t row_bytes = dtype_row_size(t.type, shape[0]);
+  return WeightView{t.type, static_cast<const uint8_t*>(t.data) + size_t(row_begin) * row_bytes,
+                    shape[0], n_rows};
+}
+
 }  // namespace
 
 WeightLoader::WeightLoader(const GgufFile& file, ProgressFn progress)
@@ -108,18 +120,14 @@ StatusOr<PackedWeight> WeightLoader::packed_rows(const std::string& name,
                                                  ThreadPool* pool) {
   OMNIBUS_CHECK(!shape.empty());
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, shape));
-  int64_t rows = 1;
-  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
-  OMNIBUS_CHECK(row_begin >= 0 && n_rows > 0 && row_begin + n_rows <= rows);
-  const size_t row_bytes = dtype_row_size(t->type, shape[0]);
-  const auto* data = static_cast<const uint8_t*>(t->data) + size_t(row_begin) * row_bytes;
-  PackedWeight packed = pack_weight(WeightView{t->type, data, shape[0], n_rows}, pool);
+  const WeightView rows = row_range(*t, shape, row_begin, n_rows);
+  PackedWeight packed = pack_weight(rows, pool);
   if (packed.is_packed()) {
     if (std::find(released_.begin(), released_.end(), t) == released_.end()) {
       released_.push_back(t);  // finish() releases the pages, after the last slice
     }
   } else {
-    touch_pages(data, size_t(n_rows) * row_bytes);
+    touch_pages(rows.data, size_t(n_rows) * dtype_row_size(t->type, shape[0]));
   }
   handled(*t);
   return packed;
@@ -130,16 +138,12 @@ StatusOr<std::vector<PackedWeight>> WeightLoader::packed_row_slices(
     ThreadPool* pool) {
   OMNIBUS_CHECK(!shape.empty() && rows_per_slice > 0);
   OMNIBUS_ASSIGN_OR_RETURN(const GgufTensor* t, find_matrix(name, shape));
-  int64_t rows = 1;
-  for (size_t i = 1; i < shape.size(); ++i) rows *= shape[i];
+  const int64_t rows = t->n_elements / shape[0];          // find_matrix: t has this shape
   OMNIBUS_CHECK(rows > 0 && rows % rows_per_slice == 0);  // at least one slice
   const int64_t n_slices = rows / rows_per_slice;
-  const size_t slice_bytes = size_t(rows_per_slice) * dtype_row_size(t->type, shape[0]);
-  const auto* data = static_cast<const uint8_t*>(t->data);
   std::vector<PackedWeight> out(static_cast<size_t>(n_slices));
   auto pack = [&](int64_t i, int) {
-    out[size_t(i)] = pack_weight(
-        WeightView{t->type, data + size_t(i) * slice_bytes, shape[0], rows_per_slice}, nullptr);
+    out[size_t(i)] = pack_weight(row_range(*t, shape, i * rows_per_slice, rows_per_slice), nullptr);
   };
   if (pool != nullptr) {
     pool->parallel_for(n_slices, pack);
