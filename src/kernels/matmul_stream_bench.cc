@@ -120,7 +120,7 @@ void run_stream(benchmark::State& state, DType type, int64_t n_in, int64_t n_out
       ->Unit(benchmark::kMillisecond)
 
 #define OMNIBUS_STREAM_TOKENS \
-  { 1, 2, 4, 5, 8, 16, 32, 64, 512 }
+  { 1, 2, 4, 5, 8, 9, 12, 16, 32, 64, 512 }
 #define OMNIBUS_HEAD_TOKENS \
   { 1, 4, 5, 16, 64 }
 // Each format at the three 8B shapes (n_in x n_out as the loader sees them).
