@@ -34,6 +34,7 @@ namespace {
 using internal::ActBlock32;
 using internal::ActBlockK;
 using internal::kTok;
+using internal::kWideMaxTok;
 using internal::Ops;
 
 // One tier's kernel table for `type` (the tier's namespace in internal).
@@ -270,17 +271,25 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // 2.8 and 12.7 -> 10.6 ms, Q6_K 6.2 -> 3.6 and 16.4 -> 14.4, Q8_0 (pairs
   // per tile before) 5.2 -> 3.5 and 14.7 -> 12.2; the amx tier's tile unit
   // is faster still from 9 tokens (Q4_K 2.0 ms at 16).
-  const bool sliced = n_tok > 2 * kTok && n_tok <= kMaxSlicedTok &&
+  // 2 kTok + 1 .. 4 kTok tokens of a type with a wide kernel for that count
+  // and no tile unit (the avx512 tier's K-quants): one pass, as below. As
+  // slices of 2 kTok and fewer, a 9-token step ran each group pair twice, and
+  // Q6_K's 4- and 5-token passes cost 1.24-1.34x its 8-token pass (Zen 4,
+  // 4096 x 14336, 2 threads): the 9th stream of a batch cost more than 1/8.
+  const bool long_pass = n_tok > 2 * kTok && n_tok <= kWideMaxTok &&
+                         ops.wide_pair[n_tok] != nullptr && ops.amx_pair == nullptr;
+  const bool sliced = !long_pass && n_tok > 2 * kTok && n_tok <= kMaxSlicedTok &&
                       ops.wide_pair[2 * kTok] != nullptr && ops.amx_pair == nullptr;
   const int64_t max_packed = ops.packed_tiles > 0 ? ops.packed_tiles : kMaxPackedTiles;
-  const bool unpack = ops.unpack != nullptr && n_tiles > max_packed && !sliced;
+  const bool unpack = ops.unpack != nullptr && n_tiles > max_packed && !sliced && !long_pass;
   // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
   // tier's: every packed type): two groups x every token per pass, the quants
   // split once in registers (a verification step of 1 + k tokens). One token
   // takes it where one_token_pairs() (matmul_packed_tuning.cc says where and
   // why), else the single-group kernel.
-  const bool wide = sliced || (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
-                               (n_tok > 1 || one_token_pairs()));
+  const bool wide = sliced || long_pass ||
+                    (!unpack && n_tok <= 2 * kTok && ops.wide_pair[n_tok] != nullptr &&
+                     (n_tok > 1 || one_token_pairs()));
   // A one-token call of a type with kernels for one token's ActBlock1 rows
   // (Ops::one on single groups, a run's lone last group included, and
   // Ops::one_pair on wide pairs) takes them (matmul_act_avx2.h says why).
@@ -455,36 +464,39 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
           if (row) {
             ops.one_pair(gp, gp1, nb, act, act, y, w.n_out, n_rows1);
           } else if (!sliced) {
-            ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0), tile_act(n_tiles - 1), y, w.n_out,
-                                 n_rows1);
+            ops.wide_pair[n_tok](gp, gp1, nb, tile_act(0),
+                                 tile_act(std::min<int64_t>(1, n_tiles - 1)), y, w.n_out, n_rows1);
           } else {
-            // Where the type has a 16-token kernel, the chunk's first tiles
-            // in slices of four whole ones, leaving none or 2-5 tiles, the
-            // call's partial last tile among them.
-            OMNIBUS_CHECK(c1 - c0 >= 2);
-            int64_t slices16 = ops.wide16 == nullptr ? 0 : (c1 - c0) / 4;
-            const bool partial_last = c1 == n_tiles && n_tok % kTok != 0;
-            if (slices16 > 0 && ((c1 - c0) % 4 == 1 || ((c1 - c0) % 4 == 0 && partial_last)))
-              --slices16;
-            for (int64_t q = 0; q < slices16; ++q) {
-              const int64_t tile = c0 + 4 * q;
-              ops.wide16(gp, gp1, nb, tile_act(tile), tile_act(tile + 1), y + tile * kTok * w.n_out,
-                         w.n_out, n_rows1);
-            }
-            // the rest in slices of two; with an odd count the first is one
-            // (whole: 2 tiles or more are left) tile: every slice has
-            // kTok + 1 .. 2 kTok tokens, or kTok
-            const int64_t c0r = c0 + 4 * slices16;
-            OMNIBUS_CHECK(c1 - c0r >= 2 || c1 == c0r);
-            const int64_t first = c0r + (c1 - c0r) % 2;
-            if (first != c0r) {
-              ops.wide_pair[kTok](gp, gp1, nb, tile_act(c0r), tile_act(c0r),
-                                  y + c0r * kTok * w.n_out, w.n_out, n_rows1);
-            }
-            for (int64_t tile = first; tile < c1; tile += 2) {
-              const int T = int(std::min<int64_t>(2 * kTok, n_tok - tile * kTok));
-              ops.wide_pair[T](gp, gp1, nb, tile_act(tile), tile_act(tile + 1),
+            // A slice of tiles [tile, tile + n): its tokens in one pass.
+            auto slice = [&](int64_t tile, int64_t n) {
+              const int T = int(std::min<int64_t>(n * kTok, n_tok - tile * kTok));
+              OMNIBUS_CHECK(T >= 1 && T <= kWideMaxTok && ops.wide_pair[T] != nullptr);
+              ops.wide_pair[T](gp, gp1, nb, tile_act(tile), tile_act(tile + (n > 1 ? 1 : 0)),
                                y + tile * kTok * w.n_out, w.n_out, n_rows1);
+            };
+            OMNIBUS_CHECK(c1 - c0 >= 2);
+            if (ops.wide_pair[kWideMaxTok] != nullptr) {
+              // Every count from kTok + 1 to 4 kTok: slices of four tiles,
+              // the last of two or three (a partial last tile among them; a
+              // lone tile after fours takes three of the last four: 3 + 2).
+              int64_t fours = (c1 - c0) / 4;
+              const int64_t rest = (c1 - c0) % 4;
+              if (rest == 1) --fours;  // (c1 - c0 >= 2: fours >= 1 here)
+              for (int64_t q = 0; q < fours; ++q) slice(c0 + 4 * q, 4);
+              const int64_t c0r = c0 + 4 * fours;
+              if (rest == 1) {
+                slice(c0r, 3);
+                slice(c0r + 3, 2);
+              } else if (rest > 0) {
+                slice(c0r, rest);
+              }
+            } else {
+              // Slices of two tiles; with an odd count the first is one
+              // (whole: 2 tiles or more are left): every slice has kTok + 1
+              // .. 2 kTok tokens, or kTok.
+              const int64_t first = c0 + (c1 - c0) % 2;
+              if (first != c0) slice(c0, 1);
+              for (int64_t tile = first; tile < c1; tile += 2) slice(tile, 2);
             }
           }
           gg += 2;

@@ -152,9 +152,10 @@ using AmxGatedFn = void (*)(const uint8_t* gate0, const uint8_t* up0, size_t gb,
                             int64_t y_stride, Gate act);
 
 // A packed type's kernels. Calls of 1..2 kTok tokens take wide_pair where
-// the type has one for that count, and so do longer calls (up to
-// kMaxSlicedTok), in slices of 2 kTok (of 4 kTok where it has wide16), where
-// it has no amx_pair; other calls with more than
+// the type has one for that count; calls of up to 4 kTok tokens too, in one
+// pass, and longer ones (up to kMaxSlicedTok) in slices of 2 kTok (of up to
+// 4 kTok where it has every count to 4 kTok), where it has no amx_pair;
+// other calls with more than
 // packed_tiles token tiles unpack (quants split to bytes once per group;
 // upair for two groups, else unpacked_single if any, else kernel); the rest
 // run pair (several tiles, two groups per call) or else kernel, per tile.
@@ -176,8 +177,9 @@ struct Ops {
   int packed_tiles = 0;
   UnpackedPairFn upair[kTok + 1] = {};
   UnpackedKernelFn unpacked_single[2 * kTok + 1] = {};  // null: kernel on the packed group
-  WidePairFn wide_pair[2 * kTok + 1] = {};              // [1, 2 * kTok] tokens (null: none)
-  WidePairFn wide16 = nullptr;  // slices of 4 whole tiles (kWideMaxTok tokens; null: none)
+  // [1, kWideMaxTok] tokens (null: none); a type with wide_pair[kWideMaxTok]
+  // has every count from kTok + 1 up
+  WidePairFn wide_pair[kWideMaxTok + 1] = {};
   // wide_pair[1] from one token's ActBlock1 rows (act0 = act1; null:
   // wide_pair[1] on a tile). Bitwise wide_pair[1].
   WidePairFn one_pair = nullptr;
