@@ -500,8 +500,9 @@ inline const int32_t* tile_qsum(const ActBlock32* act, int64_t nb) {
 // RowView, one token's blocks (ActBlock1[nb], Ops::one; t is 0). The same
 // numbers either way (quantize_row1 is quantize_tile's lane 0).
 struct TileView {
-  const ActBlock32* act;
-  const int32_t* sums;
+  const ActBlock32* act = nullptr;
+  const int32_t* sums = nullptr;
+  TileView() = default;
   TileView(const void* a, int64_t nb)
       : act(static_cast<const ActBlock32*>(a)), sums(tile_qsum(act, nb)) {}
   const int8_t* qs(int64_t b, int t) const { return act[b].qs[t]; }
@@ -510,13 +511,30 @@ struct TileView {
   int32_t qsum(int64_t b, int t) const { return sums[b * kTok + t]; }
 };
 struct RowView {
-  const ActBlock1* act;
+  const ActBlock1* act = nullptr;
+  RowView() = default;
   RowView(const void* a, int64_t /*nb*/) : act(static_cast<const ActBlock1*>(a)) {}
   const int8_t* qs(int64_t b, int /*t*/) const { return act[b].qs; }
   const float* d(int64_t b, int /*t*/) const { return &act[b].d; }
   const float* s(int64_t b, int /*t*/) const { return &act[b].s; }
   int32_t qsum(int64_t b, int /*t*/) const { return act[b].qsum; }
 };
+
+// A 32-element format's wide kernel's views of the tiles of T tokens (as
+// wide_tiles): act0, act1, then the tiles after act1, each nb blocks and,
+// with_qsum, their exact sums (matmul_multi's tile layout; a RowView is one
+// tile).
+template <class View, int T>
+inline void wide_views(const void* act0, const void* act1, int64_t nb, bool with_qsum,
+                       View (&views)[kWideMaxTok / kTok]) {
+  static_assert(T >= 1 && T <= kWideMaxTok);
+  views[0] = View(act0, nb);
+  views[1] = View(act1, nb);
+  const size_t tile_bytes =
+      size_t(nb) * sizeof(ActBlock32) + (with_qsum ? size_t(nb) * kTok * sizeof(int32_t) : 0);
+  for (int k = 2; k < (T + kTok - 1) / kTok; ++k)
+    views[k] = View(static_cast<const uint8_t*>(act1) + size_t(k - 1) * tile_bytes, nb);
+}
 
 #if defined(__AVX512F__)
 // ------------------------------------------------------ 512-bit group pairs
