@@ -265,14 +265,15 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // first tile): splitting would write and re-read 8 bytes per element that
   // a couple of tiles do not amortize.
   // Up to kMaxSlicedTok tokens of a type with wide kernels and no tile-unit
-  // kernel: each group pair runs its tokens in slices of 2 kTok (wide_pair)
-  // while it is in L1 / L2; nothing is unpacked. Against unpacking, at 16 and
+  // kernel: each group pair runs its tokens in slices of up to 4 kTok (2 kTok
+  // where the type stops there; wide_pair) while it is in L1 / L2; nothing is
+  // unpacked. Against unpacking, at 16 and
   // 64 tokens of 4096 x 14336 (Xeon, avx512 tier, 2 threads): Q4_K 4.6 ->
   // 2.8 and 12.7 -> 10.6 ms, Q6_K 6.2 -> 3.6 and 16.4 -> 14.4, Q8_0 (pairs
   // per tile before) 5.2 -> 3.5 and 14.7 -> 12.2; the amx tier's tile unit
   // is faster still from 9 tokens (Q4_K 2.0 ms at 16).
   // 2 kTok + 1 .. 4 kTok tokens of a type with a wide kernel for that count
-  // and no tile unit (the avx512 tier's K-quants): one pass, as below. As
+  // and no tile unit (the avx512 tier's): one pass, as below. As
   // slices of 2 kTok and fewer, a 9-token step ran each group pair twice, and
   // Q6_K's 4- and 5-token passes cost 1.24-1.34x its 8-token pass (Zen 4,
   // 4096 x 14336, 2 threads): the 9th stream of a batch cost more than 1/8.
