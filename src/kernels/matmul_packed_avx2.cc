@@ -277,10 +277,10 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // slices of 2 kTok and fewer, a 9-token step ran each group pair twice, and
   // Q6_K's 4- and 5-token passes cost 1.24-1.34x its 8-token pass (Zen 4,
   // 4096 x 14336, 2 threads): the 9th stream of a batch cost more than 1/8.
-  const bool long_pass = n_tok > 2 * kTok && n_tok <= kWideMaxTok &&
-                         ops.wide_pair[n_tok] != nullptr && ops.amx_pair == nullptr;
-  const bool sliced = !long_pass && n_tok > 2 * kTok && n_tok <= kMaxSlicedTok &&
-                      ops.wide_pair[2 * kTok] != nullptr && ops.amx_pair == nullptr;
+  const bool past_pair = n_tok > 2 * kTok && ops.amx_pair == nullptr;
+  const bool long_pass = past_pair && n_tok <= kWideMaxTok && ops.wide_pair[n_tok] != nullptr;
+  const bool sliced =
+      past_pair && !long_pass && n_tok <= kMaxSlicedTok && ops.wide_pair[2 * kTok] != nullptr;
   const int64_t max_packed = ops.packed_tiles > 0 ? ops.packed_tiles : kMaxPackedTiles;
   const bool unpack = ops.unpack != nullptr && n_tiles > max_packed && !sliced && !long_pass;
   // 1..2 kTok tokens of a type with a wide kernel for that count (the avx512
@@ -296,10 +296,9 @@ void matmul_multi(const WeightView* const* ws, const uint8_t* const* packed, flo
   // Ops::one_pair on wide pairs) takes them (matmul_act_avx2.h says why).
   const bool row = n_tok == 1 && ops.one != nullptr && (!wide || ops.one_pair != nullptr);
   // Bytes per activation block of a tile (a tile is nb of them).
-  const size_t act_block = row             ? sizeof(matmul_act::ActBlock1)
-                           : ops.k_act     ? sizeof(ActBlockK)
-                           : ops.with_qsum ? sizeof(ActBlock32) + kTok * sizeof(int32_t)
-                                           : sizeof(ActBlock32);
+  const size_t act_block = row         ? sizeof(matmul_act::ActBlock1)
+                           : ops.k_act ? sizeof(ActBlockK)
+                                       : internal::act_block_bytes32(ops.with_qsum);
   const size_t act_bytes = size_t(n_tiles * nb) * act_block;
   if (scratch.quantized_x.size() < act_bytes) scratch.quantized_x.resize(act_bytes);
   uint8_t* act = scratch.quantized_x.data();

@@ -188,6 +188,12 @@ struct Ops {
   AmxGatedFn amx_gated = nullptr;  // and gated quads (with amx_pair)
 };
 
+// Bytes per activation block of a 32-element format's tile: the block and,
+// with_qsum, its share of the tile's exact sums (matmul_multi's layout).
+inline size_t act_block_bytes32(bool with_qsum) {
+  return sizeof(ActBlock32) + (with_qsum ? kTok * sizeof(int32_t) : 0);
+}
+
 // Each tier's kernel tables (matmul_packed_*_avx2.cc compiled once per tier:
 // the *_vnni.cc and *_avx512.cc files include them with that tier's flags).
 #define OMNIBUS_PACKED_OPS_DECLS \
@@ -521,17 +527,15 @@ struct RowView {
 };
 
 // A 32-element format's wide kernel's views of the tiles of T tokens (as
-// wide_tiles): act0, act1, then the tiles after act1, each nb blocks and,
-// with_qsum, their exact sums (matmul_multi's tile layout; a RowView is one
-// tile).
+// wide_tiles): act0, act1, then the tiles after act1, each nb blocks of
+// act_block_bytes32(with_qsum) (a RowView is one tile).
 template <class View, int T>
 inline void wide_views(const void* act0, const void* act1, int64_t nb, bool with_qsum,
                        View (&views)[kWideMaxTok / kTok]) {
   static_assert(T >= 1 && T <= kWideMaxTok);
   views[0] = View(act0, nb);
   views[1] = View(act1, nb);
-  const size_t tile_bytes =
-      size_t(nb) * sizeof(ActBlock32) + (with_qsum ? size_t(nb) * kTok * sizeof(int32_t) : 0);
+  const size_t tile_bytes = size_t(nb) * act_block_bytes32(with_qsum);
   for (int k = 2; k < (T + kTok - 1) / kTok; ++k)
     views[k] = View(static_cast<const uint8_t*>(act1) + size_t(k - 1) * tile_bytes, nb);
 }
