@@ -28,4 +28,13 @@ uint64_t decode_bytes_per_token(const GgufFile& file, const ModelConfig& config)
 void report_read_probe(int tg, uint64_t bytes_per_token, const std::vector<double>& tg_rates,
                        const std::vector<double>& probe_bytes_s, int n_threads, nlohmann::json& j);
 
+// The weights probe (dense models): after each run, the read probe's loops
+// over the packed weights' own pages (kernels/read_probe.h, read_spans),
+// `packed_bytes` a pass, fastest pass `pass_s[i]` seconds. A token reads
+// every packed byte once, so the decode's fraction of this ceiling is
+// pass_s x tok/s, whatever the packed layout's size against the file's.
+// Prints its lines and adds its keys to `j`; same lengths as tg_rates.
+void report_weights_probe(uint64_t packed_bytes, const std::vector<double>& tg_rates,
+                          const std::vector<double>& pass_s, nlohmann::json& j);
+
 }  // namespace omnibus

@@ -11,7 +11,9 @@
 //   the prefix cache serves, so pp times N new tokens attending to D + N and
 //   tg N decode steps at depth D.
 //   --read-probe: after each timed tg run, a read probe with as many threads
-//   (bench_read_probe.h); reports the decode's GiB/s of weights against it.
+//   (bench_read_probe.h); reports the decode's GiB/s of weights against it,
+//   and (dense models) against the same loops over the packed weights' own
+//   pages.
 //
 // Engine mode (selected by --num-requests): a synthetic serving workload
 // through the same Engine::submit + RequestStream path the server uses:
@@ -73,6 +75,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +86,7 @@
 #include "cli/commands.h"
 #include "cli/engine_request.h"
 #include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
 #include "kernels/read_probe.h"
 
 namespace omnibus {
@@ -141,12 +145,17 @@ int run_single_stream(const BenchOptions& o) {
     if (StatusOr<EngineRequestResult> r = req->wait(); !r.is_ok()) return fail(r.status());
   }
   const std::string at = o.depth > 0 ? fmt::format(" @ d{}", o.depth) : "";
-  std::vector<double> pp_rates, tg_rates, probe_rates;
+  std::vector<double> pp_rates, tg_rates, probe_rates, weights_pass_s;
   std::optional<ReadProbe> probe;  // allocated and touched before any timing
+  // A dense model's decode reads every packed weight once a token (a mixture
+  // of experts' only its routed experts: no weights probe there).
+  std::vector<std::span<const uint8_t>> packed;
+  size_t packed_bytes = 0;
   if (o.read_probe && o.tg > 0) {
     fmt::print(stderr, "bench: touching the read probe's {} MiB...\n",
                ReadProbe::kDefaultBytes >> 20);
     probe.emplace();
+    if (!m.model->config().is_moe()) packed = live_packed_weights();
   }
   // One untimed warm-up of each kind, then the timed repetitions.
   for (int rep = -1; rep < o.repetitions; ++rep) {
@@ -160,6 +169,9 @@ int run_single_stream(const BenchOptions& o) {
       if (!s.is_ok()) return fail(s.status());
       if (rep >= 0) tg_rates.push_back(o.tg / *s);
       if (rep >= 0 && probe) probe_rates.push_back(probe->measure(m.pool->n_threads()));
+      if (rep >= 0 && !packed.empty()) {
+        weights_pass_s.push_back(read_spans(packed, m.pool->n_threads(), 2, &packed_bytes));
+      }
     }
   }
   nlohmann::json j;
@@ -189,6 +201,7 @@ int run_single_stream(const BenchOptions& o) {
   if (probe) {
     report_read_probe(o.tg, decode_bytes_per_token(*m.file, m.model->config()), tg_rates,
                       probe_rates, m.pool->n_threads(), j);
+    if (!weights_pass_s.empty()) report_weights_probe(packed_bytes, tg_rates, weights_pass_s, j);
   }
   return write_json(o.json_path, j);
 }
@@ -226,8 +239,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--read-probe", o->read_probe,
-                "Single-stream: after each timed tg run, read a 1 GiB buffer with the same number "
-                "of threads and report the decode's weight stream (GiB/s) against it");
+                "Single-stream: after each timed tg run, read a 1 GiB buffer, and (dense models) "
+                "the packed weights themselves, with the same number of threads and report the "
+                "decode's weight stream (GiB/s) against each");
   cmd->add_option("-r,--repetitions", o->repetitions, "Timed repetitions (after one warm-up)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

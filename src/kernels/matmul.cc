@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_float_avx2.h"
@@ -52,6 +54,37 @@ std::shared_ptr<uint8_t> alloc_packed(size_t n) {
   std::shared_ptr<uint8_t> out(c, c.get() + used);  // shares the chunk's ownership
   used += n;
   return out;
+}
+
+// live_packed_weights' registry: each PackedWeight's bytes, from pack_weight
+// to the weight's destruction.
+struct PackedRegistry {
+  std::mutex mu;
+  std::map<const uint8_t*, size_t> spans;  // guarded by mu
+};
+PackedRegistry& packed_registry() {
+  static PackedRegistry* r = new PackedRegistry;  // never destroyed: weights may outlive statics
+  return *r;
+}
+
+// `raw` (n bytes) as a PackedWeight's data: registered until its last owner
+// lets go, then unregistered and raw released (a small matrix's chunk lives
+// on while other matrices use it).
+std::shared_ptr<uint8_t> registered(std::shared_ptr<uint8_t> raw, size_t n) {
+  uint8_t* p = raw.get();
+  PackedRegistry& r = packed_registry();
+  {
+    const std::lock_guard<std::mutex> lock(r.mu);
+    r.spans[p] = n;
+  }
+  return std::shared_ptr<uint8_t>(p, [raw = std::move(raw)](uint8_t* q) mutable {
+    PackedRegistry& reg = packed_registry();
+    {
+      const std::lock_guard<std::mutex> lock(reg.mu);
+      reg.spans.erase(q);
+    }
+    raw.reset();
+  });
 }
 
 // Items per parallel task: a few tasks (4) per thread for balance, each of
@@ -122,8 +155,9 @@ PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
   const size_t gb = k->group_bytes(w.type, w.n_in);
   const int64_t n_groups = (w.n_out + kMatmulGroupRows - 1) / kMatmulGroupRows;
   p.size_ = size_t(n_groups) * gb;
-  p.data_ = alloc_packed(p.size_);
-  OMNIBUS_CHECK(p.data_ != nullptr);
+  std::shared_ptr<uint8_t> raw = alloc_packed(p.size_);
+  OMNIBUS_CHECK(raw != nullptr);
+  p.data_ = registered(std::move(raw), p.size_);
   // Up to 64 groups a task, and at least 4 tasks a thread where the matrix
   // has the groups: an MoE expert's 96 groups as 64 + 32 left one thread
   // waiting for the other (and its page faults) through every expert.
@@ -139,6 +173,15 @@ PackedWeight pack_weight(const WeightView& w, ThreadPool* pool) {
     for (int64_t i = 0; i < n_tasks; ++i) task(i, 0);
   }
   return p;
+}
+
+std::vector<std::span<const uint8_t>> live_packed_weights() {
+  PackedRegistry& r = packed_registry();
+  const std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::span<const uint8_t>> out;
+  out.reserve(r.spans.size());
+  for (const auto& [p, n] : r.spans) out.emplace_back(p, n);
+  return out;
 }
 
 void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,

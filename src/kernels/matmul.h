@@ -88,6 +88,13 @@ class PackedWeight {
 // the fallback reads it). `pool` (optional) spreads the copy over threads.
 PackedWeight pack_weight(const WeightView& w, ThreadPool* pool = nullptr);
 
+// The packed bytes of every PackedWeight alive in the process now, in no
+// particular order: what a dense model's decode step streams, so that `bench
+// --read-probe` can time the read probe's loops over those very pages
+// (kernels/read_probe.h, read_spans) as well as over a buffer of its own. A
+// snapshot: a span stays valid while its weight lives. Thread-safe.
+std::vector<std::span<const uint8_t>> live_packed_weights();
+
 // Same contract and bitwise the same result as matmul(w.view(), ...).
 void matmul(const PackedWeight& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulScratch& scratch);

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -54,6 +55,40 @@ TEST(PackWeight, SmallMatricesPackedFromPoolTasksKeepTheirOwnBytes) {
     matmul(views[size_t(m)], x.data(), kTok, want.data(), pool, scratch);
     EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << "matrix " << m;
   }
+}
+
+// live_packed_weights lists a packed matrix's exact bytes while it lives
+// (moved or not) and drops them with its last owner; the matrices carved
+// from one chunk come and go on their own.
+TEST(PackWeight, LivePackedWeightsFollowEachMatrixLife) {
+  constexpr int64_t kIn = 256;
+  std::mt19937 rng(11);
+  const std::vector<uint8_t> rows = random_rows(DType::Q4_K, 40, kIn, rng);
+  const WeightView view{DType::Q4_K, rows.data(), kIn, 40};
+  auto listed = [](const PackedWeight& p) {
+    for (const std::span<const uint8_t>& s : live_packed_weights()) {
+      if (s.data() == p.data()) return s.size() == p.size_bytes();
+    }
+    return false;
+  };
+  PackedWeight a = pack_weight(view);
+  if (!a.is_packed()) GTEST_SKIP() << "no packed kernel on this CPU";
+  PackedWeight b = pack_weight(view);  // likely the same chunk as a
+  EXPECT_TRUE(listed(a));
+  EXPECT_TRUE(listed(b));
+  const uint8_t* a_data = a.data();
+  PackedWeight moved = std::move(a);
+  EXPECT_TRUE(listed(moved));
+  moved = PackedWeight();  // a's bytes gone; b's chunk share keeps b
+  for (const std::span<const uint8_t>& s : live_packed_weights()) EXPECT_NE(s.data(), a_data);
+  EXPECT_TRUE(listed(b));
+  std::vector<float> y(40), want(40);
+  const std::vector<float> x = random_floats(size_t(kIn), rng);
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  matmul(b, x.data(), 1, y.data(), pool, scratch);  // b's bytes intact after a's release
+  matmul(view, x.data(), 1, want.data(), pool, scratch);
+  EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -154,6 +155,44 @@ double ReadProbe::timed_pass(int n_threads,
   // Every byte is 1: each slice sums to slice / 8 words of 0x0101...01.
   for (uint64_t v : sums) OMNIBUS_CHECK(v == uint64_t(slice / 8) * 0x0101010101010101ull);
   return s;
+}
+
+double read_spans(std::span<const std::span<const uint8_t>> spans, int n_threads, int passes,
+                  size_t* bytes) {
+  OMNIBUS_CHECK(n_threads >= 1 && passes >= 1);
+  auto share = [n_threads](const std::span<const uint8_t>& s) {
+    return s.size() / size_t(n_threads) / 128 * 128;
+  };
+  *bytes = 0;
+  for (const std::span<const uint8_t>& s : spans) {
+    OMNIBUS_CHECK(reinterpret_cast<uintptr_t>(s.data()) % 32 == 0);
+    *bytes += share(s) * size_t(n_threads);
+  }
+  std::vector<uint64_t> sums(size_t(n_threads), 0);
+  auto pass = [&](ReadShape shape) {
+    auto read = [&](int t) {
+      uint64_t sum = 0;
+      for (const std::span<const uint8_t>& s : spans) {
+        const size_t n = share(s);
+        sum += read_probe_sum(s.data() + size_t(t) * n, n, shape);
+      }
+      sums[size_t(t)] = sum;
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_threads; ++t) threads.emplace_back(read, t);
+    read(0);  // the caller reads the first shares
+    for (std::thread& th : threads) th.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (int p = 0; p < passes; ++p) {
+    for (ReadShape shape : {ReadShape::kTight, ReadShape::kPaced, ReadShape::kPrefetched})
+      best = std::min(best, pass(shape));
+  }
+  // the sums are the weights' bytes, unknown here: only kept from being optimised away
+  asm volatile("" : : "r"(sums.data()) : "memory");
+  return best;
 }
 
 double ReadProbe::measure(int n_threads, int passes) const {

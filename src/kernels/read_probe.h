@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 
 namespace omnibus {
 
@@ -42,6 +43,20 @@ uint64_t read_probe_sum_scalar(const uint8_t* p, size_t n);
 // (into_l2) or L1: kPrefetched at other distances, for the sweep that chose
 // its distance (kernels_microbench ReadPrefetchSweep). The same sum.
 uint64_t read_probe_sum_prefetching(const uint8_t* p, size_t n, size_t ahead, bool into_l2);
+
+// The read probe's loops over memory it does not own: each of n_threads
+// threads reads its contiguous share of every span in turn (whole 128-byte
+// steps of span / n_threads; a span's last < 128 x n_threads bytes are not
+// read), as a one-token matmul's threads each stream their region of every
+// matrix. Returns the fastest of `passes` passes in each ReadShape as the
+// seconds one pass took, and sets *bytes to the bytes a pass reads. For
+// `bench --read-probe` over the packed weights (kernels/matmul.h,
+// live_packed_weights): where the host places a buffer decides its speed on
+// some VMs (docs/performance.md, round (ad)), so the probe the decode is
+// judged against should read the decode's own pages. Spans must be 32-byte
+// aligned. Thread-safety: starts and joins its own threads.
+double read_spans(std::span<const std::span<const uint8_t>> spans, int n_threads, int passes,
+                  size_t* bytes);
 
 class ReadProbe {
  public:

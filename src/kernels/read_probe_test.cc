@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <span>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 
@@ -54,6 +56,24 @@ TEST(ReadProbe, MeasuresAPositiveRate) {
   EXPECT_EQ(probe.bytes(), size_t(8) << 20);
   EXPECT_GT(probe.measure(1, 2), 0.0);
   EXPECT_GT(probe.measure(3, 1), 0.0);
+}
+
+// read_spans reads each thread's whole-128-byte share of every span: a
+// pass's bytes are exactly those, whatever the span sizes and threads.
+TEST(ReadProbe, ReadSpansCountsEachThreadsShare) {
+  constexpr size_t kA = 128 * 40 + 64, kB = 128 * 7;
+  auto* a = static_cast<uint8_t*>(std::aligned_alloc(64, kA));
+  auto* b = static_cast<uint8_t*>(std::aligned_alloc(64, 128 * 8));
+  std::memset(a, 1, kA);
+  std::memset(b, 2, kB);
+  const std::vector<std::span<const uint8_t>> spans = {{a, kA}, {b, kB}};
+  size_t bytes = 0;
+  EXPECT_GT(read_spans(spans, 1, 1, &bytes), 0.0);
+  EXPECT_EQ(bytes, 128 * 40 + kB);
+  EXPECT_GT(read_spans(spans, 3, 2, &bytes), 0.0);
+  EXPECT_EQ(bytes, 3 * (128 * 13) + 3 * (128 * 2));  // 40 / 3 and 7 / 3 steps a thread
+  std::free(a);
+  std::free(b);
 }
 
 }  // namespace

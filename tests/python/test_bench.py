@@ -98,7 +98,8 @@ def expected_decode_bytes(path):
 def test_single_stream_read_probe(tmp_path):
     """--read-probe: a read probe after each timed tg run; the report's bytes a token match
     gguf-py's count for a tied head (SmolLM2), an untied one and a mixture of experts, and the ratio is the decode's
-    GiB/s over the probe's, run by run."""
+    GiB/s over the probe's, run by run; dense models also get the weights probe (the same loops over the packed
+    weights' own pages)."""
     models = [(MODEL, ROOT / "models" / "smollm2-135m.gguf"),
               (str(ROOT / "models" / "random" / "llama3.gguf"), ROOT / "models" / "random" / "llama3.gguf"),
               (str(ROOT / "models" / "random" / "qwen3moe.gguf"), ROOT / "models" / "random" / "qwen3moe.gguf")]
@@ -117,3 +118,15 @@ def test_single_stream_read_probe(tmp_path):
             assert abs(gib_s - tok_s * j["decode_bytes_per_token"] / 2**30) < 1e-9 * gib_s
             assert abs(ratio - gib_s / probe) < 1e-9 * ratio
         assert "weight stream" in p.stdout and "decode/probe" in p.stdout
+        if "moe" in model:  # a token reads only its routed experts: no weights probe
+            assert "weights_probe_gib_s_all" not in j and "weights probe" not in p.stdout
+            continue
+        # the weights probe: the same loops over the packed weights (the file's bytes a token
+        # reads but the norms, in packed layouts a little larger), its ratio pass time x tok/s
+        packed = j["packed_weight_bytes"]
+        assert 0.95 <= packed / j["decode_bytes_per_token"] < 1.25, (model, packed)
+        for tok_s, probe, ratio in zip(j["tg_tok_s_all"], j["weights_probe_gib_s_all"],
+                                       j["tg_of_weights_probe_all"]):
+            assert probe > 0
+            assert abs(ratio - tok_s * packed / (probe * 2**30)) < 1e-9 * ratio
+        assert "decode/weights probe" in p.stdout
