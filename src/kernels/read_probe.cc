@@ -124,6 +124,33 @@ ReadProbe::ReadProbe(size_t bytes, bool huge_pages)
 
 ReadProbe::~ReadProbe() { std::free(buf_); }
 
+namespace {
+
+// Seconds for read(t) on n_threads threads at once (the caller runs t = 0).
+double timed_on_threads(int n_threads, const std::function<void(int)>& read) {
+  OMNIBUS_CHECK(n_threads >= 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n_threads; ++t) threads.emplace_back(read, t);
+  read(0);
+  for (std::thread& th : threads) th.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The fastest of `passes` rounds of pass(shape) in every ReadShape, in
+// seconds: the probe's ceiling (a slower pass is interference or a loop's
+// pace, not the memory's limit).
+double fastest_pass(int passes, const std::function<double(ReadShape)>& pass) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int p = 0; p < passes; ++p) {
+    for (ReadShape shape : {ReadShape::kTight, ReadShape::kPaced, ReadShape::kPrefetched})
+      best = std::min(best, pass(shape));
+  }
+  return best;
+}
+
+}  // namespace
+
 size_t ReadProbe::pass_bytes(int n_threads) const {
   return bytes_ / size_t(n_threads) / 128 * 128 * size_t(n_threads);
 }
@@ -141,17 +168,10 @@ double ReadProbe::read_pass_prefetching(int n_threads, size_t ahead, bool into_l
 
 double ReadProbe::timed_pass(int n_threads,
                              const std::function<uint64_t(const uint8_t*, size_t)>& sum) const {
-  OMNIBUS_CHECK(n_threads >= 1);
   const size_t slice = pass_bytes(n_threads) / size_t(n_threads);
   std::vector<uint64_t> sums(size_t(n_threads), 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int t = 1; t < n_threads; ++t) {
-    threads.emplace_back([&, t] { sums[size_t(t)] = sum(buf_ + size_t(t) * slice, slice); });
-  }
-  sums[0] = sum(buf_, slice);  // the caller reads the first slice
-  for (std::thread& th : threads) th.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = timed_on_threads(
+      n_threads, [&](int t) { sums[size_t(t)] = sum(buf_ + size_t(t) * slice, slice); });
   // Every byte is 1: each slice sums to slice / 8 words of 0x0101...01.
   for (uint64_t v : sums) OMNIBUS_CHECK(v == uint64_t(slice / 8) * 0x0101010101010101ull);
   return s;
@@ -169,40 +189,25 @@ double read_spans(std::span<const std::span<const uint8_t>> spans, int n_threads
     *bytes += share(s) * size_t(n_threads);
   }
   std::vector<uint64_t> sums(size_t(n_threads), 0);
-  auto pass = [&](ReadShape shape) {
-    auto read = [&](int t) {
+  const double best = fastest_pass(passes, [&](ReadShape shape) {
+    return timed_on_threads(n_threads, [&](int t) {
       uint64_t sum = 0;
       for (const std::span<const uint8_t>& s : spans) {
         const size_t n = share(s);
         sum += read_probe_sum(s.data() + size_t(t) * n, n, shape);
       }
       sums[size_t(t)] = sum;
-    };
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (int t = 1; t < n_threads; ++t) threads.emplace_back(read, t);
-    read(0);  // the caller reads the first shares
-    for (std::thread& th : threads) th.join();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  double best = std::numeric_limits<double>::infinity();
-  for (int p = 0; p < passes; ++p) {
-    for (ReadShape shape : {ReadShape::kTight, ReadShape::kPaced, ReadShape::kPrefetched})
-      best = std::min(best, pass(shape));
-  }
+    });
+  });
   // the sums are the weights' bytes, unknown here: only kept from being optimised away
   asm volatile("" : : "r"(sums.data()) : "memory");
   return best;
 }
 
 double ReadProbe::measure(int n_threads, int passes) const {
-  OMNIBUS_CHECK(passes >= 1);
-  double best = 0;
-  for (int pass = 0; pass < passes; ++pass) {
-    for (ReadShape shape : {ReadShape::kTight, ReadShape::kPaced, ReadShape::kPrefetched})
-      best = std::max(best, double(pass_bytes(n_threads)) / read_pass(n_threads, shape));
-  }
-  return best;
+  OMNIBUS_CHECK(n_threads >= 1 && passes >= 1);
+  return double(pass_bytes(n_threads)) /
+         fastest_pass(passes, [&](ReadShape shape) { return read_pass(n_threads, shape); });
 }
 
 }  // namespace omnibus
