@@ -15,6 +15,12 @@
 #   (e.g. /work/ref/build) instead: nothing is downloaded or built, the script
 #   only checks the binaries and prints the paths.
 # JOBS=N  build parallelism (default 2).
+# --no-amx  build the same sources without AMX into .ref/build-noamx instead
+#   (AVX-512 / VNNI / BF16 / AVX-VNNI kept): on a Sapphire Rapids class Xeon the
+#   native build's AMX path segfaults when it repacks weights, so llama.cpp's
+#   batched, server and decode figures there come from this build
+#   (docs/performance.md, round (c); the bench scripts take it as
+#   OMNIBUS_LLAMA_CPP_DIR=.ref/build-noamx).
 #
 # Prints, last, shell assignments the other tools read:
 #   LLAMA_CPP_BIN=...        directory with the binaries and libllama.so
@@ -23,6 +29,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=0.3.36
+variant=native
+if [ "${1:-}" = "--no-amx" ]; then
+  variant=noamx
+elif [ -n "${1:-}" ]; then
+  echo "usage: scripts/build_llama_cpp.sh [--no-amx]" >&2
+  exit 2
+fi
 targets=(llama-bench llama-perplexity llama-batched-bench llama-server llama-tokenize
          llama-completion llama-quantize llama-embedding)
 
@@ -50,6 +63,14 @@ fi
 ref=.ref
 sdist_dir=$ref/llama_cpp_python-$version
 build=$ref/build
+cpu_flags=(-DGGML_NATIVE=ON)
+log=
+if [ "$variant" = noamx ]; then
+  build=$ref/build-noamx
+  cpu_flags=(-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+             -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF)
+  log=-noamx
+fi
 mkdir -p "$ref"
 
 # 1. Download the sdist from PyPI (source only, no dependencies).
@@ -75,15 +96,15 @@ fi
 if [ ! -f "$build/build.ninja" ]; then
   echo "build_llama_cpp: configuring $build"
   cmake -S "$sdist_dir/vendor/llama.cpp" -B "$build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
+    -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON "${cpu_flags[@]}" \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_HTML=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF >"$ref/cmake.log" 2>&1 ||
-    { tail -n 30 "$ref/cmake.log" >&2; exit 1; }
+    -DLLAMA_BUILD_TESTS=OFF >"$ref/cmake$log.log" 2>&1 ||
+    { tail -n 30 "$ref/cmake$log.log" >&2; exit 1; }
 fi
 
 # 4. Build the targets (ninja itself skips what is up to date).
-echo "build_llama_cpp: building ${targets[*]} (log: $ref/build.log)"
-cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" >"$ref/build.log" 2>&1 ||
-  { tail -n 30 "$ref/build.log" >&2; exit 1; }
+echo "build_llama_cpp: building ${targets[*]} (log: $ref/build$log.log)"
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" >"$ref/build$log.log" 2>&1 ||
+  { tail -n 30 "$ref/build$log.log" >&2; exit 1; }
 
 report "$(cd "$build" && pwd)" "$(cd "$sdist_dir" && pwd)"
