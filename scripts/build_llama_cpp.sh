@@ -29,9 +29,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=0.3.36
-variant=native
+# The native build, or with --no-amx the build whose dir and logs end in -noamx.
+suffix=
+cpu_flags=(-DGGML_NATIVE=ON)
 if [ "${1:-}" = "--no-amx" ]; then
-  variant=noamx
+  suffix=-noamx
+  cpu_flags=(-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+             -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF)
 elif [ -n "${1:-}" ]; then
   echo "usage: scripts/build_llama_cpp.sh [--no-amx]" >&2
   exit 2
@@ -62,15 +66,7 @@ fi
 
 ref=.ref
 sdist_dir=$ref/llama_cpp_python-$version
-build=$ref/build
-cpu_flags=(-DGGML_NATIVE=ON)
-log=
-if [ "$variant" = noamx ]; then
-  build=$ref/build-noamx
-  cpu_flags=(-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
-             -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF)
-  log=-noamx
-fi
+build=$ref/build$suffix
 mkdir -p "$ref"
 
 # 1. Download the sdist from PyPI (source only, no dependencies).
@@ -98,13 +94,13 @@ if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$sdist_dir/vendor/llama.cpp" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON "${cpu_flags[@]}" \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_HTML=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF >"$ref/cmake$log.log" 2>&1 ||
-    { tail -n 30 "$ref/cmake$log.log" >&2; exit 1; }
+    -DLLAMA_BUILD_TESTS=OFF >"$ref/cmake$suffix.log" 2>&1 ||
+    { tail -n 30 "$ref/cmake$suffix.log" >&2; exit 1; }
 fi
 
 # 4. Build the targets (ninja itself skips what is up to date).
-echo "build_llama_cpp: building ${targets[*]} (log: $ref/build$log.log)"
-cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" >"$ref/build$log.log" 2>&1 ||
-  { tail -n 30 "$ref/build$log.log" >&2; exit 1; }
+echo "build_llama_cpp: building ${targets[*]} (log: $ref/build$suffix.log)"
+cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}" >"$ref/build$suffix.log" 2>&1 ||
+  { tail -n 30 "$ref/build$suffix.log" >&2; exit 1; }
 
 report "$(cd "$build" && pwd)" "$(cd "$sdist_dir" && pwd)"
